@@ -1,0 +1,184 @@
+"""Every telemetry name otel-context emits, in one place.
+
+These names are an API (see ``../shared/design/TELEMETRY.md`` and ``docs/telemetry.md``): users build
+dashboards, TraceQL queries and alerts on them. Change one only with a deprecation note in the changelog.
+No other module may spell a telemetry name as a string literal; import it from here.
+
+Standard names follow the OpenTelemetry GenAI semantic conventions (semantic-conventions-genai v0.1.0).
+Everything semconv does not define lives under the project's own ``otel_context.`` namespace.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- instrumentation scope -------------------------------------------------------------------------------
+SCOPE_NAME: Final = "otel_context"
+
+# --- span names ----------------------------------------------------------------------------------------
+COMPACT_SPAN: Final = "compact"
+
+# gen_ai.operation.name values
+OP_CHAT: Final = "chat"
+OP_EMBEDDINGS: Final = "embeddings"
+OP_COUNT_TOKENS: Final = "count_tokens"
+OP_COMPACT: Final = "compact"  # OpenAI ``responses.compact``: a server-side compaction call
+
+# gen_ai.provider.name values
+PROVIDER_ANTHROPIC: Final = "anthropic"
+PROVIDER_OPENAI: Final = "openai"
+PROVIDER_AZURE_OPENAI: Final = "azure.ai.openai"
+PROVIDER_DEEPSEEK: Final = "deepseek"
+PROVIDER_AWS_BEDROCK: Final = "aws.bedrock"
+PROVIDER_GCP_VERTEX: Final = "gcp.vertex_ai"
+
+# --- GenAI span attributes (semconv) -------------------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P: Final = "gen_ai.request.top_p"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_CONVERSATION_COMPACTED: Final = "gen_ai.conversation.compacted"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: Final = "gen_ai.usage.cache_write.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"  # legacy metric attribute, behind the legacy switch
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+ERROR_TYPE: Final = "error.type"
+
+# Content-capture events (EVENT_ONLY / SPAN_AND_EVENT)
+EVENT_GEN_AI_CLIENT_INFERENCE_DETAILS: Final = "gen_ai.client.inference.operation.details"
+
+# Finish reasons, normalized as OpenTelemetry's own instrumentations do.
+FINISH_REASON_MAP: Final[dict[str, str]] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_call",
+    "tool_calls": "tool_call",
+    "function_call": "tool_call",
+}
+
+# --- context attributes (project namespace) --------------------------------------------------------------
+CONTEXT_WINDOW: Final = "otel_context.context.window"
+CONTEXT_EFFECTIVE_WINDOW: Final = "otel_context.context.effective_window"
+CONTEXT_ESTIMATED_TOKENS: Final = "otel_context.context.estimated_tokens"
+CONTEXT_UTILIZATION: Final = "otel_context.context.utilization"
+CONTEXT_STATE: Final = "otel_context.context.state"
+CONTEXT_STATE_OK: Final = "ok"
+CONTEXT_STATE_WARNING: Final = "warning"
+CONTEXT_STATE_ERROR: Final = "error"
+CONTEXT_STATE_BLOCKING: Final = "blocking"
+# Why a history was sent unchanged although compaction was wanted (unknown blocks, broken pairing, ...).
+CONTEXT_COMPACTION_SKIPPED_REASON: Final = "otel_context.compaction.skipped_reason"
+
+# --- cache attributes -------------------------------------------------------------------------------------
+CACHE_HIT_RATIO: Final = "otel_context.cache.hit_ratio"
+
+# --- compact span attributes ----------------------------------------------------------------------------
+COMPACTION_TRIGGER_SOURCE: Final = "otel_context.compaction.trigger_source"
+COMPACTION_STRATEGY: Final = "otel_context.compaction.strategy"
+COMPACTION_INPUT_TOKENS: Final = "otel_context.compaction.input_tokens"
+COMPACTION_OUTPUT_TOKENS: Final = "otel_context.compaction.output_tokens"
+COMPACTION_SUMMARY_TOKENS: Final = "otel_context.compaction.summary_tokens"
+COMPACTION_MESSAGES_COMPACTED: Final = "otel_context.compaction.messages_compacted"
+COMPACTION_DURATION_MS: Final = "otel_context.compaction.duration_ms"
+COMPACTION_OUTCOME: Final = "otel_context.compaction.outcome"
+COMPACTION_CONSECUTIVE_FAILURES: Final = "otel_context.compaction.consecutive_failures"
+COMPACTION_FILES_REHYDRATED: Final = "otel_context.compaction.files_rehydrated"
+COMPACTION_THRESHOLD_TOKENS: Final = "otel_context.compaction.threshold_tokens"
+COMPACTION_BREAKER_OPEN: Final = "otel_context.compaction.breaker_open"
+
+TRIGGER_AUTO: Final = "auto"
+TRIGGER_MANUAL: Final = "manual"
+TRIGGER_REACTIVE: Final = "reactive"
+TRIGGER_PROVIDER: Final = "provider"
+TRIGGER_SOURCES: Final = (TRIGGER_AUTO, TRIGGER_MANUAL, TRIGGER_REACTIVE, TRIGGER_PROVIDER)
+
+STRATEGY_MICROCOMPACT: Final = "microcompact"
+STRATEGY_SUMMARY: Final = "summary"
+STRATEGY_TRUNCATE: Final = "truncate"
+STRATEGY_PROVIDER: Final = "provider"
+STRATEGIES: Final = (STRATEGY_MICROCOMPACT, STRATEGY_SUMMARY, STRATEGY_TRUNCATE, STRATEGY_PROVIDER)
+
+OUTCOME_SUCCESS: Final = "success"
+OUTCOME_FAILURE: Final = "failure"
+OUTCOME_SKIPPED: Final = "skipped"
+OUTCOMES: Final = (OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_SKIPPED)
+
+# --- cache-break events -----------------------------------------------------------------------------------
+CACHE_BREAK_EVENT: Final = "otel_context.cache_break"
+CACHE_BREAK_INTENTIONAL: Final = "otel_context.cache_break.intentional"
+CACHE_BREAK_REASON: Final = "otel_context.cache_break.reason"
+CACHE_BREAK_EXPECTED_LOST_TOKENS: Final = "otel_context.cache_break.expected_lost_tokens"
+CACHE_BREAK_LOST_TOKENS: Final = "otel_context.cache_break.lost_tokens"
+
+REASON_COMPACTION: Final = "compaction"
+REASON_SYSTEM_CHANGED: Final = "system_changed"
+REASON_TOOLS_CHANGED: Final = "tools_changed"
+REASON_MODEL_CHANGED: Final = "model_changed"
+REASON_MESSAGES_CHANGED: Final = "messages_changed"
+REASON_TTL_EXPIRED: Final = "ttl_expired"
+REASON_UNKNOWN: Final = "unknown"
+CACHE_BREAK_REASONS: Final = (
+    REASON_SYSTEM_CHANGED,
+    REASON_TOOLS_CHANGED,
+    REASON_MODEL_CHANGED,
+    REASON_MESSAGES_CHANGED,
+    REASON_TTL_EXPIRED,
+    REASON_UNKNOWN,
+)
+
+# --- metrics: standard (semconv-genai v0.1.0) ---------------------------------------------------------------
+METRIC_INFERENCE_DURATION: Final = "gen_ai.client.inference.duration"
+METRIC_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.inference.time_to_first_chunk"
+METRIC_USAGE_INPUT_TOKENS: Final = "gen_ai.client.inference.usage.input_tokens"
+METRIC_USAGE_OUTPUT_TOKENS: Final = "gen_ai.client.inference.usage.output_tokens"
+METRIC_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.client.inference.usage.cache_read.input_tokens"
+METRIC_USAGE_CACHE_WRITE_INPUT_TOKENS: Final = "gen_ai.client.inference.usage.cache_write.input_tokens"
+# Older names, only behind the documented legacy switch (OTEL_CONTEXT_LEGACY_METRICS).
+METRIC_LEGACY_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
+METRIC_LEGACY_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+TOKEN_TYPE_INPUT: Final = "input"
+TOKEN_TYPE_OUTPUT: Final = "output"
+
+# Bucket boundaries the GenAI semconv advises.
+DURATION_BUCKETS: Final = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)  # fmt: skip
+TIME_TO_FIRST_CHUNK_BUCKETS: Final = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+)  # fmt: skip
+TOKEN_BUCKETS: Final = (
+    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+)  # fmt: skip
+UTILIZATION_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1)
+
+# --- metrics: project --------------------------------------------------------------------------------------
+METRIC_COMPACTIONS: Final = "otel_context.compactions"
+METRIC_COMPACTION_DURATION: Final = "otel_context.compaction.duration"
+METRIC_COMPACTION_TOKENS_SAVED: Final = "otel_context.compaction.tokens_saved"
+METRIC_BREAKERS_OPEN: Final = "otel_context.compaction.breakers_open"
+METRIC_CACHE_BREAKS: Final = "otel_context.cache_breaks"
+METRIC_CONTEXT_UTILIZATION: Final = "otel_context.context.utilization"
+
+# Prometheus-side names (after the OTLP/Prometheus exporters' translation), used by dashboards and rules.
+PROM_COMPACTIONS_TOTAL: Final = "otel_context_compactions_total"
+PROM_COMPACTION_DURATION: Final = "otel_context_compaction_duration_seconds"
+PROM_COMPACTION_TOKENS_SAVED: Final = "otel_context_compaction_tokens_saved"
+PROM_BREAKERS_OPEN: Final = "otel_context_compaction_breakers_open"
+PROM_CACHE_BREAKS_TOTAL: Final = "otel_context_cache_breaks_total"
+PROM_CONTEXT_UTILIZATION: Final = "otel_context_context_utilization"

@@ -1,0 +1,165 @@
+"""Tracer, meter, instruments and the event helper: the one place that talks to the OpenTelemetry API.
+
+The instruments are created once per :func:`configure` (at instrument time) from the providers given, or
+from the global ones (OpenTelemetry's proxies, so an app that sets its providers later is still honoured).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import Counter, Histogram, Meter, MeterProvider, UpDownCounter
+from opentelemetry.trace import Span, Tracer, TracerProvider
+from opentelemetry.util.types import AttributeValue
+
+from otel_context import semconv
+
+log = logging.getLogger("otel_context")
+
+__all__ = ["Instruments", "Telemetry", "configure", "emit_event", "get", "log_once"]
+
+_VERSION = "0.1.0"
+
+
+@dataclass(frozen=True)
+class Instruments:
+    """Every metric instrument of TELEMETRY.md §5."""
+
+    inference_duration: Histogram
+    time_to_first_chunk: Histogram
+    input_tokens: Counter
+    output_tokens: Counter
+    cache_read_tokens: Counter
+    cache_write_tokens: Counter
+    compactions: Counter
+    compaction_duration: Histogram
+    compaction_tokens_saved: Histogram
+    breakers_open: UpDownCounter
+    cache_breaks: Counter
+    context_utilization: Histogram
+    legacy_operation_duration: Histogram | None
+    legacy_token_usage: Histogram | None
+
+
+def _instruments(meter: Meter, legacy: bool) -> Instruments:
+    tokens = "{token}"
+    return Instruments(
+        inference_duration=meter.create_histogram(
+            semconv.METRIC_INFERENCE_DURATION,
+            unit="s",
+            description="Duration of GenAI inference calls",
+            explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
+        ),
+        time_to_first_chunk=meter.create_histogram(
+            semconv.METRIC_TIME_TO_FIRST_CHUNK,
+            unit="s",
+            description="Time from request to the first chunk of a streamed response",
+            explicit_bucket_boundaries_advisory=list(semconv.TIME_TO_FIRST_CHUNK_BUCKETS),
+        ),
+        input_tokens=meter.create_counter(
+            semconv.METRIC_USAGE_INPUT_TOKENS, unit=tokens, description="Input tokens, cache included"
+        ),
+        output_tokens=meter.create_counter(semconv.METRIC_USAGE_OUTPUT_TOKENS, unit=tokens, description="Output tokens"),
+        cache_read_tokens=meter.create_counter(
+            semconv.METRIC_USAGE_CACHE_READ_INPUT_TOKENS, unit=tokens, description="Input tokens read from the cache"
+        ),
+        cache_write_tokens=meter.create_counter(
+            semconv.METRIC_USAGE_CACHE_WRITE_INPUT_TOKENS, unit=tokens, description="Input tokens written to the cache"
+        ),
+        compactions=meter.create_counter(
+            semconv.METRIC_COMPACTIONS, unit="{compaction}", description="Compactions by trigger and outcome"
+        ),
+        compaction_duration=meter.create_histogram(
+            semconv.METRIC_COMPACTION_DURATION,
+            unit="s",
+            description="Wall time of compactions",
+            explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
+        ),
+        compaction_tokens_saved=meter.create_histogram(
+            semconv.METRIC_COMPACTION_TOKENS_SAVED,
+            unit=tokens,
+            description="Context tokens removed by a compaction",
+            explicit_bucket_boundaries_advisory=list(semconv.TOKEN_BUCKETS),
+        ),
+        breakers_open=meter.create_up_down_counter(
+            semconv.METRIC_BREAKERS_OPEN,
+            unit="{conversation}",
+            description="Conversations whose compaction circuit breaker is open",
+        ),
+        cache_breaks=meter.create_counter(
+            semconv.METRIC_CACHE_BREAKS, unit="{break}", description="Prompt-cache breaks, intentional or not"
+        ),
+        context_utilization=meter.create_histogram(
+            semconv.METRIC_CONTEXT_UTILIZATION,
+            unit="1",
+            description="Reported input tokens / effective context window",
+            explicit_bucket_boundaries_advisory=list(semconv.UTILIZATION_BUCKETS),
+        ),
+        legacy_operation_duration=meter.create_histogram(
+            semconv.METRIC_LEGACY_OPERATION_DURATION,
+            unit="s",
+            explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
+        )
+        if legacy
+        else None,
+        legacy_token_usage=meter.create_histogram(
+            semconv.METRIC_LEGACY_TOKEN_USAGE,
+            unit=tokens,
+            explicit_bucket_boundaries_advisory=list(semconv.TOKEN_BUCKETS),
+        )
+        if legacy
+        else None,
+    )
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    tracer: Tracer
+    meter: Meter
+    instruments: Instruments
+
+
+_current: Telemetry | None = None
+
+
+def configure(
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    legacy_metrics: bool = False,
+) -> Telemetry:
+    """Create the tracer, meter and instruments; called at instrument time."""
+    global _current
+    tracer = trace.get_tracer(semconv.SCOPE_NAME, _VERSION, tracer_provider=tracer_provider)
+    meter = metrics.get_meter(semconv.SCOPE_NAME, _VERSION, meter_provider=meter_provider)
+    _current = Telemetry(tracer, meter, _instruments(meter, legacy_metrics))
+    return _current
+
+
+def get() -> Telemetry:
+    """The telemetry configured at instrument time (or a default one on the global providers)."""
+    return _current if _current is not None else configure()
+
+
+def emit_event(span: Span, name: str, attributes: Mapping[str, AttributeValue]) -> None:
+    """Emit a project event. One helper, so the project can move to log-based events (OTEP 4430)."""
+    span.add_event(name, attributes)
+
+
+_logged: set[str] = set()
+
+
+def log_once(key: str, message: str, *args: Any, exc_info: bool = False) -> None:
+    """Log a warning the first time ``key`` is seen: failures in telemetry must not flood the app's logs."""
+    if key in _logged:
+        return
+    _logged.add(key)
+    log.warning(message, *args, exc_info=exc_info)
+
+
+def attributes(**values: AttributeValue | None) -> dict[str, AttributeValue]:
+    """Drop ``None`` values (OpenTelemetry rejects them)."""
+    return {k: v for k, v in values.items() if v is not None}
