@@ -85,7 +85,9 @@ class CallPlan:
         Runs while the chat span is still open: the engine adds attributes and events to it.
         """
 
-    def on_too_long(self, span: Span, error: BaseException) -> Generator[SummaryRequest, SummaryResult, Mapping[str, Any] | None]:
+    def on_too_long(
+        self, span: Span, error: BaseException
+    ) -> Generator[SummaryRequest, SummaryResult, Mapping[str, Any] | None]:
         """The provider rejected the request as too long: a body to retry ONCE, or None to re-raise."""
         return None
         yield  # pragma: no cover  (makes this a generator)

@@ -63,7 +63,9 @@ def _instruments(meter: Meter, legacy: bool) -> Instruments:
         input_tokens=meter.create_counter(
             semconv.METRIC_USAGE_INPUT_TOKENS, unit=tokens, description="Input tokens, cache included"
         ),
-        output_tokens=meter.create_counter(semconv.METRIC_USAGE_OUTPUT_TOKENS, unit=tokens, description="Output tokens"),
+        output_tokens=meter.create_counter(
+            semconv.METRIC_USAGE_OUTPUT_TOKENS, unit=tokens, description="Output tokens"
+        ),
         cache_read_tokens=meter.create_counter(
             semconv.METRIC_USAGE_CACHE_READ_INPUT_TOKENS, unit=tokens, description="Input tokens read from the cache"
         ),
