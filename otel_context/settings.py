@@ -153,12 +153,12 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
         if raw is None:
             return None
         try:
-            value = float(str(raw).strip().rstrip("%"))
+            pct = float(str(raw).strip().rstrip("%"))
         except ValueError:
             raise SettingsError(f"{where}={raw!r} must be a percentage between 1 and 100") from None
-        if not 1 <= value <= 100:
+        if not 1 <= pct <= 100:
             raise SettingsError(f"{where}={raw!r} must be a percentage between 1 and 100")
-        return value
+        return pct
     if kind == "str":
         text = str(raw).strip()
         return text or None
@@ -184,9 +184,9 @@ def resolve(
         if name not in _FIELDS:
             allowed = ", ".join(sorted(_FIELDS))
             raise SettingsError(f"unknown setting {name!r}; known settings: {allowed}")
-        kind = _FIELD_KIND.get(name)
-        if kind is not None:
-            values[name] = _parse(kind, raw, name)
+        field_kind = _FIELD_KIND.get(name)
+        if field_kind is not None:
+            values[name] = _parse(field_kind, raw, name)
         elif name in ("microcompact_tools", "file_read_tools"):
             values[name] = frozenset(cast("Any", raw))
         elif name == "file_path_keys":
