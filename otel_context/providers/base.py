@@ -1,0 +1,111 @@
+"""What the compactor needs to know about one wire format, as a protocol.
+
+One module per wire format implements it (``anthropic_messages``, ``openai_chat``, ``openai_responses``);
+:func:`otel_context.providers.for_format` returns the right one. Everything works on plain JSON-shaped
+bodies (the ``json_data`` the SDK is about to send): no SDK import. Nothing here mutates its input;
+every "with_..." function returns a new body/list sharing untouched items with the old one.
+
+Vocabulary:
+- *item*: one element of the conversation list (Anthropic ``messages[i]``, OpenAI chat ``messages[i]``
+  excluding leading system/developer messages, Responses ``input[i]``).
+- *round boundary*: an index ``i`` such that cutting the list into ``items[:i]`` and ``items[i:]`` splits
+  no tool call from its result, no parallel-call batch, and no thinking turn; ``0`` and ``len(items)`` are
+  always boundaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Item = Mapping[str, Any]
+Body = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolResultRef:
+    """A tool result inside the conversation, for microcompact and rehydration."""
+
+    item_index: int  #: index of the item holding the result
+    call_id: str  #: tool_use id / tool_call_id / call_id
+    tool_name: str | None  #: name of the tool that produced it (from the matching call), if known
+    tool_input: Mapping[str, Any] | None  #: the call's arguments (parsed JSON), if known
+    text: str  #: the result's text content (images/documents excluded)
+    cleared: bool  #: already replaced by the cleared placeholder
+
+
+class WireFormatAdapter(Protocol):
+    """Read and rewrite request bodies of one wire format."""
+
+    name: str  #: "anthropic_messages" | "openai_chat" | "openai_responses"
+
+    def items(self, body: Body) -> list[Item]:
+        """The conversation items (see module doc); a new list, items shared."""
+        ...
+
+    def with_items(self, body: Body, items: Sequence[Item]) -> dict[str, Any]:
+        """A shallow copy of ``body`` whose conversation is ``items`` (system/instructions kept)."""
+        ...
+
+    def system_text(self, body: Body) -> str:
+        """The system prompt / instructions as plain text ('' when none)."""
+        ...
+
+    def has_unknown_content(self, items: Sequence[Item]) -> str | None:
+        """A reason string when the items contain something the compactor does not understand."""
+        ...
+
+    def round_boundaries(self, items: Sequence[Item]) -> list[int]:
+        """Every safe cut index, ascending, including 0 and len(items)."""
+        ...
+
+    def validate(self, items: Sequence[Item]) -> list[str]:
+        """Pairing problems the provider would reject (empty list: valid)."""
+        ...
+
+    def repair(self, items: Sequence[Item]) -> list[Item]:
+        """Drop orphaned results and unanswered calls so that :meth:`validate` passes; last line of defence."""
+        ...
+
+    def tool_results(self, items: Sequence[Item]) -> list[ToolResultRef]:
+        """Every tool result, oldest first."""
+        ...
+
+    def with_tool_results_replaced(self, items: Sequence[Item], replacements: Mapping[str, str]) -> list[Item]:
+        """Items with the text of the tool results named by call id replaced."""
+        ...
+
+    def item_text(self, item: Item) -> str:
+        """All text of one item (for estimates and for the summarizer's transcript)."""
+        ...
+
+    def image_count(self, item: Item) -> int:
+        """Images/documents in one item (each counts a fixed number of tokens)."""
+        ...
+
+    def user_text_items(self, items: Sequence[Item]) -> list[str]:
+        """The text of every genuine user message (not tool results), oldest first."""
+        ...
+
+    def make_user_item(self, text: str) -> dict[str, Any]:
+        """A plain user message in this format."""
+        ...
+
+    def make_summary_request(
+        self, body: Body, transcript_items: Sequence[Item], prompt: str, max_tokens: int, model: str
+    ) -> dict[str, Any]:
+        """The summarizer's request: no tools, ``transcript_items`` then ``prompt`` as the last user turn."""
+        ...
+
+    def response_text(self, response: Mapping[str, Any]) -> str:
+        """The text of a (non-streamed) response of this format."""
+        ...
+
+    def is_too_long_error(self, status: int | None, error_body: Mapping[str, Any] | None, message: str) -> bool:
+        """Whether an API error says the request exceeded the context window."""
+        ...
+
+    def max_output_tokens(self, body: Body) -> int | None:
+        """The call's own output cap (max_tokens / max_completion_tokens / max_output_tokens)."""
+        ...
