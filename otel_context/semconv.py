@@ -182,3 +182,19 @@ PROM_COMPACTION_TOKENS_SAVED: Final = "otel_context_compaction_tokens_saved"
 PROM_BREAKERS_OPEN: Final = "otel_context_compaction_breakers_open"
 PROM_CACHE_BREAKS_TOTAL: Final = "otel_context_cache_breaks_total"
 PROM_CONTEXT_UTILIZATION: Final = "otel_context_context_utilization"
+
+# Prometheus-side names of the standard metrics (UnderscoreEscapingWithSuffixes, what
+# opentelemetry-exporter-prometheus and Prometheus 3's OTLP receiver produce by default), for dashboards and
+# rules. Histograms get ``_bucket``/``_sum``/``_count`` appended; counters already carry ``_total``.
+PROM_INFERENCE_DURATION: Final = "gen_ai_client_inference_duration_seconds"
+PROM_TIME_TO_FIRST_CHUNK: Final = "gen_ai_client_inference_time_to_first_chunk_seconds"
+PROM_USAGE_INPUT_TOKENS_TOTAL: Final = "gen_ai_client_inference_usage_input_tokens_total"
+PROM_USAGE_OUTPUT_TOKENS_TOTAL: Final = "gen_ai_client_inference_usage_output_tokens_total"
+PROM_USAGE_CACHE_READ_INPUT_TOKENS_TOTAL: Final = "gen_ai_client_inference_usage_cache_read_input_tokens_total"
+PROM_USAGE_CACHE_WRITE_INPUT_TOKENS_TOTAL: Final = "gen_ai_client_inference_usage_cache_write_input_tokens_total"
+PROM_LEGACY_OPERATION_DURATION: Final = "gen_ai_client_operation_duration_seconds"
+PROM_LEGACY_TOKEN_USAGE: Final = "gen_ai_client_token_usage"
+# Read, never emitted: older GenAI instrumentations (core semconv <= v1.41) report time to first chunk
+# under this name, so the dashboards read it as an alternate of METRIC_TIME_TO_FIRST_CHUNK.
+METRIC_LEGACY_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+PROM_LEGACY_TIME_TO_FIRST_CHUNK: Final = "gen_ai_client_operation_time_to_first_chunk_seconds"
