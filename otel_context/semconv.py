@@ -198,3 +198,13 @@ PROM_LEGACY_TOKEN_USAGE: Final = "gen_ai_client_token_usage"
 # under this name, so the dashboards read it as an alternate of METRIC_TIME_TO_FIRST_CHUNK.
 METRIC_LEGACY_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
 PROM_LEGACY_TIME_TO_FIRST_CHUNK: Final = "gen_ai_client_operation_time_to_first_chunk_seconds"
+
+# --- agent and tool spans (semconv GenAI), emitted by the demo agent and shown in examples -----------------
+# `invoke_agent {gen_ai.agent.name}` around one agent turn; `execute_tool {gen_ai.tool.name}` per tool call.
+OP_INVOKE_AGENT: Final = "invoke_agent"
+OP_EXECUTE_TOOL: Final = "execute_tool"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+TOOL_TYPE_FUNCTION: Final = "function"
