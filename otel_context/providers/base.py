@@ -22,6 +22,9 @@ from typing import Any, Protocol
 Item = Mapping[str, Any]
 Body = Mapping[str, Any]
 
+#: What microcompact puts in place of an old tool result's content (the wording Claude Code's users already know).
+CLEARED_PLACEHOLDER = "[Old tool result content cleared]"
+
 
 @dataclass(frozen=True)
 class ToolResultRef:
@@ -33,6 +36,7 @@ class ToolResultRef:
     tool_input: Mapping[str, Any] | None  #: the call's arguments (parsed JSON), if known
     text: str  #: the result's text content (images/documents excluded)
     cleared: bool  #: already replaced by the cleared placeholder
+    image_count: int = 0  #: images/documents inside the result (replacing its content drops them)
 
 
 class WireFormatAdapter(Protocol):
@@ -54,6 +58,15 @@ class WireFormatAdapter(Protocol):
 
     def has_unknown_content(self, items: Sequence[Item]) -> str | None:
         """A reason string when the items contain something the compactor does not understand."""
+        ...
+
+    def server_state_reason(self, body: Body) -> str | None:
+        """A reason string when the body continues a conversation stored at the provider.
+
+        Responses ``previous_response_id`` / ``conversation``: the items are only the tail of a history the
+        compactor cannot see, so results may legitimately answer calls it never saw; such a body is sent
+        unchanged (and :meth:`validate` must not be trusted on its items). ``None`` for self-contained bodies.
+        """
         ...
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:

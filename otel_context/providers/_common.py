@@ -1,0 +1,103 @@
+"""Small helpers shared by the three wire-format adapters (JSON-shaped data only, never mutated)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from otel_context.providers.base import Item
+
+#: Parameters of a too-long rejection that every provider words the same way.
+_TOO_LONG_MARKERS = (
+    "prompt is too long",
+    "model_context_window_exceeded",
+    "context_length_exceeded",
+    "maximum context length",
+    "exceeds the context window",
+    "exceed context limit",
+    "context window exceeded",
+)
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as compact JSON text (for estimates and transcripts); ``str()`` for what JSON cannot encode."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def parse_arguments(arguments: Any) -> Mapping[str, Any] | None:
+    """A call's arguments as a mapping: OpenAI sends a JSON string, Anthropic an object; ``None`` if neither."""
+    if isinstance(arguments, Mapping):
+        return arguments
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, Mapping) else None
+    return None
+
+
+def join_text(parts: Iterable[str]) -> str:
+    """Non-empty parts joined by newlines."""
+    return "\n".join(p for p in parts if p)
+
+
+def as_list(value: Any) -> list[Any]:
+    """A list for list-shaped content, ``[]`` for a string/None (callers treat strings separately)."""
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def error_fields(error_body: Mapping[str, Any] | None) -> tuple[str, str, str]:
+    """``(type, code, message)`` of a provider error body.
+
+    Accepts the whole JSON (``{"error": {...}}``) or the inner object, which is what the OpenAI SDK puts on
+    ``APIStatusError.body``; the Anthropic SDK keeps the whole JSON.
+    """
+    if not isinstance(error_body, Mapping):
+        return "", "", ""
+    inner = error_body.get("error")
+    source: Mapping[str, Any] = inner if isinstance(inner, Mapping) else error_body
+    return (
+        str(source.get("type") or ""),
+        str(source.get("code") or ""),
+        str(source.get("message") or ""),
+    )
+
+
+def mentions_too_long(*texts: str) -> bool:
+    """Whether any text carries one of the providers' context-overflow phrasings."""
+    lowered = " ".join(texts).lower()
+    return any(marker in lowered for marker in _TOO_LONG_MARKERS)
+
+
+def fixpoint(items: Sequence[Item], passes: Sequence[Callable[[list[Item]], list[Item]]]) -> list[Item]:
+    """Apply the passes in order until none changes anything.
+
+    Every pass only removes (blocks or items), so this terminates; a pass returning the same list object
+    signals "no change".
+    """
+    current = list(items)
+    while True:
+        changed = False
+        for step in passes:
+            nxt = step(current)
+            if nxt is not current:
+                changed = True
+                current = nxt
+        if not changed:
+            return current
+
+
+def merge_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Merge consecutive same-role plain-text messages (transcripts for the summarizer alternate roles)."""
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        if out and out[-1]["role"] == msg["role"]:
+            out[-1] = {"role": msg["role"], "content": f"{out[-1]['content']}\n\n{msg['content']}"}
+        else:
+            out.append(dict(msg))
+    return out

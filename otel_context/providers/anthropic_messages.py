@@ -1,0 +1,447 @@
+"""The Anthropic Messages wire format (``POST /v1/messages``, also the beta namespace).
+
+Shapes (checked against ``anthropic/types/*_param.py`` and ``beta/beta_content_block_param.py`` of the SDK):
+``messages[i] = {"role": "user"|"assistant"|"system", "content": str | [block, ...]}``; ``system`` is a string
+or a list of text blocks. Pairing rules the API enforces with a 400 ``invalid_request_error``:
+
+- every ``tool_use`` block of an assistant message is answered by a ``tool_result`` block (same id) in the
+  very next message, which is a user message (parallel calls: all results in that one message);
+- every ``tool_result`` answers a ``tool_use`` of the message right before it.
+
+Server tools (``server_tool_use`` / ``mcp_tool_use``) carry their results in the same assistant message, so
+they never cross a message boundary and are not paired here. With extended thinking, an assistant message
+holding thinking + ``tool_use``, the user message with its results and the assistant continuation are one
+unit: the API checks the thinking blocks of the tool loop it continues, so a cut never lands inside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from otel_context.providers._common import (
+    as_list,
+    compact_json,
+    error_fields,
+    fixpoint,
+    join_text,
+    mentions_too_long,
+    merge_text_messages,
+)
+from otel_context.providers.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
+
+#: Top-level block types whose meaning for pairing and estimates this adapter knows. Anything else (e.g.
+#: ``fallback``, ``tool_addition``/``tool_removal``, ``mcp_tool_listing``, future types) makes the compactor
+#: leave the request alone, because moving or dropping such a block may change what the API accepts.
+KNOWN_BLOCK_TYPES = frozenset(
+    {
+        "text",
+        "image",
+        "document",
+        "search_result",
+        "thinking",
+        "redacted_thinking",
+        "tool_use",
+        "tool_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "advisor_tool_result",
+        "container_upload",
+        "compaction",
+        "mcp_tool_use",
+        "mcp_tool_result",
+    }
+)
+_ROLES = frozenset({"user", "assistant", "system"})
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+_CALL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+
+
+def _blocks(item: Item) -> list[Mapping[str, Any]]:
+    return [b for b in as_list(item.get("content")) if isinstance(b, Mapping)]
+
+
+def _role(item: Item) -> str:
+    return str(item.get("role", ""))
+
+
+def _tool_use_ids(item: Item) -> list[str]:
+    if _role(item) != "assistant":
+        return []
+    return [str(b.get("id")) for b in _blocks(item) if b.get("type") == "tool_use"]
+
+
+def _tool_result_ids(item: Item) -> list[str]:
+    if _role(item) != "user":
+        return []
+    return [str(b.get("tool_use_id")) for b in _blocks(item) if b.get("type") == "tool_result"]
+
+
+def _has_thinking(item: Item) -> bool:
+    return _role(item) == "assistant" and any(b.get("type") in _THINKING for b in _blocks(item))
+
+
+def _starts_turn(item: Item) -> bool:
+    """A genuine user message (no tool results) or a system message: where a new round begins."""
+    role = _role(item)
+    return role == "system" or (role == "user" and not _tool_result_ids(item))
+
+
+def _result_content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in as_list(content):
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind == "search_result":
+            parts.append(str(block.get("title", "")))
+            parts.extend(str(b.get("text", "")) for b in as_list(block.get("content")) if isinstance(b, Mapping))
+        elif kind == "document":
+            parts.append(_document_text(block))
+    return join_text(parts)
+
+
+def _document_text(block: Mapping[str, Any]) -> str:
+    source = block.get("source")
+    parts = [str(block.get("title") or ""), str(block.get("context") or "")]
+    if isinstance(source, Mapping):
+        if source.get("type") == "text":
+            parts.append(str(source.get("data", "")))
+        elif source.get("type") == "content":
+            parts.append(_result_content_text(source.get("content")))
+    return join_text(parts)
+
+
+def _is_binary_document(block: Mapping[str, Any]) -> bool:
+    source = block.get("source")
+    return not (isinstance(source, Mapping) and source.get("type") in ("text", "content"))
+
+
+def _media_count(blocks: Sequence[Any]) -> int:
+    count = 0
+    for block in blocks:
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "image" or (kind == "document" and _is_binary_document(block)):
+            count += 1
+        elif kind == "tool_result":
+            count += _media_count(as_list(block.get("content")))
+    return count
+
+
+def _block_text(block: Mapping[str, Any]) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "thinking":
+        return str(block.get("thinking", ""))
+    if kind in ("redacted_thinking", "image"):
+        return ""  # opaque / counted as an image
+    if kind in _CALL_BLOCKS:
+        return f"{block.get('name', '')} {compact_json(block.get('input', {}))}"
+    if kind in ("tool_result", "mcp_tool_result"):
+        return _result_content_text(block.get("content"))
+    if kind == "document":
+        return _document_text(block)
+    if kind == "search_result":
+        return _result_content_text([block])
+    if kind == "compaction":
+        return str(block.get("content") or "")
+    if isinstance(kind, str) and kind.endswith("_tool_result"):
+        return compact_json(block.get("content"))
+    return compact_json(block)
+
+
+def _transcript_block(block: Mapping[str, Any]) -> str:
+    """One block as plain text for the summarizer (which is sent without tools, so no tool blocks)."""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind in _THINKING:
+        return ""
+    if kind in _CALL_BLOCKS:
+        return f"[tool call {block.get('name', '')} id={block.get('id', '')}] {compact_json(block.get('input', {}))}"
+    if kind in ("tool_result", "mcp_tool_result"):
+        flag = " (error)" if block.get("is_error") else ""
+        return f"[tool result id={block.get('tool_use_id', '')}{flag}] {_result_content_text(block.get('content'))}"
+    if kind == "image":
+        return "[image]"
+    if kind == "document":
+        return f"[document] {_document_text(block)}".rstrip()
+    if kind == "compaction":
+        content = block.get("content")
+        return f"[summary of the earlier conversation]\n{content}" if content else ""
+    return f"[{kind}] {_block_text(block)}".rstrip()
+
+
+class AnthropicMessagesAdapter:
+    """:class:`~otel_context.providers.base.WireFormatAdapter` for Anthropic Messages."""
+
+    name = "anthropic_messages"
+
+    # -- body ---------------------------------------------------------------------------------------------
+
+    def items(self, body: Body) -> list[Item]:
+        messages = body.get("messages")
+        return [m for m in messages if isinstance(m, Mapping)] if isinstance(messages, (list, tuple)) else []
+
+    def with_items(self, body: Body, items: Sequence[Item]) -> dict[str, Any]:
+        return {**body, "messages": list(items)}
+
+    def system_text(self, body: Body) -> str:
+        system = body.get("system")
+        if isinstance(system, str):
+            return system
+        return join_text(str(b.get("text", "")) for b in as_list(system) if isinstance(b, Mapping))
+
+    def server_state_reason(self, body: Body) -> str | None:
+        return None  # every Messages request carries its whole history
+
+    def max_output_tokens(self, body: Body) -> int | None:
+        value = body.get("max_tokens")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    # -- structure ----------------------------------------------------------------------------------------
+
+    def has_unknown_content(self, items: Sequence[Item]) -> str | None:
+        for index, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                return f"messages.{index} is not an object"
+            role = item.get("role")
+            if role not in _ROLES:
+                return f"messages.{index} has unknown role {role!r}"
+            content = item.get("content")
+            if isinstance(content, str):
+                continue
+            if not isinstance(content, (list, tuple)):
+                return f"messages.{index}.content is neither a string nor a list of blocks"
+            for pos, block in enumerate(content):
+                if not isinstance(block, Mapping):
+                    return f"messages.{index}.content.{pos} is not an object"
+                kind = block.get("type")
+                if kind not in KNOWN_BLOCK_TYPES:
+                    return f"messages.{index}.content.{pos} has unknown block type {kind!r}"
+        return None
+
+    def round_boundaries(self, items: Sequence[Item]) -> list[int]:
+        n = len(items)
+        ok = [True] * (n + 1)
+        for i in range(1, n):
+            prev, cur = items[i - 1], items[i]
+            if _tool_result_ids(cur) or _tool_use_ids(prev):
+                ok[i] = False  # a tool_use and its results (parallel ones included) stay together
+            if _role(prev) == "assistant" and _role(cur) == "assistant":
+                ok[i] = False  # the API merges consecutive assistant messages into one turn
+        # Thinking tool loops: from the first assistant message with thinking to the end of its turn.
+        start = 0
+        while start < n:
+            end = start + 1
+            while end < n and not _starts_turn(items[end]):
+                end += 1
+            first_thinking = next((k for k in range(start, end) if _has_thinking(items[k])), None)
+            if first_thinking is not None and any(_tool_result_ids(items[k]) for k in range(first_thinking, end)):
+                for k in range(first_thinking + 1, end):
+                    ok[k] = False
+            start = end
+        return [i for i in range(n + 1) if ok[i]]
+
+    def validate(self, items: Sequence[Item]) -> list[str]:
+        problems: list[str] = []
+        for i, item in enumerate(items):
+            uses = _tool_use_ids(item)
+            if uses:
+                answered = set(_tool_result_ids(items[i + 1])) if i + 1 < len(items) else set()
+                missing = [u for u in uses if u not in answered]
+                if missing:
+                    problems.append(
+                        f"messages.{i}: tool_use ids were found without tool_result blocks immediately after: "
+                        + ", ".join(missing)
+                    )
+            results = _tool_result_ids(item)
+            if results:
+                offered = set(_tool_use_ids(items[i - 1])) if i > 0 else set()
+                orphans = [r for r in results if r not in offered]
+                if orphans:
+                    problems.append(
+                        f"messages.{i}: unexpected tool_use_id found in tool_result blocks "
+                        f"(no matching tool_use in the previous message): {', '.join(orphans)}"
+                    )
+        return problems
+
+    def repair(self, items: Sequence[Item]) -> list[Item]:
+        return fixpoint(items, (_drop_orphan_results, _drop_unanswered_uses))
+
+    # -- tool results -------------------------------------------------------------------------------------
+
+    def tool_results(self, items: Sequence[Item]) -> list[ToolResultRef]:
+        calls: dict[str, Mapping[str, Any]] = {}
+        refs: list[ToolResultRef] = []
+        for index, item in enumerate(items):
+            for block in _blocks(item):
+                kind = block.get("type")
+                if kind == "tool_use" and _role(item) == "assistant":
+                    calls[str(block.get("id"))] = block
+                elif kind == "tool_result" and _role(item) == "user":
+                    call_id = str(block.get("tool_use_id"))
+                    call = calls.get(call_id)
+                    text = _result_content_text(block.get("content"))
+                    tool_input = call.get("input") if call is not None else None
+                    refs.append(
+                        ToolResultRef(
+                            item_index=index,
+                            call_id=call_id,
+                            tool_name=str(call.get("name")) if call is not None else None,
+                            tool_input=tool_input if isinstance(tool_input, Mapping) else None,
+                            text=text,
+                            cleared=text == CLEARED_PLACEHOLDER,
+                            image_count=_media_count(as_list(block.get("content"))),
+                        )
+                    )
+        return refs
+
+    def with_tool_results_replaced(self, items: Sequence[Item], replacements: Mapping[str, str]) -> list[Item]:
+        out: list[Item] = []
+        for item in items:
+            if _role(item) != "user" or not any(r in replacements for r in _tool_result_ids(item)):
+                out.append(item)
+                continue
+            blocks = []
+            for block in as_list(item.get("content")):
+                if (
+                    isinstance(block, Mapping)
+                    and block.get("type") == "tool_result"
+                    and str(block.get("tool_use_id")) in replacements
+                ):
+                    block = {**block, "content": replacements[str(block.get("tool_use_id"))]}
+                blocks.append(block)
+            out.append({**item, "content": blocks})
+        return out
+
+    # -- text ---------------------------------------------------------------------------------------------
+
+    def item_text(self, item: Item) -> str:
+        content = item.get("content")
+        if isinstance(content, str):
+            return content
+        return join_text(_block_text(b) for b in _blocks(item))
+
+    def image_count(self, item: Item) -> int:
+        return _media_count(as_list(item.get("content")))
+
+    def user_text_items(self, items: Sequence[Item]) -> list[str]:
+        texts: list[str] = []
+        for item in items:
+            if _role(item) != "user":
+                continue
+            content = item.get("content")
+            if isinstance(content, str):
+                text = content
+            else:
+                text = join_text(str(b.get("text", "")) for b in _blocks(item) if b.get("type") == "text")
+            if text:
+                texts.append(text)
+        return texts
+
+    def make_user_item(self, text: str) -> dict[str, Any]:
+        return {"role": "user", "content": text}
+
+    def make_summary_request(
+        self, body: Body, transcript_items: Sequence[Item], prompt: str, max_tokens: int, model: str
+    ) -> dict[str, Any]:
+        # The API rejects tool_use/tool_result blocks in a request that defines no tools, so the transcript is
+        # rendered to plain text, roles kept (consecutive same roles merged, as the API would).
+        rendered: list[dict[str, Any]] = []
+        for item in transcript_items:
+            role = _role(item)
+            content = item.get("content")
+            text = content if isinstance(content, str) else join_text(_transcript_block(b) for b in _blocks(item))
+            if not text:
+                continue
+            if role == "system":
+                role, text = "user", f"[system]\n{text}"
+            rendered.append({"role": "assistant" if role == "assistant" else "user", "content": text})
+        messages = merge_text_messages(rendered)
+        if messages and messages[0]["role"] == "assistant":
+            messages.insert(0, {"role": "user", "content": "[The conversation so far]"})
+        if messages and messages[-1]["role"] == "user":
+            last = messages.pop()
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": last["content"]}, {"type": "text", "text": prompt}],
+                }
+            )
+        else:
+            messages.append({"role": "user", "content": prompt})
+        request: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
+        if body.get("system"):
+            request["system"] = body["system"]
+        return request
+
+    def response_text(self, response: Mapping[str, Any]) -> str:
+        return "".join(
+            str(b.get("text", ""))
+            for b in as_list(response.get("content"))
+            if isinstance(b, Mapping) and b.get("type") == "text"
+        )
+
+    def is_too_long_error(self, status: int | None, error_body: Mapping[str, Any] | None, message: str) -> bool:
+        if status == 413:
+            return True  # request_too_large: the body itself exceeds the size limit
+        kind, code, text = error_fields(error_body)
+        return mentions_too_long(text, message, code) or kind == "model_context_window_exceeded"
+
+
+def _filter_blocks(item: Item, drop: set[str], kind: str, key: str) -> Item | None:
+    """``item`` without the ``kind`` blocks whose ``key`` is in ``drop``; None when nothing is left."""
+    kept = [
+        b
+        for b in as_list(item.get("content"))
+        if not (isinstance(b, Mapping) and b.get("type") == kind and str(b.get(key)) in drop)
+    ]
+    return {**item, "content": kept} if kept else None
+
+
+def _drop_orphan_results(items: list[Item]) -> list[Item]:
+    out: list[Item] = []
+    changed = False
+    for item in items:
+        results = _tool_result_ids(item)
+        # Against what is kept so far: a dropped message in between must not orphan the results after it.
+        offered = set(_tool_use_ids(out[-1])) if out else set()
+        orphans = {r for r in results if r not in offered}
+        if not orphans:
+            out.append(item)
+            continue
+        changed = True
+        new = _filter_blocks(item, orphans, "tool_result", "tool_use_id")
+        if new is not None:
+            out.append(new)
+    return out if changed else items
+
+
+def _drop_unanswered_uses(items: list[Item]) -> list[Item]:
+    out: list[Item] = []
+    changed = False
+    for i, item in enumerate(items):
+        uses = _tool_use_ids(item)
+        answered = set(_tool_result_ids(items[i + 1])) if i + 1 < len(items) else set()
+        missing = {u for u in uses if u not in answered}
+        if not missing:
+            out.append(item)
+            continue
+        changed = True
+        new = _filter_blocks(item, missing, "tool_use", "id")
+        if new is not None:
+            out.append(new)
+    return out if changed else items

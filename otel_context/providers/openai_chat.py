@@ -1,0 +1,325 @@
+"""The OpenAI Chat Completions wire format (``POST /v1/chat/completions``).
+
+Shapes (checked against ``openai/types/chat/chat_completion_*_message_param.py``): roles ``system``,
+``developer``, ``user``, ``assistant``, ``tool`` (and the deprecated ``function``); ``content`` is a string or
+a list of parts (``text``, ``image_url``, ``input_audio``, ``file``; ``refusal`` for the assistant); an
+assistant message may carry ``tool_calls`` = ``[{"id", "type": "function", "function": {"name",
+"arguments": <JSON string>}}]`` (or ``type: "custom"`` with ``custom: {"name", "input"}``); a tool message
+answers one call with ``tool_call_id``. The API rejects with a 400:
+
+- an assistant message with ``tool_calls`` not followed by ``tool`` messages answering every id;
+- a ``tool`` message that is not a response to a preceding message with ``tool_calls``.
+
+The conversation items are the messages after the leading system/developer messages, which stay put.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from otel_context.providers._common import (
+    as_list,
+    compact_json,
+    error_fields,
+    fixpoint,
+    join_text,
+    mentions_too_long,
+    parse_arguments,
+)
+from otel_context.providers.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_INSTRUCTION_ROLES = frozenset({"system", "developer"})
+KNOWN_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
+_MEDIA_PARTS = frozenset({"image_url", "input_audio", "file"})
+_CALL_TYPES = frozenset({"function", "custom"})
+
+
+def _role(item: Item) -> str:
+    return str(item.get("role", ""))
+
+
+def _calls(item: Item) -> list[Mapping[str, Any]]:
+    if _role(item) != "assistant":
+        return []
+    return [c for c in as_list(item.get("tool_calls")) if isinstance(c, Mapping)]
+
+
+def _call_ids(item: Item) -> list[str]:
+    return [str(c.get("id")) for c in _calls(item)]
+
+
+def _call_name_and_input(call: Mapping[str, Any]) -> tuple[str | None, Mapping[str, Any] | None]:
+    if call.get("type") == "custom" or "custom" in call:
+        custom = call.get("custom")
+        if isinstance(custom, Mapping):
+            return str(custom.get("name")), {"input": custom.get("input")}
+        return None, None
+    function = call.get("function")
+    if isinstance(function, Mapping):
+        return str(function.get("name")), parse_arguments(function.get("arguments"))
+    return None, None
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for part in as_list(content):
+        if isinstance(part, Mapping):
+            if part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif part.get("type") == "refusal":
+                parts.append(str(part.get("refusal", "")))
+    return join_text(parts)
+
+
+def _leading_instructions(messages: Sequence[Any]) -> int:
+    """How many messages at the start are system/developer instructions."""
+    count = 0
+    for msg in messages:
+        if not (isinstance(msg, Mapping) and msg.get("role") in _INSTRUCTION_ROLES):
+            break
+        count += 1
+    return count
+
+
+def _answering_block(items: Sequence[Item], index: int) -> set[str]:
+    """Ids answered by the contiguous tool messages right after ``items[index]``."""
+    answered: set[str] = set()
+    j = index + 1
+    while j < len(items) and _role(items[j]) == "tool":
+        answered.add(str(items[j].get("tool_call_id")))
+        j += 1
+    return answered
+
+
+def _calling_message(items: Sequence[Item], index: int) -> Item | None:
+    """The message a tool message at ``index`` responds to: the one before its run of tool messages."""
+    k = index - 1
+    while k >= 0 and _role(items[k]) == "tool":
+        k -= 1
+    return items[k] if k >= 0 else None
+
+
+class OpenAIChatAdapter:
+    """:class:`~otel_context.providers.base.WireFormatAdapter` for OpenAI Chat Completions."""
+
+    name = "openai_chat"
+
+    # -- body ---------------------------------------------------------------------------------------------
+
+    def _messages(self, body: Body) -> list[Any]:
+        messages = body.get("messages")
+        return list(messages) if isinstance(messages, (list, tuple)) else []
+
+    def items(self, body: Body) -> list[Item]:
+        messages = self._messages(body)
+        return [m for m in messages[_leading_instructions(messages) :] if isinstance(m, Mapping)]
+
+    def with_items(self, body: Body, items: Sequence[Item]) -> dict[str, Any]:
+        messages = self._messages(body)
+        return {**body, "messages": messages[: _leading_instructions(messages)] + list(items)}
+
+    def system_text(self, body: Body) -> str:
+        messages = self._messages(body)
+        return join_text(_content_text(m.get("content")) for m in messages[: _leading_instructions(messages)])
+
+    def server_state_reason(self, body: Body) -> str | None:
+        return None  # Chat Completions requests always carry the whole history
+
+    def max_output_tokens(self, body: Body) -> int | None:
+        for key in ("max_completion_tokens", "max_tokens"):
+            value = body.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return None
+
+    # -- structure ----------------------------------------------------------------------------------------
+
+    def has_unknown_content(self, items: Sequence[Item]) -> str | None:
+        for index, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                return f"messages[{index}] is not an object"
+            role = item.get("role")
+            if role not in _ROLES:
+                return f"messages[{index}] has unknown role {role!r}"
+            content = item.get("content")
+            if content is not None and not isinstance(content, (str, list, tuple)):
+                return f"messages[{index}].content is neither a string nor a list of parts"
+            for pos, part in enumerate(as_list(content)):
+                if not isinstance(part, Mapping) or part.get("type") not in KNOWN_PART_TYPES:
+                    kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+                    return f"messages[{index}].content[{pos}] has unknown part type {kind!r}"
+            for pos, call in enumerate(as_list(item.get("tool_calls"))):
+                if not isinstance(call, Mapping) or call.get("type", "function") not in _CALL_TYPES:
+                    return f"messages[{index}].tool_calls[{pos}] has an unknown tool call type"
+        return None
+
+    def round_boundaries(self, items: Sequence[Item]) -> list[int]:
+        n = len(items)
+        ok = [True] * (n + 1)
+        for i in range(1, n):
+            if _role(items[i]) in ("tool", "function") or _calls(items[i - 1]):
+                ok[i] = False  # tool_calls and all their tool messages (parallel calls too) stay together
+        return [i for i in range(n + 1) if ok[i]]
+
+    def validate(self, items: Sequence[Item]) -> list[str]:
+        problems: list[str] = []
+        for i, item in enumerate(items):
+            ids = _call_ids(item)
+            if ids:
+                answered = _answering_block(items, i)
+                missing = [c for c in ids if c not in answered]
+                if missing:
+                    problems.append(
+                        f"messages[{i}]: an assistant message with 'tool_calls' must be followed by tool messages "
+                        f"responding to each 'tool_call_id'; no response for: {', '.join(missing)}"
+                    )
+            if _role(item) == "tool":
+                caller = _calling_message(items, i)
+                call_id = str(item.get("tool_call_id"))
+                if caller is None or call_id not in _call_ids(caller):
+                    problems.append(
+                        f"messages[{i}]: messages with role 'tool' must be a response to a preceding message "
+                        f"with 'tool_calls' (tool_call_id {call_id})"
+                    )
+        return problems
+
+    def repair(self, items: Sequence[Item]) -> list[Item]:
+        return fixpoint(items, (_drop_orphan_tool_messages, _drop_unanswered_calls))
+
+    # -- tool results -------------------------------------------------------------------------------------
+
+    def tool_results(self, items: Sequence[Item]) -> list[ToolResultRef]:
+        calls: dict[str, Mapping[str, Any]] = {}
+        refs: list[ToolResultRef] = []
+        for index, item in enumerate(items):
+            for call in _calls(item):
+                calls[str(call.get("id"))] = call
+            if _role(item) != "tool":
+                continue
+            call_id = str(item.get("tool_call_id"))
+            matching = calls.get(call_id)
+            name, tool_input = _call_name_and_input(matching) if matching is not None else (None, None)
+            text = _content_text(item.get("content"))
+            refs.append(
+                ToolResultRef(
+                    item_index=index,
+                    call_id=call_id,
+                    tool_name=name,
+                    tool_input=tool_input,
+                    text=text,
+                    cleared=text == CLEARED_PLACEHOLDER,
+                    image_count=self.image_count(item),
+                )
+            )
+        return refs
+
+    def with_tool_results_replaced(self, items: Sequence[Item], replacements: Mapping[str, str]) -> list[Item]:
+        return [
+            {**item, "content": replacements[str(item.get("tool_call_id"))]}
+            if _role(item) == "tool" and str(item.get("tool_call_id")) in replacements
+            else item
+            for item in items
+        ]
+
+    # -- text ---------------------------------------------------------------------------------------------
+
+    def item_text(self, item: Item) -> str:
+        parts = [_content_text(item.get("content")), str(item.get("refusal") or "")]
+        for call in _calls(item):
+            function = call.get("function")
+            custom = call.get("custom")
+            body = function if isinstance(function, Mapping) else custom if isinstance(custom, Mapping) else {}
+            args = body.get("arguments", body.get("input", ""))
+            parts.append(f"{body.get('name', '')} {args if isinstance(args, str) else compact_json(args)}")
+        legacy = item.get("function_call")
+        if isinstance(legacy, Mapping):
+            parts.append(f"{legacy.get('name', '')} {legacy.get('arguments', '')}")
+        return join_text(parts)
+
+    def image_count(self, item: Item) -> int:
+        return sum(1 for p in as_list(item.get("content")) if isinstance(p, Mapping) and p.get("type") in _MEDIA_PARTS)
+
+    def user_text_items(self, items: Sequence[Item]) -> list[str]:
+        return [t for t in (_content_text(i.get("content")) for i in items if _role(i) == "user") if t]
+
+    def make_user_item(self, text: str) -> dict[str, Any]:
+        return {"role": "user", "content": text}
+
+    def make_summary_request(
+        self, body: Body, transcript_items: Sequence[Item], prompt: str, max_tokens: int, model: str
+    ) -> dict[str, Any]:
+        # No tools are sent, so tool calls and tool messages become plain text (a tool message without the
+        # matching tool_calls would be rejected).
+        messages: list[dict[str, Any]] = self._messages(body)[: _leading_instructions(self._messages(body))]
+        for item in transcript_items:
+            role = _role(item)
+            if role == "tool":
+                text = f"[tool result id={item.get('tool_call_id', '')}] {_content_text(item.get('content'))}"
+                messages.append({"role": "user", "content": text})
+                continue
+            lines = [_content_text(item.get("content"))]
+            lines += ["[image]"] * self.image_count(item)
+            for call in _calls(item):
+                name, _ = _call_name_and_input(call)
+                function = call.get("function")
+                args = function.get("arguments", "") if isinstance(function, Mapping) else ""
+                lines.append(f"[tool call {name} id={call.get('id', '')}] {args}")
+            text = join_text(lines)
+            if text:
+                messages.append(
+                    {"role": role if role in ("user", "assistant", "system", "developer") else "user", "content": text}
+                )
+        messages.append({"role": "user", "content": prompt})
+        limit_key = (
+            "max_tokens" if "max_tokens" in body and "max_completion_tokens" not in body else "max_completion_tokens"
+        )
+        return {"model": model, "messages": messages, limit_key: max_tokens}
+
+    def response_text(self, response: Mapping[str, Any]) -> str:
+        choices = as_list(response.get("choices"))
+        if not choices or not isinstance(choices[0], Mapping):
+            return ""
+        message = choices[0].get("message")
+        return _content_text(message.get("content")) if isinstance(message, Mapping) else ""
+
+    def is_too_long_error(self, status: int | None, error_body: Mapping[str, Any] | None, message: str) -> bool:
+        _kind, code, text = error_fields(error_body)
+        return code == "context_length_exceeded" or mentions_too_long(text, message)
+
+
+def _drop_orphan_tool_messages(items: list[Item]) -> list[Item]:
+    out: list[Item] = []
+    for item in items:
+        if _role(item) == "tool":
+            caller = _calling_message(out, len(out))
+            if caller is None or str(item.get("tool_call_id")) not in _call_ids(caller):
+                continue
+        out.append(item)
+    return out if len(out) != len(items) else items
+
+
+def _drop_unanswered_calls(items: list[Item]) -> list[Item]:
+    out: list[Item] = []
+    changed = False
+    for i, item in enumerate(items):
+        calls = _calls(item)
+        if not calls:
+            out.append(item)
+            continue
+        answered = _answering_block(items, i)
+        kept = [c for c in calls if str(c.get("id")) in answered]
+        if len(kept) == len(calls):
+            out.append(item)
+            continue
+        changed = True
+        new = {k: v for k, v in item.items() if k != "tool_calls"}
+        if kept:
+            new["tool_calls"] = kept
+        elif not _content_text(new.get("content")) and not new.get("function_call") and not new.get("audio"):
+            continue  # nothing left to say: drop the message
+        out.append(new)
+    return out if changed else items
