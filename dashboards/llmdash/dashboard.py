@@ -1,0 +1,438 @@
+"""The "LLM context" Grafana dashboard, built with grafana-foundation-sdk (Grafana 11.6 build).
+
+Datasources are variables (``ds_prometheus``, ``ds_traces`` for Tempo, ``ds_jaeger`` for Jaeger), so the
+same JSON works in otel-lgtm, in a user's own Grafana, and with either trace backend. Trace panels list spans
+by TraceQL (Tempo) or by a Jaeger search (a collapsed row, for Grafanas that have a Jaeger datasource).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from grafana_foundation_sdk.builders import common, dashboard, stat, table, tempo, timeseries
+from grafana_foundation_sdk.builders import prometheus as prom
+from grafana_foundation_sdk.cog import builder as cogbuilder
+from grafana_foundation_sdk.cog import variants as cogvariants
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as common_model
+from grafana_foundation_sdk.models import dashboard as dashboard_model
+from grafana_foundation_sdk.models import tempo as tempo_model
+
+from otel_context import semconv
+
+from . import queries as q
+
+UID = "otel-context-llm"
+TITLE = "LLM context"
+RATE = "$__rate_interval"
+RANGE = "$__range"
+#: The demo's service.name; Jaeger searches need a service, and the variable lets users pick theirs.
+DEFAULT_SERVICE = "otel-context-demo"
+
+PROMETHEUS = dashboard_model.DataSourceRef(type_val="prometheus", uid="${ds_prometheus}")
+TEMPO = dashboard_model.DataSourceRef(type_val="tempo", uid="${ds_traces}")
+JAEGER = dashboard_model.DataSourceRef(type_val="jaeger", uid="${ds_jaeger}")
+
+# --- trace searches (shared with the README) -----------------------------------------------------------------
+TRACEQL_COMPACT = f'{{ name = "{semconv.COMPACT_SPAN}" }}'
+TRACEQL_COMPACT_FAILED = f'{{ name = "{semconv.COMPACT_SPAN}" && status = error }}'
+TRACEQL_COMPACTED_CHAT = f'{{ span.{semconv.GEN_AI_OPERATION_NAME} = "{semconv.OP_CHAT}" && span.{semconv.GEN_AI_CONVERSATION_COMPACTED} = true }}'
+TRACEQL_UNEXPECTED_CACHE_BREAK = (
+    f'{{ event:name = "{semconv.CACHE_BREAK_EVENT}" && event.{semconv.CACHE_BREAK_INTENTIONAL} = false }}'
+)
+
+
+class _JaegerSearch(cogvariants.Dataquery):
+    """A Grafana Jaeger datasource search query (the SDK ships no Jaeger query type)."""
+
+    def __init__(self, ref_id: str, operation: str, tags: str) -> None:
+        self.ref_id = ref_id
+        self.operation = operation
+        self.tags = tags
+
+    def to_json(self) -> dict[str, object]:
+        payload: dict[str, object] = {"refId": self.ref_id, "queryType": "search", "service": "${service}"}
+        if self.operation:
+            payload["operation"] = self.operation
+        if self.tags:
+            payload["tags"] = self.tags
+        payload["limit"] = 20
+        return payload
+
+
+class JaegerSearch(cogbuilder.Builder[_JaegerSearch]):
+    """Builder for :class:`_JaegerSearch`, so it plugs into panels like the SDK's own queries."""
+
+    def __init__(self, ref_id: str, operation: str = "", tags: str = "") -> None:
+        self._internal = _JaegerSearch(ref_id, operation, tags)
+
+    def build(self) -> _JaegerSearch:
+        return self._internal
+
+
+def _legend_of(*labels: str) -> str:
+    """A legend template showing ``labels`` (``{{gen_ai_request_model}}``)."""
+    return " ".join("{{" + name + "}}" for name in labels)
+
+
+def _ids() -> Iterator[int]:
+    n = 0
+    while True:
+        n += 1
+        yield n
+
+
+def _target(expr: str, legend: str, ref_id: str) -> prom.Dataquery:
+    target: prom.Dataquery = prom.Dataquery().expr(expr).legend_format(legend).ref_id(ref_id).range()
+    return target
+
+
+def _legend() -> common.VizLegendOptions:
+    legend: common.VizLegendOptions = (
+        common.VizLegendOptions()
+        .display_mode(common_model.LegendDisplayMode("table"))
+        .placement(common_model.LegendPlacement("bottom"))
+        .show_legend(True)
+        .calcs(["mean", "max"])
+    )
+    return legend
+
+
+def _series(ids: Iterator[int], title: str, description: str, unit: str, *targets: prom.Dataquery) -> timeseries.Panel:
+    panel: timeseries.Panel = (
+        timeseries.Panel()
+        .id(next(ids))
+        .title(title)
+        .description(description)
+        .datasource(PROMETHEUS)
+        .unit(unit)
+        .height(8)
+        .span(12)
+        .legend(_legend())
+    )
+    for target in targets:
+        panel = panel.with_target(target)
+    return panel
+
+
+def _stat(ids: Iterator[int], title: str, description: str, expr: str, span: int) -> stat.Panel:
+    panel: stat.Panel = (
+        stat.Panel()
+        .id(next(ids))
+        .title(title)
+        .description(description)
+        .datasource(PROMETHEUS)
+        .with_target(prom.Dataquery().expr(expr).ref_id("A").instant())
+        .no_value("0")
+        .height(4)
+        .span(span)
+    )
+    return panel
+
+
+def _traceql(ids: Iterator[int], title: str, description: str, query: str) -> table.Panel:
+    panel: table.Panel = (
+        table.Panel()
+        .id(next(ids))
+        .title(title)
+        .description(description)
+        .datasource(TEMPO)
+        .with_target(
+            tempo.TempoQuery()
+            .ref_id("A")
+            .query_type("traceql")
+            .query(query)
+            .table_type(tempo_model.SearchTableType.SPANS)
+            .limit(20)
+        )
+        .height(8)
+        .span(12)
+    )
+    return panel
+
+
+def _jaeger(ids: Iterator[int], title: str, description: str, search: JaegerSearch) -> table.Panel:
+    panel: table.Panel = (
+        table.Panel()
+        .id(next(ids))
+        .title(title)
+        .description(description)
+        .datasource(JAEGER)
+        .with_target(search)
+        .height(8)
+        .span(12)
+    )
+    return panel
+
+
+def build() -> dict[str, Any]:
+    """The dashboard as plain JSON-ready data."""
+    ids = _ids()
+    by_model = [q.PROVIDER, q.MODEL]
+    model_legend = _legend_of(q.PROVIDER, q.MODEL)
+
+    calls = dashboard.Row("LLM calls").id(next(ids))
+    board = (
+        dashboard.Dashboard(TITLE)
+        .uid(UID)
+        .description(
+            "Calls, latency, tokens, prompt cache, compaction and context window of apps instrumented with "
+            "otel-context. Generated by dashboards/build.py: edit that, not this JSON."
+        )
+        .tags(["otel-context", "llm", "genai"])
+        .time("now-1h", "now")
+        .refresh("30s")
+        .timezone("browser")
+        .with_variable(dashboard.DatasourceVariable("ds_prometheus").label("Metrics").type("prometheus"))
+        .with_variable(dashboard.DatasourceVariable("ds_traces").label("Traces (Tempo)").type("tempo"))
+        .with_variable(dashboard.DatasourceVariable("ds_jaeger").label("Traces (Jaeger)").type("jaeger"))
+        .with_variable(
+            dashboard.TextBoxVariable("service").label("Service (Jaeger searches)").default_value(DEFAULT_SERVICE)
+        )
+        # --- LLM calls ------------------------------------------------------------------------------------
+        .with_row(calls)
+        .with_panel(
+            _series(
+                ids,
+                "Calls per second",
+                "LLM calls per second by provider and model (any operation: chat, embeddings, ...).",
+                "reqps",
+                _target(q.calls_per_second(RATE, by_model), model_legend, "A"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Error ratio",
+                "Share of calls that failed (error.type set), by provider and model.",
+                "percentunit",
+                _target(q.error_ratio(RATE, by_model, zero_fill=True), model_legend, "A"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Latency",
+                "Call duration quantiles over all providers and models.",
+                "s",
+                _target(q.latency_quantile(0.5, RATE, []), "p50", "A"),
+                _target(q.latency_quantile(0.95, RATE, []), "p95", "B"),
+                _target(q.latency_quantile(0.99, RATE, []), "p99", "C"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Time to first chunk",
+                "Streamed calls: time from the request to the first chunk, by model.",
+                "s",
+                _target(q.time_to_first_chunk_quantile(0.5, RATE, [q.MODEL]), "p50 " + _legend_of(q.MODEL), "A"),
+                _target(q.time_to_first_chunk_quantile(0.95, RATE, [q.MODEL]), "p95 " + _legend_of(q.MODEL), "B"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Tokens per second",
+                "Input tokens (cached ones included, per semconv) and output tokens, by model.",
+                "short",
+                _target(
+                    q.tokens_per_second(semconv.TOKEN_TYPE_INPUT, RATE, [q.MODEL]), "in " + _legend_of(q.MODEL), "A"
+                ),
+                _target(
+                    q.tokens_per_second(semconv.TOKEN_TYPE_OUTPUT, RATE, [q.MODEL]), "out " + _legend_of(q.MODEL), "B"
+                ),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Context utilization p95",
+                "Reported input tokens / effective context window, 95th percentile by model. Auto-compaction "
+                "starts around 0.93 of the effective window; the blocking limit is about 0.98.",
+                "percentunit",
+                _target(q.utilization_quantile(0.95, RATE, [q.MODEL]), _legend_of(q.MODEL), "A"),
+            )
+        )
+        # --- prompt cache ---------------------------------------------------------------------------------
+        .with_row(dashboard.Row("Prompt cache").id(next(ids)))
+        .with_panel(
+            _series(
+                ids,
+                "Cache hit ratio",
+                "Input tokens read from the prompt cache / all input tokens, by provider and model.",
+                "percentunit",
+                _target(q.cache_hit_ratio(RATE, by_model), model_legend, "A"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Cache writes vs reads",
+                "Tokens written to and read from the prompt cache per second. Writes cost more than plain "
+                "input; reads far less. Writes that are never read back are waste.",
+                "short",
+                _target(
+                    q.cache_tokens_per_second(q.CACHE_READ_TOKENS, RATE, [q.PROVIDER]),
+                    "reads " + _legend_of(q.PROVIDER),
+                    "A",
+                ),
+                _target(
+                    q.cache_tokens_per_second(q.CACHE_WRITE_TOKENS, RATE, [q.PROVIDER]),
+                    "writes " + _legend_of(q.PROVIDER),
+                    "B",
+                ),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Cache breaks",
+                "Unexpected prompt-cache breaks by reason (system/tools/model/messages changed, TTL expired, "
+                "unknown), next to the intentional ones compaction causes.",
+                "short",
+                _target(
+                    q.cache_breaks_per_second(q.UNEXPECTED, RATE, [q.REASON]),
+                    "unexpected: " + _legend_of(q.REASON),
+                    "A",
+                ),
+                _target(q.cache_breaks_per_second(q.INTENDED, RATE, []), "intentional (compaction)", "B"),
+            )
+        )
+        # --- compaction -----------------------------------------------------------------------------------
+        .with_row(dashboard.Row("Compaction").id(next(ids)))
+        .with_panel(
+            _stat(
+                ids,
+                "Failed compactions",
+                "Compactions that failed in the selected time range (the request went out unchanged).",
+                q.compaction_failures(RANGE, []),
+                6,
+            )
+        )
+        .with_panel(
+            _stat(
+                ids,
+                "Open circuit breakers",
+                "Conversations whose auto-compaction stopped after repeated failures or thrashing.",
+                q.breakers_open([]),
+                6,
+            )
+        )
+        .with_panel(
+            _stat(
+                ids,
+                "Compactions",
+                "Compactions of any outcome in the selected time range.",
+                q.compactions(RANGE, []),
+                6,
+            )
+        )
+        .with_panel(
+            _stat(
+                ids,
+                "Tokens saved",
+                "Context tokens removed by compactions in the selected time range.",
+                q.tokens_saved(RANGE, []),
+                6,
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Compactions by trigger and outcome",
+                "auto (threshold), manual, reactive (provider said too long), provider (server-side) x "
+                "success / failure / skipped (breaker open).",
+                "short",
+                _target(q.compactions(RATE, [q.TRIGGER, q.OUTCOME]), _legend_of(q.TRIGGER, q.OUTCOME), "A"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Compaction duration",
+                "Wall time of compactions by strategy (summary includes the summarizer's LLM call).",
+                "s",
+                _target(q.compaction_duration_quantile(0.5, RATE, [q.STRATEGY]), "p50 " + _legend_of(q.STRATEGY), "A"),
+                _target(q.compaction_duration_quantile(0.95, RATE, [q.STRATEGY]), "p95 " + _legend_of(q.STRATEGY), "B"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Tokens saved per compaction",
+                "Average context tokens one compaction removed, by strategy.",
+                "short",
+                _target(q.tokens_saved_per_compaction(RATE, [q.STRATEGY]), _legend_of(q.STRATEGY), "A"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Open circuit breakers by model",
+                "Conversations whose compaction circuit breaker is open; a success or a manual compaction closes it.",
+                "short",
+                _target(q.breakers_open([q.MODEL]), _legend_of(q.MODEL), "A"),
+            )
+        )
+        # --- traces ---------------------------------------------------------------------------------------
+        .with_row(dashboard.Row("Traces (Tempo)").id(next(ids)))
+        .with_panel(_traceql(ids, "Recent compactions", "Every compact span, newest first.", TRACEQL_COMPACT))
+        .with_panel(
+            _traceql(
+                ids,
+                "Failed compactions",
+                "compact spans with status error; error.type says why.",
+                TRACEQL_COMPACT_FAILED,
+            )
+        )
+        .with_panel(
+            _traceql(
+                ids,
+                "Chat calls on compacted context",
+                "The chat spans whose request first carried a compaction's result.",
+                TRACEQL_COMPACTED_CHAT,
+            )
+        )
+        .with_panel(
+            _traceql(
+                ids,
+                "Unexpected cache breaks",
+                "Chat spans with an unexpected otel_context.cache_break event.",
+                TRACEQL_UNEXPECTED_CACHE_BREAK,
+            )
+        )
+        .with_row(
+            dashboard.Row("Traces (Jaeger)")
+            .id(next(ids))
+            .collapsed(True)
+            .with_panel(
+                _jaeger(
+                    ids,
+                    "Failed compactions",
+                    "compact spans with an error, in the service chosen above.",
+                    JaegerSearch("A", semconv.COMPACT_SPAN, "error=true"),
+                )
+            )
+            .with_panel(
+                _jaeger(
+                    ids,
+                    "Chat calls on compacted context",
+                    "Spans with gen_ai.conversation.compacted=true.",
+                    JaegerSearch("A", "", f"{semconv.GEN_AI_CONVERSATION_COMPACTED}=true"),
+                )
+            )
+            .with_panel(
+                _jaeger(
+                    ids,
+                    "Unexpected cache breaks",
+                    "Spans with an unexpected cache-break event (Jaeger's tag search also reads event attributes).",
+                    JaegerSearch("A", "", f"{semconv.CACHE_BREAK_INTENTIONAL}=false"),
+                )
+            )
+        )
+    )
+    result: dict[str, Any] = json.loads(json.dumps(board.build(), cls=JSONEncoder))
+    return result

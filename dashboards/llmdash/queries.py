@@ -1,0 +1,218 @@
+"""The PromQL the dashboard panels and the alert rules share, built from the names in ``otel_context.semconv``.
+
+Each function takes the range window (``$__rate_interval`` on the dashboard, a fixed duration in alerts) and
+the labels to group by, so a panel and the alert watching the same condition cannot drift apart.
+
+Older GenAI instrumentations (and otel-context's own ``OTEL_CONTEXT_LEGACY_METRICS`` switch) emit
+``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage`` instead of the semconv-genai v0.1.0
+names. Queries read both with ``or`` *after* aggregating: ``or`` keeps the new series and adds the legacy
+ones only for label sets the new name lacks, so an app that emits both is not counted twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from otel_context import semconv
+
+from .names import BUCKET, COUNT, SUM, Metric, label
+
+# --- metrics -------------------------------------------------------------------------------------------------
+INFERENCE_DURATION = Metric(semconv.METRIC_INFERENCE_DURATION, semconv.PROM_INFERENCE_DURATION, "histogram", "_seconds")
+TIME_TO_FIRST_CHUNK = Metric(
+    semconv.METRIC_TIME_TO_FIRST_CHUNK, semconv.PROM_TIME_TO_FIRST_CHUNK, "histogram", "_seconds"
+)
+INPUT_TOKENS = Metric(semconv.METRIC_USAGE_INPUT_TOKENS, semconv.PROM_USAGE_INPUT_TOKENS_TOTAL, "counter")
+OUTPUT_TOKENS = Metric(semconv.METRIC_USAGE_OUTPUT_TOKENS, semconv.PROM_USAGE_OUTPUT_TOKENS_TOTAL, "counter")
+CACHE_READ_TOKENS = Metric(
+    semconv.METRIC_USAGE_CACHE_READ_INPUT_TOKENS, semconv.PROM_USAGE_CACHE_READ_INPUT_TOKENS_TOTAL, "counter"
+)
+CACHE_WRITE_TOKENS = Metric(
+    semconv.METRIC_USAGE_CACHE_WRITE_INPUT_TOKENS, semconv.PROM_USAGE_CACHE_WRITE_INPUT_TOKENS_TOTAL, "counter"
+)
+LEGACY_OPERATION_DURATION = Metric(
+    semconv.METRIC_LEGACY_OPERATION_DURATION, semconv.PROM_LEGACY_OPERATION_DURATION, "histogram", "_seconds"
+)
+LEGACY_TIME_TO_FIRST_CHUNK = Metric(
+    semconv.METRIC_LEGACY_TIME_TO_FIRST_CHUNK, semconv.PROM_LEGACY_TIME_TO_FIRST_CHUNK, "histogram", "_seconds"
+)
+LEGACY_TOKEN_USAGE = Metric(semconv.METRIC_LEGACY_TOKEN_USAGE, semconv.PROM_LEGACY_TOKEN_USAGE, "histogram")
+COMPACTIONS = Metric(semconv.METRIC_COMPACTIONS, semconv.PROM_COMPACTIONS_TOTAL, "counter")
+COMPACTION_DURATION = Metric(
+    semconv.METRIC_COMPACTION_DURATION, semconv.PROM_COMPACTION_DURATION, "histogram", "_seconds"
+)
+TOKENS_SAVED = Metric(semconv.METRIC_COMPACTION_TOKENS_SAVED, semconv.PROM_COMPACTION_TOKENS_SAVED, "histogram")
+BREAKERS_OPEN = Metric(semconv.METRIC_BREAKERS_OPEN, semconv.PROM_BREAKERS_OPEN, "gauge")
+CACHE_BREAKS = Metric(semconv.METRIC_CACHE_BREAKS, semconv.PROM_CACHE_BREAKS_TOTAL, "counter")
+CONTEXT_UTILIZATION = Metric(semconv.METRIC_CONTEXT_UTILIZATION, semconv.PROM_CONTEXT_UTILIZATION, "histogram")
+
+#: Metrics otel-context emits by default (what a scrape of an instrumented app must show).
+CURRENT: tuple[Metric, ...] = (
+    INFERENCE_DURATION,
+    TIME_TO_FIRST_CHUNK,
+    INPUT_TOKENS,
+    OUTPUT_TOKENS,
+    CACHE_READ_TOKENS,
+    CACHE_WRITE_TOKENS,
+    COMPACTIONS,
+    COMPACTION_DURATION,
+    TOKENS_SAVED,
+    BREAKERS_OPEN,
+    CACHE_BREAKS,
+    CONTEXT_UTILIZATION,
+)
+#: Older names, read only as the right-hand side of an ``or`` whose left-hand side reads a CURRENT metric.
+LEGACY: tuple[Metric, ...] = (LEGACY_OPERATION_DURATION, LEGACY_TIME_TO_FIRST_CHUNK, LEGACY_TOKEN_USAGE)
+
+# --- labels --------------------------------------------------------------------------------------------------
+JOB = "job"
+PROVIDER = label(semconv.GEN_AI_PROVIDER_NAME)
+MODEL = label(semconv.GEN_AI_REQUEST_MODEL)
+ERROR = label(semconv.ERROR_TYPE)
+TOKEN_TYPE = label(semconv.GEN_AI_TOKEN_TYPE)
+TRIGGER = label(semconv.COMPACTION_TRIGGER_SOURCE)
+STRATEGY = label(semconv.COMPACTION_STRATEGY)
+OUTCOME = label(semconv.COMPACTION_OUTCOME)
+REASON = label(semconv.CACHE_BREAK_REASON)
+INTENTIONAL = label(semconv.CACHE_BREAK_INTENTIONAL)
+
+# Boolean attributes reach Prometheus as the strings "true" / "false".
+IS_FAILURE = f'{OUTCOME}="{semconv.OUTCOME_FAILURE}"'
+UNEXPECTED = f'{INTENTIONAL}="false"'
+INTENDED = f'{INTENTIONAL}="true"'
+HAS_ERROR = f'{ERROR}!=""'
+
+
+def _sum(labels: Sequence[str], inner: str) -> str:
+    return f"sum by ({', '.join(labels)}) ({inner})" if labels else f"sum({inner})"
+
+
+def _rate(selector: str, window: str) -> str:
+    return f"rate({selector}[{window}])"
+
+
+def _either(current: str, legacy: str) -> str:
+    """``current``, plus ``legacy`` for label sets ``current`` lacks (both already aggregated)."""
+    return f"(\n  {current}\nor\n  {legacy}\n)"
+
+
+# --- LLM calls -----------------------------------------------------------------------------------------------
+def calls_per_second(window: str, labels: Sequence[str], matchers: str = "") -> str:
+    """Calls per second (from the duration histogram's count), optionally restricted by ``matchers``."""
+    return _either(
+        _sum(labels, _rate(INFERENCE_DURATION.selector(COUNT, matchers), window)),
+        _sum(labels, _rate(LEGACY_OPERATION_DURATION.selector(COUNT, matchers), window)),
+    )
+
+
+def error_ratio(window: str, labels: Sequence[str], zero_fill: bool) -> str:
+    """Failed calls / all calls. ``zero_fill`` shows 0 (instead of nothing) for groups without errors."""
+    errors = calls_per_second(window, labels, HAS_ERROR)
+    calls = calls_per_second(window, labels)
+    if zero_fill:
+        errors = f"(\n{errors}\nor\n{calls} * 0\n)"
+    return f"{errors}\n/\n{calls}"
+
+
+def latency_quantile(quantile: float, window: str, labels: Sequence[str]) -> str:
+    """A quantile of call duration."""
+    by = ["le", *labels]
+    return "histogram_quantile({}, {})".format(
+        quantile,
+        _either(
+            _sum(by, _rate(INFERENCE_DURATION.selector(BUCKET), window)),
+            _sum(by, _rate(LEGACY_OPERATION_DURATION.selector(BUCKET), window)),
+        ),
+    )
+
+
+def time_to_first_chunk_quantile(quantile: float, window: str, labels: Sequence[str]) -> str:
+    """A quantile of the time to the first chunk of streamed responses."""
+    by = ["le", *labels]
+    return "histogram_quantile({}, {})".format(
+        quantile,
+        _either(
+            _sum(by, _rate(TIME_TO_FIRST_CHUNK.selector(BUCKET), window)),
+            _sum(by, _rate(LEGACY_TIME_TO_FIRST_CHUNK.selector(BUCKET), window)),
+        ),
+    )
+
+
+def tokens_per_second(direction: str, window: str, labels: Sequence[str]) -> str:
+    """Input or output tokens per second; ``direction`` is ``semconv.TOKEN_TYPE_INPUT`` or ``_OUTPUT``."""
+    metric = {semconv.TOKEN_TYPE_INPUT: INPUT_TOKENS, semconv.TOKEN_TYPE_OUTPUT: OUTPUT_TOKENS}[direction]
+    return _either(
+        _sum(labels, _rate(metric.selector(), window)),
+        _sum(labels, _rate(LEGACY_TOKEN_USAGE.selector(SUM, f'{TOKEN_TYPE}="{direction}"'), window)),
+    )
+
+
+# --- prompt cache --------------------------------------------------------------------------------------------
+def cache_hit_ratio(window: str, labels: Sequence[str]) -> str:
+    """Cache-read input tokens / all input tokens (input tokens include cached ones, per semconv)."""
+    reads = _sum(labels, _rate(CACHE_READ_TOKENS.selector(), window))
+    inputs = _sum(labels, _rate(INPUT_TOKENS.selector(), window))
+    return f"(\n  {reads}\nor\n  {inputs} * 0\n)\n/\n{inputs}"
+
+
+def cache_tokens_per_second(metric: Metric, window: str, labels: Sequence[str]) -> str:
+    """Cache reads or writes (tokens per second)."""
+    return _sum(labels, _rate(metric.selector(), window))
+
+
+def cache_breaks_per_second(matchers: str, window: str, labels: Sequence[str]) -> str:
+    """Prompt-cache breaks per second (``UNEXPECTED`` or ``INTENDED``)."""
+    return _sum(labels, _rate(CACHE_BREAKS.selector(matchers=matchers), window))
+
+
+# --- compaction ----------------------------------------------------------------------------------------------
+def compactions(window: str, labels: Sequence[str], matchers: str = "") -> str:
+    """Compactions counted over ``window``."""
+    return _sum(labels, f"increase({COMPACTIONS.selector(matchers=matchers)}[{window}])")
+
+
+def compaction_failures(window: str, labels: Sequence[str]) -> str:
+    """Failed compactions over ``window``, also when the failure counter's series is born already at 1.
+
+    ``increase()`` needs two samples, so a series whose first scrape already says 1 shows no increase and
+    the first failure would be missed. The second branch catches such a series: it exists now but did not
+    ``window`` ago. The inner ``> 0`` matters: without it ``or`` keeps the first branch's zero and drops the
+    second.
+    """
+    failures = COMPACTIONS.selector(matchers=IS_FAILURE)
+    return _sum(
+        labels,
+        f"\n  (increase({failures}[{window}]) > 0)\nor\n  ({failures} unless {failures} offset {window})\n",
+    )
+
+
+def compaction_duration_quantile(quantile: float, window: str, labels: Sequence[str]) -> str:
+    """A quantile of compaction wall time."""
+    return (
+        f"histogram_quantile({quantile}, {_sum(['le', *labels], _rate(COMPACTION_DURATION.selector(BUCKET), window))})"
+    )
+
+
+def tokens_saved_per_compaction(window: str, labels: Sequence[str]) -> str:
+    """Average context tokens one compaction removed."""
+    saved = _sum(labels, _rate(TOKENS_SAVED.selector(SUM), window))
+    count = _sum(labels, _rate(TOKENS_SAVED.selector(COUNT), window))
+    return f"{saved}\n/\n{count}"
+
+
+def tokens_saved(window: str, labels: Sequence[str]) -> str:
+    """Context tokens removed by compactions over ``window``."""
+    return _sum(labels, f"increase({TOKENS_SAVED.selector(SUM)}[{window}])")
+
+
+def breakers_open(labels: Sequence[str]) -> str:
+    """Conversations whose compaction circuit breaker is open."""
+    return _sum(labels, BREAKERS_OPEN.selector())
+
+
+# --- context window ------------------------------------------------------------------------------------------
+def utilization_quantile(quantile: float, window: str, labels: Sequence[str]) -> str:
+    """A quantile of context utilization (reported input tokens / effective window)."""
+    return (
+        f"histogram_quantile({quantile}, {_sum(['le', *labels], _rate(CONTEXT_UTILIZATION.selector(BUCKET), window))})"
+    )
