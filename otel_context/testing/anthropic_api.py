@@ -1,0 +1,312 @@
+"""The Anthropic Messages API: ``POST /v1/messages`` (JSON and SSE) and ``POST /v1/messages/count_tokens``.
+
+The beta namespace of the SDK (``client.beta.messages``) uses the same paths with an ``anthropic-beta``
+header (anthropic 2.x no longer sends ``?beta=true``; the query string is ignored if present).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import SimError
+from .http import JsonResult, Request, Result, SseEvent, StreamResult
+from .ids import anthropic_id
+from .scripted import Reply, Turn, plan_reply
+from .state import SimState
+from .tokens import block_text, request_blocks
+
+__all__ = ["count_tokens_endpoint", "messages_endpoint"]
+
+_ROLES = ("user", "assistant")
+
+
+def _require_object(body: Any) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise SimError(400, "Request body must be a JSON object")
+    return body
+
+
+def _validate(body: Mapping[str, Any], *, need_max_tokens: bool) -> tuple[str, list[Mapping[str, Any]]]:
+    model = body.get("model")
+    if model is None:
+        raise SimError(400, "model: Field required")
+    if not isinstance(model, str) or not model:
+        raise SimError(400, "model: Input should be a valid string")
+    if need_max_tokens:
+        max_tokens = body.get("max_tokens")
+        if max_tokens is None:
+            raise SimError(400, "max_tokens: Field required")
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise SimError(400, "max_tokens: Input should be a valid integer greater than or equal to 1")
+    messages = body.get("messages")
+    if messages is None:
+        raise SimError(400, "messages: Field required")
+    if not isinstance(messages, list):
+        raise SimError(400, "messages: Input should be a valid list")
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, Mapping):
+            raise SimError(400, f"messages.{i}: Input should be a valid dictionary")
+        if msg.get("role") not in _ROLES:
+            raise SimError(400, f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        content = msg.get("content")
+        if content is None:
+            raise SimError(400, f"messages.{i}.content: Field required")
+        if not isinstance(content, (str, list)):
+            raise SimError(400, f"messages.{i}.content: Input should be a valid string or list")
+        if isinstance(content, list):
+            for j, block in enumerate(content):
+                if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+                    raise SimError(400, f"messages.{i}.content.{j}.type: Field required")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise SimError(400, "tools: Input should be a valid list")
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
+                raise SimError(400, f"tools.{i}.name: Field required")
+    system = body.get("system")
+    if system is not None and not isinstance(system, (str, list)):
+        raise SimError(400, "system: Input should be a valid string or list")
+    return model, list(messages)
+
+
+def _blocks_of(msg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    content = msg.get("content")
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, Mapping)]
+    return []
+
+
+def check_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
+    """Enforce Anthropic's tool_use/tool_result pairing exactly as the API does (400 on violation)."""
+    for i, msg in enumerate(messages):
+        blocks = _blocks_of(msg)
+        if msg.get("role") == "user":
+            prev = messages[i - 1] if i > 0 else None
+            offered = (
+                {b.get("id") for b in _blocks_of(prev) if b.get("type") == "tool_use"}
+                if prev is not None and prev.get("role") == "assistant"
+                else set()
+            )
+            for j, block in enumerate(blocks):
+                if block.get("type") == "tool_result" and block.get("tool_use_id") not in offered:
+                    raise SimError(
+                        400,
+                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                        f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
+                        "`tool_use` block in the previous message.",
+                    )
+        elif msg.get("role") == "assistant" and i + 1 < len(messages):
+            uses = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
+            if not uses:
+                continue
+            nxt = messages[i + 1]
+            answered = (
+                {b.get("tool_use_id") for b in _blocks_of(nxt) if b.get("type") == "tool_result"}
+                if nxt.get("role") == "user"
+                else set()
+            )
+            missing = [u for u in uses if u not in answered]
+            if missing:
+                raise SimError(
+                    400,
+                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                    f"{', '.join(missing)}. Each `tool_use` block must have a corresponding `tool_result` block "
+                    "in the next message.",
+                )
+
+
+def _turns(body: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]) -> list[Turn]:
+    turns: list[Turn] = []
+    system = body.get("system")
+    if isinstance(system, str):
+        turns.append(Turn("system", system))
+    elif isinstance(system, list):
+        turns.append(Turn("system", "\n".join(block_text(b)[0] for b in system if isinstance(b, Mapping))))
+    for msg in messages:
+        content = msg.get("content")
+        role = str(msg.get("role"))
+        if isinstance(content, str):
+            turns.append(Turn(role, content))
+            continue
+        texts: list[str] = []
+        results = 0
+        for block in _blocks_of(msg):
+            btype = block.get("type")
+            if btype == "tool_result":
+                results += 1
+            if btype in ("text", "tool_result"):
+                texts.append(block_text(block)[0])
+        turns.append(Turn(role, "\n".join(texts), tool_result=results > 0, results=results))
+    return turns
+
+
+def _apply_stop_sequences(reply: Reply, stops: Any) -> str | None:
+    if not reply.text or not isinstance(stops, list):
+        return None
+    best: tuple[int, str] | None = None
+    for stop in stops:
+        if isinstance(stop, str) and stop:
+            pos = reply.text.find(stop)
+            if pos >= 0 and (best is None or pos < best[0]):
+                best = (pos, stop)
+    if best is None:
+        return None
+    reply.text = reply.text[: best[0]]
+    reply.truncated = False
+    return best[1]
+
+
+def _prepare(state: SimState, req: Request) -> tuple[Mapping[str, Any], str, list[Mapping[str, Any]], int]:
+    body = _require_object(req.body)
+    model, messages = _validate(body, need_max_tokens=True)
+    window = state.window(model, "anthropic")
+    check_pairing(messages)
+    return body, model, messages, window
+
+
+def messages_endpoint(state: SimState, req: Request) -> Result:
+    """``POST /v1/messages``."""
+    body, model, messages, window = _prepare(state, req)
+    blocks = request_blocks(body, "anthropic_messages")
+    total = sum(b.tokens for b in blocks)
+    if total > window:
+        raise SimError(400, f"prompt is too long: {total} tokens > {window} maximum")
+    cache = state.cache.anthropic(model, blocks)
+    tools = {str(t.get("name")): t.get("input_schema", {}) for t in body.get("tools") or [] if isinstance(t, Mapping)}
+    tool_choice = body.get("tool_choice")
+    if isinstance(tool_choice, Mapping) and tool_choice.get("type") == "none":
+        tools = {}
+    reply = plan_reply(_turns(body, messages), tools, max_tokens=int(body["max_tokens"]))
+    stop_sequence = _apply_stop_sequences(reply, body.get("stop_sequences"))
+    content: list[dict[str, Any]] = []
+    if reply.text or not reply.tool_calls:
+        content.append({"type": "text", "text": reply.text})
+    for call in reply.tool_calls:
+        content.append({"type": "tool_use", "id": anthropic_id("toolu"), "name": call.name, "input": call.arguments})
+    if stop_sequence is not None:
+        stop_reason = "stop_sequence"
+    elif reply.tool_calls:
+        stop_reason = "tool_use"
+    elif reply.truncated:
+        stop_reason = "max_tokens"
+    else:
+        stop_reason = "end_turn"
+    usage: dict[str, Any] = {
+        "input_tokens": cache.input_tokens,
+        "cache_creation_input_tokens": cache.cache_creation,
+        "cache_read_input_tokens": cache.cache_read,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": cache.ephemeral_5m,
+            "ephemeral_1h_input_tokens": cache.ephemeral_1h,
+        },
+        "output_tokens": reply.output_tokens,
+        "service_tier": "standard",
+        "inference_geo": "global",
+    }
+    message: dict[str, Any] = {
+        "model": model,
+        "id": anthropic_id("msg"),
+        "type": "message",
+        "role": "assistant",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": stop_sequence,
+        "usage": usage,
+    }
+    if body.get("stream") is True:
+        return StreamResult(_stream_events(message), usage=usage)
+    return JsonResult(message, usage=usage)
+
+
+def _chunks(text: str, size: int = 24) -> list[str]:
+    """Split ``text`` into deltas of about ``size`` characters on word boundaries (never empty)."""
+    if not text:
+        return []
+    out: list[str] = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + size)
+        if end < len(text):
+            space = text.rfind(" ", start + 1, end)
+            if space > start:
+                end = space
+        out.append(text[start:end])
+        start = end
+    return out
+
+
+def _stream_events(message: Mapping[str, Any]) -> list[SseEvent]:
+    usage = message["usage"]
+    start_usage = dict(usage)
+    start_usage["output_tokens"] = 1
+    start = {k: v for k, v in message.items() if k not in ("content", "usage", "stop_reason", "stop_sequence")}
+    start.update({"content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage})
+    events: list[SseEvent] = [("message_start", {"type": "message_start", "message": start})]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+                )
+            )
+            if index == 0:
+                events.append(("ping", {"type": "ping"}))
+            for piece in _chunks(block["text"]):
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}},
+                    )
+                )
+        else:
+            shell = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            events.append(
+                ("content_block_start", {"type": "content_block_start", "index": index, "content_block": shell})
+            )
+            if index == 0:
+                events.append(("ping", {"type": "ping"}))
+            arguments = json.dumps(block["input"], ensure_ascii=False)
+            for piece in ["", *_chunks(arguments, 12)]:
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "input_json_delta", "partial_json": piece},
+                        },
+                    )
+                )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    delta_usage = {
+        "input_tokens": usage["input_tokens"],
+        "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
+        "cache_read_input_tokens": usage["cache_read_input_tokens"],
+        "output_tokens": usage["output_tokens"],
+    }
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]},
+                "usage": delta_usage,
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def count_tokens_endpoint(state: SimState, req: Request) -> Result:
+    """``POST /v1/messages/count_tokens``: the input tokens the same request would be charged (no caching)."""
+    body = _require_object(req.body)
+    model, messages = _validate(body, need_max_tokens=False)
+    state.window(model, "anthropic")
+    check_pairing(messages)
+    total = sum(b.tokens for b in request_blocks(body, "anthropic_messages"))
+    return JsonResult({"input_tokens": total})

@@ -1,0 +1,181 @@
+"""Prompt caching with the providers' semantics, on the simulated provider's injectable clock.
+
+Anthropic (explicit breakpoints):
+
+* A block carrying ``cache_control`` is a breakpoint; blocks are ordered tools -> system -> messages and a
+  cache entry is the byte-identical prefix up to and including the breakpoint (the ``cache_control`` marker
+  itself is not part of the content, and entries are per model). At most 4 breakpoints per request.
+* A breakpoint whose prefix is shorter than ``min_cacheable_tokens`` is neither read nor written.
+* Lookup: each breakpoint reads the longest live entry among its own position and the 19 block positions
+  before it (the 20-block lookback); the furthest hit over all breakpoints is the cache read.
+* Every cacheable breakpoint after the read point writes its prefix (``cache_creation_input_tokens`` is the
+  prefix of the last written breakpoint minus the read); the segment ending at a ``"ttl": "1h"`` breakpoint
+  is reported under ``ephemeral_1h_input_tokens``, the rest under ``ephemeral_5m_input_tokens``.
+* TTL is 300 s (``"5m"``) or 3600 s (``"1h"``); a hit refreshes the entry's TTL. Expired entries miss.
+* ``input_tokens`` = total - read - creation.
+
+OpenAI (automatic):
+
+* Prompts of at least 1,024 tokens are cached automatically in 128-token steps (1024, 1152, ...), per model,
+  on the exact token prefix (see :meth:`tokens.Block.token_pieces`). ``cached_tokens`` is the longest live
+  cached prefix; every step of the prompt is (re)written with a 300 s TTL (``prompt_cache_retention="24h"``:
+  86,400 s) that a hit refreshes. ``prompt_tokens`` / ``input_tokens`` include the cached tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .errors import SimError
+from .tokens import Block
+
+__all__ = ["AnthropicCacheResult", "PromptCache"]
+
+ANTHROPIC_TTLS = {"5m": 300.0, "1h": 3600.0}
+LOOKBACK_BLOCKS = 20
+MAX_BREAKPOINTS = 4
+OPENAI_MIN_TOKENS = 1024
+OPENAI_STEP = 128
+OPENAI_TTL = 300.0
+OPENAI_EXTENDED_TTL = 86_400.0
+
+
+@dataclass(frozen=True)
+class AnthropicCacheResult:
+    """How the input tokens of one Anthropic request split between cache reads, writes and uncached input."""
+
+    total: int
+    input_tokens: int
+    cache_read: int
+    cache_creation: int
+    ephemeral_5m: int
+    ephemeral_1h: int
+
+
+class PromptCache:
+    """The cache of both providers (separate key spaces), thread-safe, with TTLs on ``clock``."""
+
+    def __init__(self, clock: Callable[[], float], min_cacheable_tokens: int = 1024) -> None:
+        self._clock = clock
+        self.min_cacheable_tokens = min_cacheable_tokens
+        self._entries: dict[bytes, tuple[float, float]] = {}  # key -> (expires_at, ttl)
+        self._lock = threading.Lock()
+
+    def reset(self) -> None:
+        """Forget every entry."""
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        now = self._clock()
+        return sum(1 for exp, _ in self._entries.values() if exp > now)
+
+    def _live(self, key: bytes, now: float) -> tuple[float, float] | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry[0] <= now:
+            del self._entries[key]
+            return None
+        return entry
+
+    # -- Anthropic -------------------------------------------------------------------------------------------
+
+    def anthropic(self, model: str, blocks: Sequence[Block]) -> AnthropicCacheResult:
+        """Apply Anthropic caching to a request's blocks and return the usage split."""
+        total = sum(b.tokens for b in blocks)
+        breakpoints = [i for i, b in enumerate(blocks) if b.cache_control is not None]
+        if not breakpoints:
+            return AnthropicCacheResult(total, total, 0, 0, 0, 0)
+        if len(breakpoints) > MAX_BREAKPOINTS:
+            raise SimError(
+                400,
+                f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(breakpoints)}.",
+            )
+        ttls: dict[int, float] = {}
+        for i in breakpoints:
+            cc = blocks[i].cache_control or {}
+            if cc.get("type", "ephemeral") != "ephemeral":
+                raise SimError(400, f"cache_control.type: Input should be 'ephemeral' (got {cc.get('type')!r})")
+            ttl_name = cc.get("ttl", "5m")
+            if ttl_name not in ANTHROPIC_TTLS:
+                raise SimError(400, f"cache_control.ttl: Input should be '5m' or '1h' (got {ttl_name!r})")
+            ttls[i] = ANTHROPIC_TTLS[ttl_name]
+        last = breakpoints[-1]
+        cum: list[int] = []
+        keys: list[bytes] = []
+        running = 0
+        h = hashlib.sha256(b"anthropic\x00" + model.encode())
+        for b in blocks[: last + 1]:
+            running += b.tokens
+            cum.append(running)
+            h.update(b.key.encode())
+            h.update(b"\x1e")
+            keys.append(h.copy().digest())
+        now = self._clock()
+        minimum = self.min_cacheable_tokens
+        with self._lock:
+            read_pos = -1
+            for p in breakpoints:
+                if cum[p] < minimum:
+                    continue
+                for j in range(p, max(-1, p - LOOKBACK_BLOCKS), -1):
+                    if cum[j] < minimum:
+                        break
+                    entry = self._live(keys[j], now)
+                    if entry is not None:
+                        self._entries[keys[j]] = (now + entry[1], entry[1])  # a hit refreshes the TTL
+                        read_pos = max(read_pos, j)
+                        break
+            read = cum[read_pos] if read_pos >= 0 else 0
+            e5 = e1 = 0
+            prev = read
+            for p in breakpoints:
+                if p <= read_pos or cum[p] < minimum:
+                    continue
+                ttl = ttls[p]
+                self._entries[keys[p]] = (now + ttl, ttl)
+                segment = cum[p] - prev
+                prev = cum[p]
+                if ttl >= 3600:
+                    e1 += segment
+                else:
+                    e5 += segment
+        creation = e5 + e1
+        return AnthropicCacheResult(total, total - read - creation, read, creation, e5, e1)
+
+    # -- OpenAI ----------------------------------------------------------------------------------------------
+
+    def openai(self, model: str, blocks: Sequence[Block], retention: str | None = None) -> int:
+        """Apply OpenAI automatic prefix caching; returns the cached tokens of this request."""
+        total = sum(b.tokens for b in blocks)
+        if total < OPENAI_MIN_TOKENS:
+            return 0
+        ttl = OPENAI_EXTENDED_TTL if retention == "24h" else OPENAI_TTL
+        h = hashlib.sha256(b"openai\x00" + model.encode())
+        steps: list[tuple[int, bytes]] = []
+        pending: list[str] = []
+        count = 0
+        next_mark = OPENAI_MIN_TOKENS
+        for b in blocks:
+            for piece in b.token_pieces():
+                pending.append(piece)
+                count += 1
+                if count == next_mark:
+                    h.update("\x1f".join(pending).encode())
+                    h.update(b"\x1f")
+                    pending.clear()
+                    steps.append((count, h.copy().digest()))
+                    next_mark += OPENAI_STEP
+        now = self._clock()
+        cached = 0
+        with self._lock:
+            for length, key in steps:
+                entry = self._live(key, now)
+                if entry is not None:
+                    cached = length
+                self._entries[key] = (now + max(ttl, entry[1] if entry else 0.0), max(ttl, entry[1] if entry else 0.0))
+        return cached

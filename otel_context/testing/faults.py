@@ -1,0 +1,84 @@
+"""Fault injection: queued failures consumed in order by the requests they match.
+
+``Fault(status=429)`` answers the next matching request with the provider's rate-limit error;
+``Fault(status=500)`` / ``Fault(status=529)`` with a server error / overload (OpenAI endpoints get a 503
+``server_error`` for 529, which is how OpenAI reports overload); ``Fault(delay=5.0)`` sleeps before answering
+(to exercise client timeouts); ``Fault(drop_after_events=3)`` closes the connection after 3 SSE events of a
+streamed response (a non-streamed request matched by it gets its connection closed with no response at all);
+``Fault(status=400, error_type=..., message=..., code=...)`` sends any provider-shaped error.
+
+A fault matches a request when ``path`` is None or equal to the request path or a suffix of it (so
+``"/chat/completions"`` matches ``/v1/chat/completions``). ``times`` is how many matching requests it
+affects before it is used up.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+__all__ = ["Fault", "FaultQueue"]
+
+
+@dataclass
+class Fault:
+    """One injected failure (see the module docstring)."""
+
+    status: int | None = None
+    times: int = 1
+    path: str | None = None
+    retry_after: float | None = 0
+    delay: float = 0.0
+    drop_after_events: int | None = None
+    error_type: str | None = None
+    message: str | None = None
+    code: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.times < 1:
+            raise ValueError(f"Fault.times must be >= 1, got {self.times}")
+        if self.status is None and not self.delay and self.drop_after_events is None:
+            raise ValueError("a Fault needs a status, a delay or drop_after_events")
+        if self.status is not None and not 400 <= self.status <= 599:
+            raise ValueError(f"Fault.status must be an HTTP error status (400-599), got {self.status}")
+        if self.drop_after_events is not None and self.drop_after_events < 0:
+            raise ValueError("Fault.drop_after_events must be >= 0")
+
+    def matches(self, path: str) -> bool:
+        """Whether this fault applies to a request for ``path``."""
+        return self.path is None or path == self.path or path.endswith(self.path)
+
+
+class FaultQueue:
+    """Thread-safe FIFO of faults; :meth:`take` consumes one use of the first matching fault."""
+
+    def __init__(self) -> None:
+        self._faults: list[Fault] = []
+        self._remaining: list[int] = []
+        self._lock = threading.Lock()
+
+    def add(self, fault: Fault) -> None:
+        with self._lock:
+            self._faults.append(fault)
+            self._remaining.append(fault.times)
+
+    def take(self, path: str) -> Fault | None:
+        if not self._faults:  # fast path, no lock
+            return None
+        with self._lock:
+            for i, fault in enumerate(self._faults):
+                if fault.matches(path):
+                    self._remaining[i] -= 1
+                    if self._remaining[i] <= 0:
+                        del self._faults[i]
+                        del self._remaining[i]
+                    return fault
+        return None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+            self._remaining.clear()
+
+    def __len__(self) -> int:
+        return len(self._faults)

@@ -1,0 +1,32 @@
+"""Realistic identifiers (msg_..., toolu_..., chatcmpl-..., resp_..., call_..., request ids)."""
+
+from __future__ import annotations
+
+import secrets
+import string
+
+__all__ = ["anthropic_id", "b62", "hex_id", "openai_request_id"]
+
+_B62 = string.ascii_letters + string.digits
+
+
+def b62(n: int) -> str:
+    """``n`` random base62 characters."""
+    return "".join(secrets.choice(_B62) for _ in range(n))
+
+
+def anthropic_id(prefix: str) -> str:
+    """An Anthropic-style id: ``msg_01`` + 22 base62 characters (``toolu_01...``, ``req_011C...``)."""
+    if prefix == "req":
+        return "req_011C" + b62(20)
+    return f"{prefix}_01" + b62(22)
+
+
+def hex_id(prefix: str, nbytes: int = 24, sep: str = "_") -> str:
+    """An OpenAI-style hex id such as ``resp_<48 hex>``."""
+    return f"{prefix}{sep}{secrets.token_hex(nbytes)}"
+
+
+def openai_request_id() -> str:
+    """An OpenAI ``x-request-id``: ``req_`` + 32 hex characters."""
+    return "req_" + secrets.token_hex(16)

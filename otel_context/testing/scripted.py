@@ -1,0 +1,245 @@
+"""Scripted replies: what the simulated model answers, deterministically, so tests can predict it.
+
+The conventions (stable; tests and users rely on them):
+
+* **Tool calls.** When the request offers tools and the LAST message is a real user message (not a tool
+  result) whose text contains directives ``tool:<name>``, each optionally followed *directly* by a JSON object
+  (``tool:read_file{"path": "a.py"}``), the reply calls each named tool that is offered, in order (parallel
+  calls when there are several); stop reason ``tool_use`` / finish reason ``tool_calls``. Without a JSON
+  object the arguments are generated from the tool's schema: each required property gets ``"sim-<name>"``
+  (string), ``1`` (integer), ``1.0`` (number), ``true`` (boolean), ``[]`` / ``{}``, or the first ``enum``
+  value. Directives naming tools that are not offered are ignored. Since tool results are not user messages,
+  an agent loop always terminates.
+* **Text.** Otherwise the reply is ``"Simulated reply <n>: <words>"`` where ``n`` and the words are derived
+  from a hash of the whole conversation (the same request always gets the same reply). The default is
+  :data:`DEFAULT_WORDS` words; a ``words:<N>`` directive in the last user message asks for N words. After tool
+  results the text starts ``"Simulated reply <n>: received <k> tool result(s)."``. A reply longer than
+  ``max_tokens`` is cut at ``max_tokens`` tokens with stop reason ``max_tokens`` / finish reason ``length``.
+* **Summaries.** When the last user message contains ``<summary>`` or the word summary/summarize/summarise
+  (any case), the reply is::
+
+      <analysis>
+      Summarizing <m> messages (<u> from the user); kept <f> FACT lines and the user messages verbatim.
+      </analysis>
+      <summary>
+      Facts:
+      <every line of the conversation, the final request included, whose stripped text starts with "FACT:",
+       stripped, once each, in order>
+      User messages:
+      - <each user message before the final request, verbatim, cut at 500 characters>
+      </summary>
+
+  A previous summary sitting in the history is a user message, so its facts are carried over again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .tokens import canonical_json, count_tokens
+
+__all__ = ["DEFAULT_WORDS", "USER_MESSAGE_CAP", "Reply", "ToolCall", "Turn", "plan_reply", "summary_requested"]
+
+DEFAULT_WORDS = 20
+USER_MESSAGE_CAP = 500
+MAX_WORDS = 100_000
+
+_DIRECTIVE = re.compile(r"tool:([A-Za-z0-9_\-.]+)")
+_WORDS = re.compile(r"\bwords:(\d+)")
+_SUMMARY = re.compile(r"<summary>|\bsummar(?:y|ize|ise|ies)\b", re.IGNORECASE)
+_PIECE = re.compile(r"\w{1,4}|[^\w\s]")
+_VOCAB_TEXT = (
+    "the context window holds every token of the request and the model reads it all before it answers "
+    "a cache hit saves time and money while a miss writes the prefix again so stable prompts pay off "
+    "tools return results that flow back into the conversation until the task is done and the agent stops "
+    "compaction keeps facts alive by summarizing older turns into one message"
+)
+_VOCAB: tuple[str, ...] = tuple(_VOCAB_TEXT.split(" "))
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message of the conversation, reduced to what the script needs."""
+
+    role: str  # system | user | assistant | tool
+    text: str
+    tool_result: bool = False  # a user turn that carries tool results (or an OpenAI tool message)
+    results: int = 0  # how many tool results it carries
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Reply:
+    """What the simulated model says: text and/or tool calls."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    truncated: bool = False
+    kind: str = "text"  # text | tool | summary
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens charged for this reply (text tokens + per call: name, canonical JSON arguments, 3)."""
+        total = count_tokens(self.text)
+        for call in self.tool_calls:
+            total += count_tokens(f"{call.name} {canonical_json(call.arguments)}") + 3
+        return max(total, 1)
+
+
+def summary_requested(turns: Sequence[Turn]) -> bool:
+    """Whether the last message asks for a summary (see the module docstring)."""
+    last = turns[-1] if turns else None
+    return bool(last and last.role == "user" and not last.tool_result and _SUMMARY.search(last.text))
+
+
+def _schema_args(schema: Any) -> dict[str, Any]:
+    args: dict[str, Any] = {}
+    if not isinstance(schema, Mapping):
+        return args
+    props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+    assert isinstance(props, Mapping)
+    for name in schema.get("required") or []:
+        prop = props.get(name, {}) if isinstance(props.get(name, {}), Mapping) else {}
+        enum = prop.get("enum")
+        ptype = prop.get("type")
+        if isinstance(ptype, list):
+            ptype = next((t for t in ptype if t != "null"), "string")
+        if isinstance(enum, list) and enum:
+            args[name] = enum[0]
+        elif ptype == "integer":
+            args[name] = 1
+        elif ptype == "number":
+            args[name] = 1.0
+        elif ptype == "boolean":
+            args[name] = True
+        elif ptype == "array":
+            args[name] = []
+        elif ptype == "object":
+            args[name] = {}
+        else:
+            args[name] = f"sim-{name}"
+    return args
+
+
+def _directives(text: str, tools: Mapping[str, Any]) -> list[ToolCall]:
+    calls: list[ToolCall] = []
+    decoder = json.JSONDecoder()
+    for match in _DIRECTIVE.finditer(text):
+        name = match.group(1).rstrip(".")
+        if name not in tools:
+            continue
+        end = match.end()
+        args: dict[str, Any] | None = None
+        if end < len(text) and text[end] == "{":
+            try:
+                value, _ = decoder.raw_decode(text, end)
+                if isinstance(value, dict):
+                    args = value
+            except ValueError:
+                args = None
+        calls.append(ToolCall(name, args if args is not None else _schema_args(tools[name])))
+    return calls
+
+
+def _digest(turns: Sequence[Turn], salt: str) -> bytes:
+    h = hashlib.sha256(salt.encode())
+    for t in turns:
+        h.update(f"{t.role}\x1f{t.text}\x1e".encode())
+    return h.digest()
+
+
+def _words(seed: bytes, count: int) -> list[str]:
+    out: list[str] = []
+    block = seed
+    while len(out) < count:
+        block = hashlib.sha256(block).digest()
+        out.extend(_VOCAB[b % len(_VOCAB)] for b in block)
+    return out[:count]
+
+
+def _truncate(text: str, max_tokens: int | None) -> tuple[str, bool]:
+    if max_tokens is None or max_tokens <= 0:
+        return text, False
+    ends = [m.end() for m in _PIECE.finditer(text)]
+    if len(ends) <= max_tokens:
+        return text, False
+    return text[: ends[max_tokens - 1]], True
+
+
+def summarize(turns: Sequence[Turn]) -> str:
+    """The scripted summary of ``turns`` (the last turn is the summary request)."""
+    history = turns[:-1]
+    facts: list[str] = []
+    seen: set[str] = set()
+    for t in turns:
+        for line in t.text.splitlines():
+            s = line.strip()
+            if s.startswith("FACT:") and s not in seen:
+                seen.add(s)
+                facts.append(s)
+    users = [t.text[:USER_MESSAGE_CAP] for t in history if t.role == "user" and not t.tool_result]
+    lines = [
+        "<analysis>",
+        f"Summarizing {len(history)} messages ({len(users)} from the user); kept {len(facts)} FACT lines and "
+        "the user messages verbatim.",
+        "</analysis>",
+        "<summary>",
+        "Facts:",
+        *facts,
+        "User messages:",
+        *[f"- {u}" for u in users],
+        "</summary>",
+    ]
+    return "\n".join(lines)
+
+
+def plan_reply(
+    turns: Sequence[Turn],
+    tools: Mapping[str, Any],
+    *,
+    max_tokens: int | None = None,
+    salt: str = "",
+) -> Reply:
+    """The deterministic reply to a conversation (see the module docstring for the conventions).
+
+    ``tools`` maps each offered tool name to its JSON schema; ``salt`` varies replies for the same
+    conversation (e.g. the choice index when ``n > 1``).
+    """
+    last = turns[-1] if turns else Turn("user", "")
+    real_user = last.role == "user" and not last.tool_result
+    if summary_requested(turns):
+        text, cut = _truncate(summarize(turns), max_tokens)
+        return Reply(text=text, truncated=cut, kind="summary")
+    if real_user and tools:
+        calls = _directives(last.text, tools)
+        if calls:
+            return Reply(tool_calls=calls, kind="tool")
+    seed = _digest(turns, salt)
+    n = int.from_bytes(seed[:4], "big") % 100_000
+    count = DEFAULT_WORDS
+    if real_user:
+        m = _WORDS.search(last.text)
+        if m:
+            count = min(int(m.group(1)), MAX_WORDS)
+    prefix = f"Simulated reply {n}:"
+    if not real_user and (last.tool_result or last.role == "tool"):
+        k = 0
+        for t in reversed(turns):
+            if not (t.role == "tool" or t.tool_result):
+                break
+            k += max(t.results, 1)
+        prefix += f" received {k} tool result{'s' if k != 1 else ''}."
+    words = _words(seed, count)
+    text = prefix + (" " + " ".join(words) + "." if words else "")
+    text, cut = _truncate(text, max_tokens)
+    return Reply(text=text, truncated=cut)

@@ -1,0 +1,55 @@
+"""The simulated provider's mutable state shared by the endpoint modules (windows, cache, stored responses)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .caching import PromptCache
+from .errors import Flavor, SimError
+from .models import DEFAULT_WINDOWS, lookup_window
+
+__all__ = ["SimState"]
+
+
+@dataclass
+class SimState:
+    """Everything an endpoint needs besides the request itself."""
+
+    clock: Callable[[], float]
+    cache: PromptCache
+    default_window: int = 200_000
+    strict_models: bool = False
+    overrides: dict[str, int] = field(default_factory=dict)
+    responses: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def window(self, model: str, flavor: Flavor) -> int:
+        """The context window of ``model``; unknown models get the default, or a 404 when strict."""
+        if model in self.overrides:
+            return self.overrides[model]
+        found = lookup_window(model, self.overrides) if self.overrides else None
+        if found is None:
+            found = lookup_window(model, DEFAULT_WINDOWS)
+        if found is not None:
+            return found
+        if self.strict_models:
+            if flavor == "anthropic":
+                raise SimError(404, f"model: {model}", error_type="not_found_error")
+            raise SimError(
+                404,
+                f"The model `{model}` does not exist or you do not have access to it.",
+                code="model_not_found",
+            )
+        return self.default_window
+
+    def store_response(self, response_id: str, items: list[Mapping[str, Any]]) -> None:
+        """Remember a Responses conversation (input + output items) for ``previous_response_id``."""
+        with self.lock:
+            self.responses[response_id] = items
+
+    def stored_items(self, response_id: str) -> list[Mapping[str, Any]] | None:
+        with self.lock:
+            return self.responses.get(response_id)
