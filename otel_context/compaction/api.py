@@ -1,0 +1,394 @@
+"""The explicit API, for apps that manage their own history (transparent mode needs none of this).
+
+```python
+from otel_context import Compactor, should_compact
+
+compactor = Compactor(client=anthropic.Anthropic())          # or Compactor(client=my_summarize_function)
+if should_compact(messages, model="claude-sonnet-4-5", system=system):
+    result = compactor.compact(messages, model="claude-sonnet-4-5", system=system)
+    messages = result.messages                                  # a new list; yours is never modified
+```
+
+The same cascade as transparent mode (keep-recent policy, pairing invariant, rehydration, hooks, the
+``compact`` span with the summarizer's ``chat`` span under it), on the caller's list. A failed compaction
+returns the original messages with ``compacted=False`` and the reason; it never raises for a summarizer
+failure (bad arguments do raise, with a message that says what is wrong).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from otel_context import semconv
+from otel_context.compaction import budget as budget_mod
+from otel_context.compaction import cascade
+from otel_context.pipeline import SummaryRequest, SummaryResult, adrive, drive, in_summarizer
+from otel_context.providers.base import WireFormatAdapter
+from otel_context.settings import Settings, resolve
+
+WIRE_FORMATS = ("anthropic_messages", "openai_chat", "openai_responses")
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """The outcome of an explicit compaction. ``messages`` is a new list (the input when nothing changed)."""
+
+    messages: list[Any]
+    compacted: bool
+    summary: str = ""
+    trigger: str = semconv.TRIGGER_MANUAL
+    strategy: str = semconv.STRATEGY_SUMMARY
+    outcome: str = semconv.OUTCOME_SKIPPED
+    input_tokens: int = 0
+    output_tokens: int = 0
+    summary_tokens: int = 0
+    messages_compacted: int = 0
+    files_rehydrated: int = 0
+    duration_ms: float = 0.0
+    error: str | None = None
+    skipped_reason: str | None = None
+
+
+def _infer_format(client: Any, wire_format: str | None) -> str:
+    if wire_format is not None:
+        if wire_format not in WIRE_FORMATS:
+            raise ValueError(f"wire_format={wire_format!r} is not supported; use one of {', '.join(WIRE_FORMATS)}")
+        return wire_format
+    module = type(client).__module__ if client is not None else ""
+    if module.startswith("anthropic"):
+        return "anthropic_messages"
+    if module.startswith("openai"):
+        return "openai_chat"
+    raise ValueError(
+        "wire_format is required when the client is not an anthropic or openai SDK client; "
+        f"use one of {', '.join(WIRE_FORMATS)}"
+    )
+
+
+def _body(
+    wire_format: str,
+    messages: Sequence[Any],
+    model: str,
+    system: str | None,
+    tools: Sequence[Any] | None,
+    max_tokens: int | None,
+) -> dict[str, Any]:
+    """A request body in ``wire_format`` around the caller's messages (for the adapter to work on)."""
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
+    body: dict[str, Any] = {"model": model}
+    if wire_format == "anthropic_messages":
+        body["messages"] = list(messages)
+        body["max_tokens"] = max_tokens or 4_096
+        if system:
+            body["system"] = system
+    elif wire_format == "openai_chat":
+        lead = [{"role": "system", "content": system}] if system else []
+        body["messages"] = [*lead, *messages]
+        if max_tokens:
+            body["max_completion_tokens"] = max_tokens
+    else:
+        body["input"] = list(messages)
+        if system:
+            body["instructions"] = system
+        if max_tokens:
+            body["max_output_tokens"] = max_tokens
+    if tools:
+        body["tools"] = list(tools)
+    return body
+
+
+def _messages_of(wire_format: str, body: Mapping[str, Any], had_system_lead: bool) -> list[Any]:
+    if wire_format == "openai_responses":
+        return list(body.get("input") or [])
+    messages = list(body.get("messages") or [])
+    if wire_format == "openai_chat" and had_system_lead:
+        messages = messages[1:]  # the system message we put in front for the adapter
+    return messages
+
+
+def _sdk_summarizer(client: Any, wire_format: str, adapter: WireFormatAdapter) -> Callable[[SummaryRequest], Any]:
+    """Send summary requests through an SDK client (its chat span becomes a child of ``compact``)."""
+
+    def result_of(response: Any) -> SummaryResult:
+        data = response.model_dump() if hasattr(response, "model_dump") else dict(response)
+        from otel_context import usage as usage_mod
+
+        raw = data.get("usage") or {}
+        if wire_format == "anthropic_messages":
+            usage = usage_mod.usage_from_anthropic(raw)
+        elif wire_format == "openai_chat":
+            usage = usage_mod.usage_from_openai_chat(raw)
+        else:
+            usage = usage_mod.usage_from_openai_responses(raw)
+        return SummaryResult(text=adapter.response_text(data), usage=usage)
+
+    def create(body: Mapping[str, Any]) -> Any:
+        if wire_format == "anthropic_messages":
+            return client.messages.create(**body)
+        if wire_format == "openai_chat":
+            return client.chat.completions.create(**body)
+        return client.responses.create(**body)
+
+    def failed(exc: BaseException) -> SummaryResult:
+        from otel_context.engine import is_too_long
+
+        return SummaryResult(error=exc, too_long=is_too_long(adapter, exc))
+
+    if inspect.iscoroutinefunction(create_target(client, wire_format)):
+
+        async def send_async(req: SummaryRequest) -> SummaryResult:
+            token = in_summarizer.set(True)
+            try:
+                return result_of(await create(req.body))
+            except Exception as exc:
+                return failed(exc)
+            finally:
+                in_summarizer.reset(token)
+
+        return send_async
+
+    def send(req: SummaryRequest) -> SummaryResult:
+        token = in_summarizer.set(True)
+        try:
+            return result_of(create(req.body))
+        except Exception as exc:
+            return failed(exc)
+        finally:
+            in_summarizer.reset(token)
+
+    return send
+
+
+def create_target(client: Any, wire_format: str) -> Any:
+    if wire_format == "anthropic_messages":
+        return client.messages.create
+    if wire_format == "openai_chat":
+        return client.chat.completions.create
+    return client.responses.create
+
+
+def _callable_summarizer(fn: Callable[..., Any]) -> Callable[[SummaryRequest], Any]:
+    """Wrap ``fn(body) -> str | SummaryResult`` (sync or async); exceptions become failed results."""
+
+    def normalize(answer: Any) -> SummaryResult:
+        return answer if isinstance(answer, SummaryResult) else SummaryResult(text=str(answer))
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def send_async(req: SummaryRequest) -> SummaryResult:
+            try:
+                return normalize(await fn(dict(req.body)))
+            except Exception as exc:
+                return SummaryResult(error=exc)
+
+        return send_async
+
+    def send(req: SummaryRequest) -> SummaryResult:
+        try:
+            answer = fn(dict(req.body))
+        except Exception as exc:
+            return SummaryResult(error=exc)
+        return normalize(answer)
+
+    return send
+
+
+class Compactor:
+    """Compacts a history on request. ``client``: an anthropic/openai SDK client, or a function
+    ``summarize(request_body) -> str | SummaryResult`` (sync or async) that answers the summary request."""
+
+    def __init__(self, settings: Settings | None = None, client: Any = None) -> None:
+        self.settings = settings if settings is not None else resolve()
+        if client is None:
+            client = self.settings.summarizer
+        if client is None:
+            raise ValueError("Compactor needs a client (an anthropic/openai SDK client) or a summarize function")
+        self.client = client
+
+    def _is_function(self) -> bool:
+        return callable(self.client) and not hasattr(self.client, "messages") and not hasattr(self.client, "chat")
+
+    def _summarizer(self, wire_format: str, adapter: WireFormatAdapter) -> Callable[[SummaryRequest], Any]:
+        if self._is_function():
+            return _callable_summarizer(self.client)
+        return _sdk_summarizer(self.client, wire_format, adapter)
+
+    def _prepare(
+        self,
+        messages: Sequence[Any],
+        wire_format: str | None,
+        model: str,
+        system: str | None,
+        tools: Sequence[Any] | None,
+        max_tokens: int | None,
+        trigger: str,
+        window: int | None,
+        instructions: str | None,
+    ) -> tuple[str, Any, dict[str, Any], cascade.CompactionJob | None, CompactionResult | None]:
+        if trigger not in (semconv.TRIGGER_MANUAL, semconv.TRIGGER_AUTO):
+            raise ValueError(f"trigger={trigger!r}; use 'manual' or 'auto'")
+        if not model:
+            raise ValueError("model is required (it selects the summarizer and the context window)")
+        fmt = _infer_format(None if self._is_function() else self.client, wire_format)
+        from otel_context import engine, providers
+
+        adapter = providers.for_format(fmt)
+        body = _body(fmt, messages, model, system, tools, max_tokens)
+        items = adapter.items(body)
+        skip = CompactionResult(messages=list(messages), compacted=False, trigger=trigger)
+        if self.settings.disable_compact or self.settings.compaction == "off":
+            return fmt, adapter, body, None, _replace(skip, skipped_reason="compaction is disabled by settings")
+        reason = cascade.understood(adapter, body, items)
+        if reason:
+            return fmt, adapter, body, None, _replace(skip, skipped_reason=reason)
+        provider = semconv.PROVIDER_ANTHROPIC if fmt == "anthropic_messages" else semconv.PROVIDER_OPENAI
+        state = engine.conversation_for(adapter, provider, items, self.settings)
+        budget = budget_mod.budget_for(model, self.settings, max_output_tokens=max_tokens, window=window)
+        estimated = budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, items)
+        cascade.precreate_counters(provider, model)
+        job = cascade.CompactionJob(
+            adapter=adapter,
+            body=body,
+            items=items,
+            settings=self.settings,
+            provider=provider,
+            model=model,
+            trigger=trigger,
+            budget=budget,
+            estimated_tokens=estimated,
+            conversation_id=state.key,
+            state=state,
+            instructions=instructions,
+        )
+        return fmt, adapter, body, job, None
+
+    def _result(
+        self,
+        fmt: str,
+        adapter: WireFormatAdapter,
+        body: dict[str, Any],
+        job: cascade.CompactionJob,
+        out: cascade.CompactionOutcome,
+        messages: Sequence[Any],
+    ) -> CompactionResult:
+        new_messages = list(messages)
+        if out.changed and out.items is not None:
+            new_body = adapter.with_items(body, out.items)
+            added_lead = fmt == "openai_chat" and len(body["messages"]) == len(messages) + 1
+            new_messages = _messages_of(fmt, new_body, added_lead)
+        return CompactionResult(
+            messages=new_messages,
+            compacted=out.changed,
+            summary=out.summary,
+            trigger=job.trigger,
+            strategy=out.strategy,
+            outcome=out.outcome,
+            input_tokens=out.input_tokens,
+            output_tokens=out.output_tokens if out.changed else out.input_tokens,
+            summary_tokens=out.summary_tokens,
+            messages_compacted=out.messages_compacted,
+            files_rehydrated=out.files_rehydrated,
+            duration_ms=out.duration_ms,
+            error=out.error_message if out.outcome == semconv.OUTCOME_FAILURE else None,
+            skipped_reason=out.skipped_reason,
+        )
+
+    def compact(
+        self,
+        messages: Sequence[Any],
+        *,
+        model: str,
+        wire_format: str | None = None,
+        system: str | None = None,
+        tools: Sequence[Any] | None = None,
+        max_tokens: int | None = None,
+        trigger: str = semconv.TRIGGER_MANUAL,
+        window: int | None = None,
+        instructions: str | None = None,
+    ) -> CompactionResult:
+        """Summarize all but the recent messages of ``messages``; see :class:`CompactionResult`."""
+        fmt, adapter, body, job, early = self._prepare(
+            messages, wire_format, model, system, tools, max_tokens, trigger, window, instructions
+        )
+        if early is not None or job is None:
+            return early if early is not None else CompactionResult(messages=list(messages), compacted=False)
+        send = self._summarizer(fmt, adapter)
+        if inspect.iscoroutinefunction(send):
+            raise TypeError("this Compactor has an async client or function: use `await compactor.acompact(...)`")
+        out = drive(cascade.run_summary(job), send)
+        return self._result(fmt, adapter, body, job, out, messages)
+
+    async def acompact(
+        self,
+        messages: Sequence[Any],
+        *,
+        model: str,
+        wire_format: str | None = None,
+        system: str | None = None,
+        tools: Sequence[Any] | None = None,
+        max_tokens: int | None = None,
+        trigger: str = semconv.TRIGGER_MANUAL,
+        window: int | None = None,
+        instructions: str | None = None,
+    ) -> CompactionResult:
+        """:meth:`compact` for async clients and async summarize functions (sync ones work too)."""
+        fmt, adapter, body, job, early = self._prepare(
+            messages, wire_format, model, system, tools, max_tokens, trigger, window, instructions
+        )
+        if early is not None or job is None:
+            return early if early is not None else CompactionResult(messages=list(messages), compacted=False)
+        send = self._summarizer(fmt, adapter)
+
+        async def send_any(req: SummaryRequest) -> SummaryResult:
+            answer = send(req)
+            if inspect.isawaitable(answer):
+                answer = await answer
+            assert isinstance(answer, SummaryResult)
+            return answer
+
+        out = await adrive(cascade.run_summary(job), send_any)
+        return self._result(fmt, adapter, body, job, out, messages)
+
+
+def _replace(result: CompactionResult, **changes: Any) -> CompactionResult:
+    import dataclasses
+
+    return dataclasses.replace(result, **changes)
+
+
+def should_compact(
+    messages: Sequence[Any],
+    *,
+    model: str,
+    wire_format: str = "anthropic_messages",
+    system: str | None = None,
+    tools: Sequence[Any] | None = None,
+    max_tokens: int | None = None,
+    settings: Settings | None = None,
+    window: int | None = None,
+) -> bool:
+    """Whether ``messages`` have reached the auto-compaction threshold of ``model`` (estimate only).
+
+    False when the window is unknown (unknown model and no override), or compaction is off/observe or
+    disabled by a kill switch: the same rules the transparent mode follows.
+    """
+    settings = settings if settings is not None else resolve()
+    if settings.compaction != "auto" or settings.disable_compact or settings.disable_auto_compact:
+        return False
+    wire_format = _infer_format(None, wire_format)
+    budget = budget_mod.budget_for(model, settings, max_output_tokens=max_tokens, window=window)
+    if budget is None:
+        return False
+    from otel_context import providers
+
+    adapter = providers.for_format(wire_format)
+    body = _body(wire_format, messages, model, system, tools, max_tokens)
+    estimated = budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, adapter.items(body))
+    return estimated >= budget.auto_threshold
+
+
+AsyncSummarize = Callable[[Mapping[str, Any]], Awaitable[Any]]

@@ -1,0 +1,224 @@
+"""The context budget of one call: which window applies, how much of it is usable, and the thresholds.
+
+Numbers (COMPACTION.md, from Claude Code's production constants in the seed chapters):
+``effective = window - min(max_output_tokens, 20_000)`` (20K: the summary reserve, p99.99 of summaries is
+17,387 tokens); ``auto = effective - 13_000``; ``warning = error = effective - 20_000``;
+``blocking = effective - 3_000``. Below a 200K window the three buffers shrink in proportion, so a 30K
+test window or a cheap 16K model still gets positive, ordered thresholds.
+
+A model we do not know, with no window override, has no budget: the engine then observes only and never
+rewrites (guessing a window could compact a conversation that was nowhere near its real limit).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from otel_context import semconv
+from otel_context.providers.base import WireFormatAdapter
+from otel_context.settings import Settings
+
+#: Output reserve for the summary (p99.99 of production summaries is 17,387 tokens).
+SUMMARY_RESERVE_TOKENS = 20_000
+AUTOCOMPACT_BUFFER_TOKENS = 13_000
+WARNING_BUFFER_TOKENS = 20_000
+BLOCKING_BUFFER_TOKENS = 3_000
+#: Window at and above which the buffers apply unscaled.
+REFERENCE_WINDOW = 200_000
+#: The 1M-context beta for Claude models.
+CONTEXT_1M_BETA = "context-1m"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the budget needs to know about a model family."""
+
+    window: int
+    max_output: int
+    #: The window when the request carries the 1M-context beta header (Claude), else None.
+    window_1m: int | None = None
+
+
+# Longest prefix wins; dated suffixes (``-20250929``) and ``-latest`` fall under their family.
+MODEL_TABLE: dict[str, ModelSpec] = {
+    # Anthropic
+    "claude-opus-4-6": ModelSpec(200_000, 128_000, 1_000_000),
+    "claude-opus-4-5": ModelSpec(200_000, 64_000),
+    "claude-opus-4-1": ModelSpec(200_000, 32_000),
+    "claude-opus-4": ModelSpec(200_000, 32_000),
+    "claude-sonnet-4-6": ModelSpec(200_000, 64_000, 1_000_000),
+    "claude-sonnet-4-5": ModelSpec(200_000, 64_000, 1_000_000),
+    "claude-sonnet-4": ModelSpec(200_000, 64_000, 1_000_000),
+    "claude-haiku-4-5": ModelSpec(200_000, 64_000),
+    "claude-3-7-sonnet": ModelSpec(200_000, 64_000),
+    "claude-3-5-sonnet": ModelSpec(200_000, 8_192),
+    "claude-3-5-haiku": ModelSpec(200_000, 8_192),
+    "claude-3-opus": ModelSpec(200_000, 4_096),
+    "claude-3-haiku": ModelSpec(200_000, 4_096),
+    "claude-": ModelSpec(200_000, 64_000, 1_000_000),
+    # OpenAI
+    "gpt-5": ModelSpec(400_000, 128_000),
+    "gpt-5-chat": ModelSpec(128_000, 16_384),
+    "gpt-4.1": ModelSpec(1_047_576, 32_768),
+    "gpt-4o": ModelSpec(128_000, 16_384),
+    "chatgpt-4o": ModelSpec(128_000, 16_384),
+    "gpt-4-turbo": ModelSpec(128_000, 4_096),
+    "gpt-4": ModelSpec(8_192, 8_192),
+    "gpt-3.5-turbo": ModelSpec(16_385, 4_096),
+    "o1": ModelSpec(200_000, 100_000),
+    "o1-mini": ModelSpec(128_000, 65_536),
+    "o1-preview": ModelSpec(128_000, 32_768),
+    "o3": ModelSpec(200_000, 100_000),
+    "o3-mini": ModelSpec(200_000, 100_000),
+    "o4-mini": ModelSpec(200_000, 100_000),
+    "codex-mini": ModelSpec(200_000, 100_000),
+    # DeepSeek (OpenAI wire format)
+    "deepseek-chat": ModelSpec(128_000, 8_192),
+    "deepseek-reasoner": ModelSpec(128_000, 65_536),
+}
+
+
+def lookup_model(model: str | None) -> ModelSpec | None:
+    """The table entry for ``model`` (longest matching prefix, case-insensitive), or None if unknown."""
+    if not model:
+        return None
+    name = model.lower().strip()
+    if "/" in name:  # e.g. "openai/gpt-4o" from a gateway
+        name = name.rsplit("/", 1)[1]
+    best: str | None = None
+    for prefix in MODEL_TABLE:
+        if name.startswith(prefix) and (best is None or len(prefix) > len(best)):
+            # "gpt-4" must not swallow "gpt-4o..." (handled by longest prefix) nor "gpt-4.1" (idem);
+            # a bare family prefix must end at a separator unless it is the full name.
+            rest = name[len(prefix) :]
+            if rest and prefix[-1] not in "-." and rest[0] not in "-.:@":
+                continue
+            best = prefix
+    return MODEL_TABLE[best] if best is not None else None
+
+
+def has_1m_beta(headers: Mapping[str, str] | None) -> bool:
+    """Whether the ``anthropic-beta`` header asks for the 1M context window."""
+    if not headers:
+        return False
+    beta = headers.get("anthropic-beta", "")
+    return any(part.strip().startswith(CONTEXT_1M_BETA) for part in beta.split(","))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Window and thresholds of one call, all in tokens."""
+
+    window: int
+    effective: int
+    auto_threshold: int
+    warning_threshold: int
+    error_threshold: int
+    blocking_limit: int
+    #: True when the window came from an override rather than the model table.
+    overridden: bool = False
+
+    def state(self, tokens: int, *, compaction_available: bool) -> str:
+        """``ok`` | ``warning`` | ``error`` | ``blocking`` for an estimate.
+
+        ``warning`` and ``error`` share one line (effective - 20K, as in Claude Code); the state is
+        ``error`` rather than ``warning`` when nothing will compact automatically (compaction off or
+        observe-only, kill switch, open breaker): above that line with no safety net is an error.
+        """
+        if tokens >= self.blocking_limit:
+            return semconv.CONTEXT_STATE_BLOCKING
+        if tokens >= self.error_threshold and not compaction_available:
+            return semconv.CONTEXT_STATE_ERROR
+        if tokens >= self.warning_threshold:
+            return semconv.CONTEXT_STATE_WARNING
+        return semconv.CONTEXT_STATE_OK
+
+
+def _scaled(buffer: int, window: int) -> int:
+    """A buffer shrunk in proportion for windows under the 200K reference."""
+    if window >= REFERENCE_WINDOW:
+        return buffer
+    return max(1, buffer * window // REFERENCE_WINDOW)
+
+
+def budget_for(
+    model: str | None,
+    settings: Settings,
+    *,
+    max_output_tokens: int | None = None,
+    headers: Mapping[str, str] | None = None,
+    window: int | None = None,
+) -> Budget | None:
+    """The budget for a call, or None when the window is unknown (observe only).
+
+    ``window`` (a per-call-site override) wins over ``settings.auto_compact_window`` (code or
+    ``OTEL_CONTEXT_AUTO_COMPACT_WINDOW``), which wins over the model table.
+    """
+    spec = lookup_model(model)
+    overridden = window is not None or settings.auto_compact_window is not None
+    if window is None:
+        window = settings.auto_compact_window
+    if window is None:
+        if spec is None:
+            return None
+        window = spec.window_1m if spec.window_1m is not None and has_1m_beta(headers) else spec.window
+    if max_output_tokens is None or max_output_tokens <= 0:
+        max_output_tokens = spec.max_output if spec is not None else SUMMARY_RESERVE_TOKENS
+    reserve = min(max_output_tokens, SUMMARY_RESERVE_TOKENS)
+    # Never let the reserve eat more than half of a tiny window: the thresholds must stay positive.
+    reserve = min(reserve, window // 2)
+    effective = window - reserve
+    auto = effective - _scaled(AUTOCOMPACT_BUFFER_TOKENS, window)
+    warning = effective - _scaled(WARNING_BUFFER_TOKENS, window)
+    blocking = effective - _scaled(BLOCKING_BUFFER_TOKENS, window)
+    if settings.autocompact_pct_override is not None:
+        # May only lower the threshold (a percentage of the effective window).
+        auto = min(auto, int(effective * settings.autocompact_pct_override / 100))
+    if settings.blocking_limit_override is not None:
+        blocking = settings.blocking_limit_override
+    auto = max(1, auto)
+    warning = max(1, min(warning, auto))
+    return Budget(
+        window=window,
+        effective=effective,
+        auto_threshold=auto,
+        warning_threshold=warning,
+        error_threshold=warning,
+        blocking_limit=max(1, blocking),
+        overridden=overridden,
+    )
+
+
+# --- estimates ------------------------------------------------------------------------------------------
+#: Images and documents count a fixed amount (their real cost depends on resolution/pages; 2,000 is the
+#: production constant and errs on the safe side for typical screenshots).
+IMAGE_TOKENS = 2_000
+#: Per-message framing (role, separators) that no text accounts for.
+ITEM_OVERHEAD_TOKENS = 4
+
+
+def estimate_text(text: str) -> int:
+    """Characters / 4, padded by 4/3: deliberately pessimistic, since undercounting costs a rejected call."""
+    return (len(text) + 2) // 3
+
+
+def estimate_item(adapter: WireFormatAdapter, item: Mapping[str, Any]) -> int:
+    """Estimated tokens of one conversation item (text, tool calls/results, images at a flat rate)."""
+    return estimate_text(adapter.item_text(item)) + IMAGE_TOKENS * adapter.image_count(item) + ITEM_OVERHEAD_TOKENS
+
+
+def estimate_items(adapter: WireFormatAdapter, items: Sequence[Mapping[str, Any]]) -> int:
+    """Estimated tokens of conversation items."""
+    return sum(estimate_item(adapter, item) for item in items)
+
+
+def estimate_fixed(adapter: WireFormatAdapter, body: Mapping[str, Any]) -> int:
+    """Estimated tokens of what precedes the conversation: system prompt/instructions and tool definitions."""
+    tokens = estimate_text(adapter.system_text(body))
+    tools = body.get("tools")
+    if tools:
+        tokens += estimate_text(json.dumps(tools, default=str, ensure_ascii=False))
+    return tokens

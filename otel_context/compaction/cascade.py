@@ -1,0 +1,365 @@
+"""The compaction cascade with its telemetry: microcompact, then summary; one ``compact`` span per attempt.
+
+Order of the cascade (COMPACTION.md): microcompact first when enabled (no LLM call), then the summary
+when the estimate is still at or above the threshold. Every attempt that could change what is sent gets
+a ``compact`` span (TELEMETRY.md §2) with its figures, ``outcome`` success or failure, and ERROR status +
+``error.type`` on failure. The summarizer's own call becomes a child ``chat`` span because the
+``compact`` span is current while the summary request is yielded to the instrumentation.
+
+Safety: a history the compactor does not understand (unknown blocks, pairing already broken by the app,
+conversation state kept at the provider) is not touched; after every transform the pairing invariant is
+checked and repaired, and a result that still fails validation is discarded. Nothing raised here reaches
+the app: the engine sends the original request when a compaction fails.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from otel_context import semconv, telemetry
+from otel_context.compaction import budget as budget_mod
+from otel_context.compaction import hooks as hooks_mod
+from otel_context.compaction.budget import Budget
+from otel_context.compaction.summary import CompactionError, summarize
+from otel_context.conversation import ConversationState
+from otel_context.pipeline import SummaryRequest, SummaryResult
+from otel_context.providers.base import WireFormatAdapter
+from otel_context.settings import Settings
+
+Item = Mapping[str, Any]
+
+#: Strategies each trigger can use, for counters pre-created at 0.
+TRIGGER_STRATEGIES: dict[str, tuple[str, ...]] = {
+    semconv.TRIGGER_AUTO: (semconv.STRATEGY_MICROCOMPACT, semconv.STRATEGY_SUMMARY),
+    semconv.TRIGGER_MANUAL: (semconv.STRATEGY_MICROCOMPACT, semconv.STRATEGY_SUMMARY),
+    semconv.TRIGGER_REACTIVE: (semconv.STRATEGY_SUMMARY,),
+    semconv.TRIGGER_PROVIDER: (semconv.STRATEGY_PROVIDER,),
+}
+
+_precreated: set[tuple[str, str]] = set()
+
+
+def precreate_counters(provider: str, model: str | None) -> None:
+    """Start every trigger x strategy x outcome series of ``otel_context.compactions`` at 0.
+
+    Prometheus' ``increase()`` cannot see a series born at 1, so the first failure would be invisible.
+    Done once per provider/model (bounded: model names are few).
+    """
+    key = (provider, model or "")
+    if key in _precreated:
+        return
+    _precreated.add(key)
+    counter = telemetry.get().instruments.compactions
+    for trigger, strategies in TRIGGER_STRATEGIES.items():
+        for strategy in strategies:
+            for outcome in semconv.OUTCOMES:
+                counter.add(0, _metric_attrs(trigger, strategy, outcome, provider, model))
+
+
+def _metric_attrs(trigger: str, strategy: str, outcome: str, provider: str, model: str | None) -> dict[str, Any]:
+    return {
+        semconv.COMPACTION_TRIGGER_SOURCE: trigger,
+        semconv.COMPACTION_STRATEGY: strategy,
+        semconv.COMPACTION_OUTCOME: outcome,
+        semconv.GEN_AI_PROVIDER_NAME: provider,
+        semconv.GEN_AI_REQUEST_MODEL: model or "",
+    }
+
+
+def count_skipped(trigger: str, provider: str, model: str | None) -> None:
+    """Count a compaction that was due but not attempted (breaker open, veto)."""
+    telemetry.get().instruments.compactions.add(
+        1, _metric_attrs(trigger, semconv.STRATEGY_SUMMARY, semconv.OUTCOME_SKIPPED, provider, model)
+    )
+
+
+def understood(adapter: WireFormatAdapter, body: Mapping[str, Any], items: Sequence[Item]) -> str | None:
+    """Why this history must be left alone, or None when the compactor can work on it."""
+    server_state = getattr(adapter, "server_state_reason", None)
+    if server_state is not None:
+        reason = server_state(body)
+        if reason:
+            return str(reason)
+    reason = adapter.has_unknown_content(items)
+    if reason:
+        return str(reason)
+    problems = adapter.validate(items)
+    if problems:
+        return "pairing already broken: " + "; ".join(str(p) for p in problems[:3])
+    return None
+
+
+@dataclass
+class CompactionJob:
+    """One compaction to run: the history as it would be sent, and everything around it."""
+
+    adapter: WireFormatAdapter
+    body: Mapping[str, Any]  #: the body as it would be sent (after any memo replacement)
+    items: Sequence[Item]  #: adapter.items(body)
+    settings: Settings
+    provider: str
+    model: str
+    trigger: str
+    budget: Budget | None
+    estimated_tokens: int
+    conversation_id: str | None = None
+    state: ConversationState | None = None
+    #: Items at the start that are the head of an earlier compaction (the cut must lie after them).
+    min_index: int = 0
+    #: Parent for the compact span (the chat span); the current span when None.
+    parent: Span | None = None
+    #: Extra summarizer instructions (explicit API); merged with the pre_compact hook's.
+    instructions: str | None = None
+
+
+@dataclass
+class CompactionOutcome:
+    """What a compaction did. ``items`` is None when nothing changed."""
+
+    items: list[Item] | None = None
+    #: Index in ``job.items`` up to which items were replaced; ``head`` replaced them.
+    cut: int = 0
+    head: tuple[Item, ...] = ()
+    strategy: str = semconv.STRATEGY_SUMMARY
+    outcome: str = semconv.OUTCOME_SKIPPED
+    summary: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    summary_tokens: int = 0
+    messages_compacted: int = 0
+    files_rehydrated: int = 0
+    duration_ms: float = 0.0
+    error_type: str | None = None
+    error_message: str | None = None
+    skipped_reason: str | None = None
+    breaker_opened: bool = False
+    spans: list[Span] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.items is not None
+
+
+def _context_tokens(adapter: WireFormatAdapter, body: Mapping[str, Any], items: Sequence[Item]) -> int:
+    return budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, items)
+
+
+def _checked(adapter: WireFormatAdapter, items: list[Item]) -> list[Item]:
+    """Validate the pairing invariant; repair once; raise when still broken (the result is then unusable)."""
+    if not adapter.validate(items):
+        return items
+    repaired = list(adapter.repair(items))
+    problems = adapter.validate(repaired)
+    if problems:
+        raise CompactionError("invariant_violation", "; ".join(str(p) for p in problems[:3]))
+    telemetry.log_once("cascade.repaired", "otel_context: a compaction result needed a pairing repair")
+    return repaired
+
+
+def _start_span(job: CompactionJob, strategy: str) -> Span:
+    tracer = telemetry.get().tracer
+    parent_ctx = trace.set_span_in_context(job.parent) if job.parent is not None else None
+    span = tracer.start_span(semconv.COMPACT_SPAN, context=parent_ctx, kind=SpanKind.INTERNAL)
+    span.set_attribute(semconv.COMPACTION_TRIGGER_SOURCE, job.trigger)
+    span.set_attribute(semconv.COMPACTION_STRATEGY, strategy)
+    if job.conversation_id:
+        span.set_attribute(semconv.GEN_AI_CONVERSATION_ID, job.conversation_id)
+    if job.budget is not None:
+        span.set_attribute(semconv.COMPACTION_THRESHOLD_TOKENS, job.budget.auto_threshold)
+    span.set_attribute(semconv.COMPACTION_INPUT_TOKENS, job.estimated_tokens)
+    return span
+
+
+def _finish(job: CompactionJob, span: Span, out: CompactionOutcome, started: float) -> None:
+    """Breaker, cache announcement, span attributes and metrics of one attempt."""
+    out.duration_ms = (time.perf_counter() - started) * 1000.0
+    state = job.state
+    if state is not None:
+        breaker = state.breaker
+        if job.trigger == semconv.TRIGGER_MANUAL and out.outcome == semconv.OUTCOME_SUCCESS:
+            if breaker.reset():
+                _breaker_closed(state)
+        elif out.outcome == semconv.OUTCOME_FAILURE:
+            out.breaker_opened = breaker.record_failure()
+        elif out.outcome == semconv.OUTCOME_SUCCESS and out.strategy == semconv.STRATEGY_SUMMARY:
+            above = job.budget is not None and out.output_tokens >= job.budget.auto_threshold
+            was_open = breaker.open
+            out.breaker_opened = breaker.record_success(still_above_threshold=above)
+            if was_open and not breaker.open:
+                _breaker_closed(state)
+        if out.breaker_opened:
+            state.breaker_model = job.model
+            telemetry.get().instruments.breakers_open.add(1, {semconv.GEN_AI_REQUEST_MODEL: job.model})
+        if out.changed and state.detector is not None:
+            _announce(job, span, state)
+    span.set_attribute(semconv.COMPACTION_OUTCOME, out.outcome)
+    span.set_attribute(semconv.COMPACTION_OUTPUT_TOKENS, out.output_tokens if out.changed else out.input_tokens)
+    span.set_attribute(semconv.COMPACTION_SUMMARY_TOKENS, out.summary_tokens)
+    span.set_attribute(semconv.COMPACTION_MESSAGES_COMPACTED, out.messages_compacted)
+    span.set_attribute(semconv.COMPACTION_FILES_REHYDRATED, out.files_rehydrated)
+    span.set_attribute(semconv.COMPACTION_DURATION_MS, out.duration_ms)
+    failures = state.breaker.consecutive_failures if state is not None else int(out.outcome == semconv.OUTCOME_FAILURE)
+    span.set_attribute(semconv.COMPACTION_CONSECUTIVE_FAILURES, failures)
+    if state is not None:
+        span.set_attribute(semconv.COMPACTION_BREAKER_OPEN, state.breaker.open)
+    if out.outcome == semconv.OUTCOME_FAILURE:
+        span.set_attribute(semconv.ERROR_TYPE, out.error_type or "compaction_failed")
+        span.set_status(Status(StatusCode.ERROR, out.error_message or out.error_type))
+    span.end()
+    out.spans.append(span)
+    instruments = telemetry.get().instruments
+    instruments.compactions.add(1, _metric_attrs(job.trigger, out.strategy, out.outcome, job.provider, job.model))
+    instruments.compaction_duration.record(
+        out.duration_ms / 1000.0,
+        {
+            semconv.COMPACTION_TRIGGER_SOURCE: job.trigger,
+            semconv.COMPACTION_STRATEGY: out.strategy,
+            semconv.COMPACTION_OUTCOME: out.outcome,
+        },
+    )
+    if out.outcome == semconv.OUTCOME_SUCCESS:
+        instruments.compaction_tokens_saved.record(
+            max(0, out.input_tokens - out.output_tokens),
+            {semconv.COMPACTION_TRIGGER_SOURCE: job.trigger, semconv.COMPACTION_STRATEGY: out.strategy},
+        )
+
+
+def _breaker_closed(state: ConversationState) -> None:
+    telemetry.get().instruments.breakers_open.add(-1, {semconv.GEN_AI_REQUEST_MODEL: state.breaker_model or ""})
+
+
+def _announce(job: CompactionJob, span: Span, state: ConversationState) -> None:
+    """Tell the cache detector the prefix changes on purpose, and record the intentional break."""
+    try:
+        from otel_context import cache
+
+        expected = state.detector.announce_compaction()
+        cache.record_intentional_break(span, expected, job.provider, job.model)
+    except Exception:  # the cache helper's module may be absent or older; never fail a compaction on it
+        telemetry.log_once(
+            "cascade.announce", "otel_context: could not announce a compaction to the cache detector", exc_info=True
+        )
+
+
+def _microcompact(job: CompactionJob, items: Sequence[Item]) -> tuple[list[Item], int] | None:
+    """Run the rule-based layer; (new items, results cleared) or None when it changes nothing."""
+    try:
+        micro = importlib.import_module("otel_context.compaction.microcompact")
+    except ImportError:
+        return None
+    run = getattr(micro, "microcompact_items", None)
+    if run is None:
+        return None
+    result = run(job.adapter, items, job.settings)
+    new_items = getattr(result, "items", result)
+    cleared = int(getattr(result, "cleared", 0) or 0)
+    if new_items is None or list(new_items) == list(items):
+        return None
+    return list(new_items), cleared
+
+
+def run_microcompact(job: CompactionJob) -> CompactionOutcome:
+    """The rule-based layer as one compaction attempt with its own ``compact`` span (no LLM call)."""
+    started = time.perf_counter()
+    out = CompactionOutcome(strategy=semconv.STRATEGY_MICROCOMPACT, input_tokens=job.estimated_tokens)
+    try:
+        done = _microcompact(job, job.items)
+    except Exception as exc:  # a bug in a rule must not cost the user's turn
+        telemetry.log_once("cascade.micro", "otel_context: microcompact failed", exc_info=True)
+        done = None
+        out.error_type = type(exc).__qualname__
+    if done is None:
+        return out  # nothing to clear: no span (nothing changed, nothing failed that the user can act on)
+    span = _start_span(job, semconv.STRATEGY_MICROCOMPACT)
+    try:
+        new_items = _checked(job.adapter, done[0])
+        out.items = new_items
+        out.cut = len(job.items)
+        out.head = ()
+        out.messages_compacted = done[1]
+        saved = budget_mod.estimate_items(job.adapter, job.items) - budget_mod.estimate_items(job.adapter, new_items)
+        out.output_tokens = max(0, job.estimated_tokens - saved)
+        out.outcome = semconv.OUTCOME_SUCCESS
+    except CompactionError as exc:
+        out.items = None
+        out.outcome = semconv.OUTCOME_FAILURE
+        out.error_type, out.error_message = exc.kind, str(exc)
+    _finish(job, span, out, started)
+    return out
+
+
+def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, CompactionOutcome]:
+    """The summary layer as one compaction attempt: hooks, summarizer, invariant check, span and metrics."""
+    started = time.perf_counter()
+    out = CompactionOutcome(strategy=semconv.STRATEGY_SUMMARY, input_tokens=job.estimated_tokens)
+    decision = hooks_mod.run_pre_compact(
+        job.settings.pre_compact,
+        hooks_mod.PreCompactEvent(
+            trigger=job.trigger,
+            wire_format=job.adapter.name,
+            model=job.model,
+            conversation_id=job.conversation_id,
+            messages=tuple(job.items),
+            estimated_tokens=job.estimated_tokens,
+        ),
+    )
+    if decision.veto:
+        out.skipped_reason = "vetoed by the pre_compact hook"
+        count_skipped(job.trigger, job.provider, job.model)
+        return out
+    instructions = "\n".join(x for x in (job.instructions, decision.instructions) if x) or None
+    span = _start_span(job, semconv.STRATEGY_SUMMARY)
+    try:
+        with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+            result = yield from summarize(
+                job.adapter,
+                job.body,
+                job.items,
+                settings=job.settings,
+                model=job.model,
+                window=job.budget.window if job.budget is not None else None,
+                min_index=job.min_index,
+                extra_instructions=instructions,
+            )
+        head = list(result.head)
+        extra = hooks_mod.run_post_compact(
+            job.settings.post_compact,
+            hooks_mod.PostCompactEvent(
+                trigger=job.trigger,
+                wire_format=job.adapter.name,
+                model=job.model,
+                conversation_id=job.conversation_id,
+                summary=result.summary,
+                messages=tuple([*head, *job.items[result.cut :]]),
+            ),
+        )
+        head += [job.adapter.make_user_item(m) if isinstance(m, str) else m for m in extra]
+        new_items = _checked(job.adapter, [*head, *job.items[result.cut :]])
+        # The repair pass may have touched the head; recompute where the kept part starts.
+        out.items = new_items
+        out.cut = result.cut
+        out.head = tuple(new_items[: len(head)]) if new_items[: len(head)] == head else tuple(head)
+        out.summary = result.summary
+        out.summary_tokens = result.summary_tokens
+        out.files_rehydrated = result.files_rehydrated
+        out.messages_compacted = result.cut - job.min_index
+        out.output_tokens = _context_tokens(job.adapter, job.body, new_items)
+        out.outcome = semconv.OUTCOME_SUCCESS
+    except CompactionError as exc:
+        out.items = None
+        out.outcome = semconv.OUTCOME_FAILURE
+        out.error_type, out.error_message = exc.kind, str(exc)
+    except Exception as exc:  # an adapter or hook bug: fail this compaction, never the call
+        telemetry.log_once("cascade.summary", "otel_context: compaction failed unexpectedly", exc_info=True)
+        out.items = None
+        out.outcome = semconv.OUTCOME_FAILURE
+        out.error_type, out.error_message = type(exc).__module__ + "." + type(exc).__qualname__, str(exc)
+    _finish(job, span, out, started)
+    return out

@@ -1,0 +1,239 @@
+"""Summary compaction on plain data: where to cut, the summarizer's request and its overflow, the new head.
+
+Written "sans I/O" (see :mod:`otel_context.pipeline`): :func:`summarize` is a generator that yields a
+:class:`~otel_context.pipeline.SummaryRequest` whenever it needs the summarizer and receives a
+:class:`~otel_context.pipeline.SummaryResult`. Telemetry, the breaker and hooks live in
+:mod:`otel_context.compaction.cascade`; this module only decides and builds.
+
+Keep-recent policy: the last ``keep_recent_messages`` items (default 6) stay verbatim, and never fewer
+than the last user turn (the last genuine user message and everything after it), cutting only at the
+adapter's round boundaries (which never split a tool call from its result, a parallel batch or a thinking
+turn). Only when that leaves nothing to summarize (one giant turn) does the cut fall inside the last turn,
+still at a round boundary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from otel_context.compaction import budget as budget_mod
+from otel_context.compaction.prompt import SummaryParseError, build_prompt, parse_summary, summary_message_text
+from otel_context.pipeline import SummaryRequest, SummaryResult
+from otel_context.providers.base import WireFormatAdapter
+from otel_context.settings import Settings
+
+Item = Mapping[str, Any]
+
+#: Retries of a summarizer request that was itself too long (each drops the oldest rounds).
+MAX_OVERFLOW_RETRIES = 3
+#: Share of the transcript dropped per overflow retry when the error does not say by how much.
+OVERFLOW_DROP_FRACTION = 0.2
+
+
+class CompactionError(Exception):
+    """A compaction could not produce a result; ``kind`` is the error.type put on the compact span."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def is_user_turn_start(adapter: WireFormatAdapter, item: Item) -> bool:
+    """Whether ``item`` is a genuine user message (not only tool results)."""
+    return bool(adapter.user_text_items([item]))
+
+
+def choose_cut(adapter: WireFormatAdapter, items: Sequence[Item], keep_recent: int, min_index: int = 0) -> int | None:
+    """The index to cut at: ``items[:cut]`` is summarized, ``items[cut:]`` kept. None: nothing to cut.
+
+    ``min_index``: the cut must lie strictly after it (after the head of an earlier compaction, which
+    would otherwise be summarized into itself with no progress).
+    """
+    n = len(items)
+    boundaries = adapter.round_boundaries(items)
+    last_user = next((i for i in range(n - 1, min_index - 1, -1) if is_user_turn_start(adapter, items[i])), None)
+    limit = n - keep_recent
+    if last_user is not None:
+        limit = min(limit, last_user)
+    preferred = [b for b in boundaries if min_index < b <= limit]
+    if preferred:
+        return max(preferred)
+    inside = [b for b in boundaries if min_index < b < n]
+    return max(inside) if inside else None
+
+
+_TOO_LONG_NUMBERS = re.compile(r"(\d[\d,]*)\s*tokens?\s*>\s*(\d[\d,]*)")
+
+
+def parse_too_long(message: str) -> tuple[int, int] | None:
+    """(actual, limit) from an error like ``prompt is too long: 212230 tokens > 200000 maximum``."""
+    match = _TOO_LONG_NUMBERS.search(message)
+    if match is None:
+        return None
+    actual, limit = (int(g.replace(",", "")) for g in match.groups())
+    return actual, limit
+
+
+def overflow_gap(message: str) -> int | None:
+    """Tokens over the limit, from a too-long error message; None when it does not say."""
+    numbers = parse_too_long(message)
+    return None if numbers is None else max(0, numbers[0] - numbers[1])
+
+
+def drop_oldest_rounds(
+    adapter: WireFormatAdapter, transcript: Sequence[Item], tokens_to_drop: int
+) -> list[Item] | None:
+    """``transcript`` without its oldest complete rounds covering ``tokens_to_drop``; None if nothing is left."""
+    boundaries = [b for b in adapter.round_boundaries(transcript) if 0 < b < len(transcript)]
+    dropped = 0
+    previous = 0
+    for boundary in boundaries:
+        dropped += budget_mod.estimate_items(adapter, transcript[previous:boundary])
+        previous = boundary
+        if dropped >= tokens_to_drop:
+            return list(transcript[boundary:])
+    return None
+
+
+@dataclass(frozen=True)
+class Rehydration:
+    """Recently read files restored after the summary."""
+
+    text: str
+    files: int
+    tokens: int
+
+
+def rehydrate_files(
+    adapter: WireFormatAdapter, items: Sequence[Item], cut: int, settings: Settings, window: int | None
+) -> Rehydration:
+    """The newest files read by file-reading tools in ``items[:cut]`` and not read again in the kept part.
+
+    Limits: ``rehydrate_max_files`` files (5), ``rehydrate_max_tokens_per_file`` (5,000) each,
+    ``rehydrate_max_tokens_total`` (50,000) in all; the token limits shrink in proportion for windows
+    under 200K, as the thresholds do (50K of files would not even fit a 30K window).
+    """
+    if settings.rehydrate_max_files <= 0 or not settings.file_read_tools:
+        return Rehydration("", 0, 0)
+    scale = 1.0 if window is None or window >= budget_mod.REFERENCE_WINDOW else window / budget_mod.REFERENCE_WINDOW
+    per_file = max(1, int(settings.rehydrate_max_tokens_per_file * scale))
+    total_cap = max(1, int(settings.rehydrate_max_tokens_total * scale))
+    refs = adapter.tool_results(items)
+    kept_paths: set[str] = set()
+    candidates: list[tuple[str, str]] = []
+    for ref in reversed(refs):
+        if ref.tool_name not in settings.file_read_tools or ref.tool_input is None:
+            continue
+        path = next(
+            (ref.tool_input[k] for k in settings.file_path_keys if isinstance(ref.tool_input.get(k), str)), None
+        )
+        if path is None:
+            continue
+        if ref.item_index >= cut:
+            kept_paths.add(path)
+            continue
+        if ref.cleared or not ref.text.strip() or path in kept_paths or any(p == path for p, _ in candidates):
+            continue
+        candidates.append((path, ref.text))
+    parts: list[str] = []
+    used = 0
+    files = 0
+    for path, text in candidates:
+        if files >= settings.rehydrate_max_files:
+            break
+        room = min(per_file, total_cap - used)
+        if room <= 0:
+            break
+        tokens = budget_mod.estimate_text(text)
+        if tokens > room:
+            text = text[: room * 3] + "\n[... file content truncated after compaction ...]"
+            tokens = room
+        parts.append(f'<file path="{path}">\n{text}\n</file>')
+        used += tokens
+        files += 1
+    if not parts:
+        return Rehydration("", 0, 0)
+    header = "Files read before the compaction (their latest content as read then):"
+    return Rehydration("\n".join([header, *parts]), files, used)
+
+
+@dataclass(frozen=True)
+class SummaryOutcome:
+    """A successful summary: the new head of the conversation and its figures."""
+
+    cut: int  #: index in the input items; items[:cut] were replaced
+    head: tuple[Item, ...]  #: the summary message (+ rehydrated files, + post_compact messages)
+    summary: str
+    summary_tokens: int  #: the summarizer's output tokens (reported, else estimated)
+    files_rehydrated: int
+    attempts: int
+
+
+def summarize(
+    adapter: WireFormatAdapter,
+    body: Mapping[str, Any],
+    items: Sequence[Item],
+    *,
+    settings: Settings,
+    model: str,
+    window: int | None,
+    min_index: int = 0,
+    extra_instructions: str | None = None,
+    cut: int | None = None,
+) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
+    """Summarize ``items[:cut]`` (cut chosen by the keep-recent policy unless given); raise CompactionError."""
+    if cut is None:
+        cut = choose_cut(adapter, items, settings.keep_recent_messages, min_index)
+    if cut is None or cut <= min_index:
+        raise CompactionError("nothing_to_compact", "no round boundary leaves anything to summarize")
+    transcript: list[Item] = list(items[:cut])
+    prompt = build_prompt(extra_instructions)
+    summary_model = settings.summary_model or model
+    spec = budget_mod.lookup_model(summary_model)
+    attempts = 0
+    while True:
+        attempts += 1
+        max_tokens = budget_mod.SUMMARY_RESERVE_TOKENS
+        if spec is not None:
+            max_tokens = min(max_tokens, spec.max_output)
+        if window is not None:
+            room = window - budget_mod.estimate_items(adapter, transcript) - budget_mod.estimate_text(prompt)
+            room -= budget_mod.estimate_fixed(adapter, body)
+            max_tokens = min(max_tokens, max(1_024, room))
+        request = adapter.make_summary_request(body, transcript, prompt, max_tokens, summary_model)
+        result = yield SummaryRequest(request)
+        if result.error is not None or result.too_long:
+            if result.too_long and attempts <= MAX_OVERFLOW_RETRIES:
+                gap = overflow_gap(str(result.error) if result.error is not None else "")
+                fraction = int(budget_mod.estimate_items(adapter, transcript) * OVERFLOW_DROP_FRACTION)
+                shorter = drop_oldest_rounds(adapter, transcript, max(gap or 0, fraction, 1))
+                if shorter:
+                    transcript = shorter
+                    continue
+            if result.too_long:
+                raise CompactionError(
+                    "summary_too_long", f"the summarizer's request stayed too long after {attempts} tries"
+                )
+            error = result.error
+            kind = type(error).__module__ + "." + type(error).__qualname__ if error is not None else "summarizer_error"
+            raise CompactionError(kind, f"the summarizer call failed: {error}")
+        try:
+            summary = parse_summary(result.text)
+        except SummaryParseError as exc:
+            raise CompactionError("no_summary", str(exc)) from exc
+        summary_tokens = (
+            result.usage.output_tokens if result.usage is not None else budget_mod.estimate_text(result.text)
+        )
+        rehydration = rehydrate_files(adapter, items, cut, settings, window)
+        head = (adapter.make_user_item(summary_message_text(summary, rehydration.text)),)
+        return SummaryOutcome(
+            cut=cut,
+            head=head,
+            summary=summary,
+            summary_tokens=summary_tokens,
+            files_rehydrated=rehydration.files,
+            attempts=attempts,
+        )
