@@ -80,6 +80,16 @@ def openai_chat_agent_body() -> Body:
     return {
         "model": "gpt-4o-mini",
         "max_completion_tokens": 512,
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_current_weather",
+                    "description": "Get the current weather in a given location",
+                    "parameters": {"type": "object", "properties": {"location": {"type": "string"}}},
+                },
+            }
+        ],
         "messages": [
             {"role": "system", "content": "You're a helpful assistant."},
             {"role": "user", "content": "What's the weather in Seattle and San Francisco today?"},  # 0
