@@ -1,0 +1,50 @@
+"""Where the SDKs are intercepted (packaged as ``otel_context.instrumentation``).
+
+``AnthropicInstrumentor`` and ``OpenAIInstrumentor`` live in their own modules, imported lazily so that
+importing otel_context never imports an SDK. :func:`instrument_all` / :func:`uninstrument_all` back
+``otel_context.instrument()`` / ``uninstrument()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+from otel_context.settings import Settings
+
+__all__ = ["instrument_all", "instrumentors", "uninstrument_all"]
+
+_MODULES = (
+    ("otel_context.instrumentation.anthropic", "AnthropicInstrumentor", "anthropic"),
+    ("otel_context.instrumentation.openai", "OpenAIInstrumentor", "openai"),
+)
+
+
+def instrumentors() -> list[Any]:
+    """One instrumentor per supported SDK that is installed (whatever its version)."""
+    from ._instrumentor import supported_version
+
+    found = []
+    for module_name, class_name, package in _MODULES:
+        requirement = importlib.import_module(module_name).REQUIREMENT
+        _, installed = supported_version(requirement)
+        if installed is not None and importlib.util.find_spec(package) is not None:
+            found.append(getattr(importlib.import_module(module_name), class_name)())
+    return found
+
+
+def instrument_all(settings: Settings, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    """Instrument every installed SDK with ``settings``; an instrumented one is re-instrumented (no stacking)."""
+    for inst in instrumentors():
+        if inst.is_instrumented_by_opentelemetry:
+            inst.uninstrument()
+        inst.instrument(
+            settings=settings, tracer_provider=tracer_provider, meter_provider=meter_provider, skip_dep_check=True
+        )
+
+
+def uninstrument_all() -> None:
+    for inst in instrumentors():
+        if inst.is_instrumented_by_opentelemetry:
+            inst.uninstrument()

@@ -7,21 +7,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_context.compaction.api import CompactionResult, Compactor, should_compact
-from otel_context.conversation import conversation
-from otel_context.settings import Settings, SettingsError
+from otel_context.settings import Settings, SettingsError, resolve
 from otel_context.usage import TokenUsage
 
 __version__ = "0.1.0"
 
-__all__ = ["Settings", "SettingsError", "TokenUsage", "__version__"]
-__all__ += ["CompactionResult", "Compactor", "conversation", "microcompact", "should_compact"]
+
+def instrument(tracer_provider: Any = None, meter_provider: Any = None, **settings: Any) -> Settings:
+    """Instrument every supported SDK that is installed (anthropic 2.x, openai 3.x).
+
+    ``settings`` are :class:`Settings` fields; the ``OTEL_CONTEXT_*`` / standard variables fill the rest.
+    Bad values raise :class:`SettingsError` here. Calling it again re-applies new settings (it never
+    stacks wrappers). Returns the settings in force.
+    """
+    resolved = resolve(settings)
+    from otel_context.instrumentation import instrument_all
+
+    instrument_all(resolved, tracer_provider=tracer_provider, meter_provider=meter_provider)
+    return resolved
 
 
-def __getattr__(name: str) -> Any:
-    """``microcompact`` is imported on first use (the rule-based layer, no LLM call)."""
-    if name == "microcompact":
-        from otel_context.compaction.microcompact import microcompact
+def uninstrument() -> None:
+    """Restore the SDKs exactly as they were."""
+    from otel_context.instrumentation import uninstrument_all
 
-        return microcompact
-    raise AttributeError(f"module 'otel_context' has no attribute {name!r}")
+    uninstrument_all()
+
+
+__all__ = ["Settings", "SettingsError", "TokenUsage", "__version__", "instrument", "uninstrument"]

@@ -1,0 +1,302 @@
+"""Content capture (prompts, completions) in the GenAI semconv message-parts format, size-capped.
+
+Off by default (``NO_CONTENT``). Only request and response BODIES are read: headers, and so API keys
+and auth tokens, never reach this module. Each captured attribute is a JSON string no longer than
+``capture_max_chars``: long texts are cut first, then the oldest messages are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.trace import Span
+
+from otel_context import semconv, telemetry
+
+__all__ = ["Capture", "fit_json"]
+
+_TRUNCATED = "...[truncated]"
+
+
+def _get(obj: Any, name: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        return "".join(t for b in content if isinstance(t := _get(b, "text"), str))
+    return ""
+
+
+def _arguments(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    if hasattr(raw, "model_dump"):
+        return raw.model_dump(mode="json")
+    return raw
+
+
+# --- per wire format ---------------------------------------------------------------------------------------
+
+
+def _anthropic_part(block: Any) -> dict[str, Any] | None:
+    if isinstance(block, str):
+        return {"type": "text", "content": block}
+    kind = _get(block, "type")
+    if kind == "text":
+        return {"type": "text", "content": _get(block, "text") or ""}
+    if kind in ("tool_use", "server_tool_use"):
+        return {
+            "type": "tool_call",
+            "id": _get(block, "id"),
+            "name": _get(block, "name"),
+            "arguments": _arguments(_get(block, "input")),
+        }
+    if kind == "tool_result":
+        return {
+            "type": "tool_call_response",
+            "id": _get(block, "tool_use_id"),
+            "response": _text_of(_get(block, "content")),
+        }
+    if kind == "thinking":
+        return {"type": "reasoning", "content": _get(block, "thinking") or ""}
+    if kind == "compaction":
+        return {"type": "compaction", "content": _get(block, "content") or _text_of(_get(block, "content"))}
+    if kind in ("image", "document"):
+        return {"type": "blob", "modality": "image" if kind == "image" else "document"}
+    return {"type": str(kind)} if kind else None
+
+
+def _anthropic_parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    return [p for b in content or () if (p := _anthropic_part(b)) is not None]
+
+
+def _anthropic_input(body: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
+    system = body.get("system")
+    instructions = _anthropic_parts(system) if isinstance(system, (str, list, tuple)) else []
+    messages = [
+        {"role": _get(m, "role"), "parts": _anthropic_parts(_get(m, "content"))} for m in body.get("messages") or ()
+    ]
+    return messages, instructions
+
+
+def _anthropic_output(response: Any) -> list[Any]:
+    reason = _get(response, "stop_reason")
+    message: dict[str, Any] = {"role": "assistant", "parts": _anthropic_parts(_get(response, "content"))}
+    if reason:
+        message["finish_reason"] = semconv.FINISH_REASON_MAP.get(str(reason), str(reason))
+    return [message]
+
+
+def _chat_parts(message: Any) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    content = _get(message, "content")
+    if isinstance(content, str):
+        parts.append({"type": "text", "content": content})
+    elif isinstance(content, (list, tuple)):
+        for part in content:
+            kind = _get(part, "type")
+            if kind == "text":
+                parts.append({"type": "text", "content": _get(part, "text") or ""})
+            elif kind in ("image_url", "input_audio", "file"):
+                parts.append({"type": "blob", "modality": "image" if kind == "image_url" else str(kind)})
+    for call in _get(message, "tool_calls") or ():
+        function = _get(call, "function")
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": _get(call, "id"),
+                "name": _get(function, "name"),
+                "arguments": _arguments(_get(function, "arguments")),
+            }
+        )
+    return parts
+
+
+def _chat_input(body: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
+    messages: list[Any] = []
+    instructions: list[Any] = []
+    for m in body.get("messages") or ():
+        role = _get(m, "role")
+        if role in ("system", "developer"):
+            instructions.extend(_chat_parts(m))
+        elif role == "tool":
+            messages.append(
+                {
+                    "role": "tool",
+                    "parts": [
+                        {
+                            "type": "tool_call_response",
+                            "id": _get(m, "tool_call_id"),
+                            "response": _text_of(_get(m, "content")),
+                        }
+                    ],
+                }
+            )
+        else:
+            messages.append({"role": role, "parts": _chat_parts(m)})
+    return messages, instructions
+
+
+def _chat_output(response: Any) -> list[Any]:
+    out = []
+    for choice in _get(response, "choices") or ():
+        reason = _get(choice, "finish_reason")
+        message: dict[str, Any] = {"role": "assistant", "parts": _chat_parts(_get(choice, "message"))}
+        if reason:
+            message["finish_reason"] = semconv.FINISH_REASON_MAP.get(str(reason), str(reason))
+        out.append(message)
+    return out
+
+
+def _responses_item(item: Any) -> dict[str, Any] | None:
+    kind = _get(item, "type")
+    role = _get(item, "role")
+    if kind in (None, "message") and role is not None:
+        content = _get(item, "content")
+        if isinstance(content, str):
+            parts = [{"type": "text", "content": content}]
+        else:
+            parts = [
+                {"type": "text", "content": _get(c, "text") or ""}
+                for c in content or ()
+                if _get(c, "type") in ("input_text", "output_text", "text")
+            ]
+        return {"role": role, "parts": parts}
+    if kind == "function_call":
+        part = {
+            "type": "tool_call",
+            "id": _get(item, "call_id"),
+            "name": _get(item, "name"),
+            "arguments": _arguments(_get(item, "arguments")),
+        }
+        return {"role": "assistant", "parts": [part]}
+    if kind == "function_call_output":
+        output = _get(item, "output")
+        part = {
+            "type": "tool_call_response",
+            "id": _get(item, "call_id"),
+            "response": output if isinstance(output, str) else _text_of(output),
+        }
+        return {"role": "tool", "parts": [part]}
+    if kind == "reasoning":
+        text = "".join(_get(s, "text") or "" for s in _get(item, "summary") or ())
+        return {"role": "assistant", "parts": [{"type": "reasoning", "content": text}]}
+    if kind == "compaction":
+        return {"role": "assistant", "parts": [{"type": "compaction", "content": ""}]}
+    return None
+
+
+def _responses_input(body: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
+    instructions = body.get("instructions")
+    system = [{"type": "text", "content": instructions}] if isinstance(instructions, str) else []
+    raw = body.get("input")
+    if isinstance(raw, str):
+        return [{"role": "user", "parts": [{"type": "text", "content": raw}]}], system
+    return [m for item in raw or () if (m := _responses_item(item)) is not None], system
+
+
+def _responses_output(response: Any) -> list[Any]:
+    return [m for item in _get(response, "output") or () if (m := _responses_item(item)) is not None]
+
+
+_INPUT = {"anthropic_messages": _anthropic_input, "openai_chat": _chat_input, "openai_responses": _responses_input}
+_OUTPUT = {"anthropic_messages": _anthropic_output, "openai_chat": _chat_output, "openai_responses": _responses_output}
+
+
+# --- size cap ---------------------------------------------------------------------------------------------
+
+
+def _cut_texts(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + _TRUNCATED
+    if isinstance(value, list):
+        return [_cut_texts(v, limit) for v in value]
+    if isinstance(value, dict):
+        return {k: _cut_texts(v, limit) for k, v in value.items()}
+    return value
+
+
+def fit_json(value: list[Any], max_chars: int) -> str:
+    """``value`` as JSON of at most ``max_chars`` characters: cut long strings, then drop the oldest items."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= max_chars:
+        return text
+    limit = max(max_chars // 4, 16)
+    while limit >= 16:
+        text = json.dumps(_cut_texts(value, limit), ensure_ascii=False, default=str)
+        if len(text) <= max_chars:
+            return text
+        limit //= 2
+    items = _cut_texts(value, 16)
+    while items:
+        items = items[1:]
+        text = json.dumps(items, ensure_ascii=False, default=str)
+        if len(text) <= max_chars:
+            return text
+    return "[]"
+
+
+class Capture:
+    """The captured content of one call; attributes and/or the details event are written when it ends."""
+
+    __slots__ = ("input", "instructions", "max_chars", "mode", "output", "wire_format")
+
+    def __init__(self, mode: str, max_chars: int, wire_format: str | None, body: Any, stream: bool) -> None:
+        self.mode = mode
+        self.max_chars = max_chars
+        self.wire_format = wire_format
+        self.output: list[Any] | None = None
+        reader = _INPUT.get(wire_format or "")
+        if reader is not None and isinstance(body, Mapping):
+            self.input, self.instructions = reader(body)
+        else:
+            self.input, self.instructions = [], []
+
+    def set_response(self, response: Any) -> None:
+        writer = _OUTPUT.get(self.wire_format or "")
+        if writer is not None:
+            try:
+                self.output = writer(response)
+            except Exception:
+                telemetry.log_once("capture_output", "otel_context: could not capture a response", exc_info=True)
+
+    def set_stream(self, acc: Any, final: Any) -> None:
+        if final is not None:
+            self.set_response(final)
+            return
+        texts = getattr(acc, "texts", None)
+        if texts is not None:
+            message: dict[str, Any] = {"role": "assistant", "parts": [{"type": "text", "content": "".join(texts)}]}
+            reasons = acc.info.finish_reasons
+            if reasons:
+                message["finish_reason"] = reasons[0]
+            self.output = [message]
+
+    def finish(self, span: Span) -> None:
+        attrs: dict[str, str] = {}
+        if self.input:
+            attrs[semconv.GEN_AI_INPUT_MESSAGES] = fit_json(self.input, self.max_chars)
+        if self.instructions:
+            attrs[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = fit_json(self.instructions, self.max_chars)
+        if self.output is not None:
+            attrs[semconv.GEN_AI_OUTPUT_MESSAGES] = fit_json(self.output, self.max_chars)
+        if not attrs:
+            return
+        if self.mode in ("SPAN_ONLY", "SPAN_AND_EVENT"):
+            span.set_attributes(attrs)
+        if self.mode in ("EVENT_ONLY", "SPAN_AND_EVENT"):
+            telemetry.emit_event(span, semconv.EVENT_GEN_AI_CLIENT_INFERENCE_DETAILS, attrs)

@@ -1,0 +1,619 @@
+"""The one choke point per SDK: a wrapper around the base client's ``request`` method.
+
+Every surface of both SDKs (create, parse, the ``stream()`` helpers, ``with_raw_response``,
+``with_streaming_response``, beta namespaces, Azure/Bedrock/Vertex clients) funnels into
+``SyncAPIClient.request`` / ``AsyncAPIClient.request`` with the request options (method, url, JSON body)
+and the stream class. An endpoint table keyed by URL path says which calls become spans, their
+operation and their wire format; everything else passes straight through.
+
+The user's call comes first: every piece of telemetry or engine work runs inside ``try`` blocks that log
+once and carry on, and the SDK call itself is made exactly as the app asked (or with the engine's new
+body, on a copy of the options).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from otel_context import pipeline, semconv, telemetry
+from otel_context.pipeline import CallPlan, CallRequest, SummaryRequest, SummaryResult
+from otel_context.settings import Settings
+
+from ._content import Capture
+from ._formats import Accumulator, ResponseInfo, WireFormatHandler
+
+__all__ = ["NATIVE_OFF_KEY", "Call", "ClientInfo", "Endpoint", "Interceptor", "SDKSpec", "native_tracing_allowed"]
+
+#: Context key set while one of our spans is current and the SDK's own span must not be made.
+NATIVE_OFF_KEY = otel_context.create_key("otel_context.native_spans_off")
+
+_ERROR_KINDS = (Exception,)
+
+
+def native_tracing_allowed() -> bool:
+    """False while an instrumented call runs (so anthropic's native span is skipped) or when suppressed."""
+    return not otel_context.get_value(NATIVE_OFF_KEY) and is_instrumentation_enabled()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One row of the endpoint table."""
+
+    operation: str  #: gen_ai.operation.name
+    fmt: WireFormatHandler
+    chat: bool  #: whether the context engine plans this call
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    provider: str
+    address: str | None
+    port: int | None
+
+
+class SDKSpec:
+    """What the generic interceptor needs to know about one SDK; ``anthropic.py`` / ``openai.py`` fill it."""
+
+    name: str = ""
+    endpoints: Mapping[str, Endpoint] = {}
+    stream_types: tuple[type, ...] = ()
+    response_types: tuple[type, ...] = ()
+    status_error: type[BaseException] = Exception
+    httpx_response: type = object
+    #: Whether our span should keep the SDK's own span off (anthropic).
+    has_native_spans: bool = False
+
+    def provider(self, client: Any, host: str | None) -> str:
+        raise NotImplementedError
+
+    def plain_body(self, body: Any) -> Any:
+        """The JSON-shaped body the SDK would send (drops sentinels, lists iterators); may be ``body`` itself."""
+        return body
+
+    async def aplain_body(self, body: Any) -> Any:
+        return self.plain_body(body)
+
+    def error_type(self, exc: BaseException) -> str | None:
+        """The API's own error type/code, when the provider returned one."""
+        return None
+
+
+def _qualified_name(exc: BaseException) -> str:
+    cls = type(exc)
+    module = cls.__module__
+    if module == "builtins":
+        return cls.__qualname__
+    # SDK exceptions are defined in private modules but exported at the top level.
+    top = module.split(".", 1)[0]
+    return f"{top}.{cls.__qualname__}" if module.startswith(top + "._") else f"{module}.{cls.__qualname__}"
+
+
+class LazyJSON(Mapping[str, Any]):
+    """A JSON-shaped view of an SDK response, dumped only if the engine actually reads it (saves ~20 µs/call)."""
+
+    __slots__ = ("_data", "_obj")
+
+    def __init__(self, obj: Any) -> None:
+        self._obj = obj
+        self._data: Mapping[str, Any] | None = None
+
+    def _load(self) -> Mapping[str, Any]:
+        if self._data is None:
+            dump = getattr(self._obj, "model_dump", None)
+            data = dump(mode="json", by_alias=True, exclude_unset=True) if dump is not None else None
+            self._data = data if isinstance(data, Mapping) else {}
+        return self._data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._load()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+def _as_json(obj: Any) -> Mapping[str, Any] | None:
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj
+    return LazyJSON(obj)
+
+
+class Call:
+    """One instrumented SDK call: its span, timing and plan; ends exactly once."""
+
+    __slots__ = (
+        "capture",
+        "chat",
+        "ended",
+        "first_chunk",
+        "fmt",
+        "metric_attrs",
+        "plan",
+        "provider",
+        "span",
+        "start",
+        "stream",
+    )
+
+    def __init__(
+        self,
+        span: Span,
+        fmt: WireFormatHandler,
+        chat: bool,
+        metric_attrs: dict[str, Any],
+        provider: str,
+        stream: bool,
+    ) -> None:
+        self.span = span
+        self.fmt = fmt
+        self.chat = chat
+        self.metric_attrs = metric_attrs
+        self.provider = provider
+        self.stream = stream
+        self.start = time.perf_counter()
+        self.first_chunk: float | None = None
+        self.plan: CallPlan | None = None
+        self.capture: Capture | None = None
+        self.ended = False
+
+    # -- ending -------------------------------------------------------------------------------------------
+
+    def end_response(self, response: Any) -> None:
+        """A complete (non-streamed) response: an SDK object or a JSON dict."""
+        if self.ended:
+            return
+        try:
+            info = self.fmt.response_info(response, self.provider)
+        except Exception:
+            telemetry.log_once("response_info", "otel_context: could not read a response", exc_info=True)
+            info = None
+        if self.capture is not None:
+            self.capture.set_response(response)
+        self.end(info, _as_json(response), None)
+
+    def end_stream(self, acc: Accumulator | None, error: BaseException | None) -> None:
+        if self.ended:
+            return
+        response: Mapping[str, Any] | None = None
+        info = None
+        if acc is not None:
+            info = acc.info
+            final = getattr(acc, "final", None)
+            response = _as_json(final) if final is not None else acc.summary
+            if self.capture is not None:
+                self.capture.set_stream(acc, final)
+        self.end(info, response, error)
+
+    def end(self, info: ResponseInfo | None, response: Mapping[str, Any] | None, error: BaseException | None) -> None:
+        """Set the response attributes, tell the plan, record metrics and end the span. Never raises."""
+        if self.ended:
+            return
+        self.ended = True
+        span = self.span
+        try:
+            ended_at = time.perf_counter()
+            attrs: dict[str, Any] = {}
+            metric_attrs = self.metric_attrs
+            usage = info.usage if info is not None else None
+            if info is not None:
+                if info.response_id:
+                    attrs[semconv.GEN_AI_RESPONSE_ID] = info.response_id
+                if info.response_model:
+                    attrs[semconv.GEN_AI_RESPONSE_MODEL] = info.response_model
+                    metric_attrs[semconv.GEN_AI_RESPONSE_MODEL] = info.response_model
+                if info.finish_reasons:
+                    attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = info.finish_reasons
+            if usage is not None:
+                attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
+                if self.fmt.wire_format is not None or usage.output_tokens:
+                    attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.output_tokens
+                if usage.reported_cache or usage.cache_read_tokens or usage.cache_write_tokens:
+                    attrs[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_tokens
+                    attrs[semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] = usage.cache_write_tokens
+                if usage.reported_reasoning:
+                    attrs[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = usage.reasoning_tokens
+                if self.chat:
+                    attrs[semconv.CACHE_HIT_RATIO] = usage.hit_ratio
+            ttfc = self.first_chunk - self.start if self.first_chunk is not None else None
+            if ttfc is not None:
+                attrs[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = ttfc
+            failed = error is not None and isinstance(error, _ERROR_KINDS)
+            if failed:
+                assert error is not None
+                error_type = _error_type_of(error)
+                attrs[semconv.ERROR_TYPE] = error_type
+                metric_attrs[semconv.ERROR_TYPE] = error_type
+            elif self.plan is not None:
+                try:
+                    self.plan.on_response(span, usage, response)
+                except Exception:
+                    telemetry.log_once("plan.on_response", "otel_context: the context engine failed", exc_info=True)
+            if span.is_recording():
+                if self.capture is not None:
+                    self.capture.finish(span)
+                span.set_attributes(attrs)
+                if failed:
+                    assert error is not None
+                    span.set_status(Status(StatusCode.ERROR, _short(error)))
+            self._record_metrics(ended_at - self.start, ttfc, usage)
+        except Exception:
+            telemetry.log_once("call.end", "otel_context: failed to record a call", exc_info=True)
+        finally:
+            try:
+                span.end()
+            except Exception:
+                telemetry.log_once("span.end", "otel_context: failed to end a span", exc_info=True)
+
+    def _record_metrics(self, duration: float, ttfc: float | None, usage: Any) -> None:
+        instruments = telemetry.get().instruments
+        attrs = self.metric_attrs
+        instruments.inference_duration.record(duration, attrs)
+        if ttfc is not None:
+            instruments.time_to_first_chunk.record(ttfc, attrs)
+        if usage is not None:
+            instruments.input_tokens.add(usage.input_tokens, attrs)
+            instruments.output_tokens.add(usage.output_tokens, attrs)
+            if usage.reported_cache or usage.cache_read_tokens or usage.cache_write_tokens:
+                instruments.cache_read_tokens.add(usage.cache_read_tokens, attrs)
+                instruments.cache_write_tokens.add(usage.cache_write_tokens, attrs)
+        if instruments.legacy_operation_duration is not None:
+            instruments.legacy_operation_duration.record(duration, attrs)
+        if instruments.legacy_token_usage is not None and usage is not None:
+            instruments.legacy_token_usage.record(
+                usage.input_tokens, {**attrs, semconv.GEN_AI_TOKEN_TYPE: semconv.TOKEN_TYPE_INPUT}
+            )
+            instruments.legacy_token_usage.record(
+                usage.output_tokens, {**attrs, semconv.GEN_AI_TOKEN_TYPE: semconv.TOKEN_TYPE_OUTPUT}
+            )
+
+
+_error_type_hooks: list[Callable[[BaseException], str | None]] = []
+
+
+def _error_type_of(error: BaseException) -> str:
+    for hook in _error_type_hooks:
+        found = hook(error)
+        if found:
+            return found
+    return _qualified_name(error)
+
+
+def _short(error: BaseException) -> str:
+    text = str(error)
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+class _Begun:
+    """What ``Interceptor.begin`` hands back to the wrapper: the call, the parsed arguments, the context token."""
+
+    __slots__ = ("call", "cast_to", "endpoint", "options", "rest", "token")
+
+    def __init__(self, call: Call, endpoint: Endpoint, cast_to: Any, options: Any, rest: dict[str, Any], token: Any):
+        self.call = call
+        self.endpoint = endpoint
+        self.cast_to = cast_to
+        self.options = options
+        self.rest = rest
+        self.token = token
+
+
+class Interceptor:
+    """The wrapt wrappers for one SDK's ``request`` (sync and async) and everything they share."""
+
+    def __init__(self, spec: SDKSpec, settings: Settings) -> None:
+        self.spec = spec
+        self.settings = settings
+        self._clients: weakref.WeakKeyDictionary[Any, tuple[Any, ClientInfo]] = weakref.WeakKeyDictionary()
+        if spec.error_type not in _error_type_hooks:
+            _error_type_hooks.append(spec.error_type)
+        from ._streams import wrap_result  # late: _streams imports this module
+
+        self._wrap_result = wrap_result
+
+    # -- call set-up ----------------------------------------------------------------------------------------
+
+    def client_info(self, client: Any) -> ClientInfo:
+        base = getattr(client, "base_url", None)
+        try:
+            entry = self._clients.get(client)
+        except TypeError:  # not weak-referenceable
+            entry = None
+        if entry is not None and entry[0] is base:
+            return entry[1]
+        host = getattr(base, "host", None) or None
+        port = getattr(base, "port", None)
+        if port is None and host is not None:
+            port = 443 if getattr(base, "scheme", "https") == "https" else 80
+        info = ClientInfo(self.spec.provider(client, host), host, port)
+        with contextlib.suppress(TypeError):
+            self._clients[client] = (base, info)
+        return info
+
+    def begin(self, client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Begun | None:
+        """Start the span for an instrumented endpoint; None for calls we leave alone."""
+        if not is_instrumentation_enabled():
+            return None
+        rest = dict(kwargs)
+        if len(args) >= 2:
+            cast_to, options = args[0], args[1]
+        else:
+            cast_to = args[0] if args else rest.pop("cast_to")
+            options = rest.pop("options")
+        rest.pop("cast_to", None)
+        rest.pop("options", None)
+        endpoint = self.spec.endpoints.get(options.url)
+        if endpoint is None or options.method.lower() != "post":
+            return None
+        body = options.json_data
+        if not isinstance(body, Mapping):
+            return None
+        model = body.get("model")
+        model = model if isinstance(model, str) else None
+        stream = bool(rest.get("stream", False))
+        client_info = self.client_info(client)
+        operation = endpoint.operation
+        attrs: dict[str, Any] = {
+            semconv.GEN_AI_OPERATION_NAME: operation,
+            semconv.GEN_AI_PROVIDER_NAME: client_info.provider,
+        }
+        if model is not None:
+            attrs[semconv.GEN_AI_REQUEST_MODEL] = model
+        if client_info.address is not None:
+            attrs[semconv.SERVER_ADDRESS] = client_info.address
+        metric_attrs = dict(attrs)
+        if client_info.port is not None:
+            attrs[semconv.SERVER_PORT] = client_info.port
+        if endpoint.chat:
+            attrs[semconv.GEN_AI_REQUEST_STREAM] = stream
+        attrs.update(endpoint.fmt.request_attributes(body))
+        name = f"{operation} {model}" if model else operation
+        span = telemetry.get().tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+        call = Call(span, endpoint.fmt, endpoint.chat, metric_attrs, client_info.provider, stream)
+        ctx = trace.set_span_in_context(span)
+        if self.spec.has_native_spans and not self.settings.anthropic_native_spans:
+            ctx = otel_context.set_value(NATIVE_OFF_KEY, True, ctx)
+        token = otel_context.attach(ctx)
+        return _Begun(call, endpoint, cast_to, options, rest, token)
+
+    def _call_request(self, begun: _Begun, model: str | None, body: Any) -> CallRequest:
+        headers: dict[str, str] = {}
+        raw_headers = getattr(begun.options, "headers", None)
+        if isinstance(raw_headers, Mapping):
+            for key, value in raw_headers.items():
+                if isinstance(value, str) and not key.lower().startswith(("x-stainless", "____")):
+                    headers[key.lower()] = value
+        fmt = begun.endpoint.fmt
+        return CallRequest(
+            provider=begun.call.provider,
+            wire_format=fmt.wire_format,  # type: ignore[arg-type]
+            body=body,
+            model=model,
+            stream=begun.call.stream,
+            settings=self.settings,
+            headers=headers,
+        )
+
+    def _capture_request(self, begun: _Begun, body: Any) -> None:
+        mode = self.settings.capture_content
+        if mode != "NO_CONTENT" and begun.call.span.is_recording():
+            try:
+                begun.call.capture = Capture(
+                    mode, self.settings.capture_max_chars, begun.endpoint.fmt.wire_format, body, begun.call.stream
+                )
+            except Exception:
+                telemetry.log_once("capture", "otel_context: content capture failed", exc_info=True)
+
+    def _apply_plan(self, begun: _Begun, plan: CallPlan, sent_body: Any) -> None:
+        begun.call.plan = plan
+        if plan.attributes:
+            begun.call.span.set_attributes(plan.attributes)
+        if plan.body is not begun.options.json_data:
+            begun.options = begun.options.model_copy(update={"json_data": plan.body})
+        elif sent_body is not begun.options.json_data:
+            begun.options = begun.options.model_copy(update={"json_data": sent_body})
+
+    def _summary_options(self, options: Any, body: Mapping[str, Any]) -> Any:
+        clean = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        headers = options.headers if isinstance(options.headers, Mapping) else {}
+        kept = {
+            k: v for k, v in headers.items() if isinstance(v, str) and not k.lower().startswith(("x-stainless", "____"))
+        }
+        return options.model_copy(
+            update={"json_data": clean, "headers": kept, "post_parser": _NOT_GIVEN_PARSER(options)}
+        )
+
+    def _summary_result(self, response: Any, fmt: WireFormatHandler, provider: str) -> SummaryResult:
+        data = response.json()
+        info = fmt.response_info(data, provider)
+        return SummaryResult(text=fmt.response_text(data), usage=info.usage)
+
+    def _summary_error(self, exc: BaseException) -> SummaryResult:
+        too_long = False
+        if isinstance(exc, self.spec.status_error) and getattr(exc, "status_code", None) in (400, 413):
+            text = str(exc).lower()
+            too_long = any(
+                marker in text
+                for marker in ("too long", "context_length_exceeded", "maximum context", "context window")
+            )
+        return SummaryResult(error=exc, too_long=too_long)
+
+    def _is_too_long_candidate(self, exc: BaseException) -> bool:
+        return isinstance(exc, self.spec.status_error) and getattr(exc, "status_code", None) in (400, 413)
+
+    # -- sync ---------------------------------------------------------------------------------------------------
+
+    def sync_request(
+        self, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        try:
+            begun = self.begin(instance, args, kwargs)
+        except Exception:
+            telemetry.log_once("begin", "otel_context: could not start a span", exc_info=True)
+            begun = None
+        if begun is None:
+            return wrapped(*args, **kwargs)
+        call = begun.call
+        try:
+            if begun.endpoint.chat and not pipeline.in_summarizer.get():
+                self._plan_sync(begun, instance)
+            elif self.settings.capture_content != "NO_CONTENT":
+                self._capture_request(begun, begun.options.json_data)
+            try:
+                result = wrapped(begun.cast_to, begun.options, **begun.rest)
+            except Exception as exc:
+                result = self._retry_sync(begun, instance, wrapped, exc)
+            except BaseException as exc:
+                call.end(None, None, exc)
+                raise
+            return self._wrap_result(self, call, result, begun.options)
+        finally:
+            otel_context.detach(begun.token)
+
+    def _plan_sync(self, begun: _Begun, instance: Any) -> None:
+        try:
+            body = self.spec.plain_body(begun.options.json_data)
+            model = body.get("model") if isinstance(body, Mapping) else None
+            request = self._call_request(begun, model if isinstance(model, str) else None, body)
+            plan = pipeline.drive(pipeline.plan(begun.call.span, request), self._sync_sender(begun, instance))
+            self._apply_plan(begun, plan, body)
+            self._capture_request(begun, begun.options.json_data)
+        except Exception:
+            telemetry.log_once(
+                "plan", "otel_context: the context engine failed; sending the call unchanged", exc_info=True
+            )
+
+    def _sync_sender(self, begun: _Begun, instance: Any) -> Callable[[SummaryRequest], SummaryResult]:
+        fmt, provider, options = begun.endpoint.fmt, begun.call.provider, begun.options
+        spec = self.spec
+
+        def send(request: SummaryRequest) -> SummaryResult:
+            token = pipeline.in_summarizer.set(True)
+            try:
+                response = instance.request(spec.httpx_response, self._summary_options(options, request.body))
+                return self._summary_result(response, fmt, provider)
+            except Exception as exc:
+                return self._summary_error(exc)
+            finally:
+                pipeline.in_summarizer.reset(token)
+
+        return send
+
+    def _retry_sync(self, begun: _Begun, instance: Any, wrapped: Callable[..., Any], exc: Exception) -> Any:
+        call = begun.call
+        retry_body = None
+        if call.plan is not None and self._is_too_long_candidate(exc):
+            try:
+                retry_body = pipeline.drive(call.plan.on_too_long(call.span, exc), self._sync_sender(begun, instance))
+            except Exception:
+                telemetry.log_once("on_too_long", "otel_context: reactive compaction failed", exc_info=True)
+                retry_body = None
+        if retry_body is None:
+            call.end(None, None, exc)
+            raise exc
+        try:
+            begun.options = begun.options.model_copy(update={"json_data": retry_body})
+            return wrapped(begun.cast_to, begun.options, **begun.rest)
+        except Exception:
+            pass  # the retry failed too: the ORIGINAL error is what the app sees
+        call.end(None, None, exc)
+        raise exc
+
+    # -- async --------------------------------------------------------------------------------------------------
+
+    async def async_request(
+        self, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        try:
+            begun = self.begin(instance, args, kwargs)
+        except Exception:
+            telemetry.log_once("begin", "otel_context: could not start a span", exc_info=True)
+            begun = None
+        if begun is None:
+            return await wrapped(*args, **kwargs)
+        call = begun.call
+        try:
+            if begun.endpoint.chat and not pipeline.in_summarizer.get():
+                await self._plan_async(begun, instance)
+            elif self.settings.capture_content != "NO_CONTENT":
+                self._capture_request(begun, begun.options.json_data)
+            try:
+                result = await wrapped(begun.cast_to, begun.options, **begun.rest)
+            except Exception as exc:
+                result = await self._retry_async(begun, instance, wrapped, exc)
+            except BaseException as exc:
+                call.end(None, None, exc)
+                raise
+            return self._wrap_result(self, call, result, begun.options)
+        finally:
+            otel_context.detach(begun.token)
+
+    async def _plan_async(self, begun: _Begun, instance: Any) -> None:
+        try:
+            body = await self.spec.aplain_body(begun.options.json_data)
+            model = body.get("model") if isinstance(body, Mapping) else None
+            request = self._call_request(begun, model if isinstance(model, str) else None, body)
+            plan = await pipeline.adrive(pipeline.plan(begun.call.span, request), self._async_sender(begun, instance))
+            self._apply_plan(begun, plan, body)
+            self._capture_request(begun, begun.options.json_data)
+        except Exception:
+            telemetry.log_once(
+                "plan", "otel_context: the context engine failed; sending the call unchanged", exc_info=True
+            )
+
+    def _async_sender(self, begun: _Begun, instance: Any) -> Callable[[SummaryRequest], Any]:
+        fmt, provider, options = begun.endpoint.fmt, begun.call.provider, begun.options
+        spec = self.spec
+
+        async def send(request: SummaryRequest) -> SummaryResult:
+            token = pipeline.in_summarizer.set(True)
+            try:
+                response = await instance.request(spec.httpx_response, self._summary_options(options, request.body))
+                return self._summary_result(response, fmt, provider)
+            except Exception as exc:
+                return self._summary_error(exc)
+            finally:
+                pipeline.in_summarizer.reset(token)
+
+        return send
+
+    async def _retry_async(self, begun: _Begun, instance: Any, wrapped: Callable[..., Any], exc: Exception) -> Any:
+        call = begun.call
+        retry_body = None
+        if call.plan is not None and self._is_too_long_candidate(exc):
+            try:
+                retry_body = await pipeline.adrive(
+                    call.plan.on_too_long(call.span, exc), self._async_sender(begun, instance)
+                )
+            except Exception:
+                telemetry.log_once("on_too_long", "otel_context: reactive compaction failed", exc_info=True)
+                retry_body = None
+        if retry_body is None:
+            call.end(None, None, exc)
+            raise exc
+        try:
+            begun.options = begun.options.model_copy(update={"json_data": retry_body})
+            return await wrapped(begun.cast_to, begun.options, **begun.rest)
+        except Exception:
+            pass  # the retry failed too: the ORIGINAL error is what the app sees
+        call.end(None, None, exc)
+        raise exc
+
+
+def _NOT_GIVEN_PARSER(options: Any) -> Any:
+    """The options' own "no post parser" value (the SDK's NotGiven sentinel), so a summary is not parsed."""
+    field = type(options).model_fields.get("post_parser")
+    return field.default if field is not None else None

@@ -1,0 +1,296 @@
+"""Proxies that keep a call's span open while its body is still being read, and end it exactly once.
+
+``request`` returns one of: a parsed model (the span ends at once), an SDK ``Stream``/``AsyncStream``
+(``stream=True`` and every stream helper, which wraps that same object), or an ``APIResponse`` /
+``LegacyAPIResponse`` (``with_raw_response`` / ``with_streaming_response``). The last two are wrapped
+in ``wrapt.ObjectProxy`` subclasses: the app keeps the SDK object's full API (helpers, ``isinstance``,
+``.response.headers``) while the proxy sees each event, ``close()``, context exit, errors and garbage
+collection. Whichever of those comes first ends the span; usage seen so far is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+import wrapt
+
+from otel_context import telemetry
+
+from ._formats import Accumulator
+
+if TYPE_CHECKING:
+    from ._core import Call, Interceptor
+
+__all__ = ["AsyncStreamProxy", "SyncStreamProxy", "finish_if_proxy", "wrap_result"]
+
+_RAW_HEADER = "x-stainless-raw-response"
+
+
+def _raw_mode(options: Any) -> str | None:
+    headers = getattr(options, "headers", None)
+    if not isinstance(headers, dict):
+        return None
+    for key, value in headers.items():
+        if isinstance(key, str) and key.lower() == _RAW_HEADER and isinstance(value, str):
+            return value
+    return None
+
+
+def wrap_result(interceptor: Interceptor, call: Call, result: Any, options: Any) -> Any:
+    """Hand the SDK's result back, wrapped when its body is still to be read; end the span otherwise."""
+    spec = interceptor.spec
+    try:
+        if isinstance(result, spec.stream_types):
+            return make_stream_proxy(call, result, interceptor.settings.capture_content != "NO_CONTENT")
+        if isinstance(result, spec.response_types):
+            return _wrap_api_response(interceptor, call, result, options)
+        if isinstance(result, spec.httpx_response):
+            call.end_response(result.json())  # type: ignore[attr-defined]
+            return result
+        call.end_response(result)
+    except Exception:
+        telemetry.log_once("wrap_result", "otel_context: could not follow a response", exc_info=True)
+        call.end(None, None, None)
+    return result
+
+
+def make_stream_proxy(call: Call, stream: Any, collect_text: bool) -> Any:
+    acc: Accumulator | None = None
+    try:
+        acc = call.fmt.new_accumulator(call.provider)
+        if acc is not None and collect_text:
+            acc.texts = []
+    except Exception:
+        telemetry.log_once("accumulator", "otel_context: could not follow a stream", exc_info=True)
+    if hasattr(type(stream), "__anext__"):
+        return AsyncStreamProxy(stream, call, acc)
+    return SyncStreamProxy(stream, call, acc)
+
+
+def finish_if_proxy(stream: Any) -> None:
+    """End the span of ``stream`` when it is one of our proxies (stream helpers that close the body directly)."""
+    if isinstance(stream, _StreamProxy):
+        stream._self_finish(None)
+
+
+class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
+    """Shared part of the sync and async stream proxies."""
+
+    def __init__(self, wrapped: Any, call: Call, acc: Accumulator | None) -> None:
+        super().__init__(wrapped)
+        self._self_call = call
+        self._self_acc = acc
+
+    def _self_observe(self, item: Any) -> None:
+        call = self._self_call
+        if call.first_chunk is None:
+            call.first_chunk = time.perf_counter()
+        acc = self._self_acc
+        if acc is not None:
+            try:
+                acc.add(item)
+            except Exception:
+                telemetry.log_once("stream_event", "otel_context: could not read a stream event", exc_info=True)
+
+    def _self_finish(self, error: BaseException | None) -> None:
+        call = self._self_call
+        if not call.ended:
+            call.end_stream(self._self_acc, error)
+
+    def __del__(self) -> None:
+        # An abandoned stream: end the span with what was seen (not an error: the app chose to stop).
+        with contextlib.suppress(Exception):
+            self._self_finish(None)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # pragma: no cover - proxies are not picklable
+        raise TypeError("stream proxies cannot be pickled")
+
+
+class SyncStreamProxy(_StreamProxy):
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            item = self.__wrapped__.__next__()
+        except StopIteration:
+            self._self_finish(None)
+            raise
+        except Exception as exc:
+            self._self_finish(exc)
+            raise
+        except BaseException:
+            self._self_finish(None)
+            raise
+        self._self_observe(item)
+        return item
+
+    def __enter__(self) -> Any:
+        self.__wrapped__.__enter__()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            return self.__wrapped__.__exit__(exc_type, exc, tb)
+        finally:
+            self._self_finish(None)
+
+    def close(self) -> None:
+        try:
+            self.__wrapped__.close()
+        finally:
+            self._self_finish(None)
+
+
+class AsyncStreamProxy(_StreamProxy):
+    def __aiter__(self) -> Any:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            item = await self.__wrapped__.__anext__()
+        except StopAsyncIteration:
+            self._self_finish(None)
+            raise
+        except Exception as exc:
+            self._self_finish(exc)
+            raise
+        except BaseException:
+            self._self_finish(None)
+            raise
+        self._self_observe(item)
+        return item
+
+    async def __aenter__(self) -> Any:
+        await self.__wrapped__.__aenter__()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            return await self.__wrapped__.__aexit__(exc_type, exc, tb)
+        finally:
+            self._self_finish(None)
+
+    async def close(self) -> None:
+        try:
+            await self.__wrapped__.close()
+        finally:
+            self._self_finish(None)
+
+    async def aclose(self) -> None:
+        inner = getattr(self.__wrapped__, "aclose", None) or self.__wrapped__.close
+        try:
+            await inner()
+        finally:
+            self._self_finish(None)
+
+
+# --- with_raw_response / with_streaming_response ----------------------------------------------------------
+
+
+def _wrap_api_response(interceptor: Interceptor, call: Call, response: Any, options: Any) -> Any:
+    if not call.stream and _raw_mode(options) != "stream":
+        # with_raw_response on a plain call: the body is already read.
+        try:
+            data = response.http_response.json()
+        except Exception:
+            data = None
+        if data is not None:
+            call.end_response(data)
+        else:
+            call.end(None, None, None)
+        return response
+    collect = interceptor.settings.capture_content != "NO_CONTENT"
+    stream_types = interceptor.spec.stream_types
+    if inspect.iscoroutinefunction(type(response).parse):
+        return AsyncAPIResponseProxy(response, call, stream_types, collect)
+    return SyncAPIResponseProxy(response, call, stream_types, collect)
+
+
+class _APIResponseProxy(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
+    def __init__(self, wrapped: Any, call: Call, stream_types: tuple[type, ...], collect: bool) -> None:
+        super().__init__(wrapped)
+        self._self_call = call
+        self._self_stream_types = stream_types
+        self._self_collect = collect
+        self._self_parsed: tuple[Any, Any] | None = None
+
+    def _self_on_parsed(self, result: Any) -> Any:
+        parsed = self._self_parsed
+        if parsed is not None and parsed[0] is result:
+            return parsed[1]
+        call = self._self_call
+        out = result
+        try:
+            if isinstance(result, self._self_stream_types):
+                out = make_stream_proxy(call, result, self._self_collect)
+            elif not call.ended:
+                call.end_response(result)
+        except Exception:
+            telemetry.log_once("raw_parse", "otel_context: could not follow a raw response", exc_info=True)
+        self._self_parsed = (result, out)
+        return out
+
+    def _self_on_json(self, data: Any) -> None:
+        call = self._self_call
+        if not call.ended and not call.stream and isinstance(data, dict):
+            call.end_response(data)
+
+    def _self_finish(self) -> None:
+        call = self._self_call
+        if call.ended:
+            return
+        parsed = self._self_parsed
+        if parsed is not None and isinstance(parsed[1], _StreamProxy):
+            parsed[1]._self_finish(None)
+            return
+        data = None
+        if not call.stream:
+            try:
+                data = json.loads(self.__wrapped__.http_response.content)
+            except Exception:
+                data = None
+        if isinstance(data, dict):
+            call.end_response(data)
+        else:
+            call.end(None, None, None)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self._self_finish()
+
+
+class SyncAPIResponseProxy(_APIResponseProxy):
+    def parse(self, *args: Any, **kwargs: Any) -> Any:
+        return self._self_on_parsed(self.__wrapped__.parse(*args, **kwargs))
+
+    def json(self) -> Any:
+        data = self.__wrapped__.json()
+        self._self_on_json(data)
+        return data
+
+    def close(self) -> None:
+        try:
+            self.__wrapped__.close()
+        finally:
+            self._self_finish()
+
+
+class AsyncAPIResponseProxy(_APIResponseProxy):
+    async def parse(self, *args: Any, **kwargs: Any) -> Any:
+        return self._self_on_parsed(await self.__wrapped__.parse(*args, **kwargs))
+
+    async def json(self) -> Any:
+        data = await self.__wrapped__.json()
+        self._self_on_json(data)
+        return data
+
+    async def close(self) -> None:
+        try:
+            await self.__wrapped__.close()
+        finally:
+            self._self_finish()
