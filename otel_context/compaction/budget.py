@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from otel_context import semconv
+from otel_context import semconv, tokens
 from otel_context.providers.base import WireFormatAdapter
 from otel_context.settings import Settings
 
@@ -193,16 +193,16 @@ def budget_for(
 
 
 # --- estimates ------------------------------------------------------------------------------------------
-#: Images and documents count a fixed amount (their real cost depends on resolution/pages; 2,000 is the
-#: production constant and errs on the safe side for typical screenshots).
-IMAGE_TOKENS = 2_000
+#: Images and documents count a fixed amount (see otel_context.tokens).
+IMAGE_TOKENS = tokens.IMAGE_TOKENS
 #: Per-message framing (role, separators) that no text accounts for.
 ITEM_OVERHEAD_TOKENS = 4
 
 
 def estimate_text(text: str) -> int:
-    """Characters / 4, padded by 4/3: deliberately pessimistic, since undercounting costs a rejected call."""
-    return (len(text) + 2) // 3
+    """Characters / 4 padded by 4/3 (or a locally cached tiktoken count): pessimistic on purpose, since
+    undercounting costs a rejected call while overcounting costs a slightly early compaction."""
+    return tokens.estimate_text(text)
 
 
 def estimate_item(adapter: WireFormatAdapter, item: Mapping[str, Any]) -> int:

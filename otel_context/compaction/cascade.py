@@ -43,7 +43,7 @@ TRIGGER_STRATEGIES: dict[str, tuple[str, ...]] = {
     semconv.TRIGGER_PROVIDER: (semconv.STRATEGY_PROVIDER,),
 }
 
-_precreated: set[tuple[str, str]] = set()
+_precreated: set[tuple[int, str, str]] = set()
 
 
 def precreate_counters(provider: str, model: str | None) -> None:
@@ -52,11 +52,11 @@ def precreate_counters(provider: str, model: str | None) -> None:
     Prometheus' ``increase()`` cannot see a series born at 1, so the first failure would be invisible.
     Done once per provider/model (bounded: model names are few).
     """
-    key = (provider, model or "")
+    counter = telemetry.get().instruments.compactions
+    key = (id(counter), provider, model or "")  # per instrument: reconfigured telemetry starts afresh
     if key in _precreated:
         return
     _precreated.add(key)
-    counter = telemetry.get().instruments.compactions
     for trigger, strategies in TRIGGER_STRATEGIES.items():
         for strategy in strategies:
             for outcome in semconv.OUTCOMES:

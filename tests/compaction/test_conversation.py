@@ -1,0 +1,78 @@
+"""Conversation identity and the bounded store."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import otel_context
+from otel_context.conversation import ConversationStore, current_conversation_id, derive_key
+
+
+def test_explicit_id_context_manager_nests_and_resets() -> None:
+    assert current_conversation_id() is None
+    with otel_context.conversation("outer"):
+        assert current_conversation_id() == "outer"
+        with otel_context.conversation("inner"):
+            assert current_conversation_id() == "inner"
+        assert current_conversation_id() == "outer"
+    assert current_conversation_id() is None
+
+
+async def test_explicit_id_is_per_task() -> None:
+    async def inside(name: str) -> str | None:
+        with otel_context.conversation(name):
+            await asyncio.sleep(0)
+            return current_conversation_id()
+
+    assert await asyncio.gather(inside("a"), inside("b")) == ["a", "b"]
+
+
+@pytest.mark.parametrize("bad", ["", "  ", None, 3])
+def test_bad_ids_are_rejected(bad: object) -> None:
+    with pytest.raises(ValueError, match="non-empty string"), otel_context.conversation(bad):  # type: ignore[arg-type]
+        pass
+
+
+def test_derived_key_depends_on_provider_and_first_user_message_only() -> None:
+    assert derive_key("anthropic", "hi") == derive_key("anthropic", "hi")
+    assert derive_key("anthropic", "hi") != derive_key("openai", "hi")
+    assert derive_key("anthropic", "hi") != derive_key("anthropic", "hello")
+
+
+def test_store_is_lru_bounded() -> None:
+    evicted: list[str] = []
+    store = ConversationStore(max_conversations=3, on_evict=lambda s: evicted.append(s.key))
+    for key in ["a", "b", "c"]:
+        store.get(key, explicit=True)
+    store.get("a", explicit=True)  # a is now the most recent
+    store.get("d", explicit=True)
+    assert len(store) == 3
+    assert evicted == ["b"]
+
+
+def test_store_expires_idle_conversations() -> None:
+    now = [0.0]
+    evicted: list[str] = []
+    store = ConversationStore(idle_seconds=10, clock=lambda: now[0], on_evict=lambda s: evicted.append(s.key))
+    first = store.get("a", explicit=True)
+    first.last_usage = None
+    now[0] = 5
+    store.get("b", explicit=True)
+    now[0] = 12
+    store.get("b", explicit=True)
+    assert evicted == ["a"]
+    now[0] = 30
+    again = store.get("b", explicit=True)
+    assert again is not first and evicted == ["a", "b"]
+
+
+def test_unchanged_prefix_compares_content() -> None:
+    store = ConversationStore()
+    state = store.get("x", explicit=True)
+    items = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    assert state.unchanged_prefix(items) == 0
+    state.last_items = items
+    assert state.unchanged_prefix([dict(i) for i in items] + [{"role": "user", "content": "c"}]) == 2
+    assert state.unchanged_prefix([{"role": "user", "content": "z"}, items[1], items[1]]) == 0
