@@ -1,12 +1,165 @@
-"""The ``otel-context`` command."""
+"""The ``otel-context`` command.
+
+``otel-context demo`` runs a 50-turn coding agent on the embedded simulated provider and shows what the
+instrumentation and the compactor did (see :mod:`otel_context.demo`). Exit status: 0 when the run
+completed, 130 when interrupted with Ctrl-C (telemetry is flushed first), 2 for bad options or a refused
+``--live`` run, 1 for anything else.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+__all__ = ["build_parser", "live_cost_ceiling", "main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+API_KEY_VARS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point (the demo lands with its own issue)."""
-    args = sys.argv[1:] if argv is None else argv
-    print(f"otel-context: nothing to run yet for {args!r}")
-    return 0
+def _positive(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from otel_context.demo.run import DEFAULT_TURNS, DEFAULT_WINDOW
+
+    parser = argparse.ArgumentParser(prog="otel-context", description="otel-context command-line tools.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo",
+        help="run a long coding-agent session and show the telemetry and the compactions",
+        description=(
+            "Run a coding agent for many turns on the embedded simulated provider (no network, no key), "
+            "instrumented by otel-context with a small context window, and print a line per turn, a summary, "
+            "an estimated cost and the spans of a turn that compacted. With OTEL_EXPORTER_OTLP_ENDPOINT set, "
+            "spans and metrics also go to that collector."
+        ),
+    )
+    demo.add_argument(
+        "--provider", choices=("anthropic", "openai"), default="anthropic", help="wire format (default: anthropic)"
+    )
+    demo.add_argument("--turns", type=_positive, default=DEFAULT_TURNS, help=f"turns to run (default: {DEFAULT_TURNS})")
+    demo.add_argument(
+        "--window",
+        type=_positive,
+        default=DEFAULT_WINDOW,
+        help=f"context window in tokens (default: {DEFAULT_WINDOW:,})",
+    )
+    demo.add_argument("--seed", type=int, default=7, help="seed of the simulated repository and session (default: 7)")
+    demo.add_argument("--json", type=Path, metavar="FILE", help="write every span of the run to FILE as JSON")
+    demo.add_argument(
+        "--live",
+        action="store_true",
+        help="use the real API (needs ANTHROPIC_API_KEY or OPENAI_API_KEY; says what it may cost and asks first)",
+    )
+    demo.add_argument("--yes", "-y", action="store_true", help="with --live: do not ask for confirmation")
+    demo.add_argument("--plain", action="store_true", help="plain text output even when rich is installed")
+    return parser
+
+
+def live_cost_ceiling(provider: str, turns: int, window: int, calls_per_turn: int = 3) -> float:
+    """Worst case in USD: every call sends a full window with no cache hit and writes a full answer."""
+    from otel_context.demo.pricing import PRICES
+    from otel_context.demo.run import MAX_TOKENS
+
+    price = PRICES[provider]
+    calls = turns * calls_per_turn
+    return price.call(calls * window, 0, 0, calls * MAX_TOKENS)
+
+
+def _confirm_live(args: argparse.Namespace, env: Mapping[str, str], stdin: IO[str], out: Callable[[str], None]) -> bool:
+    """Check the key and get the user's consent to spend money; False (with a message) to stop."""
+    var = API_KEY_VARS[args.provider]
+    if not env.get(var, "").strip():
+        out(
+            f"otel-context demo --live: {var} is not set, so there is no real API to call. "
+            "Set it, or drop --live to run on the simulated provider (free, offline)."
+        )
+        return False
+    ceiling = live_cost_ceiling(args.provider, args.turns, args.window)
+    out(
+        f"--live runs {args.turns} turns against the real {args.provider} API with a {args.window:,}-token window. "
+        f"Estimated cost: at most about ${ceiling:.2f} (every call sending a full window without cache hits); "
+        "usually far less. The real model chooses its own tools, so turns and compactions will differ from the "
+        "simulated run."
+    )
+    if args.yes:
+        return True
+    if not stdin.isatty():
+        out("Not asking on a non-interactive input: pass --yes to confirm.")
+        return False
+    out("Proceed? [y/N] ")
+    answer = stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        out("Cancelled; nothing was sent.")
+        return False
+    return True
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from otel_context.demo.report import make_report
+    from otel_context.demo.run import DemoOptions, DemoResult, run
+    from otel_context.settings import SettingsError
+
+    def err(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    options = DemoOptions(
+        provider=args.provider,
+        turns=args.turns,
+        window=args.window,
+        seed=args.seed,
+        json_path=args.json,
+        live=args.live,
+    )
+    try:
+        options.check()
+    except ValueError as exc:
+        err(f"otel-context demo: {exc}")
+        return EXIT_USAGE
+    if options.live and not _confirm_live(args, os.environ, sys.stdin, err):
+        return EXIT_USAGE
+
+    report, why_plain = make_report(prefer_rich=not args.plain)
+    if why_plain:
+        err(why_plain)
+    report.start(options)
+    try:
+        result: DemoResult = run(options, on_turn=report.turn)
+    except KeyboardInterrupt:  # before the first turn started: nothing to summarize
+        err("Interrupted.")
+        return EXIT_INTERRUPTED
+    except (SettingsError, FileNotFoundError) as exc:
+        err(f"otel-context demo: {exc}")
+        return EXIT_USAGE
+    report.finish(result)
+    return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``otel-context`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.command == "demo":
+        return _demo(args)
+    parser.print_help()
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

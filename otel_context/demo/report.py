@@ -1,0 +1,467 @@
+"""The demo's terminal output: a line per turn while it runs, then the summary, the cost and a span tree.
+
+Two renderers with the same content: :class:`RichReport` (colours, a progress bar on a terminal) and
+:class:`PlainReport` (plain text, used when ``rich`` is not installed). Both follow the usual terminal
+manners: no colour when ``NO_COLOR`` is set or stdout is not a terminal, and no progress bar or cursor
+movement when stdout is not a terminal (a log file gets the per-turn lines and the summary, nothing else).
+
+The per-turn line is the seeds' TokenMonitor line (turn, input tokens, cache hit rate, compactions) plus the
+context utilization the instrumentation reports on every chat span.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any, Protocol
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from otel_context import semconv
+from otel_context.demo.agent import TurnOutcome
+from otel_context.demo.pricing import PRICES
+from otel_context.demo.run import DemoOptions, DemoResult
+from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, TurnStats
+
+__all__ = ["PlainReport", "Report", "RichReport", "make_report", "span_tree"]
+
+RICH_MISSING = (
+    "otel-context: `rich` is not installed, so the demo prints plain text. "
+    "For the full terminal output: pip install 'otel-context[demo]'"
+)
+KIND_LABELS = {
+    KIND_MICRO: "microcompact (tool results cleared, no LLM call)",
+    KIND_AUTO: "autocompact (threshold crossed, LLM summary)",
+    KIND_REACTIVE: "reactive (provider said too long, summary + one retry)",
+}
+
+
+class Report(Protocol):
+    """What :func:`otel_context.cli` drives."""
+
+    def start(self, options: DemoOptions) -> None: ...
+    def turn(self, stats: TurnStats, outcome: TurnOutcome) -> None: ...
+    def finish(self, result: DemoResult) -> None: ...
+    def message(self, text: str) -> None: ...
+
+
+# --- shared text ------------------------------------------------------------------------------------------
+def header(options: DemoOptions) -> str:
+    where = "the real API" if options.live else "the embedded simulated provider"
+    return (
+        f"otel-context demo: {options.turns} turns of a coding agent on {where} "
+        f"({options.provider}, {options.model}), context window {options.window:,} tokens, "
+        "microcompaction on, seed "
+        f"{options.seed}. The agent resends its whole history every turn; the one import keeps it in the window."
+    )
+
+
+def bar(fraction: float, width: int = 10) -> str:
+    filled = max(0, min(width, round(fraction * width)))
+    return "#" * filled + "-" * (width - filled)
+
+
+def turn_line(stats: TurnStats, outcome: TurnOutcome, total_turns: int, compactions_so_far: int) -> str:
+    """``turn 12/50 | input 18,442 | cache hit 91.2% | context 62% [######----] | compactions 3 +auto``."""
+    kinds = " ".join(f"+{k}" for k in stats.kinds)
+    error = f" | FAILED: {outcome.error[:60]}" if outcome.error else ""
+    width = len(str(total_turns))
+    return (
+        f"turn {stats.turn:>{width}}/{total_turns} | input {stats.context_tokens:>7,} | "
+        f"cache hit {stats.hit_ratio:6.1%} | context {stats.utilization:4.0%} [{bar(stats.utilization)}] | "
+        f"compactions {compactions_so_far:>2}{(' ' + kinds) if kinds else ''}{error}"
+    )
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    value: str
+    note: str = ""
+
+
+def summary_rows(result: DemoResult) -> list[Row]:
+    stats = result.stats
+    calls = stats.calls
+    agent = [c for c in calls if not c.summarizer]
+    summarizer = [c for c in calls if c.summarizer]
+    total_in = stats.total("input_tokens")
+    reads = stats.total("cache_read")
+    writes = stats.total("cache_write")
+    breaks = stats.cache_breaks
+    intentional = [b for b in breaks if b.intentional]
+    unexpected = [b for b in breaks if not b.intentional]
+    reasons = sorted({b.reason for b in unexpected})
+    rows = [
+        Row(
+            "turns",
+            f"{len(stats.turns)}",
+            f"{stats.failed_turns} failed" + (", interrupted" if result.interrupted else ""),
+        ),
+        Row(
+            "model calls",
+            f"{len(calls)}",
+            f"{len(agent)} by the agent, {len(summarizer)} by the compactor's summarizer",
+        ),
+        Row("input tokens", f"{total_in:,}", "cache reads and writes included"),
+        Row("output tokens", f"{stats.total('output_tokens'):,}", ""),
+        Row("cache reads", f"{reads:,}", f"{reads / total_in:.1%} of input" if total_in else ""),
+        Row("cache writes", f"{writes:,}", ""),
+        Row(
+            "cache breaks",
+            f"{len(intentional)} intentional, {len(unexpected)} unexpected",
+            ("unexpected: " + ", ".join(reasons)) if reasons else "intentional = caused by a compaction",
+        ),
+    ]
+    if result.facts_kept is not None:
+        rows.append(
+            Row(
+                "user rules kept",
+                f"{result.facts_kept}/{result.facts_total}",
+                "FACT: lines from early turns still in the final request",
+            )
+        )
+    return rows
+
+
+def compaction_rows(result: DemoResult) -> list[tuple[str, int, int, int, str]]:
+    """(kind, successes, failures, tokens saved, note) per kind seen."""
+    rows = []
+    for kind, items in result.stats.compactions_by_kind().items():
+        ok = [c for c in items if c.outcome == semconv.OUTCOME_SUCCESS]
+        saved = sum(c.tokens_saved for c in ok)
+        note = KIND_LABELS.get(kind, "")
+        if kind == KIND_REACTIVE and result.window_drop_turn is not None:
+            note += f"; the provider's window was lowered at turn {result.window_drop_turn}"
+        rows.append((kind, len(ok), len(items) - len(ok), saved, note))
+    return rows
+
+
+def cost_rows(result: DemoResult) -> list[tuple[str, float, str]]:
+    cost = result.cost()
+    base = cost.actual
+    over = result.first_turn_over_window()
+
+    def vs(value: float) -> str:
+        return f"{value / base:.1f}x this run" if base else ""
+
+    no_compaction_note = vs(cost.without_compaction)
+    if over is not None:
+        no_compaction_note += f"; hypothetical: from turn {over} the requests exceed the window"
+    return [
+        ("this run (compaction + caching)", cost.actual, ""),
+        ("without prompt caching", cost.without_caching, vs(cost.without_caching)),
+        ("without compaction", cost.without_compaction, no_compaction_note),
+        ("without either", cost.without_either, vs(cost.without_either)),
+    ]
+
+
+def price_note(result: DemoResult) -> str:
+    price = PRICES[result.options.provider]
+    return (
+        f"Estimated at {price.source}: ${price.input:.2f}/M input, ${price.output:.2f}/M output, cache writes "
+        f"{price.cache_write_multiplier:g}x and reads {price.cache_read_multiplier:g}x the input price."
+    )
+
+
+def telemetry_note(result: DemoResult) -> str:
+    parts = [f"{len(result.spans)} spans kept in memory for this summary"]
+    if result.otlp is not None:
+        parts.append(f"exported to {result.otlp[0]} over OTLP ({result.otlp[1]})")
+    else:
+        parts.append("set OTEL_EXPORTER_OTLP_ENDPOINT to send spans and metrics to a collector")
+    if result.options.json_path is not None:
+        parts.append(f"written to {result.options.json_path}")
+    return "Telemetry: " + "; ".join(parts) + "."
+
+
+# --- the span tree ----------------------------------------------------------------------------------------
+@dataclass
+class Node:
+    label: str
+    error: bool
+    children: list[Node]
+
+
+def _attr(span: ReadableSpan, key: str) -> Any:
+    return (span.attributes or {}).get(key)
+
+
+def _label(span: ReadableSpan, turn_numbers: Mapping[int, int]) -> str:
+    duration = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
+    op = _attr(span, semconv.GEN_AI_OPERATION_NAME)
+    if span.name == semconv.COMPACT_SPAN:
+        return (
+            f"compact  {_attr(span, semconv.COMPACTION_TRIGGER_SOURCE)}/{_attr(span, semconv.COMPACTION_STRATEGY)}"
+            f"  {_attr(span, semconv.COMPACTION_INPUT_TOKENS) or 0:,} -> {_attr(span, semconv.COMPACTION_OUTPUT_TOKENS) or 0:,}"
+            f" tokens  {_attr(span, semconv.COMPACTION_OUTCOME)}  {duration:.0f} ms"
+        )
+    if op == semconv.OP_CHAT:
+        parts = [
+            f"in {_attr(span, semconv.GEN_AI_USAGE_INPUT_TOKENS) or 0:,}",
+            f"cache read {_attr(span, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS) or 0:,}",
+            f"out {_attr(span, semconv.GEN_AI_USAGE_OUTPUT_TOKENS) or 0:,}",
+        ]
+        if _attr(span, semconv.GEN_AI_CONVERSATION_COMPACTED):
+            parts.append("compacted=true")
+        if _attr(span, semconv.ERROR_TYPE):
+            parts.append(f"error {_attr(span, semconv.ERROR_TYPE)}")
+        return f"{span.name}  " + ", ".join(parts) + f"  {duration:.0f} ms"
+    if op == semconv.OP_INVOKE_AGENT:
+        number = turn_numbers.get(span.context.span_id if span.context else 0)
+        return f"{span.name}  (turn {number})  {duration:.0f} ms"
+    return f"{span.name}  {duration:.0f} ms"
+
+
+def _event_nodes(span: ReadableSpan) -> list[Node]:
+    nodes = []
+    for event in span.events:
+        if event.name != semconv.CACHE_BREAK_EVENT:
+            continue
+        attrs = event.attributes or {}
+        intentional = bool(attrs.get(semconv.CACHE_BREAK_INTENTIONAL))
+        tokens = attrs.get(semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS if intentional else semconv.CACHE_BREAK_LOST_TOKENS)
+        nodes.append(
+            Node(
+                f"event {event.name}  intentional={str(intentional).lower()} "
+                f"reason={attrs.get(semconv.CACHE_BREAK_REASON)} tokens={tokens}",
+                not intentional,
+                [],
+            )
+        )
+    return nodes
+
+
+def span_tree(spans: Sequence[ReadableSpan]) -> Node | None:
+    """The ``invoke_agent`` span of the last turn that compacted with a summary (else with anything), as a
+    tree; None when no turn compacted."""
+    children: dict[int, list[ReadableSpan]] = {}
+    for span in spans:
+        if span.parent is not None:
+            children.setdefault(span.parent.span_id, []).append(span)
+    turns = [s for s in spans if _attr(s, semconv.GEN_AI_OPERATION_NAME) == semconv.OP_INVOKE_AGENT]
+    turns.sort(key=lambda s: s.start_time or 0)
+    numbers = {s.context.span_id: i for i, s in enumerate(turns, 1) if s.context is not None}
+
+    def descendants(span: ReadableSpan) -> list[ReadableSpan]:
+        out = []
+        for child in children.get(span.context.span_id if span.context else 0, []):
+            out.append(child)
+            out.extend(descendants(child))
+        return out
+
+    def pick(summary_only: bool) -> ReadableSpan | None:
+        for turn in reversed(turns):
+            for span in descendants(turn):
+                if span.name != semconv.COMPACT_SPAN:
+                    continue
+                if not summary_only or _attr(span, semconv.COMPACTION_STRATEGY) == semconv.STRATEGY_SUMMARY:
+                    return turn
+        return None
+
+    chosen = pick(True) or pick(False)
+    if chosen is None:
+        return None
+
+    def build(span: ReadableSpan) -> Node:
+        kids = sorted(children.get(span.context.span_id if span.context else 0, []), key=lambda s: s.start_time or 0)
+        return Node(
+            _label(span, numbers),
+            span.status.status_code == StatusCode.ERROR,
+            _event_nodes(span) + [build(k) for k in kids],
+        )
+
+    return build(chosen)
+
+
+def plain_tree(node: Node, prefix: str = "", last: bool = True, root: bool = True) -> list[str]:
+    lines = [node.label if root else f"{prefix}{'`-- ' if last else '|-- '}{node.label}"]
+    child_prefix = "" if root else prefix + ("    " if last else "|   ")
+    for i, child in enumerate(node.children):
+        lines.extend(plain_tree(child, child_prefix, i == len(node.children) - 1, root=False))
+    return lines
+
+
+# --- plain renderer ---------------------------------------------------------------------------------------
+class PlainReport:
+    """Plain text, no colour, no cursor movement."""
+
+    def __init__(self, out: IO[str] | None = None) -> None:
+        self.out = out or sys.stdout
+        self.total = 0
+        self.compactions = 0
+
+    def _print(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    def message(self, text: str) -> None:
+        self._print(text)
+
+    def start(self, options: DemoOptions) -> None:
+        self.total = options.turns
+        self._print(header(options))
+        self._print()
+
+    def turn(self, stats: TurnStats, outcome: TurnOutcome) -> None:
+        self.compactions += len(stats.kinds)
+        self._print(turn_line(stats, outcome, self.total, self.compactions))
+
+    def finish(self, result: DemoResult) -> None:
+        self._print()
+        if result.interrupted:
+            self._print("Interrupted: figures so far; telemetry flushed.")
+        self._print("Summary")
+        for row in summary_rows(result):
+            self._print(f"  {row.label:<16} {row.value:<28} {row.note}")
+        self._print()
+        self._print("Compactions          count  failed  tokens saved")
+        rows = compaction_rows(result)
+        for kind, ok, failed, saved, note in rows:
+            self._print(f"  {kind:<18} {ok:>5}  {failed:>6}  {saved:>12,}  {note}")
+        if not rows:
+            self._print("  (none)")
+        self._print()
+        self._print("Estimated cost")
+        for label, value, note in cost_rows(result):
+            self._print(f"  {label:<34} ${value:>8.4f}  {note}")
+        self._print(f"  {price_note(result)}")
+        tree = span_tree(result.spans)
+        if tree is not None:
+            self._print()
+            self._print("Spans of the last turn that compacted")
+            for line in plain_tree(tree):
+                self._print(f"  {line}")
+        self._print()
+        self._print(telemetry_note(result))
+
+
+# --- rich renderer ----------------------------------------------------------------------------------------
+class RichReport:
+    """Colours and a progress bar on a terminal; rich's own plain rendering elsewhere."""
+
+    def __init__(self, file: IO[str] | None = None) -> None:
+        from rich.console import Console
+
+        # rich itself honours NO_COLOR and drops colours and cursor movement when ``file`` is not a terminal.
+        self.console = Console(file=file, highlight=False)
+        self.total = 0
+        self.compactions = 0
+        self._progress: Any = None
+        self._task: Any = None
+
+    def message(self, text: str) -> None:
+        self.console.print(text, markup=False)
+
+    def start(self, options: DemoOptions) -> None:
+        self.total = options.turns
+        self.console.print(header(options), markup=False, style="bold")
+        self.console.print()
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                TextColumn("turns"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._task = self._progress.add_task("turns", total=options.turns)
+            self._progress.start()
+
+    def turn(self, stats: TurnStats, outcome: TurnOutcome) -> None:
+        from rich.text import Text
+
+        self.compactions += len(stats.kinds)
+        line = Text(turn_line(stats, outcome, self.total, self.compactions))
+        if outcome.error:
+            line.stylize("red")
+        elif KIND_REACTIVE in stats.kinds:
+            line.stylize("bold magenta")
+        elif KIND_AUTO in stats.kinds:
+            line.stylize("bold yellow")
+        elif KIND_MICRO in stats.kinds:
+            line.stylize("cyan")
+        self.console.print(line)
+        if self._progress is not None:
+            self._progress.advance(self._task)
+
+    def _stop_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def finish(self, result: DemoResult) -> None:
+        from rich.table import Table
+        from rich.text import Text
+        from rich.tree import Tree
+
+        self._stop_progress()
+        self.console.print()
+        if result.interrupted:
+            self.console.print("Interrupted: figures so far; telemetry flushed.", style="yellow")
+        summary = Table(title="Run summary", title_justify="left", show_header=False)
+        summary.add_column(style="bold")
+        summary.add_column(justify="right")
+        summary.add_column(style="dim")
+        for row in summary_rows(result):
+            summary.add_row(row.label, row.value, row.note)
+        self.console.print(summary)
+
+        compactions = Table(title="Compactions", title_justify="left")
+        for name, justify in (
+            ("kind", "left"),
+            ("count", "right"),
+            ("failed", "right"),
+            ("tokens saved", "right"),
+            ("", "left"),
+        ):
+            compactions.add_column(name, justify=justify)  # type: ignore[arg-type]
+        rows = compaction_rows(result)
+        for kind, ok, failed, saved, note in rows:
+            compactions.add_row(kind, str(ok), str(failed), f"{saved:,}", note)
+        if not rows:
+            compactions.add_row("(none)", "0", "0", "0", "")
+        self.console.print(compactions)
+
+        cost = Table(title="Estimated cost", title_justify="left", caption=price_note(result), caption_justify="left")
+        cost.add_column("")
+        cost.add_column("USD", justify="right")
+        cost.add_column("")
+        for label, value, note in cost_rows(result):
+            cost.add_row(label, f"${value:.4f}", note)
+        self.console.print(cost)
+
+        tree = span_tree(result.spans)
+        if tree is not None:
+            self.console.print()
+            self.console.print("Spans of the last turn that compacted", style="bold")
+
+            def add(parent: Tree, node: Node) -> None:
+                branch = parent.add(Text(node.label, style="red" if node.error else ""))
+                for child in node.children:
+                    add(branch, child)
+
+            root = Tree(Text(tree.label))
+            for child in tree.children:
+                add(root, child)
+            self.console.print(root)
+        self.console.print()
+        self.console.print(telemetry_note(result), style="dim", markup=False)
+
+    def __del__(self) -> None:
+        self._stop_progress()
+
+
+def make_report(prefer_rich: bool = True, out: IO[str] | None = None) -> tuple[Report, str | None]:
+    """The rich report when ``rich`` imports, else the plain one and the message saying why."""
+    if prefer_rich:
+        try:
+            import rich  # noqa: F401
+        except ImportError:
+            return PlainReport(out), RICH_MISSING
+        return RichReport(out), None
+    return PlainReport(out), None

@@ -1,0 +1,243 @@
+"""One demo session: provider, instrumentation, agent, turns, telemetry, in that order and undone in reverse.
+
+:func:`run` is what ``otel-context demo`` calls and what the tests call in-process. It starts the embedded
+simulated provider (or, with ``live``, uses the real API), instruments the SDKs the way ``import
+otel_context.auto`` does but with the demo's own providers and settings (a small compaction window and
+microcompaction on), runs the scripted session through :class:`~otel_context.demo.agent.CodingAgent`, and
+hands each finished turn's figures to a callback (the terminal report).
+
+The reactive compaction. The compactor is configured for a window of ``window`` tokens and the simulated
+model serves exactly that, so the thresholds keep the session inside it (microcompaction, then summaries).
+About 60 % into the run, on the first call that carries a large tool result while the context is at a
+moderate level, the demo lowers the window the simulated provider serves for that call to just below the
+request (as when a request is routed to a deployment with a smaller context than the app was configured
+for). The provider rejects it as too long, the instrumentation compacts reactively and retries once; the
+window is restored after the turn. If that call happens to go out small enough anyway (for instance because
+a microcompaction shrank it), the demo tries again on a later turn.
+
+Ctrl-C: the current turn is abandoned, everything is flushed and shut down, and the figures so far are
+returned with ``interrupted=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_context import semconv
+from otel_context.demo import telemetry as demo_telemetry
+from otel_context.demo.agent import AnthropicBackend, Backend, CodingAgent, OpenAIBackend, ToolCall, TurnOutcome
+from otel_context.demo.pricing import PRICES, CostEstimate, estimate
+from otel_context.demo.scenario import FACTS, build_script
+from otel_context.demo.stats import KIND_REACTIVE, RunStats, TurnStats, turn_stats
+from otel_context.demo.tools import ToolResult, Workspace
+from otel_context.pipeline import WireFormat
+
+__all__ = ["DEFAULT_TURNS", "DEFAULT_WINDOW", "DemoOptions", "DemoResult", "run"]
+
+DEFAULT_TURNS = 50
+DEFAULT_WINDOW = 40_000
+MIN_WINDOW = 8_000
+MODELS = {semconv.PROVIDER_ANTHROPIC: "claude-sonnet-4-5", semconv.PROVIDER_OPENAI: "gpt-4.1"}
+MAX_TOKENS = 1_024
+CONVERSATION_ID = "otel-context-demo"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """What ``otel-context demo`` was asked for (validated by :meth:`check`)."""
+
+    provider: str = semconv.PROVIDER_ANTHROPIC
+    turns: int = DEFAULT_TURNS
+    window: int = DEFAULT_WINDOW
+    seed: int = 7
+    json_path: Path | None = None
+    live: bool = False
+
+    @property
+    def model(self) -> str:
+        return MODELS[self.provider]
+
+    def check(self) -> None:
+        """Raise ValueError with a message fit for the command line."""
+        if self.provider not in MODELS:
+            raise ValueError(f"--provider {self.provider!r}: choose one of {', '.join(MODELS)}")
+        if self.turns < 1:
+            raise ValueError(f"--turns {self.turns}: must be at least 1")
+        if self.window < MIN_WINDOW:
+            raise ValueError(f"--window {self.window}: must be at least {MIN_WINDOW:,} tokens")
+
+
+@dataclass
+class DemoResult:
+    """Everything the report needs after the run."""
+
+    options: DemoOptions
+    stats: RunStats = field(default_factory=RunStats)
+    outcomes: list[TurnOutcome] = field(default_factory=list)
+    spans: Sequence[ReadableSpan] = ()
+    interrupted: bool = False
+    #: Turn at which the provider's window was lowered for the reactive compaction (None: never).
+    window_drop_turn: int | None = None
+    #: FACT lines the user gave that the final request still carried (None: not checked, e.g. live).
+    facts_kept: int | None = None
+    facts_total: int = len(FACTS)
+    otlp: tuple[str, str] | None = None
+
+    @property
+    def passed_tokens(self) -> list[int]:
+        return [t for o in self.outcomes for t in o.passed_tokens]
+
+    def cost(self) -> CostEstimate:
+        return estimate(PRICES[self.options.provider], self.stats.calls, self.passed_tokens)
+
+    def first_turn_over_window(self) -> int | None:
+        """The first turn whose never-compacted request would not have fit in the window."""
+        for number, outcome in enumerate(self.outcomes, 1):
+            if any(t > self.options.window for t in outcome.passed_tokens):
+                return number
+        return None
+
+
+TurnCallback = Callable[[TurnStats, TurnOutcome], None]
+
+
+def _instrument(options: DemoOptions, tel: demo_telemetry.DemoTelemetry) -> Callable[[], None]:
+    """Instrument both SDKs with the demo's providers and compaction settings; returns the undo."""
+    import otel_context
+
+    otel_context.instrument(
+        tracer_provider=tel.tracer_provider,
+        meter_provider=tel.meter_provider,
+        auto_compact_window=options.window,
+        microcompact=True,
+    )
+    return otel_context.uninstrument
+
+
+def _conversation(conversation_id: str) -> contextlib.AbstractContextManager[Any]:
+    import otel_context
+
+    factory = getattr(otel_context, "conversation", None)
+    return factory(conversation_id) if factory is not None else contextlib.nullcontext()
+
+
+def _backend(options: DemoOptions, sim: Any) -> Backend:
+    if options.provider == semconv.PROVIDER_ANTHROPIC:
+        if options.live:
+            import anthropic
+
+            return AnthropicBackend(anthropic.Anthropic(), options.model, MAX_TOKENS)
+        return AnthropicBackend(sim.anthropic(), options.model, MAX_TOKENS)
+    if options.live:
+        import openai
+
+        return OpenAIBackend(openai.OpenAI(), options.model, MAX_TOKENS)
+    return OpenAIBackend(sim.openai(), options.model, MAX_TOKENS)
+
+
+@contextlib.contextmanager
+def _provider(options: DemoOptions) -> Iterator[Any]:
+    if options.live:
+        yield None
+        return
+    from otel_context.testing import SimulatedProvider
+
+    with SimulatedProvider(windows={options.model: options.window}) as sim:
+        yield sim
+
+
+class _WindowDrop:
+    """Lowers the simulated provider's window once per turn until a reactive compaction has been seen."""
+
+    def __init__(self, sim: Any, options: DemoOptions, wire_format: WireFormat) -> None:
+        self.sim = sim
+        self.options = options
+        self.wire_format = wire_format
+        self.start_turn = max(2, round(options.turns * 0.6))
+        self.turn = 0
+        self.lowered_at: int | None = None
+        self.done = sim is None
+        self._lowered = False
+
+    def begin(self, turn: int) -> None:
+        self.turn = turn
+
+    def before_call(self, step: int, pending: Sequence[tuple[ToolCall, ToolResult]]) -> None:
+        if self.done or self._lowered or self.turn < self.start_turn or step == 0 or not pending:
+            return
+        from otel_context.testing import count_request_tokens, count_tokens
+
+        new = sum(count_tokens(result.content) for _, result in pending)
+        last = self.sim.last_exchange if self.sim.exchanges else None
+        if new < 800 or last is None or not isinstance(last.body, Mapping):
+            return
+        sent = count_request_tokens(last.body, self.wire_format)
+        window = self.options.window
+        if sent < 0.3 * window or sent + new > 0.8 * window:
+            return
+        self.sim.set_window(self.options.model, sent + new // 2)
+        self._lowered = True
+        self.lowered_at = self.turn
+
+    def end(self, stats: TurnStats) -> None:
+        if self._lowered:
+            self.sim.set_window(self.options.model, self.options.window)
+            self._lowered = False
+        if KIND_REACTIVE in stats.kinds:
+            self.done = True
+
+
+def _facts_kept(sim: Any) -> int | None:
+    """How many FACT lines the last request the agent sent still carried."""
+    if sim is None or not sim.exchanges:
+        return None
+    text = repr(sim.last_exchange.body)
+    return sum(1 for fact in FACTS if fact in text)
+
+
+def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult:
+    """Run the demo session (see the module docstring)."""
+    options.check()
+    tel = demo_telemetry.setup(options.json_path)
+    result = DemoResult(options, otlp=tel.otlp)
+    undo: Callable[[], None] | None = None
+    try:
+        undo = _instrument(options, tel)
+        with _provider(options) as sim:
+            backend = _backend(options, sim)
+            counter = None
+            if not options.live:
+                from otel_context.testing import count_request_tokens
+
+                counter = count_request_tokens
+            tracer = tel.tracer_provider.get_tracer(__name__)
+            agent = CodingAgent(backend, Workspace(options.seed), tracer, live=options.live, count_tokens=counter)
+            drop = _WindowDrop(sim, options, backend.wire_format)
+            try:
+                with _conversation(CONVERSATION_ID):
+                    for number, turn in enumerate(build_script(options.turns, options.seed), 1):
+                        mark = len(tel.finished_spans())
+                        drop.begin(number)
+                        outcome = agent.run_turn(turn, before_call=drop.before_call)
+                        stats = turn_stats(number, tel.finished_spans()[mark:], options.window)
+                        drop.end(stats)
+                        result.outcomes.append(outcome)
+                        result.stats.add(stats)
+                        if on_turn is not None:
+                            on_turn(stats, outcome)
+            except KeyboardInterrupt:
+                result.interrupted = True
+            result.window_drop_turn = drop.lowered_at
+            result.facts_kept = _facts_kept(sim)
+    finally:
+        if undo is not None:
+            undo()
+        tel.shutdown()
+        result.spans = tel.finished_spans()
+    return result

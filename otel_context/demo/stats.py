@@ -1,0 +1,249 @@
+"""Figures of a demo run, read back from the spans it produced.
+
+The demo's terminal output is built from the telemetry, not from private counters: what the per-turn lines
+and the summary say is what a user would see in Jaeger or Grafana. Every attribute is read by its name in
+:mod:`otel_context.semconv`.
+
+A *turn* is one ``invoke_agent`` span with everything under it: the agent's ``chat`` calls, its
+``execute_tool`` spans, the ``compact`` spans the instrumentation opened inside a chat span, and the
+summarizer's own ``chat`` call under each ``compact``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from otel_context import semconv
+
+__all__ = [
+    "CacheBreakFigures",
+    "CallFigures",
+    "CompactionFigures",
+    "RunStats",
+    "TurnStats",
+    "compaction_kind",
+    "turn_stats",
+]
+
+KIND_MICRO = "micro"
+KIND_AUTO = "auto"
+KIND_REACTIVE = "reactive"
+KIND_MANUAL = "manual"
+KIND_PROVIDER = "provider"
+KINDS = (KIND_MICRO, KIND_AUTO, KIND_REACTIVE, KIND_MANUAL, KIND_PROVIDER)
+
+
+def compaction_kind(trigger: str, strategy: str) -> str:
+    """The layer of the cascade a compaction belongs to (COMPACTION.md): micro, auto, reactive, ..."""
+    if strategy == semconv.STRATEGY_MICROCOMPACT:
+        return KIND_MICRO
+    if trigger == semconv.TRIGGER_REACTIVE:
+        return KIND_REACTIVE
+    if trigger == semconv.TRIGGER_MANUAL:
+        return KIND_MANUAL
+    if trigger == semconv.TRIGGER_PROVIDER or strategy == semconv.STRATEGY_PROVIDER:
+        return KIND_PROVIDER
+    return KIND_AUTO
+
+
+def _int(attrs: Mapping[str, Any], key: str) -> int:
+    value = attrs.get(key)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _float(attrs: Mapping[str, Any], key: str) -> float | None:
+    value = attrs.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class CallFigures:
+    """One ``chat`` span."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_read: int
+    cache_write: int
+    utilization: float | None
+    summarizer: bool  #: the compactor's own call (a child of a ``compact`` span)
+    failed: bool
+    compacted: bool  #: gen_ai.conversation.compacted
+
+    @property
+    def uncached_input(self) -> int:
+        """Input tokens billed at the base price."""
+        return max(self.input_tokens - self.cache_read - self.cache_write, 0)
+
+
+@dataclass(frozen=True)
+class CompactionFigures:
+    """One ``compact`` span."""
+
+    kind: str
+    trigger: str
+    strategy: str
+    outcome: str
+    input_tokens: int
+    output_tokens: int
+    duration_ms: float
+
+    @property
+    def tokens_saved(self) -> int:
+        """Context tokens the compaction removed (0 for a failure)."""
+        if self.outcome != semconv.OUTCOME_SUCCESS:
+            return 0
+        return max(self.input_tokens - self.output_tokens, 0)
+
+
+@dataclass(frozen=True)
+class CacheBreakFigures:
+    """One ``otel_context.cache_break`` event."""
+
+    intentional: bool
+    reason: str
+    tokens: int  #: lost tokens (unexpected) or expected lost tokens (intentional)
+
+
+@dataclass
+class TurnStats:
+    """What one turn did, from its spans."""
+
+    turn: int
+    calls: list[CallFigures] = field(default_factory=list)
+    compactions: list[CompactionFigures] = field(default_factory=list)
+    cache_breaks: list[CacheBreakFigures] = field(default_factory=list)
+    failed: bool = False
+    window: int = 0
+
+    @property
+    def agent_calls(self) -> list[CallFigures]:
+        return [c for c in self.calls if not c.summarizer]
+
+    @property
+    def context_tokens(self) -> int:
+        """Input tokens of the turn's last agent call: how full the context was when the turn ended."""
+        calls = [c for c in self.agent_calls if not c.failed]
+        return calls[-1].input_tokens if calls else 0
+
+    @property
+    def hit_ratio(self) -> float:
+        """Cache-read tokens / input tokens over the turn's agent calls."""
+        calls = self.agent_calls
+        total = sum(c.input_tokens for c in calls)
+        return sum(c.cache_read for c in calls) / total if total else 0.0
+
+    @property
+    def utilization(self) -> float:
+        """``otel_context.context.utilization`` of the last agent call (input / window without it)."""
+        calls = [c for c in self.agent_calls if not c.failed]
+        if not calls:
+            return 0.0
+        if calls[-1].utilization is not None:
+            return calls[-1].utilization
+        return calls[-1].input_tokens / self.window if self.window else 0.0
+
+    @property
+    def kinds(self) -> list[str]:
+        """The kinds of the turn's successful compactions, in order."""
+        return [c.kind for c in self.compactions if c.outcome == semconv.OUTCOME_SUCCESS]
+
+
+def _events(span: ReadableSpan) -> Iterable[CacheBreakFigures]:
+    for event in span.events:
+        if event.name != semconv.CACHE_BREAK_EVENT:
+            continue
+        attrs = event.attributes or {}
+        intentional = bool(attrs.get(semconv.CACHE_BREAK_INTENTIONAL, False))
+        key = semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS if intentional else semconv.CACHE_BREAK_LOST_TOKENS
+        yield CacheBreakFigures(intentional, str(attrs.get(semconv.CACHE_BREAK_REASON, "")), _int(attrs, key))
+
+
+def turn_stats(turn: int, spans: Sequence[ReadableSpan], window: int = 0) -> TurnStats:
+    """Figures of one turn from its spans (any order; spans of other turns must not be included)."""
+    stats = TurnStats(turn=turn, window=window)
+    by_id = {s.context.span_id: s for s in spans if s.context is not None}
+    ordered = sorted(spans, key=lambda s: s.start_time or 0)
+    for span in ordered:
+        attrs = span.attributes or {}
+        stats.cache_breaks.extend(_events(span))
+        if span.name == semconv.COMPACT_SPAN:
+            trigger = str(attrs.get(semconv.COMPACTION_TRIGGER_SOURCE, ""))
+            strategy = str(attrs.get(semconv.COMPACTION_STRATEGY, ""))
+            stats.compactions.append(
+                CompactionFigures(
+                    kind=compaction_kind(trigger, strategy),
+                    trigger=trigger,
+                    strategy=strategy,
+                    outcome=str(attrs.get(semconv.COMPACTION_OUTCOME, "")),
+                    input_tokens=_int(attrs, semconv.COMPACTION_INPUT_TOKENS),
+                    output_tokens=_int(attrs, semconv.COMPACTION_OUTPUT_TOKENS),
+                    duration_ms=_float(attrs, semconv.COMPACTION_DURATION_MS) or 0.0,
+                )
+            )
+        elif attrs.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_CHAT:
+            parent = by_id.get(span.parent.span_id) if span.parent is not None else None
+            stats.calls.append(
+                CallFigures(
+                    model=str(attrs.get(semconv.GEN_AI_REQUEST_MODEL, "")),
+                    input_tokens=_int(attrs, semconv.GEN_AI_USAGE_INPUT_TOKENS),
+                    output_tokens=_int(attrs, semconv.GEN_AI_USAGE_OUTPUT_TOKENS),
+                    cache_read=_int(attrs, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+                    cache_write=_int(attrs, semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS),
+                    utilization=_float(attrs, semconv.CONTEXT_UTILIZATION),
+                    summarizer=parent is not None and parent.name == semconv.COMPACT_SPAN,
+                    failed=span.status.status_code == StatusCode.ERROR,
+                    compacted=bool(attrs.get(semconv.GEN_AI_CONVERSATION_COMPACTED, False)),
+                )
+            )
+        elif attrs.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_INVOKE_AGENT:
+            stats.failed = span.status.status_code == StatusCode.ERROR
+    return stats
+
+
+@dataclass
+class RunStats:
+    """Totals over the turns of a run."""
+
+    turns: list[TurnStats] = field(default_factory=list)
+
+    def add(self, turn: TurnStats) -> None:
+        self.turns.append(turn)
+
+    @property
+    def calls(self) -> list[CallFigures]:
+        return [c for t in self.turns for c in t.calls]
+
+    @property
+    def compactions(self) -> list[CompactionFigures]:
+        return [c for t in self.turns for c in t.compactions]
+
+    @property
+    def cache_breaks(self) -> list[CacheBreakFigures]:
+        return [b for t in self.turns for b in t.cache_breaks]
+
+    def total(self, attr: str, *, summarizer: bool | None = None) -> int:
+        """Sum of a :class:`CallFigures` field over all calls (optionally only agent or summarizer calls)."""
+        return sum(int(getattr(c, attr)) for c in self.calls if summarizer is None or c.summarizer == summarizer)
+
+    def compactions_by_kind(self) -> dict[str, list[CompactionFigures]]:
+        """Every compaction, grouped by kind, in cascade order; kinds never seen are left out."""
+        grouped: dict[str, list[CompactionFigures]] = {}
+        for kind in KINDS:
+            found = [c for c in self.compactions if c.kind == kind]
+            if found:
+                grouped[kind] = found
+        return grouped
+
+    def kinds_seen(self) -> set[str]:
+        """Kinds with at least one successful compaction."""
+        return {k for t in self.turns for k in t.kinds}
+
+    @property
+    def failed_turns(self) -> int:
+        return sum(1 for t in self.turns if t.failed)

@@ -1,0 +1,134 @@
+"""OpenTelemetry SDK wiring for the demo: always in memory (for the terminal summary), OTLP when asked.
+
+The demo is an application, so it sets up its own providers, as an app would, before instrumenting:
+
+* always: an in-memory span exporter behind a synchronous processor (the terminal summary reads finished
+  spans right after each turn) and an in-memory metric reader;
+* with ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the traces/metrics-specific variables) set: spans and metrics go
+  there too, batched, over gRPC or HTTP as ``OTEL_EXPORTER_OTLP_PROTOCOL`` says (port 4318 without a
+  protocol means HTTP, the collector convention), so a run appears in Jaeger/Tempo/Grafana;
+* ``--json FILE``: the finished spans, as OpenTelemetry's own JSON rendering, written at shutdown.
+
+Providers are created here and passed to ``otel_context.instrument``; the global providers are left alone,
+so running the demo in-process (tests) does not leak a provider into the host process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+__all__ = ["DemoTelemetry", "otlp_target", "setup", "span_to_dict"]
+
+DEFAULT_SERVICE_NAME = "otel-context-demo"
+_ENDPOINT_VARS = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+)
+
+
+def otlp_target(env: Mapping[str, str]) -> tuple[str, str] | None:
+    """(endpoint, protocol) when the environment asks for OTLP export, else None.
+
+    Protocol: ``OTEL_EXPORTER_OTLP_PROTOCOL`` (``grpc`` | ``http/protobuf`` | ``http/json``); without it,
+    an endpoint on port 4318 or with a ``/v1/`` path is HTTP, anything else gRPC.
+    """
+    endpoint = next((env[v].strip() for v in _ENDPOINT_VARS if env.get(v, "").strip()), None)
+    if endpoint is None:
+        return None
+    protocol = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip().lower()
+    if not protocol:
+        protocol = "http/protobuf" if (":4318" in endpoint or "/v1/" in endpoint) else "grpc"
+    if protocol not in ("grpc", "http/protobuf", "http/json"):
+        raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported; use grpc or http/protobuf")
+    return endpoint, protocol
+
+
+@dataclass
+class DemoTelemetry:
+    """The providers the demo instruments with, and where its spans can be read back."""
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    spans: InMemorySpanExporter
+    metrics: InMemoryMetricReader
+    otlp: tuple[str, str] | None = None
+    json_path: Path | None = None
+    _closed: bool = field(default=False, repr=False)
+
+    def finished_spans(self) -> Sequence[ReadableSpan]:
+        """Every span that has ended so far, oldest first."""
+        return self.spans.get_finished_spans()
+
+    def shutdown(self) -> None:
+        """Flush everything (OTLP included), write ``--json``, then shut the providers down. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.tracer_provider.force_flush()
+            self.meter_provider.force_flush()
+            if self.json_path is not None:
+                write_json(self.json_path, self.finished_spans())
+        finally:
+            self.tracer_provider.shutdown()
+            self.meter_provider.shutdown()
+
+
+def span_to_dict(span: ReadableSpan) -> dict[str, Any]:
+    """One span as a JSON-ready dict (OpenTelemetry's own rendering, so tools that know it can read it)."""
+    data: dict[str, Any] = json.loads(span.to_json(indent=None))
+    return data
+
+
+def write_json(path: Path, spans: Sequence[ReadableSpan]) -> None:
+    """Write ``{"spans": [...]}``; the parent directory must exist (a clear error if not)."""
+    payload = {"spans": [span_to_dict(s) for s in spans]}
+    path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+
+
+def _otlp_exporters(protocol: str) -> tuple[Any, Any]:
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetrics
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
+
+        return GrpcSpans(), GrpcMetrics()
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetrics
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
+
+    return HttpSpans(), HttpMetrics()
+
+
+def setup(json_path: Path | None = None, env: Mapping[str, str] | None = None) -> DemoTelemetry:
+    """Create the demo's providers (see the module docstring). ``env`` defaults to ``os.environ``."""
+    env = os.environ if env is None else env
+    if json_path is not None and not json_path.parent.exists():
+        raise FileNotFoundError(f"--json {json_path}: directory {json_path.parent} does not exist")
+    attributes = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": DEFAULT_SERVICE_NAME}
+    resource = Resource.create(attributes)  # merges OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES
+
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+
+    metrics = InMemoryMetricReader()
+    readers: list[MetricReader] = [metrics]
+    target = otlp_target(env)
+    if target is not None:
+        span_exporter, metric_exporter = _otlp_exporters(target[1])
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        readers.append(PeriodicExportingMetricReader(metric_exporter, export_interval_millis=5_000))
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    return DemoTelemetry(tracer_provider, meter_provider, spans, metrics, target, json_path)
