@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import string
 
 __all__ = ["anthropic_id", "b62", "hex_id", "openai_request_id"]
 
 _B62 = string.ascii_letters + string.digits
+_TRANSLATE = bytes.maketrans(bytes(range(256)), bytes(ord(_B62[i % 62]) for i in range(256)))
 
 
 def b62(n: int) -> str:
-    """``n`` random base62 characters."""
-    return "".join(secrets.choice(_B62) for _ in range(n))
+    """``n`` random base62 characters (fast: one ``urandom`` call and a byte translation)."""
+    return os.urandom(n).translate(_TRANSLATE).decode("ascii")
 
 
 def anthropic_id(prefix: str) -> str:

@@ -21,7 +21,6 @@ DEFAULT_WINDOWS: dict[str, int] = {
     "claude-3-5-haiku": 200_000,
     "claude-3-opus": 200_000,
     "claude-3-haiku": 200_000,
-    "claude": 200_000,
     # OpenAI
     "gpt-5": 400_000,
     "gpt-4.1": 1_047_576,
