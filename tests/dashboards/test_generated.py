@@ -121,3 +121,16 @@ def test_queries_read_every_name_translation_and_the_legacy_names() -> None:
         semconv.PROM_LEGACY_TIME_TO_FIRST_CHUNK + "_bucket",
     ):
         assert form in exprs, form
+
+
+def test_readme_shows_the_commands_and_the_dashboard_searches() -> None:
+    readme = (DASHBOARDS / "README.md").read_text()
+    assert "docker compose -f dashboards/docker-compose.yml --profile lgtm up" in readme
+    assert "docker compose -f dashboards/docker-compose.yml --profile jaeger up" in readme
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318" in readme
+    for panel in panels(dashboard()):
+        for target in panel.get("targets", []):
+            if "query" in target:  # TraceQL
+                assert f"`{target['query']}`" in readme, target["query"]
+            if target.get("queryType") == "search":  # Jaeger
+                assert f"`{target['tags']}`" in readme, target["tags"]
