@@ -260,6 +260,9 @@ class _APIResponseProxy(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
             call.end(None, None, None)
 
     def __del__(self) -> None:
+        parsed = self._self_parsed
+        if parsed is not None and isinstance(parsed[1], _StreamProxy):
+            return  # the stream handed out owns the span now (and ends it when it is closed or collected)
         with contextlib.suppress(Exception):
             self._self_finish()
 

@@ -1,0 +1,110 @@
+"""Shared OpenTelemetry fixtures for every test suite of the project.
+
+Fixtures (use them by name):
+
+* ``spans``: a :class:`SpanRecorder` over the session's global in-memory span exporter, cleared before the
+  test. ``spans()`` -> every finished span, oldest first; ``spans("chat claude-x")`` -> those with that name;
+  ``spans.clear()``; ``spans.exporter`` is the ``InMemorySpanExporter``.
+* ``metric_reader``: a fresh ``InMemoryMetricReader`` for this test (``metric_reader.get_metrics_data()``).
+  The global meter provider is set once per session to a small delegating provider whose target is
+  swapped per test, so every test starts with no metrics while the global provider is only set once.
+* ``instrumented``: ``otel_context.instrument()`` on those global providers (content capture off),
+  ``uninstrument()`` afterwards. Depends on ``spans`` and ``metric_reader``.
+
+Global providers are installed once per session (OpenTelemetry allows one ``set_*_provider`` per
+process); ``otel_context.telemetry`` is re-pointed at them before each test that asks for these fixtures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import Meter, MeterProvider
+from opentelemetry.sdk.metrics import MeterProvider as SDKMeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_context import telemetry
+
+
+class SwitchableMeterProvider(MeterProvider):
+    """A global meter provider whose real target changes per test (the global can only be set once)."""
+
+    def __init__(self) -> None:
+        self.target: MeterProvider = SDKMeterProvider()
+
+    def get_meter(
+        self, name: str, version: str | None = None, schema_url: str | None = None, attributes: Any = None
+    ) -> Meter:
+        return self.target.get_meter(name, version, schema_url, attributes)
+
+
+class SpanRecorder:
+    """Callable view of the in-memory exporter: ``spans()`` or ``spans(name)``."""
+
+    def __init__(self, exporter: InMemorySpanExporter) -> None:
+        self.exporter = exporter
+
+    def __call__(self, name: str | None = None) -> list[ReadableSpan]:
+        found = list(self.exporter.get_finished_spans())
+        return found if name is None else [s for s in found if s.name == name]
+
+    def clear(self) -> None:
+        self.exporter.clear()
+
+
+class _Globals:
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.meter_provider = SwitchableMeterProvider()
+        trace.set_tracer_provider(self.tracer_provider)
+        metrics.set_meter_provider(self.meter_provider)
+
+
+_globals: _Globals | None = None
+
+
+def _otel_globals() -> _Globals:
+    global _globals
+    if _globals is None:
+        _globals = _Globals()
+    return _globals
+
+
+@pytest.fixture
+def spans() -> Iterator[SpanRecorder]:
+    g = _otel_globals()
+    g.exporter.clear()
+    telemetry.configure()
+    yield SpanRecorder(g.exporter)
+    g.exporter.clear()
+
+
+@pytest.fixture
+def metric_reader() -> Iterator[InMemoryMetricReader]:
+    g = _otel_globals()
+    reader = InMemoryMetricReader()
+    provider = SDKMeterProvider(metric_readers=[reader])
+    g.meter_provider.target = provider
+    telemetry.configure()
+    yield reader
+    g.meter_provider.target = SDKMeterProvider()
+    provider.shutdown()
+
+
+@pytest.fixture
+def instrumented(spans: SpanRecorder, metric_reader: InMemoryMetricReader) -> Iterator[None]:
+    import otel_context
+
+    otel_context.instrument(capture_content="NO_CONTENT")
+    try:
+        yield
+    finally:
+        otel_context.uninstrument()
