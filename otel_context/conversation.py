@@ -83,16 +83,24 @@ class ConversationState:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def unchanged_prefix(self, items: Sequence[Mapping[str, Any]]) -> int:
-        """How many leading ``items`` equal the last call's items (all of them, or 0).
+        """How many leading ``items`` are known equal to the last call's items.
 
-        A single C-level list comparison: the SDK copies containers but shares the app's strings, so
-        equal items are usually compared by identity at the leaves.
+        All of them when the history only grew; all but the last when only the previous call's last item
+        changed (apps that move a ``cache_control`` breakpoint onto the newest message re-send the
+        previous one without it); else 0. A C-level list comparison: the SDK copies containers but
+        shares the app's strings, so equal items are mostly compared by identity at the leaves.
         """
         last = self.last_items
-        if last is None or len(items) < len(last):
+        if not last or len(items) < len(last):
             return 0
         n = len(last)
-        return n if list(items[:n]) == list(last) else 0
+        head = items[:n] if isinstance(items, list) else list(items[:n])
+        previous = last if isinstance(last, list) else list(last)
+        if head == previous:
+            return n
+        if n > 1 and head[: n - 1] == previous[: n - 1]:
+            return n - 1
+        return 0
 
 
 class ConversationStore:

@@ -28,6 +28,7 @@ class Otel:
     exporter: InMemorySpanExporter
     reader: InMemoryMetricReader
     tracer_provider: TracerProvider
+    meter_provider: MeterProvider
 
     def spans(self, name: str | None = None) -> list[ReadableSpan]:
         found = list(self.exporter.get_finished_spans())
@@ -64,7 +65,7 @@ def make_otel() -> Iterator[Otel]:
     meter_provider = MeterProvider(metric_readers=[reader])
     telemetry.configure(tracer_provider=tracer_provider, meter_provider=meter_provider)
     try:
-        yield Otel(exporter, reader, tracer_provider)
+        yield Otel(exporter, reader, tracer_provider, meter_provider)
     finally:
         telemetry._current = None
         tracer_provider.shutdown()
@@ -99,7 +100,9 @@ class FakeSummarizer:
 # --- histories ---------------------------------------------------------------------------------------------
 
 
-def anthropic_agent(turns: int, result_chars: int = 3000, first: str = "Build a CLI in Rust. FACT: use clap") -> list[dict[str, Any]]:
+def anthropic_agent(
+    turns: int, result_chars: int = 3000, first: str = "Build a CLI in Rust. FACT: use clap"
+) -> list[dict[str, Any]]:
     """An Anthropic tool loop: per turn a user ask, a read_file call, its result, and an answer."""
     messages: list[dict[str, Any]] = []
     for t in range(turns):
@@ -116,14 +119,22 @@ def anthropic_agent(turns: int, result_chars: int = 3000, first: str = "Build a 
         messages.append(
             {
                 "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": f"toolu_{t:03d}", "content": f"# f{t}.py\n" + "x = 1\n" * (result_chars // 6)}],
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"toolu_{t:03d}",
+                        "content": f"# f{t}.py\n" + "x = 1\n" * (result_chars // 6),
+                    }
+                ],
             }
         )
         messages.append({"role": "assistant", "content": [{"type": "text", "text": f"f{t}.py sets x."}]})
     return messages
 
 
-def openai_chat_agent(turns: int, result_chars: int = 3000, first: str = "Build a CLI in Rust. FACT: use clap") -> list[dict[str, Any]]:
+def openai_chat_agent(
+    turns: int, result_chars: int = 3000, first: str = "Build a CLI in Rust. FACT: use clap"
+) -> list[dict[str, Any]]:
     """The same loop in the OpenAI chat format."""
     messages: list[dict[str, Any]] = []
     for t in range(turns):
@@ -133,10 +144,20 @@ def openai_chat_agent(turns: int, result_chars: int = 3000, first: str = "Build 
                 "role": "assistant",
                 "content": None,
                 "tool_calls": [
-                    {"id": f"call_{t:03d}", "type": "function", "function": {"name": "read_file", "arguments": f'{{"path": "f{t}.py"}}'}}
+                    {
+                        "id": f"call_{t:03d}",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": f'{{"path": "f{t}.py"}}'},
+                    }
                 ],
             }
         )
-        messages.append({"role": "tool", "tool_call_id": f"call_{t:03d}", "content": f"# f{t}.py\n" + "x = 1\n" * (result_chars // 6)})
+        messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": f"call_{t:03d}",
+                "content": f"# f{t}.py\n" + "x = 1\n" * (result_chars // 6),
+            }
+        )
         messages.append({"role": "assistant", "content": f"f{t}.py sets x."})
     return messages

@@ -76,3 +76,4 @@ def test_unchanged_prefix_compares_content() -> None:
     state.last_items = items
     assert state.unchanged_prefix([dict(i) for i in items] + [{"role": "user", "content": "c"}]) == 2
     assert state.unchanged_prefix([{"role": "user", "content": "z"}, items[1], items[1]]) == 0
+    assert state.unchanged_prefix([items[0], {"role": "assistant", "content": "b2"}]) == 1

@@ -1,0 +1,94 @@
+"""Tool-using agent loops that resend their full, growing history every turn (transparent mode's user)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+ANTHROPIC_TOOLS = [
+    {
+        "name": "read_file",
+        "description": "Read a file",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    }
+]
+OPENAI_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        },
+    }
+]
+SYSTEM = "You are a coding agent. Use the tools."
+
+
+def file_content(path: str, lines: int = 400) -> str:
+    return f"# {path}\n" + "".join(f"line {i} of {path}\n" for i in range(lines))
+
+
+def user_turn(turn: int) -> str:
+    return f"Turn {turn}. FACT: fact-{turn}. Now read the file. tool:read_file" + json.dumps({"path": f"f{turn}.py"})
+
+
+def with_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy with a cache_control breakpoint on the newest block (the usual incremental-caching pattern)."""
+    out = list(messages)
+    last = dict(out[-1])
+    content = last["content"]
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content]
+    blocks[-1]["cache_control"] = {"type": "ephemeral"}
+    last["content"] = blocks
+    out[-1] = last
+    return out
+
+
+def run_anthropic_agent(client: Any, model: str, turns: int, file_lines: int = 400) -> list[dict[str, Any]]:
+    """Each turn: a user ask, tool calls answered, until a final answer. Returns the full history."""
+    history: list[dict[str, Any]] = []
+    for turn in range(turns):
+        history.append({"role": "user", "content": [{"type": "text", "text": user_turn(turn)}]})
+        for _ in range(5):
+            response = client.messages.create(
+                model=model, max_tokens=1024, system=SYSTEM, tools=ANTHROPIC_TOOLS, messages=with_breakpoint(history)
+            )
+            history.append(
+                {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
+            )
+            if response.stop_reason != "tool_use":
+                break
+            history.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": b.id,
+                            "content": file_content(b.input["path"], file_lines),
+                        }
+                        for b in response.content
+                        if b.type == "tool_use"
+                    ],
+                }
+            )
+    return history
+
+
+def run_openai_chat_agent(client: Any, model: str, turns: int, file_lines: int = 400) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    for turn in range(turns):
+        history.append({"role": "user", "content": user_turn(turn)})
+        for _ in range(5):
+            response = client.chat.completions.create(
+                model=model, max_tokens=1024, tools=OPENAI_TOOLS, messages=history
+            )
+            message = response.choices[0].message
+            history.append(message.model_dump(exclude_none=True))
+            if not message.tool_calls:
+                break
+            for call in message.tool_calls:
+                path = json.loads(call.function.arguments)["path"]
+                history.append({"role": "tool", "tool_call_id": call.id, "content": file_content(path, file_lines)})
+    return history
