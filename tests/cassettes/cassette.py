@@ -153,7 +153,8 @@ def _interaction(entry: dict[str, Any]) -> Interaction:
 @cache
 def load(name: str) -> Cassette:
     """One cassette by its path under :data:`CASSETTE_ROOT`."""
-    document = yaml.safe_load((CASSETTE_ROOT / name).read_text(encoding="utf-8"))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the big cassettes load 10x faster
+    document = yaml.load((CASSETTE_ROOT / name).read_text(encoding="utf-8"), Loader=loader)
     return Cassette(name, tuple(_interaction(entry) for entry in document["interactions"]))
 
 
