@@ -86,7 +86,8 @@ def overflow_gap(message: str) -> int | None:
 def drop_oldest_rounds(
     adapter: WireFormatAdapter, transcript: Sequence[Item], tokens_to_drop: int
 ) -> list[Item] | None:
-    """``transcript`` without its oldest complete rounds covering ``tokens_to_drop``; None if nothing is left."""
+    """``transcript`` without its oldest complete rounds covering ``tokens_to_drop`` (at most all but the
+    newest round); None when it is a single round already."""
     boundaries = [b for b in adapter.round_boundaries(transcript) if 0 < b < len(transcript)]
     dropped = 0
     previous = 0
@@ -95,7 +96,8 @@ def drop_oldest_rounds(
         previous = boundary
         if dropped >= tokens_to_drop:
             return list(transcript[boundary:])
-    return None
+    # Not enough to drop by whole rounds: keep only the newest round (still worth a try), if any.
+    return list(transcript[boundaries[-1] :]) if boundaries else None
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ class FakeSummarizer:
         self.requests.append(request.body)
         if self.too_long > 0:
             self.too_long -= 1
-            return SummaryResult(error=RuntimeError("prompt is too long: 50000 tokens > 30000 maximum"), too_long=True)
+            return SummaryResult(error=RuntimeError("prompt is too long: 31000 tokens > 30000 maximum"), too_long=True)
         if self.fail > 0:
             self.fail -= 1
             return SummaryResult(error=RuntimeError("summarizer down"))

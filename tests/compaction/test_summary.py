@@ -1,0 +1,149 @@
+"""Summary compaction on plain data: cut points, the summarizer's overflow, rehydration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from compaction.support import FakeSummarizer, anthropic_agent, openai_chat_agent
+from otel_context.compaction.summary import (
+    CompactionError,
+    choose_cut,
+    drop_oldest_rounds,
+    overflow_gap,
+    rehydrate_files,
+    summarize,
+)
+from otel_context.pipeline import drive
+from otel_context.providers import for_format
+from otel_context.settings import Settings
+
+A = for_format("anthropic_messages")
+C = for_format("openai_chat")
+
+
+def test_cut_keeps_at_least_six_items_and_the_last_user_turn_at_a_boundary() -> None:
+    items = anthropic_agent(10)
+    cut = choose_cut(A, items, keep_recent=6)
+    assert cut is not None
+    assert len(items) - cut >= 6
+    assert cut in A.round_boundaries(items)
+    assert A.validate(items[cut:]) == []
+    # The last user turn (index 36 = the last genuine user message) is kept whole.
+    assert cut <= 36
+
+
+def test_cut_never_splits_openai_tool_calls() -> None:
+    items = openai_chat_agent(10)
+    for keep in range(1, 12):
+        cut = choose_cut(C, items, keep_recent=keep)
+        assert cut is not None
+        assert C.validate(items[cut:]) == []
+
+
+def test_one_giant_turn_is_cut_inside_at_a_boundary() -> None:
+    items = anthropic_agent(1)
+    # A single turn: keeping the whole last user turn leaves nothing, so the cut falls inside it.
+    cut = choose_cut(A, items, keep_recent=6)
+    assert cut is not None and 0 < cut < len(items)
+    assert A.validate(items[cut:]) == []
+
+
+def test_min_index_forces_progress_past_an_earlier_head() -> None:
+    items = anthropic_agent(3)
+    assert choose_cut(A, items, keep_recent=6, min_index=len(items) - 1) is None
+
+
+def test_overflow_gap_parses_provider_messages() -> None:
+    assert overflow_gap("prompt is too long: 212,230 tokens > 200000 maximum") == 12_230
+    assert overflow_gap("context_length_exceeded") is None
+
+
+def test_drop_oldest_rounds_drops_whole_rounds() -> None:
+    items = anthropic_agent(6)
+    shorter = drop_oldest_rounds(A, items, 3_000)
+    assert shorter is not None and len(shorter) < len(items)
+    assert A.validate(shorter) == []
+    newest_only = drop_oldest_rounds(A, items, 10**9)
+    assert newest_only is not None and len(newest_only) < 4
+    assert drop_oldest_rounds(A, items[-1:], 10) is None
+
+
+def _run(items: list[dict[str, Any]], summarizer: FakeSummarizer, **settings: Any) -> Any:
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 1024, "system": "sys", "messages": items}
+    return drive(
+        summarize(A, body, A.items(body), settings=Settings(**settings), model="claude-sonnet-4-6", window=30_000),
+        summarizer,
+    )
+
+
+def test_summarize_builds_a_no_tools_request_with_the_prompt_last() -> None:
+    fake = FakeSummarizer()
+    out = _run(anthropic_agent(10), fake)
+    request = fake.requests[0]
+    assert "tools" not in request
+    last = request["messages"][-1]
+    text = last["content"] if isinstance(last["content"], str) else last["content"][-1]["text"]
+    assert "<summary>" in text and "Do not call any tool" in text
+    assert out.summary.startswith("1. Primary request")
+    assert "<analysis>" not in str(out.head)
+    assert out.summary_tokens == 120
+
+
+def test_summarizer_overflow_drops_oldest_rounds_and_retries_up_to_three_times() -> None:
+    fake = FakeSummarizer(too_long=2)
+    out = _run(anthropic_agent(10), fake)
+    assert out.attempts == 3
+    sizes = [len(r["messages"]) for r in fake.requests]
+    assert sizes[0] > sizes[1] > sizes[2]
+
+    fake = FakeSummarizer(too_long=10)
+    with pytest.raises(CompactionError) as info:
+        _run(anthropic_agent(10), fake)
+    assert info.value.kind == "summary_too_long"
+    assert fake.calls == 4  # the first try and three retries
+
+
+def test_summarizer_failure_and_empty_answer_are_errors() -> None:
+    with pytest.raises(CompactionError):
+        _run(anthropic_agent(10), FakeSummarizer(fail=1))
+    with pytest.raises(CompactionError) as info:
+        _run(anthropic_agent(10), FakeSummarizer(text="<analysis>only</analysis>"))
+    assert info.value.kind == "no_summary"
+
+
+def test_summary_model_setting_selects_the_summarizer_model() -> None:
+    fake = FakeSummarizer()
+    _run(anthropic_agent(10), fake, summary_model="claude-haiku-4-5")
+    assert fake.requests[0]["model"] == "claude-haiku-4-5"
+
+
+def test_keep_recent_setting_changes_the_cut() -> None:
+    few = _run(anthropic_agent(10), FakeSummarizer(), keep_recent_messages=2)
+    many = _run(anthropic_agent(10), FakeSummarizer(), keep_recent_messages=12)
+    assert few.cut > many.cut
+
+
+def test_rehydration_restores_newest_files_within_limits() -> None:
+    items = anthropic_agent(10, result_chars=60_000)
+    settings = Settings()
+    cut = choose_cut(A, items, keep_recent=6)
+    assert cut is not None
+    full = rehydrate_files(A, items, cut, settings, window=200_000)
+    assert full.files == 5
+    assert full.tokens <= 25_000 and all(len(p) < 5_000 * 3 + 200 for p in full.text.split("<file")[1:])
+    # Newest first, and files read again in the kept part are not duplicated.
+    kept_paths = {"f9.py", "f8.py"}
+    assert all(f'path="{p}"' not in full.text for p in kept_paths)
+    assert 'path="f7.py"' in full.text and 'path="f2.py"' not in full.text
+    small = rehydrate_files(A, items, cut, settings, window=30_000)
+    assert small.tokens <= 7_500
+
+
+def test_rehydration_honours_tool_names_and_limits() -> None:
+    items = anthropic_agent(10)
+    cut = choose_cut(A, items, keep_recent=6)
+    assert cut is not None
+    assert rehydrate_files(A, items, cut, Settings(file_read_tools=frozenset({"cat"})), None).files == 0
+    assert rehydrate_files(A, items, cut, Settings(rehydrate_max_files=2), None).files == 2
