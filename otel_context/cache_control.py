@@ -1,0 +1,201 @@
+"""Place Anthropic ``cache_control`` breakpoints with discipline, for apps that want the cache done right.
+
+The cache serves the byte-identical prefix up to a breakpoint, in the order tools -> system -> messages. The
+discipline (the seeds' prompt-caching chapter, and what the telemetry keeps finding broken):
+
+* Stable prefix first: one breakpoint at the end of the tools, one at the end of the system prompt, one at
+  the end of the conversation. Each layer survives a change in the layers after it: a new turn leaves the
+  tools and system entries readable, a system-prompt edit leaves the tools entry readable.
+* At most the provider's limit of breakpoints (4), counting the ones the app placed itself; an app's own
+  breakpoint in a section is respected and that section gets no other.
+* Never a breakpoint on volatile content (a timestamp, a request id: anything that differs on every call),
+  and none after it either: everything after a volatile block changes with it, so a breakpoint there would
+  write the cache on every call (1.25x the input price) and never be read.
+
+:func:`place_cache_breakpoints` returns a new body and never mutates the one given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+__all__ = ["MAX_BREAKPOINTS", "looks_volatile", "place_cache_breakpoints"]
+
+#: Anthropic accepts at most four cache_control breakpoints per request.
+MAX_BREAKPOINTS = 4
+
+Section = Literal["tools", "system", "messages"]
+#: ``volatile(section, block)``: True when ``block`` differs between calls (no breakpoint on it or after it).
+VolatilePredicate = Callable[[Section, Any], bool]
+
+_VOLATILE_PATTERNS = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}"  # ISO date-time
+    r"|\b\d{1,2}:\d{2}:\d{2}\b"  # a clock time with seconds
+    r"|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"  # a UUID
+    r"|\b1[6-9]\d{8}(?:\d{3})?\b",  # a Unix timestamp (s or ms) from 2020 on
+    re.IGNORECASE,
+)
+_UNCACHEABLE_TYPES = frozenset({"thinking", "redacted_thinking"})
+
+
+def looks_volatile(section: Section, block: Any) -> bool:
+    """The default volatility test: a system block whose text carries a time of day, a UUID or a Unix
+    timestamp (the classic reasons a system prompt never hits the cache). Messages are history: what an
+    app wrote into a past message stays put, so they are never volatile by default."""
+    if section != "system":
+        return False
+    text = block if isinstance(block, str) else block.get("text") if isinstance(block, Mapping) else None
+    return isinstance(text, str) and _VOLATILE_PATTERNS.search(text) is not None
+
+
+def place_cache_breakpoints(
+    body: Mapping[str, Any],
+    *,
+    wire_format: str = "anthropic_messages",
+    ttl: Literal["5m", "1h"] | None = None,
+    max_breakpoints: int = MAX_BREAKPOINTS,
+    volatile: VolatilePredicate | None = None,
+) -> dict[str, Any]:
+    """A copy of ``body`` (a ``messages.create`` request) with breakpoints at the end of the tools, of the
+    system prompt and of the conversation, as far as the discipline above allows.
+
+    ``ttl``: ``"1h"`` for long-lived prefixes (written at 2x, worth it when calls are minutes apart);
+    default the provider's 5 minutes. ``volatile``: which blocks change between calls (default
+    :func:`looks_volatile`). Only the containers on the path to a new marker are copied.
+    """
+    if wire_format != "anthropic_messages":
+        raise ValueError(
+            f"place_cache_breakpoints writes Anthropic cache_control markers; {wire_format!r} is cached by the "
+            "provider automatically (keep the prompt's stable part first instead)"
+        )
+    if not isinstance(body, Mapping):
+        raise TypeError(f"place_cache_breakpoints needs the request body as a mapping, got {type(body).__name__}")
+    if not isinstance(max_breakpoints, int) or not 0 <= max_breakpoints <= MAX_BREAKPOINTS:
+        raise ValueError(f"max_breakpoints must be an int from 0 to {MAX_BREAKPOINTS}, got {max_breakpoints!r}")
+    if ttl not in (None, "5m", "1h"):
+        raise ValueError(f"ttl must be '5m', '1h' or None, got {ttl!r}")
+    is_volatile = volatile or looks_volatile
+    marker: dict[str, Any] = {"type": "ephemeral"} if ttl is None else {"type": "ephemeral", "ttl": ttl}
+
+    tools = _list(body.get("tools"))
+    system = body.get("system")
+    system_blocks: list[Any] = [system] if isinstance(system, str) else _list(system)
+    messages = _list(body.get("messages"))
+    message_blocks = [(m, b, block) for m, msg in enumerate(messages) for b, block in enumerate(_content(msg))]
+
+    existing = _count_markers(tools) + _count_markers(system_blocks) + _count_markers(messages)
+    existing += isinstance(body.get("cache_control"), Mapping)
+    budget = max_breakpoints - existing
+
+    out = dict(body)
+    # Walk the prefix in cache order; stop at the first volatile block: nothing after it is stable.
+    tool_at, stop = _candidate("tools", list(enumerate(tools)), is_volatile)
+    system_at, stop_system = (None, True) if stop else _candidate("system", list(enumerate(system_blocks)), is_volatile)
+    message_at: tuple[int, int] | None = None
+    if not (stop or stop_system):
+        indexed = [((m, b), block) for m, b, block in message_blocks]
+        message_at, _ = _candidate("messages", indexed, is_volatile)
+    place_tools = tool_at is not None and budget > 0 and not _count_markers(tools)
+    budget -= place_tools
+    place_system = system_at is not None and budget > 0 and not _count_markers(system_blocks)
+    budget -= place_system
+    place_messages = message_at is not None and budget > 0 and not _count_markers(messages)
+    if ttl == "1h":
+        _check_ttl_order(tools, system_blocks, place_system, place_messages)
+    if place_tools and tool_at is not None:
+        out["tools"] = _marked_list(tools, tool_at, marker)
+    if place_system and system_at is not None:
+        out["system"] = _marked_list(system_blocks, system_at, marker)
+    if place_messages and message_at is not None:
+        m, b = message_at
+        new_messages = list(messages)
+        new_messages[m] = {**messages[m], "content": _marked_list(_content(messages[m]), b, marker)}
+        out["messages"] = new_messages
+    return out
+
+
+def _candidate(
+    section: Section, blocks: Sequence[tuple[Any, Any]], is_volatile: VolatilePredicate
+) -> tuple[Any | None, bool]:
+    """The position of the last block that can carry a breakpoint before the first volatile one, and
+    whether a volatile block was met (then later sections get no breakpoint)."""
+    found = None
+    for position, block in blocks:
+        if is_volatile(section, block):
+            return found, True
+        if _cacheable(block):
+            found = position
+    return found, False
+
+
+def _cacheable(block: Any) -> bool:
+    """Whether the API accepts cache_control on this block (not on thinking blocks, nor on empty text)."""
+    if isinstance(block, str):
+        return bool(block)
+    if not isinstance(block, Mapping):
+        return False
+    if block.get("type") in _UNCACHEABLE_TYPES:
+        return False
+    return not (block.get("type") == "text" and not block.get("text"))
+
+
+def _marked_list(blocks: Sequence[Any], index: int, marker: Mapping[str, Any]) -> list[Any]:
+    out = list(blocks)
+    block = out[index]
+    base = {"type": "text", "text": block} if isinstance(block, str) else dict(block)
+    base["cache_control"] = dict(marker)
+    out[index] = base
+    return out
+
+
+def _content(message: Any) -> list[Any]:
+    if not isinstance(message, Mapping):
+        return []
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content]
+    return _list(content)
+
+
+def _list(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, tuple):
+        return list(value)
+    return []  # absent, None, or the SDK's omit/NOT_GIVEN sentinels
+
+
+def _markers(value: Any) -> list[Mapping[str, Any]]:
+    """Every cache_control marker inside ``value`` (blocks, messages, nested tool_result content)."""
+    found: list[Mapping[str, Any]] = []
+    if isinstance(value, Mapping):
+        marker = value.get("cache_control")
+        if isinstance(marker, Mapping):
+            found.append(marker)
+        for key, item in value.items():
+            if key != "cache_control" and isinstance(item, (list, tuple, Mapping)):
+                found.extend(_markers(item))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            found.extend(_markers(item))
+    return found
+
+
+def _count_markers(value: Any) -> int:
+    return len(_markers(value))
+
+
+def _check_ttl_order(tools: list[Any], system: list[Any], place_system: bool, place_messages: bool) -> None:
+    """Anthropic requires 1-hour breakpoints to come before 5-minute ones: refuse to add one after the
+    app's own 5-minute breakpoint rather than send a request the API rejects."""
+
+    def short(section: list[Any]) -> bool:
+        return any(m.get("ttl", "5m") != "1h" for m in _markers(section))
+
+    if (place_system and short(tools)) or (place_messages and (short(tools) or short(system))):
+        raise ValueError(
+            "ttl='1h' breakpoints must come before 5-minute ones, and the body already has a 5-minute "
+            "cache_control breakpoint earlier in the prompt; remove it, or call place_cache_breakpoints without ttl"
+        )
