@@ -153,7 +153,7 @@ class SimulatedProvider:
         server.sim = self
         self._server = server
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name="simulated-provider"
+            target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True, name="simulated-provider"
         )
         self._thread.start()
         return self
@@ -203,34 +203,41 @@ class SimulatedProvider:
 
     # -- SDK clients -----------------------------------------------------------------------------------------
 
-    def _kw(self, kw: dict[str, Any], key: str) -> dict[str, Any]:
-        out = {"api_key": key, "max_retries": 0}
+    def _kw(self, kw: dict[str, Any], sdk: Any, *, is_async: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"api_key": "sim-key", "max_retries": 0}
         out.update(kw)
+        if "http_client" not in out:
+            # The server is plain HTTP on loopback: skip loading the CA bundle (~50 ms per client).
+            factory = sdk.DefaultAsyncHttpxClient if is_async else sdk.DefaultHttpxClient
+            out["http_client"] = factory(verify=False)
         return out
 
     def anthropic(self, **kw: Any) -> Any:
-        """A real ``anthropic.Anthropic`` client pointed at this server (api_key="sim-key", max_retries=0)."""
+        """A real ``anthropic.Anthropic`` client pointed at this server (api_key="sim-key", max_retries=0).
+
+        Keyword arguments go to the client constructor and override those defaults.
+        """
         import anthropic
 
-        return anthropic.Anthropic(base_url=self.base_url, **self._kw(kw, "sim-key"))
+        return anthropic.Anthropic(base_url=self.base_url, **self._kw(kw, anthropic, is_async=False))
 
     def async_anthropic(self, **kw: Any) -> Any:
         """A real ``anthropic.AsyncAnthropic`` client pointed at this server."""
         import anthropic
 
-        return anthropic.AsyncAnthropic(base_url=self.base_url, **self._kw(kw, "sim-key"))
+        return anthropic.AsyncAnthropic(base_url=self.base_url, **self._kw(kw, anthropic, is_async=True))
 
     def openai(self, **kw: Any) -> Any:
         """A real ``openai.OpenAI`` client pointed at this server (api_key="sim-key", max_retries=0)."""
         import openai
 
-        return openai.OpenAI(base_url=self.openai_base_url, **self._kw(kw, "sim-key"))
+        return openai.OpenAI(base_url=self.openai_base_url, **self._kw(kw, openai, is_async=False))
 
     def async_openai(self, **kw: Any) -> Any:
         """A real ``openai.AsyncOpenAI`` client pointed at this server."""
         import openai
 
-        return openai.AsyncOpenAI(base_url=self.openai_base_url, **self._kw(kw, "sim-key"))
+        return openai.AsyncOpenAI(base_url=self.openai_base_url, **self._kw(kw, openai, is_async=True))
 
     # -- configuration and record ----------------------------------------------------------------------------
 
