@@ -1,0 +1,428 @@
+"""The engine's plan on plain data, driven with a fake summarizer answer (no SDK, no network).
+
+Covers transparent mode (memo reuse, byte-identical prefix, the caller's body untouched), reactive
+compaction with one retry, the breaker, the kill switches and modes, hooks, histories left alone, the
+compact span's attributes and the project metrics.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from compaction.support import FakeSummarizer, Otel, anthropic_agent, openai_chat_agent
+
+from otel_context import engine, semconv
+from otel_context.compaction.hooks import PreCompactDecision
+from otel_context.pipeline import CallPlan, CallRequest, drive
+from otel_context.settings import Settings, resolve
+from otel_context.usage import TokenUsage
+
+MODEL = "claude-sonnet-4-6"
+
+
+def _body(messages: list[dict[str, Any]], model: str = MODEL) -> dict[str, Any]:
+    return {"model": model, "max_tokens": 1024, "system": "You are an agent.", "messages": messages}
+
+
+class Caller:
+    """Plays the instrumentation: a chat span per call, plan, then on_response with a usage."""
+
+    def __init__(self, otel: Otel, summarizer: FakeSummarizer, wire_format: str = "anthropic_messages") -> None:
+        self.tracer = otel.tracer_provider.get_tracer("test")
+        self.summarizer = summarizer
+        self.wire_format = wire_format
+
+    def call(
+        self,
+        body: dict[str, Any],
+        settings: Settings,
+        usage: TokenUsage | None = None,
+        response: dict[str, Any] | None = None,
+        provider: str = "anthropic",
+    ) -> CallPlan:
+        with self.tracer.start_as_current_span("chat " + str(body.get("model"))) as span:
+            request = CallRequest(provider, self.wire_format, body, body.get("model"), False, settings)  # type: ignore[arg-type]
+            plan = drive(engine.plan(span, request), self.summarizer)
+            span.set_attributes(plan.attributes)
+            plan.on_response(span, usage, response)
+        return plan
+
+
+def _sent(plan: CallPlan) -> str:
+    return json.dumps(plan.body["messages"])
+
+
+SMALL = Settings(auto_compact_window=30_000)
+
+
+def test_below_threshold_nothing_changes(otel: Otel, summarizer: FakeSummarizer) -> None:
+    body = _body(anthropic_agent(2))
+    plan = Caller(otel, summarizer).call(body, SMALL)
+    assert plan.body is body
+    assert summarizer.calls == 0
+    assert plan.attributes[semconv.CONTEXT_WINDOW] == 30_000
+    assert plan.attributes[semconv.CONTEXT_STATE] == "ok"
+    assert plan.attributes[semconv.GEN_AI_CONVERSATION_ID].startswith("anthropic:")
+
+
+def test_transparent_mode_compacts_once_then_reuses_the_memo(otel: Otel, summarizer: FakeSummarizer) -> None:
+    caller = Caller(otel, summarizer)
+    history = anthropic_agent(12, 8000)
+    original = copy.deepcopy(history)
+    first = caller.call(_body(history), SMALL, usage=TokenUsage(input_tokens=12_000, output_tokens=50))
+    assert summarizer.calls == 1
+    assert first.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+    assert history == original  # the caller's list and messages are untouched
+    assert len(first.body["messages"]) < len(history)
+    # The app appends and resends everything: the memo replaces the same prefix with the same head.
+    history += [{"role": "user", "content": "next"}]
+    second = caller.call(_body(list(history)), SMALL, usage=TokenUsage(input_tokens=12_500, output_tokens=50))
+    assert summarizer.calls == 1
+    assert semconv.GEN_AI_CONVERSATION_COMPACTED not in second.attributes
+    sent1, sent2 = first.body["messages"], second.body["messages"]
+    assert json.dumps(sent2[: len(sent1)]) == json.dumps(sent1)  # byte-identical prefix
+    assert sent2[0] is sent1[0]  # the very same summary object
+    assert sent2[-1] == {"role": "user", "content": "next"}
+    # One compact span, success, with every attribute of TELEMETRY.md §2.
+    (span,) = otel.compact_spans()
+    for key in (
+        semconv.COMPACTION_TRIGGER_SOURCE,
+        semconv.COMPACTION_STRATEGY,
+        semconv.COMPACTION_INPUT_TOKENS,
+        semconv.COMPACTION_OUTPUT_TOKENS,
+        semconv.COMPACTION_SUMMARY_TOKENS,
+        semconv.COMPACTION_MESSAGES_COMPACTED,
+        semconv.COMPACTION_DURATION_MS,
+        semconv.COMPACTION_OUTCOME,
+        semconv.COMPACTION_CONSECUTIVE_FAILURES,
+        semconv.COMPACTION_FILES_REHYDRATED,
+        semconv.COMPACTION_THRESHOLD_TOKENS,
+    ):
+        assert key in span.attributes, key
+    assert span.attributes[semconv.COMPACTION_OUTCOME] == "success"
+    assert span.attributes[semconv.COMPACTION_SUMMARY_TOKENS] == 120
+    assert span.attributes[semconv.COMPACTION_THRESHOLD_TOKENS] == 30_000 - 1_024 - 1_950
+
+
+def test_memo_is_keyed_by_content_not_by_conversation_key(otel: Otel, summarizer: FakeSummarizer) -> None:
+    caller = Caller(otel, summarizer)
+    history = anthropic_agent(12, 8000)
+    caller.call(_body(history), SMALL)
+    assert summarizer.calls == 1
+    # Same first user message (same derived key) but a different later history: no reuse of the summary.
+    other = copy.deepcopy(history)
+    other[3]["content"] = [{"type": "text", "text": "a different answer"}]
+    plan = caller.call(_body(other), SMALL)
+    assert summarizer.calls == 2
+    assert plan.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+
+
+def test_compact_span_is_a_child_of_the_chat_span_and_parents_the_summarizer(otel: Otel) -> None:
+    tracer = otel.tracer_provider.get_tracer("test")
+    seen: list[Any] = []
+
+    def summarizer(request: Any) -> Any:
+        from opentelemetry import trace
+
+        seen.append(trace.get_current_span())
+        return FakeSummarizer()(request)
+
+    with tracer.start_as_current_span("chat x") as chat:
+        drive(
+            engine.plan(
+                chat,
+                CallRequest("anthropic", "anthropic_messages", _body(anthropic_agent(12, 8000)), MODEL, False, SMALL),
+            ),
+            summarizer,
+        )
+    (compact,) = otel.compact_spans()
+    assert compact.parent is not None and compact.parent.span_id == chat.get_span_context().span_id
+    assert seen[0].get_span_context().span_id == compact.context.span_id
+
+
+def test_failed_compaction_sends_the_original_and_counts(otel: Otel) -> None:
+    caller = Caller(otel, FakeSummarizer(fail=1))
+    body = _body(anthropic_agent(12, 8000))
+    plan = caller.call(body, SMALL)
+    assert plan.body is body
+    (span,) = otel.compact_spans()
+    assert span.attributes[semconv.COMPACTION_OUTCOME] == "failure"
+    assert span.attributes[semconv.COMPACTION_CONSECUTIVE_FAILURES] == 1
+    assert span.attributes[semconv.ERROR_TYPE]
+    assert span.status.status_code.name == "ERROR"
+    assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "failure"}) == 1
+
+
+def test_breaker_opens_after_three_failures_and_skips(otel: Otel) -> None:
+    fake = FakeSummarizer(fail=100)
+    caller = Caller(otel, fake)
+    history = anthropic_agent(12, 8000)
+    for i in range(5):
+        history = [*history, {"role": "user", "content": f"more {i}"}]
+        plan = caller.call(_body(list(history)), SMALL)
+    assert fake.calls == 3  # no fourth attempt
+    assert plan.attributes[semconv.COMPACTION_BREAKER_OPEN] is True
+    assert plan.attributes[semconv.CONTEXT_STATE] in ("error", "blocking")
+    assert len(otel.compact_spans()) == 3
+    assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "skipped"}) == 2
+    assert otel.counter_value(semconv.METRIC_BREAKERS_OPEN) == 1
+
+
+def test_counters_start_at_zero_for_every_trigger_and_outcome(otel: Otel, summarizer: FakeSummarizer) -> None:
+    Caller(otel, summarizer).call(_body(anthropic_agent(1)), SMALL)
+    points = otel.metric_points(semconv.METRIC_COMPACTIONS)
+    combos = {
+        (p.attributes[semconv.COMPACTION_TRIGGER_SOURCE], p.attributes[semconv.COMPACTION_OUTCOME]) for p in points
+    }
+    for trigger in semconv.TRIGGER_SOURCES:
+        for outcome in semconv.OUTCOMES:
+            assert (trigger, outcome) in combos
+    assert all(p.value == 0 for p in points)
+    assert {p.attributes[semconv.GEN_AI_REQUEST_MODEL] for p in points} == {MODEL}
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        Settings(auto_compact_window=30_000, compaction="observe"),
+        Settings(auto_compact_window=30_000, compaction="off"),
+        Settings(auto_compact_window=30_000, disable_compact=True),
+        Settings(auto_compact_window=30_000, disable_auto_compact=True),
+        resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "30000", "OTEL_CONTEXT_COMPACTION": "observe"}),
+        resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "30000", "OTEL_CONTEXT_DISABLE_COMPACT": "true"}),
+        resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "30000", "OTEL_CONTEXT_DISABLE_AUTO_COMPACT": "1"}),
+    ],
+    ids=["observe", "off", "disable_compact", "disable_auto", "env-observe", "env-disable", "env-disable-auto"],
+)
+def test_modes_and_kill_switches_never_rewrite(otel: Otel, summarizer: FakeSummarizer, settings: Settings) -> None:
+    body = _body(anthropic_agent(12, 8000))
+    plan = Caller(otel, summarizer).call(body, settings)
+    assert plan.body is body
+    assert summarizer.calls == 0
+    # Telemetry stays on: the context attributes are still there.
+    assert plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] > 27_000
+    assert plan.attributes[semconv.CONTEXT_STATE] in ("error", "blocking")
+
+
+def test_unknown_model_without_override_is_observe_only(otel: Otel, summarizer: FakeSummarizer) -> None:
+    body = _body(anthropic_agent(40, 8000), model="my-local-model")
+    plan = Caller(otel, summarizer).call(body, Settings())
+    assert plan.body is body and summarizer.calls == 0
+    assert semconv.CONTEXT_WINDOW not in plan.attributes
+    plan = Caller(otel, summarizer).call(body, Settings(auto_compact_window=30_000))
+    assert summarizer.calls == 1
+
+
+def test_env_window_and_pct_override_trigger_compaction(otel: Otel, summarizer: FakeSummarizer) -> None:
+    body = _body(anthropic_agent(6))  # about 7K tokens: far below 200K
+    caller = Caller(otel, summarizer)
+    assert caller.call(body, resolve(env={})).body is body
+    engine.reset()
+    assert caller.call(body, resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "7000"})).body is not body
+    engine.reset()
+    assert (
+        caller.call(
+            body,
+            resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "30000", "OTEL_CONTEXT_AUTOCOMPACT_PCT_OVERRIDE": "20"}),
+        ).body
+        is not body
+    )
+    assert summarizer.calls == 2
+
+
+def test_env_summary_model_and_keep_recent(otel: Otel, summarizer: FakeSummarizer) -> None:
+    settings = resolve(
+        env={
+            "OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "30000",
+            "OTEL_CONTEXT_SUMMARY_MODEL": "claude-haiku-4-5",
+            "OTEL_CONTEXT_KEEP_RECENT_MESSAGES": "2",
+        }
+    )
+    history = anthropic_agent(12, 8000)
+    plan = Caller(otel, summarizer).call(_body(history), settings)
+    assert summarizer.requests[0]["model"] == "claude-haiku-4-5"
+    assert len(plan.body["messages"]) == 1 + 4  # the summary + the last user turn (4 items), not 6
+
+
+def test_unknown_content_is_sent_unchanged_with_the_reason(otel: Otel, summarizer: FakeSummarizer) -> None:
+    history = anthropic_agent(12, 8000)
+    history[3] = {"role": "assistant", "content": [{"type": "future_block", "data": 1}]}
+    body = _body(history)
+    plan = Caller(otel, summarizer).call(body, SMALL)
+    assert plan.body is body and summarizer.calls == 0
+    (chat,) = otel.spans("chat " + MODEL)
+    assert "future_block" in chat.attributes[semconv.CONTEXT_COMPACTION_SKIPPED_REASON]
+
+
+def test_broken_pairing_from_the_app_is_left_alone(otel: Otel, summarizer: FakeSummarizer) -> None:
+    history = anthropic_agent(12, 8000)
+    del history[2]  # a tool_use without its result
+    body = _body(history)
+    plan = Caller(otel, summarizer).call(body, SMALL)
+    assert plan.body is body and summarizer.calls == 0
+
+
+def test_pre_compact_hook_can_veto_or_add_instructions(otel: Otel, summarizer: FakeSummarizer) -> None:
+    body = _body(anthropic_agent(12, 8000))
+    veto = Settings(auto_compact_window=30_000, pre_compact=lambda event: False)
+    assert Caller(otel, summarizer).call(body, veto).body is body
+    assert summarizer.calls == 0
+    engine.reset()
+    events: list[Any] = []
+
+    def keep(event: Any) -> PreCompactDecision:
+        events.append(event)
+        return PreCompactDecision(instructions="Keep ticket ABC-123 verbatim.")
+
+    Caller(otel, summarizer).call(body, Settings(auto_compact_window=30_000, pre_compact=keep))
+    assert events[0].trigger == "auto" and events[0].estimated_tokens > 0
+    assert "Keep ticket ABC-123 verbatim." in json.dumps(summarizer.requests[0])
+
+
+def test_post_compact_hook_adds_messages_and_a_failing_hook_is_ignored(otel: Otel, summarizer: FakeSummarizer) -> None:
+    settings = Settings(auto_compact_window=30_000, post_compact=lambda event: ["RULES: always use clap"])
+    plan = Caller(otel, summarizer).call(_body(anthropic_agent(12, 8000)), settings)
+    assert "RULES: always use clap" in json.dumps(plan.body["messages"][:3])
+    engine.reset()
+
+    def broken(event: Any) -> None:
+        raise RuntimeError("hook bug")
+
+    plan = Caller(otel, summarizer).call(
+        _body(anthropic_agent(12, 8000)), Settings(auto_compact_window=30_000, post_compact=broken)
+    )
+    assert plan.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+
+
+def test_explicit_conversation_id(otel: Otel, summarizer: FakeSummarizer) -> None:
+    import otel_context
+
+    with otel_context.conversation("ticket-42"):
+        plan = Caller(otel, summarizer).call(_body(anthropic_agent(1)), SMALL)
+    assert plan.attributes[semconv.GEN_AI_CONVERSATION_ID] == "ticket-42"
+
+
+class TooLong(Exception):
+    status_code = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+def test_reactive_compacts_once_and_retries_once(otel: Otel, summarizer: FakeSummarizer) -> None:
+    tracer = otel.tracer_provider.get_tracer("test")
+    body = _body(anthropic_agent(8))  # below the threshold by our estimate
+    with tracer.start_as_current_span("chat x") as span:
+        plan = drive(
+            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, False, SMALL)), summarizer
+        )
+        assert plan.body is body
+        error = TooLong("prompt is too long: 31000 tokens > 30000 maximum")
+        retry = drive(plan.on_too_long(span, error), summarizer)
+        assert retry is not None and len(retry["messages"]) < len(body["messages"])
+        assert drive(plan.on_too_long(span, error), summarizer) is None  # only one retry
+    (compact,) = otel.compact_spans()
+    assert compact.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == "reactive"
+    assert compact.attributes[semconv.COMPACTION_INPUT_TOKENS] == 31_000
+
+
+def test_reactive_ignores_other_errors(otel: Otel, summarizer: FakeSummarizer) -> None:
+    tracer = otel.tracer_provider.get_tracer("test")
+    body = _body(anthropic_agent(8))
+    with tracer.start_as_current_span("chat x") as span:
+        plan = drive(
+            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, False, SMALL)), summarizer
+        )
+        assert drive(plan.on_too_long(span, TooLong("messages: field required")), summarizer) is None
+    assert otel.compact_spans() == []
+
+
+def test_provider_compaction_is_reported(otel: Otel, summarizer: FakeSummarizer) -> None:
+    usage = TokenUsage(
+        input_tokens=229,
+        output_tokens=5,
+        compaction_input_tokens=55_196,
+        compaction_output_tokens=131,
+        compaction_iterations=1,
+    )
+    response = {"content": [{"type": "compaction", "content": "..."}, {"type": "text", "text": "Hello!"}]}
+    Caller(otel, summarizer).call(_body(anthropic_agent(1)), SMALL, usage=usage, response=response)
+    (compact,) = otel.compact_spans()
+    assert compact.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == "provider"
+    assert compact.attributes[semconv.COMPACTION_STRATEGY] == "provider"
+    assert compact.attributes[semconv.COMPACTION_INPUT_TOKENS] == 55_196
+    (chat,) = otel.spans("chat " + MODEL)
+    assert chat.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+    assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_TRIGGER_SOURCE: "provider"}) == 1
+
+
+def test_openai_compaction_item_and_context_editing_are_reported(otel: Otel, summarizer: FakeSummarizer) -> None:
+    caller = Caller(otel, summarizer)
+    caller.call(
+        _body(anthropic_agent(1)),
+        SMALL,
+        usage=TokenUsage(input_tokens=10),
+        response={
+            "context_management": {
+                "applied_edits": [
+                    {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 3, "cleared_input_tokens": 4000}
+                ]
+            }
+        },
+    )
+    caller = Caller(otel, summarizer, wire_format="openai_responses")
+    body = {"model": "gpt-5", "input": [{"role": "user", "content": "hi"}]}
+    caller.call(
+        body,
+        SMALL,
+        usage=TokenUsage(input_tokens=10),
+        response={"output": [{"type": "compaction", "id": "c1", "encrypted_content": "x"}]},
+        provider="openai",
+    )
+    spans = otel.compact_spans()
+    assert len(spans) == 2
+    assert spans[0].attributes[semconv.COMPACTION_MESSAGES_COMPACTED] == 3
+
+
+def test_utilization_metric_and_attribute(otel: Otel, summarizer: FakeSummarizer) -> None:
+    Caller(otel, summarizer).call(
+        _body(anthropic_agent(1)), SMALL, usage=TokenUsage(input_tokens=14_500, output_tokens=10)
+    )
+    (chat,) = otel.spans("chat " + MODEL)
+    assert chat.attributes[semconv.CONTEXT_UTILIZATION] == pytest.approx(14_500 / 28_976)
+    (point,) = otel.metric_points(semconv.METRIC_CONTEXT_UTILIZATION)
+    assert point.count == 1
+
+
+def test_estimate_is_anchored_on_reported_usage(otel: Otel, summarizer: FakeSummarizer) -> None:
+    caller = Caller(otel, summarizer)
+    history = anthropic_agent(2)
+    caller.call(_body(history), SMALL, usage=TokenUsage(input_tokens=20_000, output_tokens=100))
+    plan = caller.call(_body([*history, {"role": "user", "content": "hi"}]), SMALL)
+    assert 20_100 < plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] < 20_200
+
+
+def test_engine_failure_never_reaches_the_caller(otel: Otel, summarizer: FakeSummarizer) -> None:
+    body = {"model": MODEL, "max_tokens": 10, "messages": "not a list"}
+    plan = Caller(otel, summarizer).call(body, SMALL)  # type: ignore[arg-type]
+    assert plan.body is body
+
+
+def test_openai_chat_plan_compacts_valid_history(otel: Otel, summarizer: FakeSummarizer) -> None:
+    from otel_context.providers import for_format
+
+    body = {
+        "model": "gpt-4o",
+        "max_tokens": 1024,
+        "messages": [{"role": "system", "content": "sys"}, *openai_chat_agent(12, 8000)],
+    }
+    plan = Caller(otel, summarizer, wire_format="openai_chat").call(body, SMALL, provider="openai")
+    assert plan.body["messages"][0] == {"role": "system", "content": "sys"}
+    adapter = for_format("openai_chat")
+    assert adapter.validate(adapter.items(plan.body)) == []
+    assert len(plan.body["messages"]) < len(body["messages"])
