@@ -41,9 +41,9 @@ __all__ += ["CompactionResult", "Compactor", "conversation", "microcompact", "sh
 
 
 def __getattr__(name: str) -> Any:
-    """``microcompact`` is imported on first use (the rule-based layer, no LLM call)."""
+    """``microcompact(messages, wire_format=...)`` is imported on first use (the rule-based layer, no LLM call)."""
     if name == "microcompact":
-        from otel_context.compaction.microcompact import microcompact
+        from otel_context.compaction.microcompact import microcompact_messages
 
-        return microcompact
+        return microcompact_messages
     raise AttributeError(f"module 'otel_context' has no attribute {name!r}")

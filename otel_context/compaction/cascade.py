@@ -14,6 +14,7 @@ the app: the engine sends the original request when a compaction fails.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
 from collections.abc import Generator, Mapping, Sequence
@@ -257,7 +258,13 @@ def _microcompact(job: CompactionJob, items: Sequence[Item]) -> tuple[list[Item]
     run = getattr(micro, "microcompact_items", None)
     if run is None:
         return None
-    result = run(job.adapter, items, job.settings)
+    settings = job.settings
+    if job.budget is not None:
+        # "clear at least" is 5,000 tokens, or 2.5 % of the window when that is smaller.
+        floor = max(1, job.budget.window * 25 // 1000)
+        if floor < settings.microcompact_clear_at_least:
+            settings = dataclasses.replace(settings, microcompact_clear_at_least=floor)
+    result = run(job.adapter, items, settings)
     new_items = getattr(result, "items", result)
     cleared = int(getattr(result, "cleared", 0) or 0)
     if new_items is None or list(new_items) == list(items):

@@ -426,3 +426,52 @@ def test_openai_chat_plan_compacts_valid_history(otel: Otel, summarizer: FakeSum
     adapter = for_format("openai_chat")
     assert adapter.validate(adapter.items(plan.body)) == []
     assert len(plan.body["messages"]) < len(body["messages"])
+
+
+def test_microcompact_runs_first_when_enabled_and_can_avoid_the_summary(otel: Otel, summarizer: FakeSummarizer) -> None:
+    body = _body(anthropic_agent(12, 8000))
+    for settings in (
+        Settings(auto_compact_window=30_000, microcompact=True),
+        resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "30000", "OTEL_CONTEXT_MICROCOMPACT": "on"}),
+    ):
+        engine.reset()
+        plan = Caller(otel, summarizer).call(body, settings)
+        assert "[Old tool result content cleared]" in _sent(plan)
+        assert len(plan.body["messages"]) == len(body["messages"])  # nothing summarized: clearing was enough
+    assert summarizer.calls == 0
+    spans = otel.compact_spans()
+    assert [s.attributes[semconv.COMPACTION_STRATEGY] for s in spans] == ["microcompact", "microcompact"]
+    assert spans[0].attributes[semconv.COMPACTION_MESSAGES_COMPACTED] == 9
+
+
+def test_microcompact_knobs_keep_recent_from_env(otel: Otel, summarizer: FakeSummarizer) -> None:
+    body = _body(anthropic_agent(12, 8000))
+    settings = resolve(
+        env={
+            "OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "30000",
+            "OTEL_CONTEXT_MICROCOMPACT": "true",
+            "OTEL_CONTEXT_MICROCOMPACT_KEEP_RECENT": "6",
+            "OTEL_CONTEXT_MICROCOMPACT_CLEAR_AT_LEAST": "100",
+        }
+    )
+    Caller(otel, summarizer).call(body, settings)
+    (span,) = otel.compact_spans()[:1]
+    assert span.attributes[semconv.COMPACTION_MESSAGES_COMPACTED] == 6
+
+
+def test_oversized_tool_result_is_capped(otel: Otel, summarizer: FakeSummarizer) -> None:
+    history = anthropic_agent(2, 3000)
+    history[2] = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_000", "content": "y" * 90_000}],
+    }
+    settings = resolve(
+        env={
+            "OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "30000",
+            "OTEL_CONTEXT_MICROCOMPACT": "on",
+            "OTEL_CONTEXT_MAX_TOOL_RESULT_TOKENS": "2000",
+        }
+    )
+    plan = Caller(otel, summarizer).call(_body(history), settings)
+    sent = _sent(plan)
+    assert "omitted" in sent and len(sent) < 20_000
