@@ -6,6 +6,7 @@ so a client sees the same error shape as from the real API (never a traceback).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -56,6 +57,14 @@ OPENAI_DEFAULTS: dict[int, tuple[str, str | None, str]] = {
 }
 
 
+class _Default(enum.Enum):
+    DEFAULT = "default"
+
+
+DEFAULT_CODE = _Default.DEFAULT
+"""``SimError.code`` value meaning "the provider's usual code for this status" (None means JSON null)."""
+
+
 @dataclass
 class SimError(Exception):
     """An error response. ``error_type``/``code``/``param`` default to the provider's usual values."""
@@ -63,7 +72,7 @@ class SimError(Exception):
     status: int
     message: str | None = None
     error_type: str | None = None
-    code: str | None = None
+    code: str | None | _Default = DEFAULT_CODE
     param: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -87,7 +96,7 @@ def openai_error_body(err: SimError) -> tuple[int, dict[str, Any]]:
         status, ("server_error" if status >= 500 else "invalid_request_error", None, "Error.")
     )
     etype = err.error_type or dtype
-    code = err.code if err.code is not None else dcode
+    code = dcode if err.code is DEFAULT_CODE else err.code
     # An Anthropic-only type name given for an OpenAI endpoint keeps the OpenAI default.
     if err.error_type in ("overloaded_error", "api_error", "rate_limit_error"):
         etype = dtype

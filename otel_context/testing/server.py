@@ -21,7 +21,7 @@ from typing import Any
 from .anthropic_api import count_tokens_endpoint, messages_endpoint
 from .caching import PromptCache
 from .clock import ManualClock
-from .errors import Flavor, SimError, anthropic_error_body, openai_error_body
+from .errors import DEFAULT_CODE, Flavor, SimError, anthropic_error_body, openai_error_body
 from .faults import Fault, FaultQueue
 from .http import JsonResult, Request, Result, SseEvent
 from .ids import anthropic_id, openai_request_id
@@ -345,7 +345,7 @@ class SimulatedProvider:
                     fault.status,
                     fault.message,
                     error_type=fault.error_type,
-                    code=fault.code,
+                    code=fault.code if fault.code is not None else DEFAULT_CODE,
                     headers={"retry-after": str(fault.retry_after)}
                     if fault.retry_after is not None and fault.status in (429, 529, 503)
                     else {},

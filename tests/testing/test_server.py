@@ -1,0 +1,182 @@
+"""The HTTP layer: bad input, unknown paths, internal errors, keep-alive, the record, lifecycle."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import subprocess
+import sys
+from typing import Any
+
+import anthropic
+import pytest
+
+from otel_context.testing import ManualClock, SimulatedProvider
+from otel_context.testing import server as server_module
+
+from .helpers import CLAUDE, GPT
+
+
+def _raw(sim: Any, path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", sim.port, timeout=5)
+    try:
+        conn.request("POST", path, body, {"content-type": "application/json", **(headers or {})})
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, json.loads(data)
+    finally:
+        conn.close()
+
+
+def test_malformed_json_anthropic(sim: Any) -> None:
+    status, headers, body = _raw(sim, "/v1/messages", b"{not json")
+    assert status == 400
+    assert body["type"] == "error"
+    assert body["error"]["type"] == "invalid_request_error"
+    assert headers["request-id"] == body["request_id"]
+    assert sim.last_exchange.status == 400 and sim.last_exchange.body is None
+
+
+def test_malformed_json_openai(sim: Any) -> None:
+    status, headers, body = _raw(sim, "/v1/chat/completions", b"[1, 2")
+    assert status == 400
+    assert body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["message"].startswith("We could not parse the JSON body of your request.")
+    assert headers["x-request-id"].startswith("req_")
+
+
+def test_non_object_body(sim: Any) -> None:
+    status, _, body = _raw(sim, "/v1/messages", b"[]")
+    assert status == 400 and body["error"]["type"] == "invalid_request_error"
+    status, _, body = _raw(sim, "/v1/responses", b'"text"')
+    assert status == 400 and body["error"]["code"] == "invalid_type"
+
+
+def test_unknown_paths(sim: Any) -> None:
+    status, _, body = _raw(sim, "/v1/completions", b"{}")
+    assert status == 404
+    assert body == {
+        "error": {
+            "message": "Invalid URL (POST /v1/completions)",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    }
+    status, _, body = _raw(sim, "/v1/files", b"{}", {"anthropic-version": "2023-06-01"})
+    assert status == 404 and body["error"]["type"] == "not_found_error"
+
+
+def test_query_string_is_ignored(sim: Any) -> None:
+    payload = json.dumps({"model": CLAUDE, "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}).encode()
+    status, _, body = _raw(sim, "/v1/messages?beta=true", payload)
+    assert status == 200 and body["type"] == "message"
+
+
+def test_internal_error_is_provider_shaped_and_silent(
+    sim: Any, anthropic_client: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    def boom(state: Any, req: Any) -> Any:
+        raise RuntimeError("simulator bug")
+
+    monkeypatch.setitem(server_module._ROUTES, "/v1/messages", ("anthropic", boom))
+    with pytest.raises(anthropic.InternalServerError) as info:
+        anthropic_client.messages.create(model=CLAUDE, max_tokens=5, messages=[{"role": "user", "content": "x"}])
+    assert info.value.body["error"]["type"] == "api_error"
+    assert "RuntimeError: simulator bug" in (sim.last_exchange.error or "")
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err
+
+
+def test_keep_alive_serves_many_requests_on_one_connection(sim: Any) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", sim.port, timeout=5)
+    payload = json.dumps({"model": GPT, "messages": [{"role": "user", "content": "x"}]})
+    try:
+        conn.connect()
+        sock = conn.sock
+        for _ in range(3):
+            conn.request("POST", "/v1/chat/completions", payload, {"content-type": "application/json"})
+            resp = conn.getresponse()
+            assert resp.status == 200
+            assert resp.getheader("connection") != "close"
+            resp.read()
+        assert conn.sock is sock  # never reconnected
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) in (0, 1)
+    finally:
+        conn.close()
+    assert len(sim.exchanges) == 3
+
+
+def test_chunked_request_body(sim: Any) -> None:
+    payload = json.dumps({"model": GPT, "messages": [{"role": "user", "content": "x"}]}).encode()
+    conn = http.client.HTTPConnection("127.0.0.1", sim.port, timeout=5)
+    try:
+        conn.request(
+            "POST",
+            "/v1/chat/completions",
+            body=iter([payload[:10], payload[10:]]),
+            headers={"content-type": "application/json"},
+            encode_chunked=True,
+        )
+        resp = conn.getresponse()
+        assert resp.status == 200
+        assert json.loads(resp.read())["object"] == "chat.completion"
+    finally:
+        conn.close()
+
+
+def test_exchanges_record_and_clear(sim: Any, anthropic_client: Any) -> None:
+    with pytest.raises(LookupError):
+        _ = sim.last_exchange
+    anthropic_client.messages.create(model=CLAUDE, max_tokens=5, messages=[{"role": "user", "content": "x"}])
+    anthropic_client.messages.create(
+        model=CLAUDE, max_tokens=5, messages=[{"role": "user", "content": "y"}], stream=True
+    ).close()
+    assert [x.stream for x in sim.exchanges] == [False, True]
+    assert sim.exchanges[1].response[0][0] == "message_start"
+    assert sim.exchanges[1].usage["output_tokens"] >= 1
+    snapshot = sim.exchanges
+    sim.clear()
+    assert sim.exchanges == [] and len(snapshot) == 2
+
+
+def test_lifecycle_and_injectable_clock() -> None:
+    ticks = [100.0]
+    sim = SimulatedProvider(clock=lambda: ticks[0])
+    with pytest.raises(RuntimeError, match="not running"):
+        _ = sim.base_url
+    with sim:
+        assert sim.running
+        assert sim.openai_base_url == sim.base_url + "/v1"
+    assert not sim.running
+    clock = ManualClock(5)
+    assert clock.advance(2) == 7 == clock() == clock.now()
+    with pytest.raises(ValueError, match="backwards"):
+        clock.advance(-1)
+
+
+def test_latency_setting_still_answers() -> None:
+    with SimulatedProvider(latency=0.01) as sim:
+        client = sim.openai()
+        try:
+            assert client.chat.completions.create(model=GPT, messages=[{"role": "user", "content": "x"}]).choices
+        finally:
+            client.close()
+
+
+def test_package_imports_without_the_sdks() -> None:
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('anthropic', 'openai'):\n"
+        "            raise ImportError('blocked ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import otel_context.testing as t, otel_context.testing.pytest_plugin\n"
+        "with t.SimulatedProvider() as sim:\n"
+        "    print(t.count_tokens('hello world'), sim.port > 0)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "4 True"
