@@ -403,13 +403,19 @@ class AnthropicMessagesAdapter:
 
 
 def _filter_blocks(item: Item, drop: set[str], kind: str, key: str) -> Item | None:
-    """``item`` without the ``kind`` blocks whose ``key`` is in ``drop``; None when nothing is left."""
+    """``item`` without the ``kind`` blocks whose ``key`` is in ``drop``; None when nothing meaningful is left.
+
+    An assistant message left with thinking blocks only goes too: the thinking was about the dropped calls,
+    and the API strips earlier turns' thinking, which would leave an empty message it rejects.
+    """
     kept = [
         b
         for b in as_list(item.get("content"))
         if not (isinstance(b, Mapping) and b.get("type") == kind and str(b.get(key)) in drop)
     ]
-    return {**item, "content": kept} if kept else None
+    if all(isinstance(b, Mapping) and b.get("type") in _THINKING for b in kept):
+        return None
+    return {**item, "content": kept}
 
 
 def _drop_orphan_results(items: list[Item]) -> list[Item]:

@@ -92,6 +92,13 @@ def test_repair_keeps_results_answered_across_a_dropped_message() -> None:
     assert fixed == [items[0], items[1], items[3]]
 
 
+def test_repair_drops_a_thinking_turn_whose_calls_went_unanswered() -> None:
+    items = A.items(anthropic_agent_body())
+    fixed = A.repair(items[:6])  # the thinking + tool_use message lost its results
+    assert fixed == items[:5]
+    assert A.validate(fixed) == []
+
+
 def test_tool_results_and_replacement() -> None:
     items = A.items(anthropic_agent_body())
     refs = A.tool_results(items)
