@@ -96,10 +96,12 @@ def test_drop_mid_stream_anthropic(sim: Any, anthropic_client: Any) -> None:
     sim.inject(Fault(drop_after_events=4))
     received: list[str] = []
     # anthropic 2.x lets the transport error through unwrapped while iterating a stream
-    with pytest.raises((anthropic.APIConnectionError, httpx2.TransportError)):  # noqa: PT012
-        with anthropic_client.messages.stream(**ANTHROPIC_BODY) as stream:
-            for event in stream:
-                received.append(event.type)
+    with (
+        pytest.raises((anthropic.APIConnectionError, httpx2.TransportError)),
+        anthropic_client.messages.stream(**ANTHROPIC_BODY) as stream,
+    ):
+        for event in stream:
+            received.append(event.type)
     assert received[0] == "message_start"
     assert "message_stop" not in received
     assert sim.last_exchange.dropped is True
@@ -109,7 +111,7 @@ def test_drop_mid_stream_anthropic(sim: Any, anthropic_client: Any) -> None:
 def test_drop_mid_stream_openai(sim: Any, openai_client: Any) -> None:
     sim.inject(Fault(drop_after_events=3))
     chunks = []
-    with pytest.raises(openai.APIConnectionError):  # noqa: PT012
+    with pytest.raises(openai.APIConnectionError):
         for chunk in openai_client.chat.completions.create(**CHAT_BODY, stream=True):
             chunks.append(chunk)
     assert 0 < len(chunks) <= 3
@@ -117,7 +119,7 @@ def test_drop_mid_stream_openai(sim: Any, openai_client: Any) -> None:
 
 async def test_drop_mid_stream_async(sim: Any, async_openai_client: Any) -> None:
     sim.inject(Fault(drop_after_events=2))
-    with pytest.raises(openai.APIConnectionError):  # noqa: PT012
+    with pytest.raises(openai.APIConnectionError):
         async with async_openai_client.responses.stream(model=GPT, input="hi words:50") as stream:
             async for _ in stream:
                 pass
