@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,7 @@ from otel_context.compaction import hooks as hooks_mod
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.summary import CompactionError, summarize
 from otel_context.conversation import ConversationState
-from otel_context.pipeline import SummaryRequest, SummaryResult
+from otel_context.pipeline import SummaryRequest, SummaryResult, drive
 from otel_context.providers.base import WireFormatAdapter
 from otel_context.settings import Settings
 
@@ -302,6 +303,20 @@ def run_microcompact(job: CompactionJob) -> CompactionOutcome:
     return out
 
 
+def call_summarizer_function(fn: Callable[..., Any], request: SummaryRequest) -> SummaryResult:
+    """Ask a summarize function ``fn(request_body) -> str | SummaryResult``; exceptions become failed results."""
+    try:
+        answer = fn(dict(request.body))
+    except Exception as exc:
+        return SummaryResult(error=exc)
+    if inspect.isawaitable(answer):
+        close = getattr(answer, "close", None)
+        if close is not None:
+            close()
+        return SummaryResult(error=TypeError("Settings.summarizer must be a synchronous function here"))
+    return answer if isinstance(answer, SummaryResult) else SummaryResult(text=str(answer))
+
+
 def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, CompactionOutcome]:
     """The summary layer as one compaction attempt: hooks, summarizer, invariant check, span and metrics."""
     started = time.perf_counter()
@@ -325,7 +340,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
     span = _start_span(job, semconv.STRATEGY_SUMMARY)
     try:
         with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-            result = yield from summarize(
+            steps = summarize(
                 job.adapter,
                 job.body,
                 job.items,
@@ -335,6 +350,12 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
                 min_index=job.min_index,
                 extra_instructions=instructions,
             )
+            custom = job.settings.summarizer
+            if custom is not None:
+                # Settings(summarizer=fn): the app (or a test, or the alert demo) answers summary requests.
+                result = drive(steps, lambda request: call_summarizer_function(custom, request))
+            else:
+                result = yield from steps
         head = list(result.head)
         extra = hooks_mod.run_post_compact(
             job.settings.post_compact,

@@ -1,0 +1,110 @@
+"""Reactive compaction and the breaker end to end: real SDKs, instrumentation, simulated provider."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+from compaction.support import Otel
+
+from engine.agents import ANTHROPIC_TOOLS, SYSTEM, file_content
+from otel_context import semconv
+
+MODEL = "claude-sonnet-4-6"
+
+
+def _history(turns: int, lines: int = 400) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for t in range(turns):
+        messages += [
+            {"role": "user", "content": f"Turn {t}. FACT: f{t}"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": f"toolu_{t}", "name": "read_file", "input": {"path": f"f{t}.py"}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": f"toolu_{t}", "content": file_content(f"f{t}.py", lines)}
+                ],
+            },
+            {"role": "assistant", "content": f"Read f{t}.py."},
+        ]
+    return [*messages, {"role": "user", "content": "What did you learn?"}]
+
+
+def test_reactive_one_compact_span_one_retry_success(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    """Tokenizer drift: we believe the window is 60K, the provider says 15K: one reactive compaction, one retry."""
+    simulated_provider.set_window(MODEL, 15_000)
+    instrumented(auto_compact_window=60_000)
+    client = simulated_provider.anthropic()
+    history = _history(8)
+    response = client.messages.create(
+        model=MODEL, max_tokens=1024, system=SYSTEM, tools=ANTHROPIC_TOOLS, messages=history
+    )
+    assert response.content
+    (compact,) = otel.compact_spans()
+    assert compact.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_REACTIVE
+    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    messages_calls = [e for e in simulated_provider.exchanges if e.path.endswith("/messages")]
+    # The rejected call, the summarizer (possibly retried smaller), and exactly one retry of the call.
+    assert messages_calls[0].status == 400
+    assert messages_calls[-1].status == 200
+    main_retries = [e for e in messages_calls[1:] if e.body.get("tools")]
+    assert len(main_retries) == 1
+    chat = next(s for s in otel.spans() if s.name == "chat " + MODEL and s.parent is None)
+    assert chat.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+
+
+def test_reactive_second_rejection_raises_the_original_error(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    simulated_provider.set_window(MODEL, 3_000)  # even the kept part does not fit
+    instrumented(auto_compact_window=60_000)
+    client = simulated_provider.anthropic()
+    try:
+        client.messages.create(
+            model=MODEL, max_tokens=1024, system=SYSTEM, tools=ANTHROPIC_TOOLS, messages=_history(8, 600)
+        )
+    except anthropic.BadRequestError as exc:
+        assert "too long" in str(exc)
+    else:
+        raise AssertionError("the provider should have rejected the request")
+    main_calls = [e for e in simulated_provider.exchanges if e.path.endswith("/messages") and e.body.get("tools")]
+    assert len(main_calls) <= 2  # the original and at most one retry
+
+
+def test_breaker_three_failures_no_fourth_attempt_calls_continue(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    calls: list[Any] = []
+
+    def failing_summarizer(request: Any) -> Any:
+        calls.append(request)
+        raise RuntimeError("summarizer down")
+
+    simulated_provider.set_window("gpt-4o", 200_000)
+    instrumented(auto_compact_window=12_000, summarizer=failing_summarizer)
+    client = simulated_provider.openai()
+    history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    for turn in range(8):
+        history.append({"role": "user", "content": f"Turn {turn}. " + file_content(f"f{turn}.py", 500)})
+        response = client.chat.completions.create(model="gpt-4o", max_tokens=256, messages=history)
+        history.append(response.choices[0].message.model_dump(exclude_none=True))
+    compacts = otel.compact_spans()
+    failures = [s for s in compacts if s.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_FAILURE]
+    assert len(failures) == 3 == len(compacts)
+    assert [s.attributes[semconv.COMPACTION_CONSECUTIVE_FAILURES] for s in failures] == [1, 2, 3]
+    mains = sorted(
+        (s for s in otel.spans() if s.name == "chat gpt-4o" and s.parent is None), key=lambda s: s.start_time
+    )
+    assert len(mains) == 8
+    assert mains[-1].attributes[semconv.COMPACTION_BREAKER_OPEN] is True
+    assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "skipped"}) >= 1
+    assert otel.counter_value(semconv.METRIC_BREAKERS_OPEN) == 1
+    assert len(calls) == 3  # no fourth attempt
