@@ -1,7 +1,7 @@
 """Estimated cost of a run, with and without compaction and prompt caching.
 
 Prices are list prices in USD per million tokens, as published by the providers (Anthropic's pricing page:
-Claude Sonnet 4.5 $3 input / $15 output; 5-minute cache writes 1.25x the input price, cache reads 0.1x.
+Claude Sonnet 4.6 $3 input / $15 output; 5-minute cache writes 1.25x the input price, cache reads 0.1x.
 OpenAI's pricing page: GPT-4.1 $2 input / $8 output, cached input $0.50 = 0.25x, no write premium). They
 are estimates for comparison, not a bill: check the provider's page for today's figures.
 
@@ -49,7 +49,7 @@ class Price:
 
 
 PRICES: dict[str, Price] = {
-    "anthropic": Price("claude-sonnet-4-5", 3.00, 15.00, 1.25, 0.10, "Anthropic list price (Sonnet 4.5)"),
+    "anthropic": Price("claude-sonnet-4-6", 3.00, 15.00, 1.25, 0.10, "Anthropic list price (Sonnet 4.6)"),
     "openai": Price("gpt-4.1", 2.00, 8.00, 1.00, 0.25, "OpenAI list price (GPT-4.1)"),
 }
 

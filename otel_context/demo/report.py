@@ -11,6 +11,7 @@ context utilization the instrumentation reports on every chat span.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -64,14 +65,14 @@ def bar(fraction: float, width: int = 10) -> str:
 
 
 def turn_line(stats: TurnStats, outcome: TurnOutcome, total_turns: int, compactions_so_far: int) -> str:
-    """``turn 12/50 | input 18,442 | cache hit 91.2% | context 62% [######----] | compactions 3 +auto``."""
-    kinds = " ".join(f"+{k}" for k in stats.kinds)
+    """``turn 12/50 | in 18,442 | cache hit 91.2% | context  62% [#####---] | compactions  3 +auto``."""
+    kinds = "".join(f" +{k}" for k in stats.kinds)
     error = f" | FAILED: {outcome.error[:60]}" if outcome.error else ""
     width = len(str(total_turns))
     return (
-        f"turn {stats.turn:>{width}}/{total_turns} | input {stats.context_tokens:>7,} | "
-        f"cache hit {stats.hit_ratio:6.1%} | context {stats.utilization:4.0%} [{bar(stats.utilization)}] | "
-        f"compactions {compactions_so_far:>2}{(' ' + kinds) if kinds else ''}{error}"
+        f"turn {stats.turn:>{width}}/{total_turns} | in {stats.context_tokens:>6,} | "
+        f"cache hit {stats.hit_ratio:6.1%} | context {stats.utilization:4.0%} [{bar(stats.utilization, 8)}] | "
+        f"compactions {compactions_so_far:>2}{kinds}{error}"
     )
 
 
@@ -344,8 +345,11 @@ class RichReport:
     def __init__(self, file: IO[str] | None = None) -> None:
         from rich.console import Console
 
-        # rich itself honours NO_COLOR and drops colours and cursor movement when ``file`` is not a terminal.
+        # rich itself honours NO_COLOR and drops colours and cursor movement when ``file`` is not a terminal;
+        # a file or a pipe has no width, so give the tables room instead of rich's 80 columns.
         self.console = Console(file=file, highlight=False)
+        if not self.console.is_terminal and "COLUMNS" not in os.environ:
+            self.console.width = 110
         self.total = 0
         self.compactions = 0
         self._progress: Any = None
@@ -385,7 +389,7 @@ class RichReport:
             line.stylize("bold yellow")
         elif KIND_MICRO in stats.kinds:
             line.stylize("cyan")
-        self.console.print(line)
+        self.console.print(line, soft_wrap=True)
         if self._progress is not None:
             self._progress.advance(self._task)
 

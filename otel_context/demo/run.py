@@ -41,9 +41,9 @@ from otel_context.pipeline import WireFormat
 __all__ = ["DEFAULT_TURNS", "DEFAULT_WINDOW", "DemoOptions", "DemoResult", "run"]
 
 DEFAULT_TURNS = 50
-DEFAULT_WINDOW = 40_000
+DEFAULT_WINDOW = 24_000
 MIN_WINDOW = 8_000
-MODELS = {semconv.PROVIDER_ANTHROPIC: "claude-sonnet-4-5", semconv.PROVIDER_OPENAI: "gpt-4.1"}
+MODELS = {semconv.PROVIDER_ANTHROPIC: "claude-sonnet-4-6", semconv.PROVIDER_OPENAI: "gpt-4.1"}
 MAX_TOKENS = 1_024
 CONVERSATION_ID = "otel-context-demo"
 

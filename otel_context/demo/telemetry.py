@@ -5,8 +5,8 @@ The demo is an application, so it sets up its own providers, as an app would, be
 * always: an in-memory span exporter behind a synchronous processor (the terminal summary reads finished
   spans right after each turn) and an in-memory metric reader;
 * with ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the traces/metrics-specific variables) set: spans and metrics go
-  there too, batched, over gRPC or HTTP as ``OTEL_EXPORTER_OTLP_PROTOCOL`` says (port 4318 without a
-  protocol means HTTP, the collector convention), so a run appears in Jaeger/Tempo/Grafana;
+  there too, batched, over HTTP (the default) or gRPC as ``OTEL_EXPORTER_OTLP_PROTOCOL`` says, so a run
+  appears in Jaeger/Tempo/Grafana;
 * ``--json FILE``: the finished spans, as OpenTelemetry's own JSON rendering, written at shutdown.
 
 Providers are created here and passed to ``otel_context.instrument``; the global providers are left alone,
@@ -42,17 +42,15 @@ _ENDPOINT_VARS = (
 def otlp_target(env: Mapping[str, str]) -> tuple[str, str] | None:
     """(endpoint, protocol) when the environment asks for OTLP export, else None.
 
-    Protocol: ``OTEL_EXPORTER_OTLP_PROTOCOL`` (``grpc`` | ``http/protobuf`` | ``http/json``); without it,
-    an endpoint on port 4318 or with a ``/v1/`` path is HTTP, anything else gRPC.
+    Protocol: ``OTEL_EXPORTER_OTLP_PROTOCOL`` (``http/protobuf``, the specification's default, or ``grpc``),
+    as ``import otel_context.auto`` reads it.
     """
     endpoint = next((env[v].strip() for v in _ENDPOINT_VARS if env.get(v, "").strip()), None)
     if endpoint is None:
         return None
-    protocol = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip().lower()
-    if not protocol:
-        protocol = "http/protobuf" if (":4318" in endpoint or "/v1/" in endpoint) else "grpc"
-    if protocol not in ("grpc", "http/protobuf", "http/json"):
-        raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported; use grpc or http/protobuf")
+    protocol = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip().lower() or "http/protobuf"
+    if protocol not in ("grpc", "http/protobuf"):
+        raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported; use http/protobuf or grpc")
     return endpoint, protocol
 
 

@@ -1,0 +1,203 @@
+"""An instrumented agent whose summarizer keeps failing, serving its metrics for Prometheus to scrape.
+
+    python examples/failing_summarizer_metrics.py --port 9464            # runs until Ctrl-C
+    python examples/failing_summarizer_metrics.py --port 9464 --duration 60
+
+Point a Prometheus at it with the project's alert rules, e.g.::
+
+    global: {scrape_interval: 5s, evaluation_interval: 5s}
+    rule_files: [dashboards/prometheus/rules.yml]
+    scrape_configs: [{job_name: agent, static_configs: [{targets: ["127.0.0.1:9464"]}]}]
+
+and ``OtelContextCompactionFailing`` fires within seconds (Prometheus' /alerts page); once three
+compactions in a row have failed the conversation's circuit breaker opens and, five minutes later,
+``OtelContextCircuitBreakerOpen`` fires too. With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the metrics and
+spans also go there over OTLP/HTTP (e.g. to the `lgtm` stack of dashboards/docker-compose.yml).
+
+Everything runs on otel-context's simulated provider (a local HTTP server speaking the Anthropic API, on
+127.0.0.1): free, offline, deterministic. The summarizer fails the way a misconfigured one does in
+production: its model (``OTEL_CONTEXT_SUMMARY_MODEL``) is one the provider does not serve, so every summary
+request is answered 404 ``not_found_error``. Nothing is lost when that happens: each request goes out
+unchanged, which is why the agent never notices; only the telemetry does.
+
+Three agents run side by side, each resending its whole history every turn (as most agents do), so that
+every metric the dashboards read is emitted:
+
+* a writing agent whose notes grow quickly past the (pretend, small) window: its summary compactions fail,
+  three in a row, and then its circuit breaker opens;
+* a coding agent that reads files with a tool: its old tool results are cleared by microcompaction (no LLM
+  call, so that layer succeeds and reports the tokens it saved);
+* a chat assistant that streams its answers and puts the current time in its (cached) system prompt, a
+  classic prompt-cache breaker: every call after the first reports an unexpected ``system_changed`` break.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import anthropic
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from prometheus_client import start_http_server
+
+import otel_context
+from otel_context.testing import SimulatedProvider
+
+MODEL = "claude-haiku-4-5"
+#: A model the simulated provider (strict_models=True) does not serve: every summary request fails.
+BROKEN_SUMMARY_MODEL = "claude-summarizer-that-does-not-exist"
+#: A pretend context window, so that compaction is due after a few turns instead of 200K tokens.
+WINDOW = 8_000
+SERVICE_NAME = "failing-summarizer-agent"
+
+FILES = {
+    f"src/module_{i}.py": "\n".join(f"def f{i}_{n}(x):\n    return x * {n}  # step {n}" for n in range(40))
+    for i in range(50)
+}
+TOOLS = [
+    {
+        "name": "read_file",
+        "description": "Read a file of the project.",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    }
+]
+#: Long enough to be cached (the provider caches prefixes of 1,024 tokens and more).
+HOUSE_RULES = "\n".join(f"Rule {n}: answer politely, cite the relevant file, and keep it short." for n in range(120))
+
+
+def setup_telemetry(host: str, port: int) -> tuple[TracerProvider, MeterProvider]:
+    """Prometheus /metrics on host:port; OTLP too when OTEL_EXPORTER_OTLP_ENDPOINT is set."""
+    resource = Resource.create({"service.name": SERVICE_NAME})
+    readers: list[MetricReader] = [PrometheusMetricReader()]
+    tracer_provider = TracerProvider(resource=resource)
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(), export_interval_millis=5_000))
+        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    start_http_server(port=port, addr=host)
+    return tracer_provider, MeterProvider(resource=resource, metric_readers=readers)
+
+
+class WritingAgent:
+    """Adds a long note every turn; its context soon needs a summary, which always fails."""
+
+    def __init__(self, client: anthropic.Anthropic) -> None:
+        self.client = client
+        self.history: list[dict[str, Any]] = []
+        self.notes = itertools.count(1)
+
+    def turn(self) -> None:
+        n = next(self.notes)
+        note = " ".join(f"FACT: chapter {n} paragraph {p} keeps the plot moving." for p in range(120))
+        self.history.append({"role": "user", "content": f"Add note {n} to the draft. {note} words:20"})
+        response = self.client.messages.create(model=MODEL, max_tokens=512, messages=self.history)
+        self.history.append(
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
+        )
+
+
+class CodingAgent:
+    """Reads one file per turn through a tool and resends its whole history on every call."""
+
+    def __init__(self, client: anthropic.Anthropic) -> None:
+        self.client = client
+        self.history: list[dict[str, Any]] = []
+        self.paths = itertools.cycle(FILES)
+
+    def turn(self) -> None:
+        path = next(self.paths)
+        # `tool:read_file{...}` tells the simulated model which tool to call.
+        self.history.append({"role": "user", "content": f'Read {path}. tool:read_file{{"path": "{path}"}}'})
+        while True:
+            response = self.client.messages.create(model=MODEL, max_tokens=512, tools=TOOLS, messages=self.history)
+            self.history.append(
+                {"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in response.content]}
+            )
+            calls = [block for block in response.content if block.type == "tool_use"]
+            if not calls:
+                return
+            results = [
+                {"type": "tool_result", "tool_use_id": c.id, "content": FILES.get(str(c.input.get("path")), "")}
+                for c in calls
+            ]
+            self.history.append({"role": "user", "content": results})
+
+
+class ChatAssistant:
+    """Streams short answers; its cached system prompt starts with the current time (a cache breaker)."""
+
+    def __init__(self, client: anthropic.Anthropic) -> None:
+        self.client = client
+        self.turns = 0
+
+    def turn(self) -> None:
+        self.turns += 1
+        system = [
+            {
+                "type": "text",
+                "text": f"Current time: {time.time():.6f}\n{HOUSE_RULES}",
+                "cache_control": {"type": "ephemeral"},
+            }
+        ]
+        # A fresh short conversation each time (same first message, so the same derived conversation).
+        messages = [{"role": "user", "content": "What are the house rules? words:10"}]
+        with self.client.messages.stream(model=MODEL, max_tokens=128, system=system, messages=messages) as stream:
+            stream.get_final_text()
+
+
+def run(port: int, host: str, duration: float | None, pace: float, stop: threading.Event) -> None:
+    tracer_provider, meter_provider = setup_telemetry(host, port)
+    otel_context.instrument(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        auto_compact_window=WINDOW,
+        microcompact=True,
+        microcompact_clear_at_least=1_000,  # the small window's scale (default 5,000 tokens)
+        summary_model=BROKEN_SUMMARY_MODEL,
+    )
+    print(f"metrics on http://{host}:{port}/metrics", flush=True)
+    deadline = None if duration is None else time.monotonic() + duration
+    try:
+        with SimulatedProvider(strict_models=True) as sim:
+            sim.set_window(MODEL, 200_000)
+            client = sim.anthropic()
+            agents = (WritingAgent(client), CodingAgent(client), ChatAssistant(client))
+            while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+                for agent in agents:
+                    agent.turn()
+                stop.wait(pace)
+    finally:
+        otel_context.uninstrument()
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=9464, help="port of the /metrics endpoint (default 9464)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to serve /metrics on (default 127.0.0.1)")
+    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    parser.add_argument("--pace", type=float, default=0.5, help="seconds between turns (default 0.5)")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends the run; telemetry is shut down in run()
+        run(args.port, args.host, args.duration, args.pace, stop)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
