@@ -70,23 +70,48 @@ class WireFormatAdapter(Protocol):
         ...
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:
-        """Every safe cut index, ascending, including 0 and len(items)."""
+        """Every safe cut index, ascending, including 0 and len(items).
+
+        For a valid history both ``items[:i]`` and ``items[i:]`` pass :meth:`validate`. Never inside: a call
+        and its result(s) (a parallel batch is one unit), consecutive assistant messages (Anthropic merges
+        them), or a thinking/reasoning tool loop (from its first thinking/reasoning item to the next genuine
+        user message). A boundary may put an assistant message first on the right: the summary user message
+        goes in front of it.
+        """
         ...
 
     def validate(self, items: Sequence[Item]) -> list[str]:
-        """Pairing problems the provider would reject (empty list: valid)."""
+        """Pairing problems the provider would reject with a 400 (empty list: valid), one message each,
+        worded like the provider's and naming the item index.
+
+        Anthropic: a ``tool_result`` whose id is not a ``tool_use`` of the message right before; a ``tool_use``
+        not answered in the very next message (also when it is the last message). OpenAI chat: a ``tool``
+        message not answering the ``tool_calls`` before its run of tool messages; ``tool_calls`` without a
+        response. Responses: an output whose ``call_id`` has no earlier call (unless an ``item_reference``
+        precedes it); a call without output; a ``reasoning`` item not followed by the item it produced.
+        """
         ...
 
     def repair(self, items: Sequence[Item]) -> list[Item]:
-        """Drop orphaned results and unanswered calls so that :meth:`validate` passes; last line of defence."""
+        """Drop orphaned results and unanswered calls so that :meth:`validate` passes; last line of defence.
+
+        Only removes: blocks/calls/items that break pairing, and the messages that removal leaves empty (an
+        Anthropic assistant message left with thinking only counts as empty). Never merges or reorders.
+        A valid list comes back equal (and untouched items are the same objects).
+        """
         ...
 
     def tool_results(self, items: Sequence[Item]) -> list[ToolResultRef]:
-        """Every tool result, oldest first."""
+        """Every client tool result, oldest first (Anthropic ``tool_result``, chat ``tool`` messages,
+        Responses ``function_call_output`` / ``custom_tool_call_output``); server-tool results are not listed."""
         ...
 
     def with_tool_results_replaced(self, items: Sequence[Item], replacements: Mapping[str, str]) -> list[Item]:
-        """Items with the text of the tool results named by call id replaced."""
+        """Items with the content of the tool results named by call id replaced by the given text.
+
+        The whole content becomes that string (images inside the result go too); the result's other keys
+        (``is_error``, ``cache_control`` ...) stay. Items without a replaced result are shared, not copied.
+        """
         ...
 
     def item_text(self, item: Item) -> str:
@@ -108,7 +133,12 @@ class WireFormatAdapter(Protocol):
     def make_summary_request(
         self, body: Body, transcript_items: Sequence[Item], prompt: str, max_tokens: int, model: str
     ) -> dict[str, Any]:
-        """The summarizer's request: no tools, ``transcript_items`` then ``prompt`` as the last user turn."""
+        """The summarizer's request: no tools, ``transcript_items`` then ``prompt`` as the last user turn.
+
+        Tool calls and results are rendered as text (a request without tools may not carry tool blocks),
+        thinking/reasoning is left out, roles are kept; the system prompt/instructions are kept; Responses
+        ``compaction`` items are kept verbatim. ``max_tokens`` goes in the format's output-cap field.
+        """
         ...
 
     def response_text(self, response: Mapping[str, Any]) -> str:
@@ -116,7 +146,12 @@ class WireFormatAdapter(Protocol):
         ...
 
     def is_too_long_error(self, status: int | None, error_body: Mapping[str, Any] | None, message: str) -> bool:
-        """Whether an API error says the request exceeded the context window."""
+        """Whether an API error says the request exceeded the context window.
+
+        ``error_body`` may be the whole error JSON or the inner ``error`` object (the OpenAI SDK's
+        ``APIStatusError.body``). Anthropic: 413, "prompt is too long", "exceed context limit",
+        ``model_context_window_exceeded``; OpenAI: code ``context_length_exceeded`` or its messages.
+        """
         ...
 
     def max_output_tokens(self, body: Body) -> int | None:
