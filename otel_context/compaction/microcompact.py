@@ -8,7 +8,8 @@ already acted on them). Two rules, both keeping every result in place so tool pa
   ``clear_at_least`` tokens, because clearing changes the prompt prefix and so costs a prompt-cache write;
 - *cap*: a single result above ``max_tool_result_tokens`` keeps its head (60 % of the cap) and tail (30 %)
   around a ``[... N tokens omitted ...]`` marker; applied to any tool, recent or not, since one such result
-  can fill the window on its own.
+  can fill the window on its own. A capped or cleared result becomes plain text: images inside it go
+  (they count :data:`~otel_context.tokens.IMAGE_TOKENS` each, so clearing them is part of the gain).
 
 Nothing here mutates its input: changed items are new objects, untouched items are shared.
 """
