@@ -40,9 +40,10 @@ import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import cast
 
 import anthropic
+from anthropic.types import MessageParam, TextBlockParam, ToolParam, ToolResultBlockParam
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
@@ -65,7 +66,7 @@ FILES = {
     f"src/module_{i}.py": "\n".join(f"def f{i}_{n}(x):\n    return x * {n}  # step {n}" for n in range(40))
     for i in range(50)
 }
-TOOLS = [
+TOOLS: list[ToolParam] = [
     {
         "name": "read_file",
         "description": "Read a file of the project.",
@@ -91,12 +92,19 @@ def setup_telemetry(host: str, port: int) -> tuple[TracerProvider, MeterProvider
     return tracer_provider, MeterProvider(resource=resource, metric_readers=readers)
 
 
+def _assistant_turn(response: anthropic.types.Message) -> MessageParam:
+    """The model's answer as the next history entry (blocks as plain dicts, as an app stores them)."""
+    return cast(
+        MessageParam, {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
+    )
+
+
 class WritingAgent:
     """Adds a long note every turn; its context soon needs a summary, which always fails."""
 
     def __init__(self, client: anthropic.Anthropic) -> None:
         self.client = client
-        self.history: list[dict[str, Any]] = []
+        self.history: list[MessageParam] = []
         self.notes = itertools.count(1)
 
     def turn(self) -> None:
@@ -104,9 +112,7 @@ class WritingAgent:
         note = " ".join(f"FACT: chapter {n} paragraph {p} keeps the plot moving." for p in range(120))
         self.history.append({"role": "user", "content": f"Add note {n} to the draft. {note} words:20"})
         response = self.client.messages.create(model=MODEL, max_tokens=512, messages=self.history)
-        self.history.append(
-            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
-        )
+        self.history.append(_assistant_turn(response))
 
 
 class CodingAgent:
@@ -114,7 +120,7 @@ class CodingAgent:
 
     def __init__(self, client: anthropic.Anthropic) -> None:
         self.client = client
-        self.history: list[dict[str, Any]] = []
+        self.history: list[MessageParam] = []
         self.paths = itertools.cycle(FILES)
 
     def turn(self) -> None:
@@ -123,13 +129,11 @@ class CodingAgent:
         self.history.append({"role": "user", "content": f'Read {path}. tool:read_file{{"path": "{path}"}}'})
         while True:
             response = self.client.messages.create(model=MODEL, max_tokens=512, tools=TOOLS, messages=self.history)
-            self.history.append(
-                {"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in response.content]}
-            )
+            self.history.append(_assistant_turn(response))
             calls = [block for block in response.content if block.type == "tool_use"]
             if not calls:
                 return
-            results = [
+            results: list[ToolResultBlockParam] = [
                 {"type": "tool_result", "tool_use_id": c.id, "content": FILES.get(str(c.input.get("path")), "")}
                 for c in calls
             ]
@@ -145,7 +149,7 @@ class ChatAssistant:
 
     def turn(self) -> None:
         self.turns += 1
-        system = [
+        system: list[TextBlockParam] = [
             {
                 "type": "text",
                 "text": f"Current time: {time.time():.6f}\n{HOUSE_RULES}",
@@ -153,7 +157,7 @@ class ChatAssistant:
             }
         ]
         # A fresh short conversation each time (same first message, so the same derived conversation).
-        messages = [{"role": "user", "content": "What are the house rules? words:10"}]
+        messages: list[MessageParam] = [{"role": "user", "content": "What are the house rules? words:10"}]
         with self.client.messages.stream(model=MODEL, max_tokens=128, system=system, messages=messages) as stream:
             stream.get_final_text()
 
