@@ -72,7 +72,7 @@ class SimError(Exception):
     status: int
     message: str | None = None
     error_type: str | None = None
-    code: str | None | _Default = DEFAULT_CODE
+    code: str | _Default | None = DEFAULT_CODE
     param: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import socket
 import threading
 import time
@@ -346,9 +347,7 @@ class SimulatedProvider:
                     fault.message,
                     error_type=fault.error_type,
                     code=fault.code if fault.code is not None else DEFAULT_CODE,
-                    headers={"retry-after": str(fault.retry_after)}
-                    if fault.retry_after is not None and fault.status in (429, 529, 503)
-                    else {},
+                    headers=_retry_headers(fault.retry_after) if fault.status in (429, 503, 529) else {},
                 )
             if parse_error:
                 raise SimError(400, _JSON_PARSE_ERROR_ANTHROPIC if flavor == "anthropic" else _JSON_PARSE_ERROR_OPENAI)
@@ -386,6 +385,16 @@ class SimulatedProvider:
         _send_stream(h, result.headers, events, flavor, complete=limit is None)
 
 
+def _retry_headers(seconds: float | None) -> dict[str, str]:
+    """``retry-after`` (whole seconds) and, for a positive delay, the SDKs' precise ``retry-after-ms``."""
+    if seconds is None:
+        return {}
+    headers = {"retry-after": str(math.ceil(seconds))}
+    if seconds > 0:
+        headers["retry-after-ms"] = f"{seconds * 1000:g}"
+    return headers
+
+
 def _read_body(h: _Handler, headers: Mapping[str, str]) -> bytes:
     length = headers.get("content-length")
     if length is not None:
@@ -415,8 +424,6 @@ def _error_result(err: SimError, flavor: Flavor, request_id: str) -> JsonResult:
     else:
         status, body = openai_error_body(err)
     headers = dict(err.headers)
-    if flavor == "anthropic" and status in (429, 529) and "retry-after" not in headers:
-        headers["retry-after"] = "0"
     return JsonResult(body, status=status, headers=headers)
 
 

@@ -63,13 +63,14 @@ def test_openai_status_faults(sim: Any, openai_client: Any, status: int, exc: ty
 def test_retry_after_is_honoured_by_sdk_retries(sim: Any) -> None:
     client = sim.anthropic(max_retries=2)
     try:
-        sim.inject(Fault(status=529, times=2, retry_after=0))
+        sim.inject(Fault(status=529, times=2, retry_after=0.001))
         msg = client.messages.create(**ANTHROPIC_BODY)
     finally:
         client.close()
     assert msg.stop_reason == "end_turn"
     assert [x.status for x in sim.exchanges] == [529, 529, 200]
     assert sim.exchanges[1].headers["x-stainless-retry-count"] == "1"
+    assert sim.exchanges[0].response["error"]["type"] == "overloaded_error"
 
 
 def test_custom_error_and_path_matching(sim: Any, anthropic_client: Any, openai_client: Any) -> None:
