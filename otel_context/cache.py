@@ -203,14 +203,14 @@ class _Positions:
         break needs explaining.
         """
         for i, (item, snap) in enumerate(zip(self.seen, self.snaps, strict=True)):
-            if item != snap and _strip(item) != _strip(snap):
+            if item != snap and not _same(item, snap):
                 self._truncate(i)
                 return i
         return None
 
     def _revisit(self, i: int, item: Any) -> None:
         """Position ``i`` holds another object: the same content with other markers, or a real change."""
-        if _strip(item) == _strip(self.snaps[i]):
+        if _same(item, self.snaps[i]):
             self._store(i, item, self.ids[i])
         else:
             self._truncate(i)  # the content from here on is new: the cached prefix ends here
@@ -259,44 +259,69 @@ def _freeze(value: Any, ttls: list[float]) -> Any:
     """A private copy of a JSON-shaped value: dicts, lists and tuples copied, everything else shared.
 
     Leaves (str, numbers, SDK model objects) are shared: they are immutable in practice, and sharing them
-    keeps copies cheap. Collects the TTL of every cache marker met on the way.
+    keeps copies cheap. Collects the TTL of every cache marker met on the way. (``type() is`` tests first:
+    an ``isinstance`` against an ABC costs more than the copy itself.)
     """
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is dict or (kind is not list and kind is not tuple and isinstance(value, Mapping)):
         out: dict[Any, Any] = {}
         for key, item in value.items():
             if key in _MARKER_KEYS and item is not None:
                 ttls.append(_marker_ttl(item))
-            out[key] = _freeze(item, ttls)
+            out[key] = item if type(item) is str else _freeze(item, ttls)
         return out
-    if isinstance(value, list):
-        return [_freeze(item, ttls) for item in value]
-    if isinstance(value, tuple):
-        return tuple(_freeze(item, ttls) for item in value)
+    if kind is list:
+        return [item if type(item) is str else _freeze(item, ttls) for item in value]
+    if kind is tuple:
+        return tuple(item if type(item) is str else _freeze(item, ttls) for item in value)
     return value
 
 
-def _strip(value: Any) -> Any:
-    """The value as the provider caches it: no cache markers, tuples as lists, and text given as a plain
-    string the same as one text block (both render to the same prompt; apps switch between the two when
-    they add or move a breakpoint)."""
-    if isinstance(value, str):
-        return {"type": "text", "text": value}
-    return _strip_inner(value)
-
-
-def _strip_inner(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        out = {}
-        for key, item in value.items():
-            if key in _MARKER_KEYS:
+def _same(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are the same content as the provider caches it: cache markers ignored, tuples
+    equal to lists, a plain string equal to one text block (both render to the same prompt, and apps switch
+    between the two when they move a breakpoint). Walks both at once and stops at shared leaves."""
+    if a is b:
+        return True
+    ta, tb = type(a), type(b)
+    if ta is str or tb is str:
+        if ta is str and tb is str:
+            return bool(a == b)
+        return _same(_as_block(a), _as_block(b))
+    a_map = ta is dict or isinstance(a, Mapping)
+    b_map = tb is dict or isinstance(b, Mapping)
+    if a_map and b_map:
+        a_keys = [k for k in a if k not in _MARKER_KEYS]
+        if len(a_keys) != sum(1 for k in b if k not in _MARKER_KEYS):
+            return False
+        for key in a_keys:
+            if key not in b:
+                return False
+            x, y = a[key], b[key]
+            if x is y or (type(x) is str and type(y) is str and x == y):
                 continue
-            out[key] = (
-                [{"type": "text", "text": item}] if key == "content" and isinstance(item, str) else _strip_inner(item)
-            )
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_strip_inner(v) for v in value]
-    return value
+            if key == "content" and (type(x) is str) != (type(y) is str):
+                x, y = _as_blocks(x), _as_blocks(y)
+            if not _same(x, y):
+                return False
+        return True
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(
+            x is y or (type(x) is str and type(y) is str and x == y) or _same(x, y) for x, y in zip(a, b, strict=True)
+        )
+    if a_map or b_map:
+        return False
+    return bool(a == b)
+
+
+def _as_block(value: Any) -> Any:
+    return {"type": "text", "text": value} if type(value) is str else value
+
+
+def _as_blocks(value: Any) -> Any:
+    return [{"type": "text", "text": value}] if type(value) is str else value
 
 
 def _parse_ttl(value: Any) -> float | None:

@@ -17,6 +17,7 @@ discipline (the seeds' prompt-caching chapter, and what the telemetry keeps find
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -30,14 +31,21 @@ Section = Literal["tools", "system", "messages"]
 #: ``volatile(section, block)``: True when ``block`` differs between calls (no breakpoint on it or after it).
 VolatilePredicate = Callable[[Section, Any], bool]
 
-_VOLATILE_PATTERNS = re.compile(
+_VOLATILE = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}"  # ISO date-time
     r"|\b\d{1,2}:\d{2}:\d{2}\b"  # a clock time with seconds
-    r"|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"  # a UUID
-    r"|\b1[6-9]\d{8}(?:\d{3})?\b",  # a Unix timestamp (s or ms) from 2020 on
-    re.IGNORECASE,
+    r"|\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"  # a UUID
+    r"|\b1[6-9]\d{8}(?:\d{3})?\b"  # a Unix timestamp (s or ms) from 2020 on
 )
+# Every pattern above contains one of these; scanning for them first is ~10x faster on long prompts.
+_ANCHORS = re.compile(r":\d\d|-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-|1[6-9]\d{8}")
 _UNCACHEABLE_TYPES = frozenset({"thinking", "redacted_thinking"})
+
+
+@functools.lru_cache(maxsize=256)
+def _volatile_text(text: str) -> bool:
+    """Memoized: a stable system prompt is the same string on every call, so it is scanned once."""
+    return any(_VOLATILE.search(text, max(0, m.start() - 20), m.end() + 20) for m in _ANCHORS.finditer(text))
 
 
 def looks_volatile(section: Section, block: Any) -> bool:
@@ -47,7 +55,7 @@ def looks_volatile(section: Section, block: Any) -> bool:
     if section != "system":
         return False
     text = block if isinstance(block, str) else block.get("text") if isinstance(block, Mapping) else None
-    return isinstance(text, str) and _VOLATILE_PATTERNS.search(text) is not None
+    return isinstance(text, str) and _volatile_text(text)
 
 
 def place_cache_breakpoints(
@@ -83,10 +91,8 @@ def place_cache_breakpoints(
     system = body.get("system")
     system_blocks: list[Any] = [system] if isinstance(system, str) else _list(system)
     messages = _list(body.get("messages"))
-    message_blocks = [(m, b, block) for m, msg in enumerate(messages) for b, block in enumerate(_content(msg))]
-
-    existing = _count_markers(tools) + _count_markers(system_blocks) + _count_markers(messages)
-    existing += isinstance(body.get("cache_control"), Mapping)
+    in_tools, in_system, in_messages = _count_markers(tools), _count_markers(system_blocks), _message_markers(messages)
+    existing = in_tools + in_system + in_messages + isinstance(body.get("cache_control"), Mapping)
     budget = max_breakpoints - existing
 
     out = dict(body)
@@ -95,13 +101,16 @@ def place_cache_breakpoints(
     system_at, stop_system = (None, True) if stop else _candidate("system", list(enumerate(system_blocks)), is_volatile)
     message_at: tuple[int, int] | None = None
     if not (stop or stop_system):
-        indexed = [((m, b), block) for m, b, block in message_blocks]
-        message_at, _ = _candidate("messages", indexed, is_volatile)
-    place_tools = tool_at is not None and budget > 0 and not _count_markers(tools)
+        if is_volatile is looks_volatile:  # messages are never volatile by default: the last block wins
+            message_at = _last_cacheable(messages)
+        else:
+            indexed = [((m, b), block) for m, msg in enumerate(messages) for b, block in enumerate(_content(msg))]
+            message_at, _ = _candidate("messages", indexed, is_volatile)
+    place_tools = tool_at is not None and budget > 0 and not in_tools
     budget -= place_tools
-    place_system = system_at is not None and budget > 0 and not _count_markers(system_blocks)
+    place_system = system_at is not None and budget > 0 and not in_system
     budget -= place_system
-    place_messages = message_at is not None and budget > 0 and not _count_markers(messages)
+    place_messages = message_at is not None and budget > 0 and not in_messages
     if ttl == "1h":
         _check_ttl_order(tools, system_blocks, place_system, place_messages)
     if place_tools and tool_at is not None:
@@ -128,6 +137,15 @@ def _candidate(
         if _cacheable(block):
             found = position
     return found, False
+
+
+def _last_cacheable(messages: Sequence[Any]) -> tuple[int, int] | None:
+    for m in range(len(messages) - 1, -1, -1):
+        blocks = _content(messages[m])
+        for b in range(len(blocks) - 1, -1, -1):
+            if _cacheable(blocks[b]):
+                return m, b
+    return None
 
 
 def _cacheable(block: Any) -> bool:
@@ -185,6 +203,25 @@ def _markers(value: Any) -> list[Mapping[str, Any]]:
 
 def _count_markers(value: Any) -> int:
     return len(_markers(value))
+
+
+def _message_markers(messages: Sequence[Any]) -> int:
+    """Markers in a conversation; a flat scan of the places a marker can sit (content blocks and the blocks
+    nested in tool results), because this runs on every call over the whole history."""
+    count = 0
+    for message in messages:
+        content = message.get("content") if type(message) is dict or isinstance(message, Mapping) else None
+        if not isinstance(content, (list, tuple)):
+            continue
+        for block in content:
+            if type(block) is not dict and not isinstance(block, Mapping):
+                continue
+            if block.get("cache_control") is not None:
+                count += 1
+            nested = block.get("content")
+            if type(nested) is list:
+                count += sum(1 for b in nested if isinstance(b, Mapping) and b.get("cache_control") is not None)
+    return count
 
 
 def _check_ttl_order(tools: list[Any], system: list[Any], place_system: bool, place_messages: bool) -> None:

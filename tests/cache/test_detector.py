@@ -7,6 +7,7 @@ directly; tests/cache/test_end_to_end.py runs the same scenarios through the rea
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -305,7 +306,20 @@ def test_rebuilt_objects_fingerprint_like_resent_ones() -> None:
     a = detector.fingerprint("anthropic_messages", request)
     b = detector.fingerprint("anthropic_messages", copy.deepcopy(request))
     c = detector.fingerprint("anthropic_messages", {**request, "messages": tuple(copy.deepcopy(messages))})
-    assert a.items == b.items == c.items and a.system == b.system and a.tools == b.tools
+    d = detector.fingerprint("anthropic_messages", json.loads(json.dumps(request)))  # new string objects too
+    assert a.items == b.items == c.items == d.items and a.system == d.system and a.tools == d.tools
+
+
+def test_moving_breakpoint_over_a_history_loaded_from_json() -> None:
+    """Nothing shared by identity (every string is new): content still decides."""
+    detector = CacheBreakDetector(clock=Clock())
+    first = detector.fingerprint("anthropic_messages", json.loads(json.dumps(body(with_last_marked(history(3))))))
+    second = detector.fingerprint("anthropic_messages", json.loads(json.dumps(body(with_last_marked(history(4))))))
+    assert second.prefix(6) == first.prefix(6) and second.item_breakpoints == (8,)
+    edited = json.loads(json.dumps(body(with_last_marked(history(5)))))
+    edited["messages"][6]["content"] = "question 3?"
+    third = detector.fingerprint("anthropic_messages", edited)
+    assert third.prefix(5) == first.prefix(5) and third.items[6] != first.items[6]
 
 
 def test_edits_change_ids_from_the_edit_on() -> None:
