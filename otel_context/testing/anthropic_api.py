@@ -6,6 +6,8 @@ header (anthropic 2.x no longer sends ``?beta=true``; the query string is ignore
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -13,9 +15,9 @@ from typing import Any
 from .errors import SimError
 from .http import JsonResult, Request, Result, SseEvent, StreamResult
 from .ids import anthropic_id
-from .scripted import Reply, Turn, plan_reply
+from .scripted import Reply, Turn, plan_reply, thinking_text
 from .state import SimState
-from .tokens import block_text, request_blocks
+from .tokens import block_text, count_tokens, request_blocks
 
 __all__ = ["count_tokens_endpoint", "messages_endpoint"]
 
@@ -159,6 +161,25 @@ def _apply_stop_sequences(reply: Reply, stops: Any) -> str | None:
     return best[1]
 
 
+def _thinking_budget(body: Mapping[str, Any]) -> int:
+    """-1 when thinking is off, 0 for adaptive thinking, else the validated ``budget_tokens``."""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, Mapping) or thinking.get("type") in (None, "disabled"):
+        return -1
+    if thinking.get("type") == "adaptive":
+        return 0
+    if thinking.get("type") != "enabled":
+        raise SimError(400, "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'")
+    budget = thinking.get("budget_tokens")
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        raise SimError(400, "thinking.enabled.budget_tokens: Field required")
+    if budget < 1024:
+        raise SimError(400, "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+    if int(body.get("max_tokens", 0)) <= budget:
+        raise SimError(400, "`max_tokens` must be greater than `thinking.budget_tokens`.")
+    return budget
+
+
 def _prepare(state: SimState, req: Request) -> tuple[Mapping[str, Any], str, list[Mapping[str, Any]], int]:
     body = _require_object(req.body)
     model, messages = _validate(body, need_max_tokens=True)
@@ -177,11 +198,25 @@ def messages_endpoint(state: SimState, req: Request) -> Result:
     cache = state.cache.anthropic(model, blocks)
     tools = {str(t.get("name")): t.get("input_schema", {}) for t in body.get("tools") or [] if isinstance(t, Mapping)}
     tool_choice = body.get("tool_choice")
-    if isinstance(tool_choice, Mapping) and tool_choice.get("type") == "none":
-        tools = {}
-    reply = plan_reply(_turns(body, messages), tools, max_tokens=int(body["max_tokens"]))
+    force: str | None = None
+    if isinstance(tool_choice, Mapping):
+        if tool_choice.get("type") == "none":
+            tools = {}
+        elif tool_choice.get("type") == "any":
+            force = "*"
+        elif tool_choice.get("type") == "tool":
+            force = str(tool_choice.get("name"))
+            if force not in tools:
+                raise SimError(400, f"Tool '{force}' not found in provided tools")
+    turns = _turns(body, messages)
+    budget = _thinking_budget(body)
+    thinking = thinking_text(turns, budget if budget > 0 else None) if budget >= 0 else None
+    reply = plan_reply(turns, tools, max_tokens=int(body["max_tokens"]), force_tool=force)
     stop_sequence = _apply_stop_sequences(reply, body.get("stop_sequences"))
     content: list[dict[str, Any]] = []
+    if thinking is not None:
+        signature = base64.b64encode(hashlib.sha256(thinking.encode()).digest() * 3).decode()
+        content.append({"type": "thinking", "thinking": thinking, "signature": signature})
     if reply.text or not reply.tool_calls:
         content.append({"type": "text", "text": reply.text})
     for call in reply.tool_calls:
@@ -202,10 +237,12 @@ def messages_endpoint(state: SimState, req: Request) -> Result:
             "ephemeral_5m_input_tokens": cache.ephemeral_5m,
             "ephemeral_1h_input_tokens": cache.ephemeral_1h,
         },
-        "output_tokens": reply.output_tokens,
+        "output_tokens": reply.output_tokens + (count_tokens(thinking) if thinking else 0),
         "service_tier": "standard",
         "inference_geo": "global",
     }
+    if thinking is not None:
+        usage["output_tokens_details"] = {"thinking_tokens": count_tokens(thinking)}
     message: dict[str, Any] = {
         "model": model,
         "id": anthropic_id("msg"),
@@ -246,7 +283,35 @@ def _stream_events(message: Mapping[str, Any]) -> list[SseEvent]:
     start.update({"content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage})
     events: list[SseEvent] = [("message_start", {"type": "message_start", "message": start})]
     for index, block in enumerate(message["content"]):
-        if block["type"] == "text":
+        if block["type"] == "thinking":
+            shell = {"type": "thinking", "thinking": "", "signature": ""}
+            events.append(
+                ("content_block_start", {"type": "content_block_start", "index": index, "content_block": shell})
+            )
+            if index == 0:
+                events.append(("ping", {"type": "ping"}))
+            for piece in _chunks(block["thinking"]):
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "thinking_delta", "thinking": piece},
+                        },
+                    )
+                )
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "signature_delta", "signature": block["signature"]},
+                    },
+                )
+            )
+        elif block["type"] == "text":
             events.append(
                 (
                     "content_block_start",
@@ -263,9 +328,9 @@ def _stream_events(message: Mapping[str, Any]) -> list[SseEvent]:
                     )
                 )
         else:
-            shell = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            tool_shell: dict[str, Any] = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             events.append(
-                ("content_block_start", {"type": "content_block_start", "index": index, "content_block": shell})
+                ("content_block_start", {"type": "content_block_start", "index": index, "content_block": tool_shell})
             )
             if index == 0:
                 events.append(("ping", {"type": "ping"}))

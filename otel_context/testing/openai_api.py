@@ -90,6 +90,24 @@ def _function_tools(tools: Any) -> dict[str, Any]:
     return out
 
 
+def _forced_tool(choice: Any, tools: Mapping[str, Any]) -> str | None:
+    """The tool a forcing ``tool_choice`` names ("*" for ``required``), validated against ``tools``."""
+    if choice == "required":
+        return "*"
+    if isinstance(choice, Mapping) and choice.get("type") == "function":
+        fn = choice.get("function")
+        name = fn.get("name") if isinstance(fn, Mapping) else choice.get("name")
+        if name not in tools:
+            raise SimError(
+                400,
+                f"Invalid value for 'tool_choice': tool '{name}' is not in the provided tools.",
+                param="tool_choice",
+                code="invalid_value",
+            )
+        return str(name)
+    return None
+
+
 def _stop_cut(text: str, stops: Any) -> tuple[str, bool]:
     if isinstance(stops, str):
         stops = [stops]
@@ -221,6 +239,7 @@ def chat_completions_endpoint(state: SimState, req: Request) -> Result:
     tools = _function_tools(body.get("tools"))
     if body.get("tool_choice") == "none":
         tools = {}
+    force = _forced_tool(body.get("tool_choice"), tools)
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     max_tokens = max_tokens if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) else None
     n = body.get("n") if isinstance(body.get("n"), int) and body.get("n", 1) >= 1 else 1
@@ -229,7 +248,7 @@ def chat_completions_endpoint(state: SimState, req: Request) -> Result:
     choices: list[dict[str, Any]] = []
     completion = 0
     for index in range(n):
-        reply = plan_reply(turns, tools, max_tokens=max_tokens, salt=str(index) if index else "")
+        reply = plan_reply(turns, tools, max_tokens=max_tokens, salt=str(index) if index else "", force_tool=force)
         text, stopped = _stop_cut(reply.text, body.get("stop"))
         reply.text = text
         completion += reply.output_tokens
@@ -502,9 +521,10 @@ def responses_endpoint(state: SimState, req: Request) -> Result:
     )
     if body.get("tool_choice") == "none":
         tools = {}
+    force = _forced_tool(body.get("tool_choice"), tools)
     max_out = body.get("max_output_tokens")
     max_out = max_out if isinstance(max_out, int) and not isinstance(max_out, bool) else None
-    reply = plan_reply(_responses_turns(body.get("instructions"), items), tools, max_tokens=max_out)
+    reply = plan_reply(_responses_turns(body.get("instructions"), items), tools, max_tokens=max_out, force_tool=force)
     output: list[dict[str, Any]] = []
     if reply.tool_calls:
         for call in reply.tool_calls:

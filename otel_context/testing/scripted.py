@@ -15,6 +15,11 @@ The conventions (stable; tests and users rely on them):
   :data:`DEFAULT_WORDS` words; a ``words:<N>`` directive in the last user message asks for N words. After tool
   results the text starts ``"Simulated reply <n>: received <k> tool result(s)."``. A reply longer than
   ``max_tokens`` is cut at ``max_tokens`` tokens with stop reason ``max_tokens`` / finish reason ``length``.
+* **Forced tools.** A ``tool_choice`` that forces a tool (Anthropic ``any``/``tool``, OpenAI ``required`` or
+  a named function) always gets a tool call: the directives of the last user message if any match, else
+  the named tool (or the first offered one) with schema-generated arguments.
+* **Thinking.** With Anthropic ``thinking`` enabled (``enabled`` or ``adaptive``) the reply starts with a
+  ``thinking`` block ``"Considering <n>: <12 words>"`` (cut to ``budget_tokens``) and a signature.
 * **Summaries.** When the last user message contains ``<summary>`` or the word summary/summarize/summarise
   (any case), the reply is::
 
@@ -43,7 +48,16 @@ from typing import Any
 
 from .tokens import canonical_json, count_tokens
 
-__all__ = ["DEFAULT_WORDS", "USER_MESSAGE_CAP", "Reply", "ToolCall", "Turn", "plan_reply", "summary_requested"]
+__all__ = [
+    "DEFAULT_WORDS",
+    "USER_MESSAGE_CAP",
+    "Reply",
+    "ToolCall",
+    "Turn",
+    "plan_reply",
+    "summary_requested",
+    "thinking_text",
+]
 
 DEFAULT_WORDS = 20
 USER_MESSAGE_CAP = 500
@@ -209,14 +223,25 @@ def plan_reply(
     *,
     max_tokens: int | None = None,
     salt: str = "",
+    force_tool: str | None = None,
 ) -> Reply:
     """The deterministic reply to a conversation (see the module docstring for the conventions).
 
     ``tools`` maps each offered tool name to its JSON schema; ``salt`` varies replies for the same
-    conversation (e.g. the choice index when ``n > 1``).
+    conversation (e.g. the choice index when ``n > 1``). ``force_tool`` is the tool a forced ``tool_choice``
+    names (``"*"``: any tool); then the reply is always a tool call (the directive's calls if the last
+    message has directives, else that tool, or the first offered one, with schema-generated arguments).
     """
     last = turns[-1] if turns else Turn("user", "")
     real_user = last.role == "user" and not last.tool_result
+    if force_tool is not None and tools:
+        calls = _directives(last.text, tools) if real_user else []
+        if force_tool != "*":
+            calls = [c for c in calls if c.name == force_tool]
+        if not calls:
+            name = force_tool if force_tool in tools else next(iter(tools))
+            calls = [ToolCall(name, _schema_args(tools[name]))]
+        return Reply(tool_calls=calls, kind="tool")
     if summary_requested(turns):
         text, cut = _truncate(summarize(turns), max_tokens)
         return Reply(text=text, truncated=cut, kind="summary")
@@ -243,3 +268,11 @@ def plan_reply(
     text = prefix + (" " + " ".join(words) + "." if words else "")
     text, cut = _truncate(text, max_tokens)
     return Reply(text=text, truncated=cut)
+
+
+def thinking_text(turns: Sequence[Turn], budget: int | None) -> str:
+    """The scripted thinking of a reply: ``"Considering <n>: <12 words>"``, cut to ``budget`` tokens."""
+    seed = _digest(turns, "thinking")
+    n = int.from_bytes(seed[:4], "big") % 100_000
+    text = f"Considering {n}: " + " ".join(_words(seed, 12)) + "."
+    return _truncate(text, budget)[0]

@@ -277,3 +277,48 @@ def test_strict_models_rejects_unknown_model() -> None:
             assert client.messages.create(**_req()).stop_reason == "end_turn"
         finally:
             client.close()
+
+
+def test_extended_thinking_block_and_stream(anthropic_client: Any) -> None:
+    body = _req(model="claude-haiku-4-5", max_tokens=3000, thinking={"type": "enabled", "budget_tokens": 1024})
+    msg = anthropic_client.messages.create(**body)
+    assert [b.type for b in msg.content] == ["thinking", "text"]
+    assert msg.content[0].thinking.startswith("Considering ")
+    assert msg.content[0].signature
+    with anthropic_client.messages.stream(**body) as stream:
+        final = stream.get_final_message()
+    assert final.content[0].thinking == msg.content[0].thinking
+    assert final.content[0].signature == msg.content[0].signature
+    assert final.usage.output_tokens == msg.usage.output_tokens
+
+
+def test_thinking_budget_must_be_below_max_tokens(anthropic_client: Any) -> None:
+    with pytest.raises(anthropic.BadRequestError) as info:
+        anthropic_client.messages.create(
+            **_req(model="claude-haiku-4-5", max_tokens=1000, thinking={"type": "enabled", "budget_tokens": 1024})
+        )
+    assert "budget_tokens" in info.value.body["error"]["message"]
+
+
+def test_forced_tool_choice(anthropic_client: Any) -> None:
+    forced = anthropic_client.messages.create(
+        **_req(tools=[WEATHER_TOOL, TIME_TOOL], tool_choice={"type": "tool", "name": "get_time"})
+    )
+    assert forced.stop_reason == "tool_use"
+    assert forced.content[0].name == "get_time"
+    anyone = anthropic_client.messages.create(**_req(tools=[WEATHER_TOOL], tool_choice={"type": "any"}))
+    assert anyone.content[0].name == "get_weather"
+    none = anthropic_client.messages.create(
+        **_req(
+            tools=[WEATHER_TOOL],
+            tool_choice={"type": "none"},
+            messages=[{"role": "user", "content": "tool:get_weather"}],
+        )
+    )
+    assert none.stop_reason == "end_turn"
+
+
+def test_adaptive_thinking(anthropic_client: Any) -> None:
+    msg = anthropic_client.messages.create(**_req(thinking={"type": "adaptive"}))
+    assert msg.content[0].type == "thinking"
+    assert msg.usage.output_tokens_details.thinking_tokens > 0

@@ -201,3 +201,17 @@ def test_strict_models_unknown_model_is_404() -> None:
             )
         finally:
             client.close()
+
+
+def test_forced_tool_choice(openai_client: Any) -> None:
+    tools = [openai_tool(WEATHER_TOOL), openai_tool(TIME_TOOL)]
+    required = openai_client.chat.completions.create(**_req(tools=tools, tool_choice="required"))
+    assert required.choices[0].message.tool_calls[0].function.name == "get_weather"
+    named = openai_client.chat.completions.create(
+        **_req(tools=tools, tool_choice={"type": "function", "function": {"name": "get_time"}})
+    )
+    assert named.choices[0].message.tool_calls[0].function.name == "get_time"
+    with pytest.raises(openai.BadRequestError):
+        openai_client.chat.completions.create(
+            **_req(tools=tools, tool_choice={"type": "function", "function": {"name": "nope"}})
+        )
