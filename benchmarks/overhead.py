@@ -1,0 +1,478 @@
+"""Added latency of otel-context versus the uninstrumented SDKs and the peer instrumentations.
+
+Run on demand (never in the test suite):
+
+    bash benchmarks/setup_peers.sh            # once: benchmarks/.venv-peers with the peers from PyPI
+    .venv/bin/python benchmarks/overhead.py   # the table; --markdown FILE writes it as Markdown too
+
+Method (the one of ../shared/research/instrumentation.md §9, so the numbers compare):
+
+* The provider is otel-context's own simulated provider (``otel_context.testing.SimulatedProvider``), a real
+  HTTP server on loopback. It runs in THIS process; every measured configuration runs in its OWN worker
+  process (a fresh interpreter: no instrumentation leaks from one configuration into the next, and the
+  server does not share the client's GIL).
+* The real SDK clients (``max_retries=0``) make the calls. Each worker alternates blocks of uninstrumented
+  calls with blocks of instrumented calls (``instrument()`` / ``uninstrument()`` between blocks), so drift of
+  the machine hits both modes alike. An instrumentation whose ``uninstrument()`` does not remove it (found by
+  counting spans in the baseline blocks) is measured sequentially instead: all baseline blocks, then
+  instrument once; the table says which.
+* OpenTelemetry SDK set up as an application would: ``TracerProvider`` + ``SimpleSpanProcessor`` with a
+  counting no-op exporter, ``MeterProvider`` + ``InMemoryMetricReader``; passed explicitly to every
+  instrumentor (no global provider, so the anthropic SDK's own native span stays off everywhere).
+  Content capture is off for everyone (each project's default or switch).
+* Per non-streaming call: ``perf_counter_ns`` around the SDK call. Per streamed chunk: the time between two
+  consecutive chunks the iterator yields (the first one, which includes the server's time to first byte,
+  excluded), over streams of a few hundred chunks. Medians; Δ = instrumented median - baseline median from
+  the same process; ratio = instrumented / baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PEERS_PYTHON = HERE / ".venv-peers" / "bin" / "python"
+
+ANTHROPIC_MODEL = "claude-sonnet-4-5"
+OPENAI_MODEL = "gpt-4o-mini"
+#: Short answers for the per-call figure (the response size of the research's mock), long ones for streams.
+CALL_PROMPT = "Say hello. words:20"
+STREAM_PROMPT = "Tell a story. words:300"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One measured configuration: an instrumentation of one SDK, or otel-context in a given mode."""
+
+    key: str
+    provider: str  # "anthropic" | "openai"
+    label: str
+    package: str  # the distribution whose version the table shows
+    needs_peers: bool
+
+
+CONFIGS: tuple[Config, ...] = (
+    Config("otel-context", "anthropic", "otel-context (defaults)", "otel-context", False),
+    Config("otel-context-observe", "anthropic", "otel-context (compaction off)", "otel-context", False),
+    Config(
+        "otel-genai",
+        "anthropic",
+        "OpenTelemetry genai-anthropic",
+        "opentelemetry-instrumentation-genai-anthropic",
+        True,
+    ),
+    Config(
+        "traceloop", "anthropic", "Traceloop (OpenLLMetry) anthropic", "opentelemetry-instrumentation-anthropic", True
+    ),
+    Config("otel-context", "openai", "otel-context (defaults)", "otel-context", False),
+    Config("otel-context-observe", "openai", "otel-context (compaction off)", "otel-context", False),
+    Config("otel-genai", "openai", "OpenTelemetry genai-openai", "opentelemetry-instrumentation-genai-openai", True),
+    Config("traceloop", "openai", "Traceloop (OpenLLMetry) openai", "opentelemetry-instrumentation-openai", True),
+)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Worker: runs in its own process, one configuration.
+# ------------------------------------------------------------------------------------------------------------
+
+
+class _Switch:
+    """instrument()/uninstrument() of one configuration, with the OpenTelemetry providers it reports to."""
+
+    def __init__(self, key: str, provider: str, tracer_provider: Any, meter_provider: Any) -> None:
+        self.key, self.provider = key, provider
+        self.tp, self.mp = tracer_provider, meter_provider
+        self._instrumentor: Any = None
+
+    def on(self) -> None:
+        if self.key.startswith("otel-context"):
+            import otel_context
+
+            settings: dict[str, Any] = {}
+            if self.key == "otel-context-observe":
+                settings["compaction"] = "off"
+            otel_context.instrument(tracer_provider=self.tp, meter_provider=self.mp, **settings)  # type: ignore[attr-defined]
+            return
+        if self._instrumentor is None:
+            self._instrumentor = _peer_instrumentor(self.key, self.provider)
+        self._instrumentor.instrument(tracer_provider=self.tp, meter_provider=self.mp)
+
+    def off(self) -> None:
+        if self.key.startswith("otel-context"):
+            import otel_context
+
+            otel_context.uninstrument()  # type: ignore[attr-defined]
+            return
+        self._instrumentor.uninstrument()
+
+
+def _peer_instrumentor(key: str, provider: str) -> Any:
+    if key == "otel-genai" and provider == "anthropic":
+        from opentelemetry.instrumentation.genai.anthropic import AnthropicInstrumentor
+
+        return AnthropicInstrumentor()
+    if key == "otel-genai" and provider == "openai":
+        from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+
+        return OpenAIInstrumentor()
+    if key == "traceloop" and provider == "anthropic":
+        from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor as TLAnthropic
+
+        return TLAnthropic()
+    if key == "traceloop" and provider == "openai":
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor as TLOpenAI
+
+        return TLOpenAI()
+    raise SystemExit(f"unknown configuration {key}/{provider}")
+
+
+def _providers() -> tuple[Any, Any, Callable[[], int]]:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class CountingExporter(SpanExporter):
+        """Counts spans and drops them: the exporter's own cost stays out of the comparison."""
+
+        def __init__(self) -> None:
+            self.count = 0
+
+        def export(self, spans: Any) -> SpanExportResult:
+            self.count += len(spans)
+            return SpanExportResult.SUCCESS
+
+    exporter = CountingExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    return tracer_provider, meter_provider, lambda: exporter.count
+
+
+def _calls(provider: str, base_url: str) -> tuple[Callable[[], None], Callable[[], list[int]]]:
+    """(one non-streaming call, one stream returning its chunk gaps in ns)."""
+    if provider == "anthropic":
+        import anthropic
+
+        a_client = anthropic.Anthropic(base_url=base_url, api_key="bench-key", max_retries=0)
+        call_messages = [{"role": "user", "content": CALL_PROMPT}]
+        stream_messages = [{"role": "user", "content": STREAM_PROMPT}]
+
+        def a_call() -> None:
+            a_client.messages.create(model=ANTHROPIC_MODEL, max_tokens=1024, messages=call_messages)  # type: ignore[arg-type]
+
+        def a_stream() -> list[int]:
+            stream = a_client.messages.create(
+                model=ANTHROPIC_MODEL,
+                max_tokens=4096,
+                messages=stream_messages,  # type: ignore[arg-type]
+                stream=True,
+            )
+            return _gaps(stream)
+
+        return a_call, a_stream
+
+    import openai
+
+    o_client = openai.OpenAI(base_url=base_url + "/v1", api_key="bench-key", max_retries=0)
+    o_call_messages = [{"role": "user", "content": CALL_PROMPT}]
+    o_stream_messages = [{"role": "user", "content": STREAM_PROMPT}]
+
+    def o_call() -> None:
+        o_client.chat.completions.create(model=OPENAI_MODEL, messages=o_call_messages)  # type: ignore[arg-type]
+
+    def o_stream() -> list[int]:
+        stream = o_client.chat.completions.create(
+            model=OPENAI_MODEL,
+            messages=o_stream_messages,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        return _gaps(stream)
+
+    return o_call, o_stream
+
+
+def _gaps(stream: Any) -> list[int]:
+    clock = time.perf_counter_ns
+    gaps: list[int] = []
+    last = clock()
+    for _ in stream:
+        now = clock()
+        gaps.append(now - last)
+        last = now
+    return gaps[1:]  # the first gap is the server's time to first byte, not per-chunk work
+
+
+class _Samples:
+    """Timings of one measure (per call or per chunk) in both modes, kept per block."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[str, list[list[int]]] = {"base": [], "inst": []}
+        self.calls = {"base": 0, "inst": 0}
+        self.spans = {"base": 0, "inst": 0}
+        self.chunks_per_stream: list[int] = []
+
+    def summary(self, mode: str) -> dict[str, Any]:
+        base = statistics.median(x for b in self.blocks["base"] for x in b) / 1000
+        inst = statistics.median(x for b in self.blocks["inst"] for x in b) / 1000
+        # Paired per-round deltas: robust to load drifting between rounds (other processes on the machine).
+        paired = sorted(
+            (statistics.median(i) - statistics.median(b)) / 1000
+            for b, i in zip(self.blocks["base"], self.blocks["inst"], strict=False)
+        )
+        q = statistics.quantiles(paired, n=4) if len(paired) >= 2 else [paired[0]] * 3
+        return {
+            "base_us": base,
+            "inst_us": inst,
+            "delta_us": statistics.median(paired),
+            "delta_pooled_us": inst - base,
+            "delta_iqr_us": (q[0], q[2]),
+            "ratio": inst / base if base else float("nan"),
+            "n": sum(len(b) for b in self.blocks["inst"]),
+            "spans_per_call": self.spans["inst"] / max(self.calls["inst"], 1),
+            "baseline_spans": self.spans["base"],
+            "chunks_per_stream": statistics.median(self.chunks_per_stream) if self.chunks_per_stream else None,
+            "mode": mode,
+        }
+
+
+def _block(
+    samples: _Samples, mode: str, run: Callable[[], Any], size: int, spans: Callable[[], int], per_chunk: bool
+) -> None:
+    clock = time.perf_counter_ns
+    gc.collect()
+    before = spans()
+    timings: list[int] = []
+    for _ in range(size):
+        if per_chunk:
+            gaps = run()
+            timings.extend(gaps)
+            samples.chunks_per_stream.append(len(gaps) + 1)
+        else:
+            start = clock()
+            run()
+            timings.append(clock() - start)
+    samples.blocks[mode].append(timings)
+    samples.calls[mode] += size
+    samples.spans[mode] += spans() - before
+
+
+def worker(args: argparse.Namespace) -> None:
+    os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "NO_CONTENT")
+    os.environ["TRACELOOP_TRACE_CONTENT"] = "false"
+    os.environ["ANTHROPIC_OPEN_TELEMETRY"] = "false"  # the SDK's native span: off in every configuration
+    import warnings
+
+    warnings.simplefilter("ignore")  # model deprecation warnings: once is noise, per call would be a cost
+    tracer_provider, meter_provider, spans = _providers()
+    switch = _Switch(args.config, args.provider, tracer_provider, meter_provider)
+    call, stream = _calls(args.provider, args.base_url)
+    measures = (("call", call, args.block, False), ("stream", stream, args.stream_block, True))
+    results = {name: _Samples() for name, *_ in measures}
+
+    def warm() -> None:
+        for _ in range(args.warmup):
+            call()
+        for _ in range(3):
+            stream()
+
+    warm()
+    if args.sequential:
+        # uninstrument() does not work for this one: every baseline block first, then instrument once
+        # (instrumenting twice would stack its wrappers and double its cost).
+        for name, run, size, per_chunk in measures:
+            for _ in range(args.rounds):
+                _block(results[name], "base", run, size, spans, per_chunk)
+        switch.on()
+        warm()
+        for name, run, size, per_chunk in measures:
+            for _ in range(args.rounds):
+                _block(results[name], "inst", run, size, spans, per_chunk)
+        mode = "sequential"
+    else:
+        switch.on()
+        warm()
+        switch.off()
+        before = spans()
+        call()
+        if spans() != before:  # uninstrument() left the wrapper in place: the orchestrator re-runs us
+            print(json.dumps({"needs_sequential": True}))
+            return
+        for name, run, size, per_chunk in measures:
+            for _ in range(args.rounds):
+                _block(results[name], "base", run, size, spans, per_chunk)
+                switch.on()
+                try:
+                    _block(results[name], "inst", run, size, spans, per_chunk)
+                finally:
+                    switch.off()
+        mode = "interleaved"
+    print(
+        json.dumps(
+            {
+                "config": args.config,
+                "provider": args.provider,
+                "version": _version(args.package),
+                "call": results["call"].summary(mode),
+                "stream": results["stream"].summary(mode),
+                "uninstrument_works": not args.sequential,
+            }
+        )
+    )
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "?"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Orchestrator: the simulated provider in this process, one worker process per configuration.
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _python_for(config: Config) -> str | None:
+    if PEERS_PYTHON.exists():
+        return str(PEERS_PYTHON)  # everyone on the same SDK and OpenTelemetry versions
+    return None if config.needs_peers else sys.executable
+
+
+def _run_config(config: Config, base_url: str, args: argparse.Namespace) -> dict[str, Any] | str:
+    python = _python_for(config)
+    if python is None:
+        return "not installed (run benchmarks/setup_peers.sh)"
+    cmd = [
+        python,
+        str(Path(__file__).resolve()),
+        "--worker",
+        "--config", config.key,
+        "--provider", config.provider,
+        "--package", config.package,
+        "--base-url", base_url,
+        "--rounds", str(args.rounds),
+        "--block", str(args.block),
+        "--stream-block", str(args.stream_block),
+        "--warmup", str(args.warmup),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for attempt in (cmd, [*cmd, "--sequential"]):
+        proc = subprocess.run(attempt, capture_output=True, text=True, env=env, check=False)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            return f"failed: {last[:200]}"
+        result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        if not result.get("needs_sequential"):
+            return result
+    return "failed: no result"
+
+
+def _delta(m: dict[str, Any], digits: int) -> str:
+    lo, hi = m["delta_iqr_us"]
+    return f"**{m['delta_us']:+.{digits}f}** ({lo:+.{digits}f}…{hi:+.{digits}f})"
+
+
+def table(results: list[tuple[Config, dict[str, Any] | str]]) -> str:
+    lines = [
+        "| SDK | instrumentation | version | baseline µs/call | Δ µs/call (IQR of rounds) | ratio "
+        "| baseline µs/chunk | Δ µs/chunk (IQR of rounds) | spans/call | mode |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for config, result in results:
+        if isinstance(result, str):
+            lines.append(f"| {config.provider} | {config.label} | | {result} | | | | | | |")
+            continue
+        c, s = result["call"], result["stream"]
+        mode = c["mode"] + ("" if result["uninstrument_works"] else " (its uninstrument() is a no-op)")
+        lines.append(
+            f"| {config.provider} | {config.label} | {result['version']} | {c['base_us']:.0f} | {_delta(c, 0)} | "
+            f"{c['ratio']:.2f} | {s['base_us']:.1f} | {_delta(s, 1)} | {c['spans_per_call']:.2f} | {mode} |"
+        )
+    return "\n".join(lines)
+
+
+def verdict(results: list[tuple[Config, dict[str, Any] | str]]) -> list[str]:
+    """otel-context (defaults) against one third of the best peer's added latency, per SDK and measure."""
+    out = []
+    for provider in ("anthropic", "openai"):
+        ours = next((r for c, r in results if c.provider == provider and c.key == "otel-context"), None)
+        peers = [
+            (c.label, r)
+            for c, r in results
+            if c.provider == provider and not c.key.startswith("otel-context") and isinstance(r, dict)
+        ]
+        if not isinstance(ours, dict) or not peers:
+            out.append(f"{provider}: no comparison (a configuration did not run)")
+            continue
+        for measure, unit in (("call", "µs/call"), ("stream", "µs/chunk")):
+            label, best = min(((lbl, p[measure]["delta_us"]) for lbl, p in peers), key=lambda x: x[1])
+            mine = ours[measure]["delta_us"]
+            if best <= 0:
+                state = "INCONCLUSIVE (the best peer's Δ is within noise)"
+            else:
+                state = "MET" if mine <= best / 3 else "NOT MET"
+            out.append(
+                f"{provider} {measure}: otel-context {mine:+.1f} {unit}; best peer {label} {best:+.1f} "
+                f"(target ≤ {max(best, 0) / 3:.1f}): {state}"
+            )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    parser.add_argument("--provider", help=argparse.SUPPRESS)
+    parser.add_argument("--package", help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    parser.add_argument("--sequential", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=10, help="alternating block pairs per configuration")
+    parser.add_argument("--block", type=int, default=200, help="non-streaming calls per block")
+    parser.add_argument("--stream-block", type=int, default=10, help="streams per block")
+    parser.add_argument("--warmup", type=int, default=50, help="warm-up calls per mode")
+    parser.add_argument("--only", nargs="*", default=None, help="configuration keys to run (default: all)")
+    parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+
+    from otel_context.testing import SimulatedProvider
+
+    results: list[tuple[Config, dict[str, Any] | str]] = []
+    with SimulatedProvider() as sim:
+        for config in CONFIGS:
+            if args.only and config.key not in args.only:
+                continue
+            print(f"… {config.provider}: {config.label}", file=sys.stderr, flush=True)
+            results.append((config, _run_config(config, sim.base_url, args)))
+            sim.clear()
+    text = table(results)
+    env = f"python {sys.version.split()[0]}, {os.cpu_count()} cores, peers venv: {'yes' if PEERS_PYTHON.exists() else 'no'}"
+    print(text)
+    print()
+    for line in verdict(results):
+        print(line)
+    print(env)
+    if args.markdown:
+        args.markdown.write_text(text + "\n\n" + "\n".join(f"* {v}" for v in verdict(results)) + f"\n\n{env}\n")
+
+
+if __name__ == "__main__":
+    main()
