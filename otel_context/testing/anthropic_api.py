@@ -161,6 +161,16 @@ def _apply_stop_sequences(reply: Reply, stops: Any) -> str | None:
     return best[1]
 
 
+def _output_schema(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JSON schema of ``output_config.format`` (or the older beta ``output_format``), if any."""
+    config = body.get("output_config")
+    fmt = config.get("format") if isinstance(config, Mapping) else body.get("output_format")
+    if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+        schema = fmt.get("schema")
+        return schema if isinstance(schema, Mapping) else {}
+    return None
+
+
 def _thinking_budget(body: Mapping[str, Any]) -> int:
     """-1 when thinking is off, 0 for adaptive thinking, else the validated ``budget_tokens``."""
     thinking = body.get("thinking")
@@ -211,7 +221,9 @@ def messages_endpoint(state: SimState, req: Request) -> Result:
     turns = _turns(body, messages)
     budget = _thinking_budget(body)
     thinking = thinking_text(turns, budget if budget > 0 else None) if budget >= 0 else None
-    reply = plan_reply(turns, tools, max_tokens=int(body["max_tokens"]), force_tool=force)
+    reply = plan_reply(
+        turns, tools, max_tokens=int(body["max_tokens"]), force_tool=force, json_schema=_output_schema(body)
+    )
     stop_sequence = _apply_stop_sequences(reply, body.get("stop_sequences"))
     content: list[dict[str, Any]] = []
     if thinking is not None:

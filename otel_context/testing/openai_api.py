@@ -108,6 +108,20 @@ def _forced_tool(choice: Any, tools: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _format_schema(fmt: Any) -> Mapping[str, Any] | None:
+    """The JSON schema a ``response_format`` / ``text.format`` asks for ({} for ``json_object``), if any."""
+    if not isinstance(fmt, Mapping):
+        return None
+    if fmt.get("type") == "json_object":
+        return {}
+    if fmt.get("type") == "json_schema":
+        inner = fmt.get("json_schema") if isinstance(fmt.get("json_schema"), Mapping) else fmt
+        assert isinstance(inner, Mapping)
+        schema = inner.get("schema")
+        return schema if isinstance(schema, Mapping) else {}
+    return None
+
+
 def _stop_cut(text: str, stops: Any) -> tuple[str, bool]:
     if isinstance(stops, str):
         stops = [stops]
@@ -248,7 +262,14 @@ def chat_completions_endpoint(state: SimState, req: Request) -> Result:
     choices: list[dict[str, Any]] = []
     completion = 0
     for index in range(n):
-        reply = plan_reply(turns, tools, max_tokens=max_tokens, salt=str(index) if index else "", force_tool=force)
+        reply = plan_reply(
+            turns,
+            tools,
+            max_tokens=max_tokens,
+            salt=str(index) if index else "",
+            force_tool=force,
+            json_schema=_format_schema(body.get("response_format")),
+        )
         text, stopped = _stop_cut(reply.text, body.get("stop"))
         reply.text = text
         completion += reply.output_tokens
@@ -524,7 +545,15 @@ def responses_endpoint(state: SimState, req: Request) -> Result:
     force = _forced_tool(body.get("tool_choice"), tools)
     max_out = body.get("max_output_tokens")
     max_out = max_out if isinstance(max_out, int) and not isinstance(max_out, bool) else None
-    reply = plan_reply(_responses_turns(body.get("instructions"), items), tools, max_tokens=max_out, force_tool=force)
+    text_config = body.get("text")
+    schema = _format_schema(text_config.get("format")) if isinstance(text_config, Mapping) else None
+    reply = plan_reply(
+        _responses_turns(body.get("instructions"), items),
+        tools,
+        max_tokens=max_out,
+        force_tool=force,
+        json_schema=schema,
+    )
     output: list[dict[str, Any]] = []
     if reply.tool_calls:
         for call in reply.tool_calls:

@@ -20,6 +20,11 @@ The conventions (stable; tests and users rely on them):
   the named tool (or the first offered one) with schema-generated arguments.
 * **Thinking.** With Anthropic ``thinking`` enabled (``enabled`` or ``adaptive``) the reply starts with a
   ``thinking`` block ``"Considering <n>: <12 words>"`` (cut to ``budget_tokens``) and a signature.
+* **Structured output.** When the request asks for a JSON schema (Anthropic ``output_config.format``,
+  Chat ``response_format``, Responses ``text.format``), the reply text is a JSON example of that schema: each
+  required property gets the example value above (nested objects, ``$ref``/``$defs``, ``anyOf`` first
+  non-null option, arrays empty unless ``minItems``); ``json_object`` gets ``{"reply": "sim"}``. Tool
+  directives still win.
 * **Summaries.** When the last user message contains ``<summary>`` or the word summary/summarize/summarise
   (any case), the reply is::
 
@@ -55,6 +60,7 @@ __all__ = [
     "ToolCall",
     "Turn",
     "plan_reply",
+    "structured_text",
     "summary_requested",
     "thinking_text",
 ]
@@ -116,33 +122,63 @@ def summary_requested(turns: Sequence[Turn]) -> bool:
     return bool(last and last.role == "user" and not last.tool_result and _SUMMARY.search(last.text))
 
 
-def _schema_args(schema: Any) -> dict[str, Any]:
+def _example(schema: Any, root: Mapping[str, Any], name: str, depth: int = 0) -> Any:
+    """A deterministic value that validates against ``schema`` (the subset SDK-generated schemas use)."""
+    if not isinstance(schema, Mapping) or depth > 8:
+        return f"sim-{name}"
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, Mapping) else {}
+        return _example(target, root, name, depth + 1)
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            usable = [o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")] or options
+            return _example(usable[0], root, name, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    ptype = schema.get("type")
+    if isinstance(ptype, list):
+        ptype = next((t for t in ptype if t != "null"), "string")
+    if ptype == "integer":
+        return 1
+    if ptype == "number":
+        return 1.0
+    if ptype == "boolean":
+        return True
+    if ptype == "null":
+        return None
+    if ptype == "array":
+        return [_example(schema.get("items", {}), root, name, depth + 1)] if schema.get("minItems") else []
+    if ptype == "object" or "properties" in schema:
+        return _schema_args(schema, root, depth + 1)
+    return f"sim-{name}"
+
+
+def _schema_args(schema: Any, root: Mapping[str, Any] | None = None, depth: int = 0) -> dict[str, Any]:
+    """Arguments for a tool / a structured output: every required property gets an example value."""
     args: dict[str, Any] = {}
     if not isinstance(schema, Mapping):
         return args
+    root = root if root is not None else schema
     props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
     assert isinstance(props, Mapping)
     for name in schema.get("required") or []:
-        prop = props.get(name, {}) if isinstance(props.get(name, {}), Mapping) else {}
-        enum = prop.get("enum")
-        ptype = prop.get("type")
-        if isinstance(ptype, list):
-            ptype = next((t for t in ptype if t != "null"), "string")
-        if isinstance(enum, list) and enum:
-            args[name] = enum[0]
-        elif ptype == "integer":
-            args[name] = 1
-        elif ptype == "number":
-            args[name] = 1.0
-        elif ptype == "boolean":
-            args[name] = True
-        elif ptype == "array":
-            args[name] = []
-        elif ptype == "object":
-            args[name] = {}
-        else:
-            args[name] = f"sim-{name}"
+        args[str(name)] = _example(props.get(name, {}), root, str(name), depth)
     return args
+
+
+def structured_text(schema: Any) -> str:
+    """The JSON text of a structured-output reply: an example object for ``schema`` (see :func:`_example`)."""
+    if not isinstance(schema, Mapping) or not schema:
+        return json.dumps({"reply": "sim"})
+    value = _example(schema, schema, "value")
+    return json.dumps(value)
 
 
 def _directives(text: str, tools: Mapping[str, Any]) -> list[ToolCall]:
@@ -224,6 +260,7 @@ def plan_reply(
     max_tokens: int | None = None,
     salt: str = "",
     force_tool: str | None = None,
+    json_schema: Mapping[str, Any] | None = None,
 ) -> Reply:
     """The deterministic reply to a conversation (see the module docstring for the conventions).
 
@@ -242,6 +279,9 @@ def plan_reply(
             name = force_tool if force_tool in tools else next(iter(tools))
             calls = [ToolCall(name, _schema_args(tools[name]))]
         return Reply(tool_calls=calls, kind="tool")
+    if json_schema is not None and not (real_user and tools and _directives(last.text, tools)):
+        text, cut = _truncate(structured_text(json_schema), max_tokens)
+        return Reply(text=text, truncated=cut, kind="structured")
     if summary_requested(turns):
         text, cut = _truncate(summarize(turns), max_tokens)
         return Reply(text=text, truncated=cut, kind="summary")
