@@ -44,7 +44,7 @@ calls_st = st.builds(
     Call,
     name=st.sampled_from(TOOL_NAMES),
     arg=st.text(alphabet="abcdefghij./", min_size=1, max_size=8),
-    result_words=st.one_of(st.integers(0, 40), st.integers(200, 4_000)),
+    result_words=st.one_of(st.integers(0, 40), st.integers(200, 1_500)),
     result_as_parts=st.booleans(),
 )
 steps_st = st.builds(
