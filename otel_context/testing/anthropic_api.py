@@ -57,10 +57,18 @@ def _validate(body: Mapping[str, Any], *, need_max_tokens: bool) -> tuple[str, l
             raise SimError(400, f"messages.{i}.content: Field required")
         if not isinstance(content, (str, list)):
             raise SimError(400, f"messages.{i}.content: Input should be a valid string or list")
+        final_assistant = i == len(messages) - 1 and msg.get("role") == "assistant"
+        if not content and not final_assistant:
+            raise SimError(
+                400,
+                f"messages.{i}: all messages must have non-empty content except for the optional final assistant message",
+            )
         if isinstance(content, list):
             for j, block in enumerate(content):
                 if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
                     raise SimError(400, f"messages.{i}.content.{j}.type: Field required")
+                if block.get("type") == "text" and not block.get("text") and not final_assistant:
+                    raise SimError(400, "messages: text content blocks must be non-empty")
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):

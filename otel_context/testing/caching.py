@@ -156,20 +156,16 @@ class PromptCache:
             return 0
         ttl = OPENAI_EXTENDED_TTL if retention == "24h" else OPENAI_TTL
         h = hashlib.sha256(b"openai\x00" + model.encode())
-        steps: list[tuple[int, bytes]] = []
-        pending: list[str] = []
-        count = 0
-        next_mark = OPENAI_MIN_TOKENS
+        flat: list[str] = []
         for b in blocks:
-            for piece in b.token_pieces():
-                pending.append(piece)
-                count += 1
-                if count == next_mark:
-                    h.update("\x1f".join(pending).encode())
-                    h.update(b"\x1f")
-                    pending.clear()
-                    steps.append((count, h.copy().digest()))
-                    next_mark += OPENAI_STEP
+            flat.extend(b.token_pieces())
+        steps: list[tuple[int, bytes]] = []
+        start = 0
+        for mark in range(OPENAI_MIN_TOKENS, len(flat) + 1, OPENAI_STEP):
+            h.update("\x1f".join(flat[start:mark]).encode())
+            h.update(b"\x1f")
+            steps.append((mark, h.copy().digest()))
+            start = mark
         now = self._clock()
         cached = 0
         with self._lock:

@@ -26,6 +26,7 @@ Block texts (what is counted):
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -58,13 +59,30 @@ COMPACTION_PREFIX = "simcompact:"
 """Prefix of the simulated ``encrypted_content`` of a Responses ``compaction`` item (base64 of the text)."""
 
 
-def pieces(text: str) -> list[str]:
+_CACHE_MIN_CHARS = 256  # shorter texts are cheaper to count than to look up
+
+
+@functools.lru_cache(maxsize=1024)
+def _pieces_long(text: str) -> tuple[str, ...]:
+    return tuple(_PIECE.findall(text))
+
+
+@functools.lru_cache(maxsize=16384)
+def _count_long(text: str) -> int:
+    return _PIECE.subn("", text)[1]
+
+
+def pieces(text: str) -> Sequence[str]:
     """Split ``text`` into the simulated tokens (see the module docstring)."""
+    if len(text) >= _CACHE_MIN_CHARS:
+        return _pieces_long(text)  # conversations resend the same history every turn
     return _PIECE.findall(text)
 
 
 def count_tokens(text: str) -> int:
     """Deterministic token count of ``text``: what the simulated provider charges for it."""
+    if len(text) >= _CACHE_MIN_CHARS:
+        return _count_long(text)
     return len(_PIECE.findall(text))
 
 
@@ -95,7 +113,8 @@ class Block:
         head = [f"<{self.role}>"] * self.extra
         if self.fixed:
             return head + [f"<img:{self.key[-16:]}>"] * (self.tokens - self.extra)
-        return head + pieces(self.text)
+        head.extend(pieces(self.text))
+        return head
 
 
 def _content_text(content: Any) -> str:

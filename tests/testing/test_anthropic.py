@@ -322,3 +322,29 @@ def test_adaptive_thinking(anthropic_client: Any) -> None:
     msg = anthropic_client.messages.create(**_req(thinking={"type": "adaptive"}))
     assert msg.content[0].type == "thinking"
     assert msg.usage.output_tokens_details.thinking_tokens > 0
+
+
+@pytest.mark.parametrize(
+    ("messages", "message"),
+    [
+        (
+            [{"role": "user", "content": ""}],
+            "messages.0: all messages must have non-empty content except for the optional final assistant message",
+        ),
+        (
+            [{"role": "user", "content": [{"type": "text", "text": ""}]}],
+            "messages: text content blocks must be non-empty",
+        ),
+    ],
+)
+def test_empty_content_is_rejected(anthropic_client: Any, messages: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(anthropic.BadRequestError) as info:
+        anthropic_client.messages.create(**_req(messages=messages))
+    assert info.value.body["error"]["message"] == message
+
+
+def test_empty_final_assistant_prefill_is_accepted(anthropic_client: Any) -> None:
+    msg = anthropic_client.messages.create(
+        **_req(messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}])
+    )
+    assert msg.stop_reason == "end_turn"
