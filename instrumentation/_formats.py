@@ -30,7 +30,7 @@ def _get(obj: Any, name: str) -> Any:
     """Field ``name`` of an SDK object or a JSON dict (None when absent)."""
     if obj is None:
         return None
-    if isinstance(obj, Mapping):
+    if type(obj) is dict or isinstance(obj, Mapping):  # the exact-type test skips the slow ABC check
         return obj.get(name)
     return getattr(obj, name, None)
 

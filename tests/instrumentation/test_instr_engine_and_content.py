@@ -232,3 +232,78 @@ def test_capture_is_size_capped(simulated_provider: Any, spans: Any) -> None:
     captured = attrs(only_span(spans()))[semconv.GEN_AI_INPUT_MESSAGES]
     assert len(captured) <= 300
     assert isinstance(json.loads(captured), list)
+
+
+# --- Anthropic stop_reason=model_context_window_exceeded (the simulated provider never sends it) --------------
+
+
+@pytest.fixture
+def window_exceeded_server() -> Any:
+    """A two-line HTTP server: the first answer stops with model_context_window_exceeded, the next end_turn."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    bodies: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            bodies.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            reason = "model_context_window_exceeded" if len(bodies) == 1 else "end_turn"
+            payload = json.dumps(
+                {
+                    "id": f"msg_{len(bodies)}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": MODEL_A,
+                    "content": [{"type": "text", "text": "partial" if len(bodies) == 1 else "done"}],
+                    "stop_reason": reason,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 10, "output_tokens": 3},
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server.bodies = bodies  # type: ignore[attr-defined]
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_window_exceeded_stop_reason_retries_once(window_exceeded_server: Any, spans: Any, fake: Any) -> None:
+    import anthropic
+
+    short = [{"role": "user", "content": "short"}]
+    fe = fake(retry_body={"model": MODEL_A, "max_tokens": 100, "messages": short})
+    client = anthropic.Anthropic(
+        base_url=f"http://127.0.0.1:{window_exceeded_server.server_address[1]}", api_key="k", max_retries=0
+    )
+    message = client.messages.create(model=MODEL_A, max_tokens=100, messages=USER)
+    assert message.content[0].text == "done"
+    assert [b["messages"] for b in window_exceeded_server.bodies] == [USER, short]
+    [error] = fe.plans[0].too_long
+    assert "model_context_window_exceeded" in str(error) and getattr(error, "status_code", None) is None
+    span = only_span(spans())
+    assert attrs(span)[semconv.GEN_AI_RESPONSE_ID] == "msg_2"
+    assert attrs(span)[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+
+
+def test_window_exceeded_without_retry_returns_the_answer(window_exceeded_server: Any, spans: Any, fake: Any) -> None:
+    import anthropic
+
+    fake(retry_body=None)
+    client = anthropic.Anthropic(
+        base_url=f"http://127.0.0.1:{window_exceeded_server.server_address[1]}", api_key="k", max_retries=0
+    )
+    message = client.messages.create(model=MODEL_A, max_tokens=100, messages=USER)
+    assert message.stop_reason == "model_context_window_exceeded"
+    assert len(window_exceeded_server.bodies) == 1
+    assert attrs(only_span(spans()))[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("model_context_window_exceeded",)
