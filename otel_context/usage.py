@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TokenUsage:
     """Token figures of one response, normalized.
 
@@ -45,6 +45,38 @@ class TokenUsage:
     #: provider compacted the context server side during this call (``gen_ai.conversation.compacted``).
     compaction_iterations: int = 0
 
+    def __init__(
+        self,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cache_write_5m_tokens: int = 0,
+        cache_write_1h_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        compaction_input_tokens: int = 0,
+        compaction_output_tokens: int = 0,
+        reported_cache: bool = False,
+        reported_reasoning: bool = False,
+        compaction_iterations: int = 0,
+    ) -> None:
+        # Same fields and order as the generated __init__; one dict update instead of a frozen
+        # dataclass's per-field object.__setattr__ (five times faster; this runs on every instrumented call).
+        self.__dict__.update(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+            cache_write_5m_tokens=cache_write_5m_tokens,
+            cache_write_1h_tokens=cache_write_1h_tokens,
+            reasoning_tokens=reasoning_tokens,
+            compaction_input_tokens=compaction_input_tokens,
+            compaction_output_tokens=compaction_output_tokens,
+            reported_cache=reported_cache,
+            reported_reasoning=reported_reasoning,
+            compaction_iterations=compaction_iterations,
+        )
+
     @property
     def context_tokens(self) -> int:
         """Tokens this exchange leaves in the context: everything sent plus what the model wrote."""
@@ -59,15 +91,44 @@ class TokenUsage:
 # --- field access that works on SDK models and on dicts ------------------------------------------------------
 
 
+_MAPPING, _PYDANTIC, _OBJECT = 0, 1, 2
+#: How to read fields from instances of each type seen: decided once per type, since this runs for every
+#: instrumented call (an ABC ``isinstance`` and pydantic's ``__getattr__`` for absent fields are slow).
+_KINDS: dict[type, int] = {dict: _MAPPING}
+
+
+def _kind(cls: type) -> int:
+    kind = _KINDS.get(cls)
+    if kind is None:
+        if issubclass(cls, Mapping):
+            kind = _MAPPING
+        elif isinstance(getattr(cls, "__pydantic_fields__", None), dict):
+            kind = _PYDANTIC
+        else:
+            kind = _OBJECT
+        if len(_KINDS) < 1024:  # bounded, whatever the caller passes
+            _KINDS[cls] = kind
+    return kind
+
+
 def _get(obj: Any, name: str) -> Any:
     """``obj[name]`` for mappings, ``obj.name`` otherwise; None when absent or when ``obj`` is None.
 
-    SDK models keep fields their types do not declare (newer API) as attributes, so ``getattr`` sees them.
+    SDK models keep fields their types do not declare (newer API) as extras, so those are seen too.
     """
     if obj is None:
         return None
-    if isinstance(obj, Mapping):
+    kind = _kind(type(obj))
+    if kind == _MAPPING:
         return obj.get(name)
+    if kind == _PYDANTIC:
+        fields = getattr(obj, "__dict__", None)
+        value = fields.get(name) if fields is not None else None
+        if value is None:
+            extra = getattr(obj, "__pydantic_extra__", None)
+            if extra:
+                value = extra.get(name)
+        return value
     try:
         return getattr(obj, name, None)
     except Exception:  # a property of a foreign object may raise: treat as absent
@@ -76,7 +137,9 @@ def _get(obj: Any, name: str) -> Any:
 
 def _num(value: Any) -> int | None:
     """A token count, or None when the value is missing or not a number (bools are not counts)."""
-    if isinstance(value, bool) or value is None:
+    if type(value) is int:
+        return value
+    if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
@@ -113,8 +176,7 @@ def _zero(value: int | None) -> int:
 # --- Anthropic ----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _AnthropicFields:
+class _AnthropicFields(NamedTuple):
     """The raw Anthropic figures, None where the provider did not report them (needed to merge streams)."""
 
     input_tokens: int | None

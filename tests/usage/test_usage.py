@@ -463,3 +463,19 @@ def test_is_deepseek_accepts_the_sdk_url_type() -> None:
 
     client = openai.OpenAI(api_key="x", base_url="https://api.deepseek.com/v1")
     assert is_deepseek(client.base_url)
+
+
+def test_token_usage_stays_a_frozen_value() -> None:
+    import dataclasses
+
+    usage = TokenUsage(1, 2, cache_read_tokens=3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        usage.input_tokens = 5  # type: ignore[misc]
+    assert dataclasses.replace(usage, output_tokens=9) == TokenUsage(1, 9, 3)
+    assert [f.name for f in dataclasses.fields(TokenUsage)][:4] == [
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+    ]
+    assert hash(usage) == hash(TokenUsage(1, 2, 3))
