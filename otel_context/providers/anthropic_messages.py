@@ -173,7 +173,7 @@ def _transcript_block(block: Mapping[str, Any]) -> str:
         return f"[tool call {block.get('name', '')} id={block.get('id', '')}] {compact_json(block.get('input', {}))}"
     if kind in ("tool_result", "mcp_tool_result"):
         flag = " (error)" if block.get("is_error") else ""
-        return f"[tool result id={block.get('tool_use_id', '')}{flag}] {_result_content_text(block.get('content'))}"
+        return f"[tool result id={block.get('tool_use_id', '')}{flag}]\n{_result_content_text(block.get('content'))}"
     if kind == "image":
         return "[image]"
     if kind == "document":
@@ -193,7 +193,11 @@ class AnthropicMessagesAdapter:
 
     def items(self, body: Body) -> list[Item]:
         messages = body.get("messages")
-        return [m for m in messages if isinstance(m, Mapping)] if isinstance(messages, (list, tuple)) else []
+        return (
+            [m for m in messages if type(m) is dict or isinstance(m, Mapping)]
+            if isinstance(messages, (list, tuple))
+            else []
+        )
 
     def with_items(self, body: Body, items: Sequence[Item]) -> dict[str, Any]:
         return {**body, "messages": list(items)}
@@ -359,30 +363,31 @@ class AnthropicMessagesAdapter:
         self, body: Body, transcript_items: Sequence[Item], prompt: str, max_tokens: int, model: str
     ) -> dict[str, Any]:
         # The API rejects tool_use/tool_result blocks in a request that defines no tools, so the transcript is
-        # rendered to plain text, roles kept (consecutive same roles merged, as the API would).
+        # rendered to plain text. Tool results are folded into the assistant side, next to the calls they
+        # answer: the user turns of the transcript are then exactly what the user wrote.
         rendered: list[dict[str, Any]] = []
         for item in transcript_items:
             role = _role(item)
             content = item.get("content")
-            text = content if isinstance(content, str) else join_text(_transcript_block(b) for b in _blocks(item))
-            if not text:
-                continue
-            if role == "system":
-                role, text = "user", f"[system]\n{text}"
-            rendered.append({"role": "assistant" if role == "assistant" else "user", "content": text})
+            if isinstance(content, str):
+                said, results = ([], [content]) if role == "assistant" else ([content], [])
+            else:
+                said, results = [], []
+                for block in _blocks(item):
+                    text = _transcript_block(block)
+                    if role == "assistant" or block.get("type") in ("tool_result", "mcp_tool_result"):
+                        results.append(text)
+                    else:
+                        said.append(text)
+            if join_text(results):
+                rendered.append({"role": "assistant", "content": join_text(results)})
+            if join_text(said):
+                prefix = "[system]\n" if role == "system" else ""
+                rendered.append({"role": "user", "content": prefix + join_text(said)})
         messages = merge_text_messages(rendered)
         if messages and messages[0]["role"] == "assistant":
-            messages.insert(0, {"role": "user", "content": "[The conversation so far]"})
-        if messages and messages[-1]["role"] == "user":
-            last = messages.pop()
-            messages.append(
-                {
-                    "role": "user",
-                    "content": [{"type": "text", "text": last["content"]}, {"type": "text", "text": prompt}],
-                }
-            )
-        else:
-            messages.append({"role": "user", "content": prompt})
+            messages.insert(0, {"role": "user", "content": "[Transcript of the conversation so far]"})
+        messages.append({"role": "user", "content": prompt})  # its own turn (the API merges adjacent user turns)
         request: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
         if body.get("system"):
             request["system"] = body["system"]

@@ -25,6 +25,7 @@ from otel_context.providers._common import (
     fixpoint,
     join_text,
     mentions_too_long,
+    merge_text_messages,
     parse_arguments,
 )
 from otel_context.providers.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
@@ -116,7 +117,7 @@ class OpenAIChatAdapter:
 
     def items(self, body: Body) -> list[Item]:
         messages = self._messages(body)
-        return [m for m in messages[_leading_instructions(messages) :] if isinstance(m, Mapping)]
+        return [m for m in messages[_leading_instructions(messages) :] if type(m) is dict or isinstance(m, Mapping)]
 
     def with_items(self, body: Body, items: Sequence[Item]) -> dict[str, Any]:
         messages = self._messages(body)
@@ -253,13 +254,15 @@ class OpenAIChatAdapter:
         self, body: Body, transcript_items: Sequence[Item], prompt: str, max_tokens: int, model: str
     ) -> dict[str, Any]:
         # No tools are sent, so tool calls and tool messages become plain text (a tool message without the
-        # matching tool_calls would be rejected).
+        # matching tool_calls would be rejected); results join the assistant side, next to their calls, so the
+        # user turns of the transcript are exactly what the user wrote.
         messages: list[dict[str, Any]] = self._messages(body)[: _leading_instructions(self._messages(body))]
+        rendered: list[dict[str, Any]] = []
         for item in transcript_items:
             role = _role(item)
             if role == "tool":
-                text = f"[tool result id={item.get('tool_call_id', '')}] {_content_text(item.get('content'))}"
-                messages.append({"role": "user", "content": text})
+                text = f"[tool result id={item.get('tool_call_id', '')}]\n{_content_text(item.get('content'))}"
+                rendered.append({"role": "assistant", "content": text})
                 continue
             lines = [_content_text(item.get("content"))]
             lines += ["[image]"] * self.image_count(item)
@@ -270,9 +273,13 @@ class OpenAIChatAdapter:
                 lines.append(f"[tool call {name} id={call.get('id', '')}] {args}")
             text = join_text(lines)
             if text:
-                messages.append(
-                    {"role": role if role in ("user", "assistant", "system", "developer") else "user", "content": text}
+                rendered.append(
+                    {
+                        "role": role if role in ("user", "assistant", "system", "developer") else "assistant",
+                        "content": text,
+                    }
                 )
+        messages += merge_text_messages(rendered)
         messages.append({"role": "user", "content": prompt})
         limit_key = (
             "max_tokens" if "max_tokens" in body and "max_completion_tokens" not in body else "max_completion_tokens"

@@ -166,7 +166,9 @@ class OpenAIResponsesAdapter:
         value = body.get("input")
         if isinstance(value, str):
             return [{"role": "user", "content": value}]
-        return [i for i in value if isinstance(i, Mapping)] if isinstance(value, (list, tuple)) else []
+        return (
+            [i for i in value if type(i) is dict or isinstance(i, Mapping)] if isinstance(value, (list, tuple)) else []
+        )
 
     def with_items(self, body: Body, items: Sequence[Item]) -> dict[str, Any]:
         return {**body, "input": list(items)}
@@ -346,14 +348,14 @@ class OpenAIResponsesAdapter:
                     "assistant",
                     f"[tool call {item.get('name', kind)} id={_call_id(item)}] {self.item_text(item)}",
                 )
-            elif kind in _OUTPUT_TYPES:
-                role, text = "user", f"[tool result id={_call_id(item)}] {self.item_text(item)}"
+            elif kind in _OUTPUT_TYPES:  # next to its call, so the user turns are only what the user wrote
+                role, text = "assistant", f"[tool result id={_call_id(item)}]\n{self.item_text(item)}"
             else:
                 role, text = "assistant", f"[{kind}] {self.item_text(item)}"
             if text:
                 transcript.append({"role": role, "content": text})
         transcript.append({"role": "user", "content": prompt})
-        request: dict[str, Any] = {"model": model, "input": transcript, "max_output_tokens": max_tokens}
+        request: dict[str, Any] = {"model": model, "input": _merge_plain(transcript), "max_output_tokens": max_tokens}
         if body.get("instructions"):
             request["instructions"] = body["instructions"]
         return request
@@ -370,6 +372,24 @@ class OpenAIResponsesAdapter:
     def is_too_long_error(self, status: int | None, error_body: Mapping[str, Any] | None, message: str) -> bool:
         _kind, code, text = error_fields(error_body)
         return code == "context_length_exceeded" or mentions_too_long(text, message)
+
+
+def _merge_plain(items: list[Item]) -> list[Item]:
+    """Adjacent plain messages of one role merged (compaction items stay where they are)."""
+    out: list[Item] = []
+    for item in items:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and "type" not in item
+            and "type" not in prev
+            and prev.get("role") == item.get("role")
+            and item is not items[-1]
+        ):
+            out[-1] = {"role": item["role"], "content": f"{prev['content']}\n\n{item['content']}"}
+        else:
+            out.append(item)
+    return out
 
 
 def _drop_orphan_outputs(items: list[Item]) -> list[Item]:

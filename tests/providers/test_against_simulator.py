@@ -65,6 +65,34 @@ def body_for(wire_format: str, items: list[Item]) -> dict[str, Any]:
     return {"model": MODELS[wire_format], "instructions": "Be brief.", "tools": tools, "input": items}
 
 
+@pytest.mark.parametrize("wire_format", FORMATS)
+def test_summary_request_is_accepted_and_sees_the_whole_story(clients: Clients, wire_format: str) -> None:
+    adapter = for_format(wire_format)
+    body = {
+        "anthropic_messages": anthropic_agent_body,
+        "openai_chat": openai_chat_agent_body,
+        "openai_responses": openai_responses_agent_body,
+    }[wire_format]()
+    items = adapter.items(body)
+    first_user = adapter.user_text_items(items)[0]
+    ref = adapter.tool_results(items)[-1]
+    items = adapter.with_tool_results_replaced(items, {ref.call_id: "FACT: the tool says 42"})
+    items = [*items, adapter.make_user_item("FACT: the user prefers Rust")]
+    request = adapter.make_summary_request(
+        body, items, "Summarize the conversation in <summary> tags.", 500, MODELS[wire_format]
+    )
+    if wire_format == "anthropic_messages":
+        text = adapter.response_text(clients.anthropic.messages.create(**request).model_dump())
+    elif wire_format == "openai_chat":
+        text = adapter.response_text(clients.openai.chat.completions.create(**request).model_dump())
+    else:
+        text = adapter.response_text(clients.openai.responses.create(**request).model_dump())
+    summary = text.split("<summary>")[1]
+    assert "FACT: the tool says 42" in summary and "FACT: the user prefers Rust" in summary
+    assert f"- {first_user}" in summary  # the user's own words, listed as a user message
+    assert "- [tool result" not in summary  # tool output is not mistaken for a user message
+
+
 def send_raising(c: Clients, wire_format: str, body: dict[str, Any]) -> None:
     if wire_format == "anthropic_messages":
         c.anthropic.messages.create(**body)

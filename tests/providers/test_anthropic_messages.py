@@ -176,9 +176,12 @@ def test_summary_request_has_no_tools_and_no_tool_blocks() -> None:
     roles = [m["role"] for m in req["messages"]]
     assert roles[0] == "user" and all(a != b for a, b in itertools.pairwise(roles))
     assert req["messages"][-1] == {"role": "user", "content": "Write a <summary>."}
-    # A transcript ending on a user turn gets the prompt in the same (last) user message.
-    req2 = A.make_summary_request(body, items[:9], "P", 10, "m")
-    assert req2["messages"][-1]["content"][-1] == {"type": "text", "text": "P"}
+    # Tool results sit with the assistant: the user turns are exactly what the user wrote, then the prompt.
+    req2 = A.make_summary_request(body, items, "P", 10, "m")
+    user_turns = [m["content"] for m in req2["messages"] if m["role"] == "user"]
+    assert user_turns == [*A.user_text_items(items), "P"]
+    assistant_text = "\n".join(m["content"] for m in req2["messages"] if m["role"] == "assistant")
+    assert "[tool result id=toolu_02C]\nSunny, 21C" in assistant_text
 
 
 def test_response_text_and_too_long_errors() -> None:

@@ -89,6 +89,12 @@ def test_summary_request_response_and_errors() -> None:
         "role": "user",
         "content": "Summarize in <summary>.",
     }
+    user_turns = [m["content"] for m in req["messages"] if m["role"] == "user"]
+    assert user_turns == [
+        "What's the weather in Seattle and San Francisco today?",
+        "What is in this picture?\n[image]",
+        "Summarize in <summary>.",
+    ]
     assert "max_tokens" in C.make_summary_request({"max_tokens": 5, "messages": []}, [], "p", 7, "m")
     assert C.response_text({"choices": [{"message": {"role": "assistant", "content": "hi"}}]}) == "hi"
     assert C.response_text({"choices": []}) == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 
 from otel_context.providers import CLEARED_PLACEHOLDER, for_format
 from otel_context.providers import OPENAI_RESPONSES as R
@@ -104,6 +105,10 @@ def test_unknown_content_text_and_summary() -> None:
     kinds = {i.get("type", "message") for i in req["input"]}
     assert kinds == {"message"}
     assert "call_lC07" in repr(req["input"]) and req["input"][-1] == {"role": "user", "content": "Write a <summary>."}
+    user_turns = [i["content"] for i in req["input"] if i["role"] == "user"]
+    assert user_turns == [*R.user_text_items(items), "Write a <summary>."]
+    roles = [i["role"] for i in req["input"]]
+    assert all(a != b for a, b in itertools.pairwise(roles[:-1]))  # alternating, the prompt its own turn
 
 
 def test_response_text_and_errors() -> None:
