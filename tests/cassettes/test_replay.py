@@ -101,11 +101,41 @@ def _check_span(span: ReadableSpan, interaction: Interaction, label: str) -> Non
         assert attrs.get(semconv.GEN_AI_CONVERSATION_COMPACTED) is True, f"{label}: server-side compaction not flagged"
 
 
+_METRICS = {
+    semconv.METRIC_USAGE_INPUT_TOKENS: semconv.GEN_AI_USAGE_INPUT_TOKENS,
+    semconv.METRIC_USAGE_OUTPUT_TOKENS: semconv.GEN_AI_USAGE_OUTPUT_TOKENS,
+    semconv.METRIC_USAGE_CACHE_READ_INPUT_TOKENS: semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    semconv.METRIC_USAGE_CACHE_WRITE_INPUT_TOKENS: semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
+}
+
+
+def _chat_token_sums(metric_reader: Any) -> dict[str, int]:
+    """The token counters' totals over ``chat`` data points."""
+    sums = dict.fromkeys(_METRICS, 0)
+    data = metric_reader.get_metrics_data()
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name not in sums:
+                    continue
+                for point in metric.data.data_points:
+                    if point.attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_CHAT:
+                        sums[metric.name] += int(point.value)
+    return sums
+
+
 @pytest.mark.parametrize(("name", "mode"), _cases())
 @pytest.mark.usefixtures("instrumented")
-async def test_replayed_exchange_span(name: str, mode: str, spans: Any) -> None:
-    """``instrumented`` / ``spans``: tests/conftest.py (global providers, content capture off)."""
+async def test_replayed_exchange_span(name: str, mode: str, spans: Any, metric_reader: Any) -> None:
+    """``instrumented`` / ``spans`` / ``metric_reader``: tests/conftest.py (global providers, content off)."""
     cassette: Cassette = load(name)
+    expected_sums = dict.fromkeys(_METRICS, 0)
+    for interaction in cassette.interactions:
+        is_chat = interaction.path == "/messages" or interaction.path in ("/chat/completions", "/responses")
+        if interaction.status < 400 and is_chat:
+            exp = expected_for(interaction)
+            for metric, attribute in _METRICS.items():
+                expected_sums[metric] += exp.required.get(attribute, 0)
     with ReplayServer(cassette.interactions) as server:
         for index, interaction in enumerate(cassette.interactions):
             label = f"{short_id(name)}#{index} ({mode})"
@@ -124,6 +154,8 @@ async def test_replayed_exchange_span(name: str, mode: str, spans: Any) -> None:
                 _check_span(span, interaction, label)
         assert not server.misses, f"calls the recording does not have: {server.misses}"
         assert server.remaining == 0, "recorded interactions left unanswered"
+    # The token counters add up to what the provider reported over the cassette's chat calls.
+    assert _chat_token_sums(metric_reader) == expected_sums
 
 
 def test_every_recorded_exchange_is_covered() -> None:
