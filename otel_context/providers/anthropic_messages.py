@@ -326,7 +326,10 @@ class AnthropicMessagesAdapter:
                     and block.get("type") == "tool_result"
                     and str(block.get("tool_use_id")) in replacements
                 ):
-                    block = {**block, "content": replacements[str(block.get("tool_use_id"))]}
+                    block = {
+                        **block,
+                        "content": _replaced_content(block.get("content"), replacements[str(block.get("tool_use_id"))]),
+                    }
                 blocks.append(block)
             out.append({**item, "content": blocks})
         return out
@@ -405,6 +408,13 @@ class AnthropicMessagesAdapter:
             return True  # request_too_large: the body itself exceeds the size limit
         kind, code, text = error_fields(error_body)
         return mentions_too_long(text, message, code) or kind == "model_context_window_exceeded"
+
+
+def _replaced_content(content: Any, text: str) -> Any:
+    """New content of a tool_result: ``text``, plus any ``tool_reference`` blocks of the old content, which
+    make deferred tools available from there on (dropping them could make later calls of those tools fail)."""
+    references = [b for b in as_list(content) if isinstance(b, Mapping) and b.get("type") == "tool_reference"]
+    return [{"type": "text", "text": text}, *references] if references else text
 
 
 def _filter_blocks(item: Item, drop: set[str], kind: str, key: str) -> Item | None:

@@ -120,6 +120,23 @@ def test_tool_results_and_replacement() -> None:
     assert A.tool_results(new)[2].cleared
 
 
+def test_replacement_keeps_tool_references() -> None:
+    reference = {"type": "tool_reference", "tool_name": "get_weather"}
+    items = [
+        {"role": "user", "content": "find a weather tool"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "tool_search", "input": {}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "found"}, reference]}
+            ],
+        },
+    ]
+    new = A.with_tool_results_replaced(items, {"t1": CLEARED_PLACEHOLDER})
+    assert new[2]["content"][0]["content"] == [{"type": "text", "text": CLEARED_PLACEHOLDER}, reference]
+    assert A.tool_results(new)[0].cleared
+
+
 def test_unknown_content_is_reported() -> None:
     items = A.items(anthropic_agent_body())
     assert A.has_unknown_content(items) is None
