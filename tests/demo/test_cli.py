@@ -1,0 +1,142 @@
+"""``otel-context demo`` as a user runs it: the console script in a subprocess, and the --live guard rails."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from otel_context.cli import EXIT_INTERRUPTED, EXIT_USAGE, _confirm_live, build_parser, live_cost_ceiling, main
+
+SCRIPT = Path(sys.executable).parent / "otel-context"
+TURN_LINE = re.compile(
+    r"^turn +\d+/(\d+) \| in +[\d,]+ \| cache hit +[\d.]+% \| context +\d+% \[[#-]+\] \| compactions +\d+"
+)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "ANTHROPIC_", "OPENAI_"))}
+    env.pop("COLUMNS", None)
+    env.update(extra)
+    return env
+
+
+def _demo(
+    *args: str, env: dict[str, str] | None = None, stdin: int | None = subprocess.DEVNULL
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), "demo", *args], capture_output=True, text=True, env=env or _env(), stdin=stdin, timeout=120
+    )
+
+
+def test_console_script_prints_turn_lines_and_the_summary_without_terminal_codes(tmp_path: Path) -> None:
+    out = tmp_path / "spans.json"
+    proc = _demo("--turns", "8", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if TURN_LINE.match(line)]
+    assert len(lines) == 8 and all(TURN_LINE.match(line).group(1) == "8" for line in lines)  # type: ignore[union-attr]
+    for needle in ("Run summary", "Compactions", "Estimated cost", "Telemetry:"):
+        assert needle in proc.stdout
+    assert "\x1b[" not in proc.stdout  # not a terminal: no colours, no progress bar
+    spans = json.loads(out.read_text())["spans"]
+    assert any(s["name"] == "chat claude-sonnet-4-6" for s in spans)
+    assert str(out) in proc.stdout
+
+
+def test_plain_output_when_rich_is_missing() -> None:
+    code = "import sys; sys.modules['rich'] = None; from otel_context.cli import main; sys.exit(main(['demo', '--turns', '3']))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "rich` is not installed" in proc.stderr and "otel-context[demo]" in proc.stderr
+    assert sum(1 for line in proc.stdout.splitlines() if TURN_LINE.match(line)) == 3
+    assert "Summary" in proc.stdout and "Estimated cost" in proc.stdout
+
+
+def test_ctrl_c_ends_cleanly_and_flushes_the_spans(tmp_path: Path) -> None:
+    out = tmp_path / "spans.json"
+    proc = subprocess.Popen(
+        [str(SCRIPT), "demo", "--turns", "200", "--plain", "--json", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=_env(),
+    )
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            if re.match(r"turn +2/200 ", line):
+                proc.send_signal(signal.SIGINT)
+                break
+        else:
+            pytest.fail("the demo never printed its second turn")
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert "Interrupted" in rest and "Summary" in rest
+    assert "Traceback" not in err
+    spans = json.loads(out.read_text())["spans"]
+    assert any(s["name"].startswith("chat ") for s in spans)
+
+
+def test_live_without_a_key_refuses_and_sends_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["demo", "--live"]) == EXIT_USAGE
+    assert "ANTHROPIC_API_KEY is not set" in capsys.readouterr().err
+    assert main(["demo", "--live", "--provider", "openai"]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert "OPENAI_API_KEY is not set" in captured.err and captured.out == ""
+
+
+def test_live_with_a_key_states_the_cost_and_needs_consent_on_a_non_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))  # not a terminal: the answer is not read
+    assert main(["demo", "--live", "--turns", "10"]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert "Estimated cost: at most about $" in captured.err and "pass --yes" in captured.err
+    assert captured.out == ""  # nothing ran
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("answer", "accepted"), [("n\n", False), ("\n", False), ("yes\n", True)])
+def test_live_confirmation_prompt(answer: str, accepted: bool) -> None:
+    said: list[str] = []
+    args = build_parser().parse_args(["demo", "--live", "--turns", "5"])
+    assert _confirm_live(args, {"ANTHROPIC_API_KEY": "k"}, _Terminal(answer), said.append) is accepted
+    assert "Proceed? [y/N]" in said[-1 if accepted else -2]
+    if not accepted:
+        assert "Cancelled; nothing was sent." in said[-1]
+
+
+def test_cost_ceiling_grows_with_turns_and_window() -> None:
+    small = live_cost_ceiling("anthropic", 10, 24_000)
+    assert 0 < small < live_cost_ceiling("anthropic", 20, 24_000) < live_cost_ceiling("anthropic", 20, 48_000)
+
+
+def test_bad_arguments_exit_2_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, message in (
+        (["demo", "--turns", "0"], "must be at least 1"),
+        (["demo", "--provider", "gemini"], "invalid choice"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == EXIT_USAGE and message in capsys.readouterr().err
+    assert main(["demo", "--window", "500"]) == EXIT_USAGE
+    assert "--window 500: must be at least 8,000 tokens" in capsys.readouterr().err

@@ -1,0 +1,110 @@
+"""The demo session end to end, in process: the full default run shows every layer of the cascade."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from otel_context import semconv
+from otel_context.demo import DemoOptions, DemoResult, run
+from otel_context.demo.report import PlainReport, span_tree
+from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, TurnStats
+
+
+@pytest.fixture(scope="module")
+def full_run() -> tuple[DemoResult, list[int]]:
+    """The default run (50 turns, anthropic), once for the module; also records the turn callbacks."""
+    seen: list[int] = []
+
+    def on_turn(stats: TurnStats, _outcome: object) -> None:
+        seen.append(stats.turn)
+
+    return run(DemoOptions(), on_turn=on_turn), seen
+
+
+def test_the_default_run_shows_micro_auto_and_reactive_compaction(full_run: tuple[DemoResult, list[int]]) -> None:
+    result, seen = full_run
+    assert seen == list(range(1, 51))
+    assert not result.interrupted and result.stats.failed_turns == 0
+    assert {KIND_MICRO, KIND_AUTO, KIND_REACTIVE} <= result.stats.kinds_seen()
+    assert result.window_drop_turn is not None
+    reactive = [t.turn for t in result.stats.turns if KIND_REACTIVE in t.kinds]
+    assert reactive == [result.window_drop_turn]  # exactly one, where the window was lowered
+
+
+def test_the_app_history_grows_past_the_window_while_what_is_sent_stays_inside(
+    full_run: tuple[DemoResult, list[int]],
+) -> None:
+    result, _ = full_run
+    window = result.options.window
+    assert max(result.passed_tokens) > 2 * window  # the agent's own list was never shortened
+    agent_calls = [c for c in result.stats.calls if not c.summarizer]
+    assert agent_calls and all(0 < c.input_tokens <= window for c in agent_calls)
+    assert result.first_turn_over_window() is not None
+
+
+def test_user_rules_survive_every_compaction(full_run: tuple[DemoResult, list[int]]) -> None:
+    result, _ = full_run
+    assert result.facts_kept == result.facts_total == 2
+
+
+def test_compactions_are_intentional_cache_breaks_and_caching_still_pays(
+    full_run: tuple[DemoResult, list[int]],
+) -> None:
+    result, _ = full_run
+    successful = [c for c in result.stats.compactions if c.outcome == semconv.OUTCOME_SUCCESS]
+    intentional = [b for b in result.stats.cache_breaks if b.intentional]
+    assert intentional and len(intentional) <= len(successful)
+    assert all(b.reason == semconv.REASON_COMPACTION for b in intentional)
+    reads = result.stats.total("cache_read")
+    assert reads > 0.5 * result.stats.total("input_tokens")
+    cost = result.cost()
+    assert cost.actual < cost.without_caching < cost.without_either
+    assert cost.without_compaction < cost.without_either
+
+
+def test_the_span_tree_shows_chat_compact_chat(full_run: tuple[DemoResult, list[int]]) -> None:
+    result, _ = full_run
+    tree = span_tree(result.spans)
+    assert tree is not None and tree.label.startswith(f"{semconv.OP_INVOKE_AGENT} ")
+    compacted_chats = [n for n in tree.children if n.label.startswith("chat ") and "compacted=true" in n.label]
+    assert compacted_chats
+    summaries = [n for n in compacted_chats[-1].children if n.label.startswith("compact ") and "/summary" in n.label]
+    assert summaries
+    assert any(n.label.startswith("chat ") for n in summaries[0].children)  # the summarizer's own call
+
+
+def test_the_plain_report_has_every_section(full_run: tuple[DemoResult, list[int]]) -> None:
+    result, _ = full_run
+    out = io.StringIO()
+    report = PlainReport(out)
+    report.start(result.options)
+    for stats, outcome in zip(result.stats.turns, result.outcomes, strict=True):
+        report.turn(stats, outcome)
+    report.finish(result)
+    text = out.getvalue()
+    turn_lines = [line for line in text.splitlines() if line.startswith("turn ")]
+    assert len(turn_lines) == 50 and "cache hit" in turn_lines[-1] and "context" in turn_lines[-1]
+    for needle in ("Summary", "micro", "auto", "reactive", "Estimated cost", "without compaction", "compact  "):
+        assert needle in text, needle
+    assert "\x1b[" not in text
+
+
+def test_openai_short_run_and_json_output(tmp_path: pytest.TempPathFactory) -> None:
+    path = tmp_path / "spans.json"  # type: ignore[operator]
+    result = run(DemoOptions(provider="openai", turns=6, json_path=path))
+    assert result.stats.failed_turns == 0 and len(result.stats.turns) == 6
+    import json
+
+    spans = json.loads(path.read_text())["spans"]
+    names = {s["name"] for s in spans}
+    assert "chat gpt-4.1" in names and f"{semconv.OP_INVOKE_AGENT} coding-assistant" in names
+    assert any(s["name"].startswith(f"{semconv.OP_EXECUTE_TOOL} ") for s in spans)
+
+
+def test_bad_options_are_refused_before_anything_starts() -> None:
+    with pytest.raises(ValueError, match="--window"):
+        run(DemoOptions(window=100))
+    with pytest.raises(ValueError, match="--provider"):
+        run(DemoOptions(provider="gemini"))

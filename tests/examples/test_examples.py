@@ -1,0 +1,128 @@
+"""Every example runs, offline, against the simulated provider, and prints what its docstring promises."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+BIN = Path(sys.executable).parent
+
+
+def _env() -> dict[str, str]:
+    """No API keys (so the simulated provider is used) and no OTEL_* configuration from the developer."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "ANTHROPIC_", "OPENAI_"))}
+    env["PYTHONWARNINGS"] = "error::DeprecationWarning:__main__"  # e.g. a model the SDK says is deprecated
+    return env
+
+
+COMMANDS: dict[str, list[str]] = {
+    name: [sys.executable, str(EXAMPLES / name)]
+    for name in (
+        "anthropic_quickstart.py",
+        "openai_quickstart.py",
+        "async_streaming.py",
+        "agent_loop.py",
+        "explicit_compactor.py",
+        "hooks.py",
+        "zero_code.py",
+    )
+}
+COMMANDS["zero_code under opentelemetry-instrument"] = [
+    str(BIN / "opentelemetry-instrument"),
+    "--traces_exporter",
+    "console",
+    "--metrics_exporter",
+    "none",
+    sys.executable,
+    str(EXAMPLES / "zero_code.py"),
+]
+
+
+@pytest.fixture(scope="module")
+def outputs() -> dict[str, tuple[int, str, str]]:
+    """Run every example at once (each is mostly SDK import time) and keep (exit status, stdout, stderr)."""
+    procs = {
+        name: subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=EXAMPLES.parent
+        )
+        for name, command in COMMANDS.items()
+    }
+    results = {}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=180)
+        results[name] = (proc.returncode, out, err)
+    return results
+
+
+@pytest.fixture
+def example(outputs: dict[str, tuple[int, str, str]]) -> Callable[[str], str]:
+    def get(name: str) -> str:
+        code, out, err = outputs[name]
+        assert code == 0, err
+        assert "Traceback" not in err and "Failed to export" not in err, err
+        return out
+
+    return get
+
+
+def test_anthropic_quickstart(example: Callable[[str], str]) -> None:
+    out = example("anthropic_quickstart.py")
+    assert "reply: Simulated reply" in out
+    span_lines = [line for line in out.splitlines() if line.startswith("span: chat claude-sonnet-4-6 ")]
+    assert len(span_lines) == 1
+    assert '"gen_ai.usage.input_tokens"' in span_lines[0] and '"gen_ai.provider.name": "anthropic"' in span_lines[0]
+
+
+def test_openai_quickstart(example: Callable[[str], str]) -> None:
+    out = example("openai_quickstart.py")
+    assert "chat reply: Simulated reply" in out and "responses reply: Simulated reply" in out
+    assert sum(1 for line in out.splitlines() if line.startswith("span: chat gpt-4.1 ")) == 2
+
+
+def test_async_streaming(example: Callable[[str], str]) -> None:
+    out = example("async_streaming.py")
+    for model in ("claude-sonnet-4-6", "gpt-4.1"):
+        line = next(line for line in out.splitlines() if line.startswith(f"span 'chat {model}'"))
+        assert "stream=True" in line and "input_tokens=None" not in line and "output_tokens=None" not in line
+
+
+def test_agent_loop_compacts_transparently(example: Callable[[str], str]) -> None:
+    out = example("agent_loop.py")
+    turns = [line for line in out.splitlines() if line.startswith("turn ")]
+    assert len(turns) == 12
+    assert any("compacted: summary" in line for line in turns)
+    sent = [int(line.split("last request ")[1].split(" ")[0]) for line in turns]
+    assert max(sent) < 8_000 and sent[-1] < sent[5]  # what was sent stayed inside the pretend window
+    assert "your history list still has all 48 messages" in out
+
+
+def test_explicit_compactor(example: Callable[[str], str]) -> None:
+    out = example("explicit_compactor.py")
+    assert "compacted: " in out and "(success)" in out
+    assert "the FACT line survived the compactions: True" in out
+    assert "span compact: trigger=manual strategy=summary outcome=success" in out
+
+
+def test_hooks_keep_the_rule_and_reinject_the_file(example: Callable[[str], str]) -> None:
+    out = example("hooks.py")
+    assert "pre_compact: auto compaction" in out and "post_compact: summary" in out
+    assert "summarizer requests carrying the pre_compact instructions: 0" not in out
+    assert "the rule is in the last request: True" in out
+    assert "the style guide was re-injected into the last request: True" in out
+
+
+def test_zero_code_under_opentelemetry_instrument(example: Callable[[str], str]) -> None:
+    out = example("zero_code under opentelemetry-instrument")
+    assert "reply: Simulated reply" in out
+    assert '"name": "chat claude-sonnet-4-6"' in out and '"gen_ai.usage.input_tokens"' in out
+
+
+def test_zero_code_without_the_wrapper_traces_nothing(example: Callable[[str], str]) -> None:
+    out = example("zero_code.py")
+    assert "reply: Simulated reply" in out and '"name"' not in out
