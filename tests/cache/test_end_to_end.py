@@ -49,6 +49,7 @@ class ChatApp:
         self.model = MODEL
         self.system: Any = SYSTEM
         self.tools: list[dict[str, Any]] = TOOLS
+        self.stream = False
 
     def request(self) -> dict[str, Any]:
         body = {
@@ -62,7 +63,11 @@ class ChatApp:
 
     def turn(self, number: int) -> Any:
         self.history.append({"role": "user", "content": question(number)})
-        response = self.client.messages.create(**self.request())
+        if self.stream:
+            with self.client.messages.stream(**self.request()) as stream:
+                response = stream.get_final_message()
+        else:
+            response = self.client.messages.create(**self.request())
         self.history.append({"role": "assistant", "content": response.content[0].text})
         return response
 
@@ -144,11 +149,13 @@ def test_stable_prefix_hits_the_cache_from_the_fifth_turn_and_never_breaks(
     assert all(line.utilization is not None and 0 < line.utilization < 1 for line in monitor.lines)
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
 def test_timestamp_in_the_system_prompt_makes_every_call_a_reported_miss(
-    app: ChatApp, spans: Any, metric_reader: Any
+    app: ChatApp, spans: Any, metric_reader: Any, stream: bool
 ) -> None:
     """The classic mistake: the app stamps the time into a system prompt it marks for caching."""
     app.cache = False
+    app.stream = stream
     for turn in range(1, 7):
         app.system = [
             {
