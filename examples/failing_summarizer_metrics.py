@@ -25,8 +25,9 @@ every metric the dashboards read is emitted:
 
 * a writing agent whose notes grow quickly past the (pretend, small) window: its summary compactions fail,
   three in a row, and then its circuit breaker opens;
-* a coding agent that reads files with a tool: its old tool results are cleared by microcompaction (no LLM
-  call, so that layer succeeds and reports the tokens it saved);
+* a coding agent that reads files with a tool, behind a cached system prompt (prompt-cache reads): its old
+  tool results are cleared by microcompaction (no LLM call, so that layer succeeds and reports the tokens
+  it saved);
 * a chat assistant that streams its answers and puts the current time in its (cached) system prompt, a
   classic prompt-cache breaker: every call after the first reports an unexpected ``system_changed`` break.
 """
@@ -75,6 +76,10 @@ TOOLS: list[ToolParam] = [
 ]
 #: Long enough to be cached (the provider caches prefixes of 1,024 tokens and more).
 HOUSE_RULES = "\n".join(f"Rule {n}: answer politely, cite the relevant file, and keep it short." for n in range(120))
+#: The coding agent's stable system prompt, cached: every call after the first reads it from the cache.
+CODING_RULES: list[TextBlockParam] = [
+    {"type": "text", "text": HOUSE_RULES[: len(HOUSE_RULES) // 2], "cache_control": {"type": "ephemeral"}}
+]
 
 
 def setup_telemetry(host: str, port: int) -> tuple[TracerProvider, MeterProvider]:
@@ -128,7 +133,9 @@ class CodingAgent:
         # `tool:read_file{...}` tells the simulated model which tool to call.
         self.history.append({"role": "user", "content": f'Read {path}. tool:read_file{{"path": "{path}"}}'})
         while True:
-            response = self.client.messages.create(model=MODEL, max_tokens=512, tools=TOOLS, messages=self.history)
+            response = self.client.messages.create(
+                model=MODEL, max_tokens=512, system=CODING_RULES, tools=TOOLS, messages=self.history
+            )
             self.history.append(_assistant_turn(response))
             calls = [block for block in response.content if block.type == "tool_use"]
             if not calls:
