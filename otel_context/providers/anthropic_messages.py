@@ -193,11 +193,8 @@ class AnthropicMessagesAdapter:
 
     def items(self, body: Body) -> list[Item]:
         messages = body.get("messages")
-        return (
-            [m for m in messages if type(m) is dict or isinstance(m, Mapping)]
-            if isinstance(messages, (list, tuple))
-            else []
-        )
+        # Entries are returned as they are, malformed ones included, so has_unknown_content sees them.
+        return list(messages) if isinstance(messages, (list, tuple)) else []
 
     def with_items(self, body: Body, items: Sequence[Item]) -> dict[str, Any]:
         return {**body, "messages": list(items)}

@@ -45,7 +45,11 @@ class WireFormatAdapter(Protocol):
     name: str  #: "anthropic_messages" | "openai_chat" | "openai_responses"
 
     def items(self, body: Body) -> list[Item]:
-        """The conversation items (see module doc); a new list, items shared."""
+        """The conversation items (see module doc); a new list, items shared.
+
+        Entries are returned as they are, malformed ones included: call :meth:`has_unknown_content` first;
+        the other methods expect items that passed it.
+        """
         ...
 
     def with_items(self, body: Body, items: Sequence[Item]) -> dict[str, Any]:

@@ -117,7 +117,7 @@ class OpenAIChatAdapter:
 
     def items(self, body: Body) -> list[Item]:
         messages = self._messages(body)
-        return [m for m in messages[_leading_instructions(messages) :] if type(m) is dict or isinstance(m, Mapping)]
+        return messages[_leading_instructions(messages) :]  # malformed entries included: see has_unknown_content
 
     def with_items(self, body: Body, items: Sequence[Item]) -> dict[str, Any]:
         messages = self._messages(body)

@@ -166,9 +166,7 @@ class OpenAIResponsesAdapter:
         value = body.get("input")
         if isinstance(value, str):
             return [{"role": "user", "content": value}]
-        return (
-            [i for i in value if type(i) is dict or isinstance(i, Mapping)] if isinstance(value, (list, tuple)) else []
-        )
+        return list(value) if isinstance(value, (list, tuple)) else []  # malformed entries included
 
     def with_items(self, body: Body, items: Sequence[Item]) -> dict[str, Any]:
         return {**body, "input": list(items)}

@@ -19,6 +19,17 @@ from providers.strategies import FORMATS, Item, histories
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@given(st.sampled_from(FORMATS), st.sampled_from(["oops", 42, None, ["nested"]]))
+def test_malformed_entries_reach_has_unknown_content(wire_format: str, junk: Any) -> None:
+    adapter = for_format(wire_format)
+    body = adapter.with_items({"model": "m"}, [adapter.make_user_item("hi")])
+    key = "input" if wire_format == "openai_responses" else "messages"
+    body = {**body, key: [*body[key], junk]}
+    items = adapter.items(body)
+    assert items[-1] == junk
+    assert "not an object" in (adapter.has_unknown_content(items) or "")
+
+
 def _call_index(wire_format: str, items: list[Item]) -> dict[str, int]:
     """call id -> index of the item holding the call."""
     found: dict[str, int] = {}
