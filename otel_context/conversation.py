@@ -79,6 +79,8 @@ class ConversationState:
     detector: Any = None
     #: Reported / estimated tokens seen on a too-long error (>1 when our estimate undercounts).
     estimate_factor: float = 1.0
+    #: The window the provider stated in a too-long error, when smaller than the one we assumed.
+    window_cap: int | None = None
     #: Lock for callers that drive one conversation from several threads.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -94,13 +96,10 @@ class ConversationState:
         if not last or len(items) < len(last):
             return 0
         n = len(last)
-        head = items[:n] if isinstance(items, list) else list(items[:n])
-        previous = last if isinstance(last, list) else list(last)
-        if head == previous:
-            return n
-        if n > 1 and head[: n - 1] == previous[: n - 1]:
-            return n - 1
-        return 0
+        # One pass over all but the last item, then the last item alone.
+        if list(items[: n - 1]) != list(last[: n - 1]):
+            return 0
+        return n if items[n - 1] == last[n - 1] else n - 1
 
 
 class ConversationStore:

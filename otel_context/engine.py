@@ -130,6 +130,7 @@ class EnginePlan(CallPlan):
             state=self.state,
             min_index=len(self.entry.replacement) if self.entry is not None else 0,
             parent=span,
+            estimate_factor=self.state.estimate_factor,
         )
 
     def _adopt(self, out: cascade.CompactionOutcome) -> bool:
@@ -185,11 +186,20 @@ class EnginePlan(CallPlan):
             _skip(span, reason)
             return None
         estimated = self.estimated_tokens
-        actual = _reported_tokens(str(error))
-        if actual is not None and actual > estimated > 0:
-            # Our estimate undercounts this conversation's tokenizer: remember by how much.
-            state.estimate_factor = max(state.estimate_factor, actual / estimated)
-            estimated = actual
+        numbers = parse_too_long(_error_message(error))
+        if numbers is not None:
+            actual, limit = numbers
+            ours = budget_mod.estimate_fixed(self.adapter, self.body) + budget_mod.estimate_items(
+                self.adapter, self.sent_items
+            )
+            if actual > ours > 0:
+                # Our estimate undercounts this conversation's tokenizer: remember by how much.
+                state.estimate_factor = max(state.estimate_factor, actual / ours)
+            estimated = max(actual, estimated)
+            if 0 < limit < self.budget.window:
+                # The provider's window is smaller than the one we assumed: use it from now on.
+                state.window_cap = limit
+                self.budget = _budget(self.request, self.adapter, self.model, state) or self.budget
         out = yield from cascade.run_summary(self._job(span, semconv.TRIGGER_REACTIVE, estimated))
         if not self._adopt(out):
             return None
@@ -233,7 +243,9 @@ class EnginePlan(CallPlan):
     def _refingerprint(self) -> None:
         if self.state.detector is not None:
             try:
-                self.fingerprint = self.state.detector.fingerprint(self.request.wire_format, self.body)
+                self.fingerprint = self.state.detector.fingerprint(
+                    self.request.wire_format, self.body, headers=self.request.headers
+                )
             except Exception:
                 telemetry.log_once("engine.fingerprint", "otel_context: cache fingerprint failed", exc_info=True)
                 self.fingerprint = None
@@ -246,10 +258,27 @@ def _skip(span: Span | None, reason: str) -> None:
     telemetry.log_once("engine.skip:" + reason.split(":", 1)[0], "otel_context: history sent unchanged: %s", reason)
 
 
-def _reported_tokens(message: str) -> int | None:
-    """The actual token count in a too-long error message (``N tokens > M``), if present."""
-    numbers = parse_too_long(message)
-    return None if numbers is None else numbers[0]
+def _error_message(error: BaseException) -> str:
+    """The provider's message of an SDK error (its body's message when present), else ``str(error)``."""
+    body = getattr(error, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error")
+        source = inner if isinstance(inner, Mapping) else body
+        message = source.get("message")
+        if isinstance(message, str) and message:
+            return message
+    return str(getattr(error, "message", "") or error)
+
+
+def _budget(request: CallRequest, adapter: WireFormatAdapter, model: str, state: ConversationState) -> Budget | None:
+    """The call's budget, with the window capped by what the provider told this conversation."""
+    max_output = adapter.max_output_tokens(request.body)
+    budget = budget_mod.budget_for(model, request.settings, max_output_tokens=max_output, headers=request.headers)
+    if budget is not None and state.window_cap is not None and state.window_cap < budget.window:
+        budget = budget_mod.budget_for(
+            model, request.settings, max_output_tokens=max_output, headers=request.headers, window=state.window_cap
+        )
+    return budget
 
 
 def is_too_long(adapter: WireFormatAdapter, error: BaseException) -> bool:
@@ -280,9 +309,7 @@ def _plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, Summary
     items = adapter.items(body)
     model = str(request.model or body.get("model") or "")
     state = conversation_for(adapter, request.provider, items, settings)
-    budget = budget_mod.budget_for(
-        model, settings, max_output_tokens=adapter.max_output_tokens(body), headers=request.headers
-    )
+    budget = _budget(request, adapter, model, state)
     p = EnginePlan(request, adapter, state, items, model, budget)
     p.attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
     cascade.precreate_counters(request.provider, model)

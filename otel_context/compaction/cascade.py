@@ -119,6 +119,8 @@ class CompactionJob:
     parent: Span | None = None
     #: Extra summarizer instructions (explicit API); merged with the pre_compact hook's.
     instructions: str | None = None
+    #: Reported / estimated tokens of this conversation (>1 when our estimate undercounts).
+    estimate_factor: float = 1.0
 
 
 @dataclass
@@ -349,6 +351,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
                 window=job.budget.window if job.budget is not None else None,
                 min_index=job.min_index,
                 extra_instructions=instructions,
+                target_tokens=job.budget.auto_threshold if job.budget is not None else None,
             )
             custom = job.settings.summarizer
             if custom is not None:
@@ -378,7 +381,13 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.summary_tokens = result.summary_tokens
         out.files_rehydrated = result.files_rehydrated
         out.messages_compacted = result.cut - job.min_index
-        out.output_tokens = _context_tokens(job.adapter, job.body, new_items)
+        out.output_tokens = int(_context_tokens(job.adapter, job.body, new_items) * job.estimate_factor)
+        if out.output_tokens >= job.estimated_tokens:
+            # A "summary" as large as what it replaced would only be sent and compacted again.
+            raise CompactionError(
+                "no_progress",
+                f"the result ({out.output_tokens} tokens) is not smaller than the input ({job.estimated_tokens})",
+            )
         out.outcome = semconv.OUTCOME_SUCCESS
     except CompactionError as exc:
         out.items = None

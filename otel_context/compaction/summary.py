@@ -68,13 +68,25 @@ def choose_cut(adapter: WireFormatAdapter, items: Sequence[Item], keep_recent: i
 _TOO_LONG_NUMBERS = re.compile(r"(\d[\d,]*)\s*tokens?\s*>\s*(\d[\d,]*)")
 
 
+_OPENAI_TOO_LONG = re.compile(
+    r"maximum context length is\s*(\d[\d,]*)\s*tokens.*?(?:resulted in|requested)\s*(\d[\d,]*)\s*tokens",
+    re.DOTALL | re.IGNORECASE,
+)
+
+
 def parse_too_long(message: str) -> tuple[int, int] | None:
-    """(actual, limit) from an error like ``prompt is too long: 212230 tokens > 200000 maximum``."""
+    """(actual, limit) from a too-long error: Anthropic ``prompt is too long: 212230 tokens > 200000
+    maximum`` or OpenAI ``maximum context length is 128000 tokens. However, your messages resulted in
+    130512 tokens``; None when the message carries no numbers."""
     match = _TOO_LONG_NUMBERS.search(message)
-    if match is None:
-        return None
-    actual, limit = (int(g.replace(",", "")) for g in match.groups())
-    return actual, limit
+    if match is not None:
+        actual, limit = (int(g.replace(",", "")) for g in match.groups())
+        return actual, limit
+    match = _OPENAI_TOO_LONG.search(message)
+    if match is not None:
+        limit, actual = (int(g.replace(",", "")) for g in match.groups())
+        return actual, limit
+    return None
 
 
 def overflow_gap(message: str) -> int | None:
@@ -110,19 +122,30 @@ class Rehydration:
 
 
 def rehydrate_files(
-    adapter: WireFormatAdapter, items: Sequence[Item], cut: int, settings: Settings, window: int | None
+    adapter: WireFormatAdapter,
+    items: Sequence[Item],
+    cut: int,
+    settings: Settings,
+    window: int | None,
+    room: int | None = None,
 ) -> Rehydration:
     """The newest files read by file-reading tools in ``items[:cut]`` and not read again in the kept part.
 
     Limits: ``rehydrate_max_files`` files (5), ``rehydrate_max_tokens_per_file`` (5,000) each,
     ``rehydrate_max_tokens_total`` (50,000) in all; the token limits shrink in proportion for windows
-    under 200K, as the thresholds do (50K of files would not even fit a 30K window).
+    under 200K, as the thresholds do (50K of files would not even fit a 30K window), and never exceed
+    ``room`` (what is left under the threshold once the summary and the kept messages are counted).
     """
     if settings.rehydrate_max_files <= 0 or not settings.file_read_tools:
         return Rehydration("", 0, 0)
     scale = 1.0 if window is None or window >= budget_mod.REFERENCE_WINDOW else window / budget_mod.REFERENCE_WINDOW
     per_file = max(1, int(settings.rehydrate_max_tokens_per_file * scale))
     total_cap = max(1, int(settings.rehydrate_max_tokens_total * scale))
+    if room is not None:
+        # Never let restored files push the result back over the threshold (that would thrash).
+        total_cap = min(total_cap, room)
+        if total_cap <= 0:
+            return Rehydration("", 0, 0)
     refs = adapter.tool_results(items)
     kept_paths: set[str] = set()
     candidates: list[tuple[str, str]] = []
@@ -185,8 +208,13 @@ def summarize(
     min_index: int = 0,
     extra_instructions: str | None = None,
     cut: int | None = None,
+    target_tokens: int | None = None,
 ) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
-    """Summarize ``items[:cut]`` (cut chosen by the keep-recent policy unless given); raise CompactionError."""
+    """Summarize ``items[:cut]`` (cut chosen by the keep-recent policy unless given); raise CompactionError.
+
+    ``target_tokens``: the context size the result should stay under (the threshold); it bounds the
+    rehydrated files.
+    """
     if cut is None:
         cut = choose_cut(adapter, items, settings.keep_recent_messages, min_index)
     if cut is None or cut <= min_index:
@@ -202,9 +230,9 @@ def summarize(
         if spec is not None:
             max_tokens = min(max_tokens, spec.max_output)
         if window is not None:
-            room = window - budget_mod.estimate_items(adapter, transcript) - budget_mod.estimate_text(prompt)
-            room -= budget_mod.estimate_fixed(adapter, body)
-            max_tokens = min(max_tokens, max(1_024, room))
+            left = window - budget_mod.estimate_items(adapter, transcript) - budget_mod.estimate_text(prompt)
+            left -= budget_mod.estimate_fixed(adapter, body)
+            max_tokens = min(max_tokens, max(1_024, left))
         request = adapter.make_summary_request(body, transcript, prompt, max_tokens, summary_model)
         result = yield SummaryRequest(request)
         if result.error is not None or result.too_long:
@@ -229,7 +257,13 @@ def summarize(
         summary_tokens = (
             result.usage.output_tokens if result.usage is not None else budget_mod.estimate_text(result.text)
         )
-        rehydration = rehydrate_files(adapter, items, cut, settings, window)
+        room = None
+        if target_tokens is not None:
+            used = budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, items[cut:])
+            used += budget_mod.estimate_text(summary_message_text(summary)) + budget_mod.ITEM_OVERHEAD_TOKENS
+            # Keep a quarter of the remaining room free for the turns that follow.
+            room = int((target_tokens - used) * 0.75)
+        rehydration = rehydrate_files(adapter, items, cut, settings, window, room)
         head = (adapter.make_user_item(summary_message_text(summary, rehydration.text)),)
         return SummaryOutcome(
             cut=cut,
