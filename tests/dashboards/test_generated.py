@@ -134,3 +134,16 @@ def test_readme_shows_the_commands_and_the_dashboard_searches() -> None:
                 assert f"`{target['query']}`" in readme, target["query"]
             if target.get("queryType") == "search":  # Jaeger
                 assert f"`{target['tags']}`" in readme, target["tags"]
+
+
+def test_dashboard_round_trips_through_the_grafana_schema_model() -> None:
+    """Parsing the JSON with the SDK's Grafana 11.6 dashboard model and writing it back loses nothing:
+    every field is one the schema knows, with the type it expects."""
+    import json
+
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models import dashboard as dashboard_model
+
+    original = dashboard()
+    parsed = dashboard_model.Dashboard.from_json(original)
+    assert json.loads(json.dumps(parsed, cls=JSONEncoder)) == original
