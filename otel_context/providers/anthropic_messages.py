@@ -63,11 +63,14 @@ _CALL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
 def _blocks(item: Item) -> list[Mapping[str, Any]]:
+    if not isinstance(item, Mapping):
+        return []
     return [b for b in as_list(item.get("content")) if isinstance(b, Mapping)]
 
 
 def _role(item: Item) -> str:
-    return str(item.get("role", ""))
+    # Malformed entries (see has_unknown_content) have no role: every rule then leaves them alone.
+    return str(item.get("role", "")) if isinstance(item, Mapping) else ""
 
 
 def _tool_use_ids(item: Item) -> list[str]:
@@ -334,13 +337,15 @@ class AnthropicMessagesAdapter:
     # -- text ---------------------------------------------------------------------------------------------
 
     def item_text(self, item: Item) -> str:
+        if not isinstance(item, Mapping):
+            return compact_json(item)
         content = item.get("content")
         if isinstance(content, str):
             return content
         return join_text(_block_text(b) for b in _blocks(item))
 
     def image_count(self, item: Item) -> int:
-        return _media_count(as_list(item.get("content")))
+        return _media_count(as_list(item.get("content"))) if isinstance(item, Mapping) else 0
 
     def user_text_items(self, items: Sequence[Item]) -> list[str]:
         texts: list[str] = []

@@ -38,7 +38,8 @@ _CALL_TYPES = frozenset({"function", "custom"})
 
 
 def _role(item: Item) -> str:
-    return str(item.get("role", ""))
+    # Malformed entries (see has_unknown_content) have no role: every rule then leaves them alone.
+    return str(item.get("role", "")) if isinstance(item, Mapping) else ""
 
 
 def _calls(item: Item) -> list[Mapping[str, Any]]:
@@ -229,6 +230,8 @@ class OpenAIChatAdapter:
     # -- text ---------------------------------------------------------------------------------------------
 
     def item_text(self, item: Item) -> str:
+        if not isinstance(item, Mapping):
+            return compact_json(item)
         parts = [_content_text(item.get("content")), str(item.get("refusal") or "")]
         for call in _calls(item):
             function = call.get("function")
@@ -242,6 +245,8 @@ class OpenAIChatAdapter:
         return join_text(parts)
 
     def image_count(self, item: Item) -> int:
+        if not isinstance(item, Mapping):
+            return 0
         return sum(1 for p in as_list(item.get("content")) if isinstance(p, Mapping) and p.get("type") in _MEDIA_PARTS)
 
     def user_text_items(self, items: Sequence[Item]) -> list[str]:

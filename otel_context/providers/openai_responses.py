@@ -77,6 +77,8 @@ _ROLES = frozenset({"user", "assistant", "system", "developer"})
 
 
 def _type(item: Item) -> str:
+    if not isinstance(item, Mapping):
+        return ""  # malformed (see has_unknown_content): no rule applies to it
     kind = item.get("type")
     if kind is None and "role" in item:
         return "message"
@@ -307,6 +309,8 @@ class OpenAIResponsesAdapter:
             return join_text([_parts_text(item.get("summary")), _parts_text(item.get("content"))])
         if kind in ("compaction", "item_reference"):
             return ""  # opaque: the provider holds the content
+        if not isinstance(item, Mapping):
+            return compact_json(item)
         return compact_json({k: v for k, v in item.items() if k != "encrypted_content"})
 
     def image_count(self, item: Item) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from otel_context import tokens
 from otel_context.providers import for_format
 from providers.strategies import FORMATS, Item, histories
 
@@ -28,6 +29,14 @@ def test_malformed_entries_reach_has_unknown_content(wire_format: str, junk: Any
     items = adapter.items(body)
     assert items[-1] == junk
     assert "not an object" in (adapter.has_unknown_content(items) or "")
+    # Nothing crashes on them either (the engine estimates every call, even ones it will not rewrite).
+    adapter.validate(items)
+    adapter.round_boundaries(items)
+    adapter.repair(items)
+    adapter.tool_results(items)
+    adapter.user_text_items(items)
+    assert adapter.image_count(junk) == 0 and isinstance(adapter.item_text(junk), str)
+    assert tokens.estimate_items(adapter, items) > 0
 
 
 def _call_index(wire_format: str, items: list[Item]) -> dict[str, int]:
