@@ -184,7 +184,7 @@ def modelled_problems(wire_format: str, items: list[Item]) -> list[str]:
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
 @given(histories(max_turns=3), st.lists(st.integers(0, 10_000), min_size=1, max_size=3))
 def test_validate_agrees_with_the_provider(clients: Clients, case: Any, drops: list[int]) -> None:

@@ -17,7 +17,7 @@ from otel_context import tokens
 from otel_context.providers import for_format
 from providers.strategies import FORMATS, Item, histories
 
-SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @given(st.sampled_from(FORMATS), st.sampled_from(["oops", 42, None, ["nested"]]))
