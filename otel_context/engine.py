@@ -66,6 +66,8 @@ def _new_detector() -> Any:
 
 def _first_user_text(adapter: WireFormatAdapter, items: Sequence[Item]) -> str | None:
     for item in items:
+        if not isinstance(item, Mapping):
+            continue  # malformed entries are reported by has_unknown_content when compaction is due
         texts = adapter.user_text_items([item])
         if texts:
             return str(texts[0])
@@ -181,7 +183,7 @@ class EnginePlan(CallPlan):
             span.set_attribute(semconv.COMPACTION_BREAKER_OPEN, True)
             cascade.count_skipped(semconv.TRIGGER_REACTIVE, provider, self.model)
             return None
-        reason = cascade.understood(self.adapter, self.body, self.sent_items)
+        reason = cascade.understood(self.adapter, self.body, self.sent_items, self.budget)
         if reason:
             _skip(span, reason)
             return None
@@ -377,7 +379,7 @@ def _auto(span: Span, p: EnginePlan, budget: Budget) -> Generator[SummaryRequest
     if p.estimated_tokens < budget.auto_threshold and not micro_due:
         return
     state = p.state
-    reason = cascade.understood(p.adapter, p.body, p.sent_items)
+    reason = cascade.understood(p.adapter, p.body, p.sent_items, budget)
     if reason:
         _skip(span, reason)
         return

@@ -207,6 +207,8 @@ def estimate_text(text: str) -> int:
 
 def estimate_item(adapter: WireFormatAdapter, item: Mapping[str, Any]) -> int:
     """Estimated tokens of one conversation item (text, tool calls/results, images at a flat rate)."""
+    if type(item) is not dict and not isinstance(item, Mapping):
+        return estimate_text(str(item)) + ITEM_OVERHEAD_TOKENS  # malformed: the provider will say
     return estimate_text(adapter.item_text(item)) + IMAGE_TOKENS * adapter.image_count(item) + ITEM_OVERHEAD_TOKENS
 
 

@@ -82,8 +82,14 @@ def count_skipped(trigger: str, provider: str, model: str | None) -> None:
     )
 
 
-def understood(adapter: WireFormatAdapter, body: Mapping[str, Any], items: Sequence[Item]) -> str | None:
+def understood(
+    adapter: WireFormatAdapter, body: Mapping[str, Any], items: Sequence[Item], budget: Budget | None = None
+) -> str | None:
     """Why this history must be left alone, or None when the compactor can work on it."""
+    if budget is not None:
+        fixed = budget_mod.estimate_fixed(adapter, body)
+        if fixed >= budget.auto_threshold:
+            return f"the system prompt and tools alone (~{fixed} tokens) reach the threshold ({budget.auto_threshold})"
     server_state = getattr(adapter, "server_state_reason", None)
     if server_state is not None:
         reason = server_state(body)

@@ -23,7 +23,7 @@ def anthropic_history(turns: list[tuple[int, int, bool]]) -> list[dict[str, Any]
     messages: list[dict[str, Any]] = []
     n = 0
     for t, (calls, loops, final) in enumerate(turns):
-        messages.append({"role": "user", "content": f"ask {t} FACT: {t}"})
+        messages.append({"role": "user", "content": f"ask {t} FACT: {t} " + "detail " * 60})
         for _ in range(loops + (1 if calls else 0)):
             if not calls:
                 break
@@ -44,7 +44,7 @@ def anthropic_history(turns: list[tuple[int, int, bool]]) -> list[dict[str, Any]
                 }
             )
         if final or not calls:
-            messages.append({"role": "assistant", "content": f"answer {t}"})
+            messages.append({"role": "assistant", "content": f"answer {t} " + "because " * 60})
     if messages[-1]["role"] == "assistant":
         messages.append({"role": "user", "content": "continue"})
     return messages
@@ -54,7 +54,7 @@ def openai_history(turns: list[tuple[int, int, bool]]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     n = 0
     for t, (calls, loops, final) in enumerate(turns):
-        messages.append({"role": "user", "content": f"ask {t} FACT: {t}"})
+        messages.append({"role": "user", "content": f"ask {t} FACT: {t} " + "detail " * 60})
         for _ in range(loops + (1 if calls else 0)):
             if not calls:
                 break
@@ -76,7 +76,7 @@ def openai_history(turns: list[tuple[int, int, bool]]) -> list[dict[str, Any]]:
             )
             messages += [{"role": "tool", "tool_call_id": i, "content": "data " * 50} for i in ids]
         if final or not calls:
-            messages.append({"role": "assistant", "content": f"answer {t}"})
+            messages.append({"role": "assistant", "content": f"answer {t} " + "because " * 60})
     if messages[-1]["role"] == "assistant":
         messages.append({"role": "user", "content": "continue"})
     return messages
@@ -89,6 +89,8 @@ def test_anthropic_results_pass_provider_validation(anthropic_client: Any, turns
     result = Compactor(Settings(keep_recent_messages=keep), client=lambda body: FakeSummarizer.text).compact(
         history, model="claude-sonnet-4-6", wire_format="anthropic_messages"
     )
+    assert result.compacted, result.error or result.skipped_reason
+    assert result.output_tokens < result.input_tokens
     response = anthropic_client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=result.messages)
     assert response.content
 
@@ -100,5 +102,42 @@ def test_openai_chat_results_pass_provider_validation(openai_client: Any, turns:
     result = Compactor(Settings(keep_recent_messages=keep), client=lambda body: FakeSummarizer.text).compact(
         history, model="gpt-4o", wire_format="openai_chat"
     )
+    assert result.compacted, result.error or result.skipped_reason
+    assert result.output_tokens < result.input_tokens
     response = openai_client.chat.completions.create(model="gpt-4o", messages=result.messages)
     assert response.choices
+
+
+def responses_history(turns: list[tuple[int, int, bool]]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    n = 0
+    for t, (calls, loops, final) in enumerate(turns):
+        items.append({"role": "user", "content": f"ask {t} FACT: {t} " + "detail " * 60})
+        for _ in range(loops + (1 if calls else 0)):
+            if not calls:
+                break
+            ids = [f"call_{n + i}" for i in range(calls)]
+            n += calls
+            items += [
+                {"type": "function_call", "call_id": i, "name": "read_file", "arguments": '{"path": "a.py"}'}
+                for i in ids
+            ]
+            items += [{"type": "function_call_output", "call_id": i, "output": "data " * 50} for i in ids]
+        if final or not calls:
+            items.append({"role": "assistant", "content": f"answer {t} " + "because " * 60})
+    if items[-1].get("role") == "assistant":
+        items.append({"role": "user", "content": "continue"})
+    return items
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(TURN, min_size=2, max_size=10), keep=st.integers(1, 8))
+def test_openai_responses_results_pass_provider_validation(openai_client: Any, turns: list[Any], keep: int) -> None:
+    history = responses_history(turns)
+    result = Compactor(Settings(keep_recent_messages=keep), client=lambda body: FakeSummarizer.text).compact(
+        history, model="gpt-4.1", wire_format="openai_responses"
+    )
+    assert result.compacted, result.error or result.skipped_reason
+    assert result.output_tokens < result.input_tokens
+    response = openai_client.responses.create(model="gpt-4.1", input=result.messages)
+    assert response.output

@@ -475,3 +475,98 @@ def test_oversized_tool_result_is_capped(otel: Otel, summarizer: FakeSummarizer)
     plan = Caller(otel, summarizer).call(_body(history), settings)
     sent = _sent(plan)
     assert "omitted" in sent and len(sent) < 20_000
+
+
+def test_malformed_entries_keep_telemetry_and_are_left_alone(otel: Otel, summarizer: FakeSummarizer) -> None:
+    history: list[Any] = [*anthropic_agent(12, 8000), "not a message"]
+    body = _body(history)
+    plan = Caller(otel, summarizer).call(body, SMALL)
+    assert plan.body is body and summarizer.calls == 0
+    assert plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] > 27_000
+    (chat,) = otel.spans("chat " + MODEL)
+    assert semconv.CONTEXT_COMPACTION_SKIPPED_REASON in chat.attributes
+
+
+def test_system_prompt_larger_than_the_window_is_sent_unchanged(otel: Otel, summarizer: FakeSummarizer) -> None:
+    body = {**_body(anthropic_agent(6)), "system": "rules " * 40_000}
+    plan = Caller(otel, summarizer).call(body, SMALL)
+    assert plan.body is body
+    (chat,) = otel.spans("chat " + MODEL)
+    assert "system prompt" in chat.attributes[semconv.CONTEXT_COMPACTION_SKIPPED_REASON]
+
+
+def test_thrashing_compactions_open_the_breaker(otel: Otel) -> None:
+    # A summarizer whose "summary" is as large as the window: every compaction leaves the context above
+    # the threshold. Three such compactions in a row open the breaker.
+    huge = FakeSummarizer(text="<summary>" + "word " * 40_000 + "</summary>")
+    caller = Caller(otel, huge)
+    history = anthropic_agent(12, 8000)
+    for i in range(6):
+        history = [*history, {"role": "user", "content": f"more {i}"}]
+        plan = caller.call(_body(list(history)), SMALL)
+    assert huge.calls == 3
+    assert plan.attributes[semconv.COMPACTION_BREAKER_OPEN] is True
+
+
+def test_manual_compaction_closes_the_breaker(otel: Otel) -> None:
+    import otel_context
+
+    caller = Caller(otel, FakeSummarizer(fail=3))
+    history = anthropic_agent(12, 8000)
+    with otel_context.conversation("c1"):
+        for i in range(3):
+            caller.call(_body([*history, {"role": "user", "content": f"m{i}"}]), SMALL)
+        assert otel.counter_value(semconv.METRIC_BREAKERS_OPEN) == 1
+        result = otel_context.Compactor(client=lambda body: FakeSummarizer.text).compact(
+            history, model=MODEL, wire_format="anthropic_messages"
+        )
+        assert result.compacted
+        plan = caller.call(_body([*history, {"role": "user", "content": "after"}]), SMALL)
+    assert otel.counter_value(semconv.METRIC_BREAKERS_OPEN) == 0
+    assert semconv.COMPACTION_BREAKER_OPEN not in plan.attributes
+
+
+def test_evicted_conversation_with_an_open_breaker_leaves_the_gauge(otel: Otel) -> None:
+    import otel_context
+
+    caller = Caller(otel, FakeSummarizer(fail=3))
+    settings = Settings(auto_compact_window=30_000, max_conversations=1)
+    with otel_context.conversation("a"):
+        for i in range(3):
+            caller.call(_body([*anthropic_agent(12, 8000), {"role": "user", "content": f"m{i}"}]), settings)
+    assert otel.counter_value(semconv.METRIC_BREAKERS_OPEN) == 1
+    with otel_context.conversation("b"):
+        caller.call(_body(anthropic_agent(1)), settings)
+    assert otel.counter_value(semconv.METRIC_BREAKERS_OPEN) == 0
+    assert len(engine.store) == 1
+
+
+def test_compaction_metrics_duration_and_tokens_saved(otel: Otel, summarizer: FakeSummarizer) -> None:
+    Caller(otel, summarizer).call(_body(anthropic_agent(12, 8000)), SMALL)
+    (duration,) = otel.metric_points(semconv.METRIC_COMPACTION_DURATION)
+    assert duration.count == 1
+    assert duration.attributes[semconv.COMPACTION_OUTCOME] == "success"
+    (saved,) = otel.metric_points(semconv.METRIC_COMPACTION_TOKENS_SAVED)
+    assert saved.sum > 10_000
+    assert (
+        otel.counter_value(
+            semconv.METRIC_COMPACTIONS,
+            **{semconv.COMPACTION_TRIGGER_SOURCE: "auto", semconv.COMPACTION_OUTCOME: "success"},
+        )
+        == 1
+    )
+
+
+def test_compact_span_carries_the_intentional_cache_break(otel: Otel, summarizer: FakeSummarizer) -> None:
+    caller = Caller(otel, summarizer)
+    history = anthropic_agent(12, 8000)
+    first = caller.call(
+        _body(history[:32]), SMALL, usage=TokenUsage(input_tokens=20_000, cache_read_tokens=19_000, reported_cache=True)
+    )
+    assert semconv.GEN_AI_CONVERSATION_COMPACTED not in first.attributes
+    caller.call(_body(history), SMALL)
+    (compact,) = otel.compact_spans()
+    events = [e for e in compact.events if e.name == semconv.CACHE_BREAK_EVENT]
+    assert len(events) == 1
+    assert events[0].attributes[semconv.CACHE_BREAK_INTENTIONAL] is True
+    assert events[0].attributes[semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS] == 19_000
