@@ -4,6 +4,7 @@
 in Jaeger. It never replaces a provider the app (or ``opentelemetry-instrument`` with a distro) already
 set. What it honours:
 
+- ``OTEL_SDK_DISABLED=true``: configure nothing;
 - ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES`` (through ``Resource.create``);
 - ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: comma-separated names, ``none`` for nothing;
   default ``otlp`` (the OpenTelemetry specification's default);
@@ -72,6 +73,8 @@ def _load_exporter(group: str, name: str) -> Any:
 
 def configure_from_env() -> tuple[bool, bool]:
     """Set the global tracer/meter providers from the environment where none is set; (traces, metrics) done."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False, False
     from opentelemetry.sdk.resources import Resource
 
     resource = Resource.create()
