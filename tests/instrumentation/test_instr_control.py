@@ -175,3 +175,34 @@ def test_unlisted_endpoints_pass_through(simulated_provider: Any, otel: Any) -> 
     with pytest.raises(Exception):  # noqa: B017 - whatever the simulated provider answers to an unknown path
         client.models.list()
     assert [s for s in otel() if s.instrumentation_scope and s.instrumentation_scope.name == "otel_context"] == []
+
+
+def test_wrapped_objects_keep_their_type_and_api(simulated_provider: Any, otel: Any) -> None:
+    import anthropic
+    import openai
+
+    otel_context.instrument()
+    stream = simulated_provider.anthropic().messages.create(**A, stream=True)
+    assert isinstance(stream, anthropic.Stream)
+    assert stream.response.headers["content-type"].startswith("text/event-stream")
+    with stream:
+        events = [e.type for e in stream]
+    assert events[0] == "message_start" and events[-1] == "message_stop"
+    raw = simulated_provider.openai().chat.completions.with_raw_response.create(model=MODEL_O, messages=USER)
+    assert isinstance(raw, openai._legacy_response.LegacyAPIResponse)
+    assert raw.http_response.status_code == 200
+    assert len(otel()) == 2
+
+
+def test_vertex_client_shares_the_path(simulated_provider: Any, otel: Any) -> None:
+    import anthropic
+
+    otel_context.instrument()
+    client = anthropic.AnthropicVertex(
+        region="us-east5", project_id="p", access_token="t", base_url=simulated_provider.base_url, max_retries=0
+    )
+    with pytest.raises(anthropic.APIStatusError):  # the simulated provider does not serve Vertex paths
+        client.messages.create(**A)
+    span = only_span(otel())
+    assert attrs(span)[semconv.GEN_AI_PROVIDER_NAME] == semconv.PROVIDER_GCP_VERTEX
+    assert span.name == f"chat {MODEL_A}"
