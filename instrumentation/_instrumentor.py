@@ -51,6 +51,15 @@ class SDKInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def instrumentation_dependencies(self) -> Collection[str]:
         return (self.requirement,)
 
+    def _check_dependency_conflicts(self) -> Any:
+        # Our own ``_instrument`` checks the range and logs ONE warning on every path (code, the one import,
+        # ``opentelemetry-instrument``), where OpenTelemetry would log an error or a debug line depending on
+        # the path. A missing SDK is still reported as a conflict, so nothing is patched or logged then.
+        _, installed = supported_version(self.requirement)
+        if installed is None:
+            return super()._check_dependency_conflicts()
+        return None
+
     # -- subclass hooks -----------------------------------------------------------------------------------
 
     def _make_spec(self) -> SDKSpec:

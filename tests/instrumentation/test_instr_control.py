@@ -132,6 +132,16 @@ def test_unsupported_version_warns_once_and_is_left_alone(
     after = _originals()
     assert after["o.sync"] is before["o.sync"]
     assert after["a.sync"] is not before["a.sync"]
+    otel_context.uninstrument()
+    from otel_context.instrumentation.openai import OpenAIInstrumentor
+
+    caplog.clear()
+    telemetry._logged.discard("unsupported:openai >= 3.50, < 4")
+    with caplog.at_level(logging.WARNING):
+        OpenAIInstrumentor().instrument()  # the OpenTelemetry path: the same single warning, no error
+        OpenAIInstrumentor().uninstrument()
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert _originals()["o.sync"] is before["o.sync"]
 
 
 def test_bad_settings_fail_at_instrument_time(otel: Any, monkeypatch: pytest.MonkeyPatch) -> None:
