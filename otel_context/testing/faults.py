@@ -6,6 +6,9 @@
 (to exercise client timeouts); ``Fault(drop_after_events=3)`` closes the connection after 3 SSE events of a
 streamed response (a non-streamed request matched by it gets its connection closed with no response at all);
 ``Fault(status=400, error_type=..., message=..., code=...)`` sends any provider-shaped error.
+``Fault(status=529, drop_after_events=3)`` on a streamed request sends 3 events and then the provider's
+in-stream error (Anthropic ``event: error``; Chat a ``data: {"error": ...}`` chunk; Responses an ``error``
+event) and ends the stream; on a non-streamed request it is a plain status error.
 ``retry_after`` (seconds, for 429/503/529) is sent as ``retry-after`` (rounded up) and, when positive, as
 the ``retry-after-ms`` header both SDKs prefer, so ``retry_after=0.001`` makes SDK retries immediate
 (``0`` lets the SDK use its own back-off; ``None`` sends no header).

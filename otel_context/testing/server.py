@@ -102,6 +102,8 @@ class _Handler(BaseHTTPRequestHandler):
     do_PUT = do_POST
     do_DELETE = do_POST
     do_PATCH = do_POST
+    do_HEAD = do_POST
+    do_OPTIONS = do_POST
 
 
 class SimulatedProvider:
@@ -330,18 +332,19 @@ class SimulatedProvider:
             time.sleep(self.latency)
         if fault is not None and fault.delay:
             time.sleep(fault.delay)
-        if (
-            fault is not None
-            and fault.drop_after_events is not None
-            and not (isinstance(body, Mapping) and body.get("stream") is True)
-        ):
+        is_stream = isinstance(body, Mapping) and body.get("stream") is True
+        # status + drop_after_events on a stream: N events, then the provider's in-stream error event
+        stream_error = (
+            fault is not None and fault.status is not None and fault.drop_after_events is not None and is_stream
+        )
+        if fault is not None and fault.drop_after_events is not None and fault.status is None and not is_stream:
             exchange.dropped = True
             self._record(exchange)
             _abort(h)
             return
         result: Result
         try:
-            if fault is not None and fault.status is not None:
+            if fault is not None and fault.status is not None and not stream_error:
                 raise SimError(
                     fault.status,
                     fault.message,
@@ -379,10 +382,47 @@ class SimulatedProvider:
         limit = fault.drop_after_events if fault is not None else None
         if limit is not None:
             events = events[:limit]
+        if stream_error and fault is not None and fault.status is not None:
+            stream_err = SimError(
+                fault.status,
+                fault.message,
+                error_type=fault.error_type,
+                code=fault.code if fault.code is not None else DEFAULT_CODE,
+            )
+            error_events = _stream_error_events(stream_err, flavor, path, request_id, len(events), body)
+            exchange.error = str(error_events[0][1])
+            events = [*events, *error_events]
+            limit = None
+        elif limit is not None:
             exchange.dropped = True
         exchange.response = list(events)
         self._record(exchange)
         _send_stream(h, result.headers, events, flavor, complete=limit is None)
+
+
+def _stream_error_events(
+    err: SimError, flavor: Flavor, path: str, request_id: str, sequence: int, body: Any
+) -> list[SseEvent]:
+    """The error a provider sends inside an already-started stream."""
+    if flavor == "anthropic":
+        _, payload = anthropic_error_body(err, request_id)
+        return [("error", payload)]
+    _, payload = openai_error_body(err)
+    error = payload["error"]
+    if path.endswith("/responses"):
+        return [
+            (
+                "error",
+                {
+                    "type": "error",
+                    "code": error["code"] or error["type"],
+                    "message": error["message"],
+                    "param": error["param"],
+                    "sequence_number": sequence,
+                },
+            )
+        ]
+    return [(None, payload)]
 
 
 def _retry_headers(seconds: float | None) -> dict[str, str]:

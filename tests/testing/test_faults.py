@@ -148,3 +148,32 @@ def test_clear_faults(sim: Any, anthropic_client: Any) -> None:
     sim.inject(Fault(status=500, times=3))
     sim.clear_faults()
     assert anthropic_client.messages.create(**ANTHROPIC_BODY).stop_reason == "end_turn"
+
+
+def test_error_event_mid_stream_anthropic(sim: Any, anthropic_client: Any) -> None:
+    sim.inject(Fault(status=529, drop_after_events=3))
+    seen: list[str] = []
+    with pytest.raises(anthropic.APIStatusError) as info, anthropic_client.messages.stream(**ANTHROPIC_BODY) as stream:
+        for event in stream:
+            seen.append(event.type)
+    assert info.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+    assert seen[0] == "message_start" and "message_stop" not in seen
+    assert sim.last_exchange.response[-1][0] == "error"
+    assert sim.last_exchange.dropped is False
+
+
+def test_error_event_mid_stream_openai(sim: Any, openai_client: Any) -> None:
+    sim.inject(Fault(status=500, drop_after_events=2))
+    with pytest.raises(openai.APIError, match="The server had an error"):
+        for _ in openai_client.chat.completions.create(**CHAT_BODY, stream=True):
+            pass
+    sim.inject(Fault(status=500, drop_after_events=2))
+    with openai_client.responses.stream(model=GPT, input="hi") as stream:
+        types = [event.type for event in stream]
+    assert types == ["response.created", "response.in_progress", "error"]
+
+
+def test_status_with_drop_on_non_stream_is_a_plain_error(sim: Any, openai_client: Any) -> None:
+    sim.inject(Fault(status=429, drop_after_events=2))
+    with pytest.raises(openai.RateLimitError):
+        openai_client.chat.completions.create(**CHAT_BODY)
