@@ -307,3 +307,20 @@ def test_window_exceeded_without_retry_returns_the_answer(window_exceeded_server
     assert message.stop_reason == "model_context_window_exceeded"
     assert len(window_exceeded_server.bodies) == 1
     assert attrs(only_span(spans()))[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("model_context_window_exceeded",)
+
+
+def test_engine_sees_plain_json_even_for_generators_and_sdk_objects(
+    simulated_provider: Any, spans: Any, fake: Any
+) -> None:
+    fe = fake()
+    client = simulated_provider.anthropic()
+    first = client.messages.create(model=MODEL_A, max_tokens=100, messages=USER)
+    history = [USER[0], {"role": "assistant", "content": first.content}, {"role": "user", "content": "more"}]
+    client.messages.create(model=MODEL_A, max_tokens=100, messages=(m for m in history))  # a one-shot generator
+    body = fe.requests[-1].body
+    assert json.loads(json.dumps(body)) == body  # JSON-native all the way down
+    assert body["messages"][1]["content"] == [{"type": "text", "text": first.content[0].text}]
+    assert simulated_provider.last_exchange.body["messages"] == body["messages"]  # what was sent, read once
+    plain = {"model": MODEL_A, "max_tokens": 100, "messages": USER}
+    client.messages.create(**plain)
+    assert fe.requests[-1].body == plain
