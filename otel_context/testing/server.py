@@ -482,6 +482,8 @@ def _send_json(h: _Handler, result: JsonResult) -> None:
         result.headers,
         f"content-type: application/json\r\ncontent-length: {len(payload)}\r\n",
     )
+    if h.command == "HEAD":
+        payload = b""  # the headers (content-length included) describe the body a GET/POST would get
     try:
         h.wfile.write(head + payload)
     except OSError:
