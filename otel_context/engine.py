@@ -132,7 +132,6 @@ class EnginePlan(CallPlan):
             state=self.state,
             min_index=len(self.entry.replacement) if self.entry is not None else 0,
             parent=span,
-            estimate_factor=self.state.estimate_factor,
         )
 
     def _adopt(self, out: cascade.CompactionOutcome) -> bool:

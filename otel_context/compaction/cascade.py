@@ -125,8 +125,6 @@ class CompactionJob:
     parent: Span | None = None
     #: Extra summarizer instructions (explicit API); merged with the pre_compact hook's.
     instructions: str | None = None
-    #: Reported / estimated tokens of this conversation (>1 when our estimate undercounts).
-    estimate_factor: float = 1.0
 
 
 @dataclass
@@ -387,13 +385,16 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.summary_tokens = result.summary_tokens
         out.files_rehydrated = result.files_rehydrated
         out.messages_compacted = result.cut - job.min_index
-        out.output_tokens = int(_context_tokens(job.adapter, job.body, new_items) * job.estimate_factor)
-        if out.output_tokens >= job.estimated_tokens:
+        # Before and after in the same units (our estimate), scaled to the figure the input was given in
+        # (reported usage or the provider's count), so the two span attributes compare.
+        before = _context_tokens(job.adapter, job.body, job.items)
+        after = _context_tokens(job.adapter, job.body, new_items)
+        if after >= before:
             # A "summary" as large as what it replaced would only be sent and compacted again.
             raise CompactionError(
-                "no_progress",
-                f"the result ({out.output_tokens} tokens) is not smaller than the input ({job.estimated_tokens})",
+                "no_progress", f"the result (~{after} tokens) is not smaller than the input (~{before})"
             )
+        out.output_tokens = int(after * job.estimated_tokens / before) if before else after
         out.outcome = semconv.OUTCOME_SUCCESS
     except CompactionError as exc:
         out.items = None

@@ -65,6 +65,35 @@ def choose_cut(adapter: WireFormatAdapter, items: Sequence[Item], keep_recent: i
     return max(inside) if inside else None
 
 
+#: Share of the target the kept messages may use; the rest is for the summary and the next turns.
+KEPT_SHARE = 0.6
+
+
+def deepen_cut(
+    adapter: WireFormatAdapter, body: Mapping[str, Any], items: Sequence[Item], cut: int, target_tokens: int
+) -> int:
+    """Move the cut towards the end when the kept messages alone would fill the target.
+
+    The keep-recent policy keeps the last user turn whole; in an agentic turn with many large tool results
+    that turn alone can be above the threshold, and a summary of what precedes it would not help (a
+    compaction that leaves the context above the threshold is thrashing). Then cut at later round
+    boundaries, keeping at least the newest round.
+    """
+    budget_for_kept = int(target_tokens * KEPT_SHARE) - budget_mod.estimate_fixed(adapter, body)
+    sizes = [budget_mod.estimate_item(adapter, item) for item in items[cut:]]
+    kept = sum(sizes)
+    if kept <= budget_for_kept:
+        return cut
+    later = [b for b in adapter.round_boundaries(items) if cut < b < len(items)]
+    for boundary in later:
+        kept -= sum(sizes[: boundary - cut])
+        sizes = sizes[boundary - cut :]
+        cut = boundary
+        if kept <= budget_for_kept:
+            break
+    return cut
+
+
 _TOO_LONG_NUMBERS = re.compile(r"(\d[\d,]*)\s*tokens?\s*>\s*(\d[\d,]*)")
 
 
@@ -217,6 +246,8 @@ def summarize(
     """
     if cut is None:
         cut = choose_cut(adapter, items, settings.keep_recent_messages, min_index)
+        if cut is not None and target_tokens is not None:
+            cut = deepen_cut(adapter, body, items, cut, target_tokens)
     if cut is None or cut <= min_index:
         raise CompactionError("nothing_to_compact", "no round boundary leaves anything to summarize")
     transcript: list[Item] = list(items[:cut])

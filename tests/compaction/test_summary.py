@@ -147,3 +147,17 @@ def test_rehydration_honours_tool_names_and_limits() -> None:
     assert cut is not None
     assert rehydrate_files(A, items, cut, Settings(file_read_tools=frozenset({"cat"})), None).files == 0
     assert rehydrate_files(A, items, cut, Settings(rehydrate_max_files=2), None).files == 2
+
+
+def test_deepen_cut_moves_past_a_last_turn_that_fills_the_target() -> None:
+    from otel_context.compaction.summary import deepen_cut
+
+    items = anthropic_agent(6, result_chars=9_000)
+    body = {"model": "m", "max_tokens": 10, "messages": items}
+    preferred = choose_cut(A, items, keep_recent=6)
+    assert preferred is not None
+    deeper = deepen_cut(A, body, items, preferred, target_tokens=3_000)
+    assert deeper > preferred and deeper in A.round_boundaries(items) and deeper < len(items)
+    assert A.validate(items[deeper:]) == []
+    # Plenty of room: the policy's cut stands.
+    assert deepen_cut(A, body, items, preferred, target_tokens=200_000) == preferred
