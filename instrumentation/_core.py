@@ -37,8 +37,6 @@ __all__ = ["NATIVE_OFF_KEY", "Call", "ClientInfo", "Endpoint", "Interceptor", "S
 #: Context key set while one of our spans is current and the SDK's own span must not be made.
 NATIVE_OFF_KEY = otel_context.create_key("otel_context.native_spans_off")
 
-_ERROR_KINDS = (Exception,)
-
 
 def native_tracing_allowed() -> bool:
     """False while an instrumented call runs (so anthropic's native span is skipped) or when suppressed."""
@@ -144,6 +142,7 @@ class Call:
         "metric_attrs",
         "plan",
         "provider",
+        "sent",
         "span",
         "start",
         "stream",
@@ -165,6 +164,8 @@ class Call:
         self.provider = provider
         self.stream = stream
         self.start = time.perf_counter()
+        #: When the request went out (after planning): time to first chunk is measured from here.
+        self.sent = self.start
         self.first_chunk: float | None = None
         self.plan: CallPlan | None = None
         self.capture: Capture | None = None
@@ -228,12 +229,11 @@ class Call:
                     attrs[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = usage.reasoning_tokens
                 if self.chat:
                     attrs[semconv.CACHE_HIT_RATIO] = usage.hit_ratio
-            ttfc = self.first_chunk - self.start if self.first_chunk is not None else None
+            ttfc = self.first_chunk - self.sent if self.first_chunk is not None else None
             if ttfc is not None:
                 attrs[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = ttfc
-            failed = error is not None and isinstance(error, _ERROR_KINDS)
-            if failed:
-                assert error is not None
+            # Only an Exception is a failure: CancelledError, GeneratorExit, KeyboardInterrupt leave status unset.
+            if isinstance(error, Exception):
                 error_type = _error_type_of(error)
                 attrs[semconv.ERROR_TYPE] = error_type
                 metric_attrs[semconv.ERROR_TYPE] = error_type
@@ -243,12 +243,14 @@ class Call:
                 except Exception:
                     telemetry.log_once("plan.on_response", "otel_context: the context engine failed", exc_info=True)
             if span.is_recording():
-                if self.capture is not None:
-                    self.capture.finish(span)
                 span.set_attributes(attrs)
-                if failed:
-                    assert error is not None
+                if isinstance(error, Exception):
                     span.set_status(Status(StatusCode.ERROR, _short(error)))
+                if self.capture is not None:
+                    try:
+                        self.capture.finish(span)
+                    except Exception:
+                        telemetry.log_once("capture.finish", "otel_context: content capture failed", exc_info=True)
             self._record_metrics(ended_at - self.start, ttfc, usage)
         except Exception:
             telemetry.log_once("call.end", "otel_context: failed to record a call", exc_info=True)
@@ -476,6 +478,7 @@ class Interceptor:
                 self._plan_sync(begun, instance)
             elif self.settings.capture_content != "NO_CONTENT":
                 self._capture_request(begun, begun.options.json_data)
+            call.sent = time.perf_counter()
             try:
                 result = wrapped(begun.cast_to, begun.options, **begun.rest)
             except Exception as exc:
@@ -577,6 +580,7 @@ class Interceptor:
                 await self._plan_async(begun, instance)
             elif self.settings.capture_content != "NO_CONTENT":
                 self._capture_request(begun, begun.options.json_data)
+            call.sent = time.perf_counter()
             try:
                 result = await wrapped(begun.cast_to, begun.options, **begun.rest)
             except Exception as exc:

@@ -106,6 +106,25 @@ def test_content_capture_that_raises(simulated_provider: Any, spans: Any, monkey
     message, chunks = _call_both(simulated_provider)
     assert message.content and chunks
     assert len(spans()) == 2
+    assert attrs(spans(f"chat {MODEL_A}")[0])[semconv.GEN_AI_USAGE_INPUT_TOKENS] > 0  # the rest still recorded
+
+
+async def test_cancelled_call_leaves_status_unset(simulated_provider: Any, spans: Any) -> None:
+    import asyncio
+
+    from opentelemetry.trace import StatusCode
+
+    from otel_context.testing import Fault
+
+    simulated_provider.inject(Fault(delay=1.5))
+    task = asyncio.create_task(simulated_provider.async_anthropic().messages.create(**A))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    span = only_span(spans())
+    assert span.status.status_code is StatusCode.UNSET
+    assert semconv.ERROR_TYPE not in attrs(span)
 
 
 def test_app_errors_are_untouched(simulated_provider: Any, spans: Any) -> None:
