@@ -23,6 +23,8 @@ the timer. Medians and 90th percentiles over every timed call of every run. Scen
   object too (the worst case: nothing can be settled by identity).
 * ``diagnosis``: the one-off cost of explaining a break (an edited message, found by the in-place check),
   which only runs on a call whose cache reads fell.
+* ``floor``: the bare C-level ``==`` of two rebuilt 200-message lists, to read the others against (it
+  tracks the machine's speed at the time of the run).
 """
 
 from __future__ import annotations
@@ -175,6 +177,19 @@ def diagnosis(runs: int) -> list[float]:
     return samples
 
 
+def floor(runs: int) -> list[float]:
+    """Microseconds for the bare C-level ``==`` of a rebuilt 200-message list with the previous one: the
+    machine's speed at the time, and what no content-based check can go below."""
+    previous, samples = rebuilt(200)["messages"], []
+    for _ in range(runs * 10):
+        current = rebuilt(200)["messages"]
+        start = time.perf_counter_ns()
+        equal = current[:199] == previous[:199]
+        samples.append((time.perf_counter_ns() - start) / 1_000)
+        assert equal
+    return samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs")
@@ -185,6 +200,7 @@ def main() -> None:
         ("rebuilt dicts, moving breakpoint", measure(rebuilt, runs)),
         ("rebuilt from JSON (new strings)", measure(from_json, max(3, runs // 3))),
         ("diagnosis of a break (one-off)", diagnosis(runs)),
+        ("floor: bare == of 200 rebuilt messages", floor(runs)),
     ]
     print(f"fingerprint + check per call, {LOW}-{HIGH} messages, {runs} runs")
     print("| scenario | median µs | p90 µs | calls |")

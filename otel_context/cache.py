@@ -211,7 +211,14 @@ class _Positions:
     def _revisit(self, i: int, item: Any) -> None:
         """Position ``i`` holds another object: the same content with other markers, or a real change."""
         if _same(item, self.snaps[i]):
-            self._store(i, item, self.ids[i])
+            # Same content, other markers: the snapshot stays valid (comparisons with it ignore markers).
+            self.seen[i] = item
+            ttls: list[float] = []
+            _collect_markers(item, ttls)
+            if ttls:
+                self.marks[i] = min(ttls)
+            else:
+                self.marks.pop(i, None)
         else:
             self._truncate(i)  # the content from here on is new: the cached prefix ends here
 
@@ -279,41 +286,58 @@ def _freeze(value: Any, ttls: list[float]) -> Any:
     return value
 
 
+def _collect_markers(value: Any, ttls: list[float]) -> None:
+    """The TTLs of the cache markers inside ``value`` (what :func:`_freeze` collects, without the copy)."""
+    kind = type(value)
+    if kind is dict or (kind is not list and kind is not tuple and kind is not str and isinstance(value, Mapping)):
+        for key, item in value.items():
+            if key in _MARKER_KEYS and item is not None:
+                ttls.append(_marker_ttl(item))
+            elif type(item) is not str:
+                _collect_markers(item, ttls)
+    elif kind is list or kind is tuple:
+        for item in value:
+            if type(item) is not str:
+                _collect_markers(item, ttls)
+
+
 def _same(a: Any, b: Any) -> bool:
     """Whether ``a`` and ``b`` are the same content as the provider caches it: cache markers ignored, tuples
     equal to lists, a plain string equal to one text block (both render to the same prompt, and apps switch
-    between the two when they move a breakpoint). Walks both at once and stops at shared leaves."""
-    if a is b:
+    between the two when they move a breakpoint). C-level ``==`` first; the walk only where that fails."""
+    if a is b or a == b:
         return True
     ta, tb = type(a), type(b)
     if ta is str or tb is str:
-        if ta is str and tb is str:
-            return bool(a == b)
-        return _same(_as_block(a), _as_block(b))
-    a_map = ta is dict or isinstance(a, Mapping)
-    b_map = tb is dict or isinstance(b, Mapping)
-    if a_map and b_map:
-        a_keys = [k for k in a if k not in _MARKER_KEYS]
-        if len(a_keys) != sum(1 for k in b if k not in _MARKER_KEYS):
+        return ta is not tb and _same(_as_block(a), _as_block(b))
+    if (ta is dict or isinstance(a, Mapping)) and (tb is dict or isinstance(b, Mapping)):
+        if len(a) - _markers_in(a) != len(b) - _markers_in(b):
             return False
-        for key in a_keys:
+        for key, x in a.items():
+            if key in _MARKER_KEYS:
+                continue
             if key not in b:
                 return False
-            x, y = a[key], b[key]
-            if x is y or (type(x) is str and type(y) is str and x == y):
+            y = b[key]
+            if x is y:
                 continue
-            if key == "content" and (type(x) is str) != (type(y) is str):
+            if key == "content" and (type(x) is str) is not (type(y) is str):
                 x, y = _as_blocks(x), _as_blocks(y)
             if not _same(x, y):
                 return False
         return True
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(
-            x is y or (type(x) is str and type(y) is str and x == y) or _same(x, y) for x, y in zip(a, b, strict=True)
-        )
-    if a_map or b_map:
-        return False
-    return bool(a == b)
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b, strict=True):  # noqa: SIM110  (a loop: all() + generator costs more here)
+            if x is not y and not _same(x, y):
+                return False
+        return True
+    return False
+
+
+def _markers_in(mapping: Any) -> int:
+    return ("cache_control" in mapping) + ("prompt_cache_breakpoint" in mapping)
 
 
 def _as_block(value: Any) -> Any:
