@@ -9,13 +9,26 @@ Kept cheap to import: the server and the SDKs are imported only when a fixture i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
 
 if TYPE_CHECKING:
     from .server import SimulatedProvider
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+try:  # pytest-asyncio's marker makes the async fixtures work in its strict mode too (already imported by pytest)
+    import pytest_asyncio
+
+    _marker: Any = pytest_asyncio.fixture
+except ImportError:  # pragma: no cover - without pytest-asyncio (e.g. anyio's plugin handles async fixtures)
+    _marker = pytest.fixture
+
+
+def _async_fixture(fn: _F) -> _F:
+    return cast(_F, _marker(fn))
 
 
 @pytest.fixture
@@ -41,7 +54,7 @@ def anthropic_client(simulated_provider: SimulatedProvider) -> Iterator[Any]:
         client.close()
 
 
-@pytest.fixture
+@_async_fixture
 async def async_anthropic_client(simulated_provider: SimulatedProvider) -> AsyncIterator[Any]:
     """A real ``anthropic.AsyncAnthropic`` client talking to ``simulated_provider``."""
     client = simulated_provider.async_anthropic()
@@ -61,7 +74,7 @@ def openai_client(simulated_provider: SimulatedProvider) -> Iterator[Any]:
         client.close()
 
 
-@pytest.fixture
+@_async_fixture
 async def async_openai_client(simulated_provider: SimulatedProvider) -> AsyncIterator[Any]:
     """A real ``openai.AsyncOpenAI`` client talking to ``simulated_provider``."""
     client = simulated_provider.async_openai()
