@@ -157,13 +157,16 @@ class _Positions:
     ``ids[i]``: its content id; ``marks``: positions whose item carries a cache marker, with its TTL.
     """
 
-    __slots__ = ("_ids_tuple", "ids", "marks", "seen", "snaps")
+    __slots__ = ("_ids_tuple", "ids", "marks", "seen", "snaps", "unmarked")
 
     def __init__(self) -> None:
         self.seen: list[Any] = []
         self.snaps: list[Any] = []
         self.ids: list[int] = []
         self.marks: dict[int, float] = {}
+        #: For marked positions: the item's content without its markers, as the app will most likely send
+        #: it next time (the breakpoint moved on), so that the common case is one C-level comparison.
+        self.unmarked: dict[int, tuple[Any, ...]] = {}
         self._ids_tuple: tuple[int, ...] | None = ()
 
     def update(self, items: list[Any]) -> None:
@@ -176,8 +179,17 @@ class _Positions:
         # moved its conversation breakpoint on): settle them first, so that the bulk comparison succeeds.
         if self.marks:
             for p in [p for p in self.marks if p < len(seen)]:
-                if p < len(seen) and items[p] is not seen[p] and items[p] != seen[p]:
-                    self._revisit(p, items[p])
+                if p >= len(seen):
+                    continue
+                item = items[p]
+                if item is seen[p] or item == seen[p]:
+                    continue
+                if any(item == form for form in self.unmarked.get(p, ())):
+                    seen[p] = item  # the breakpoint moved on; same content, no marker left here
+                    del self.marks[p]
+                    del self.unmarked[p]
+                else:
+                    self._revisit(p, item)
         known = len(seen)
         if known and (items[:known] if n > known else items) != seen:
             lo = 0
@@ -215,10 +227,7 @@ class _Positions:
             self.seen[i] = item
             ttls: list[float] = []
             _collect_markers(item, ttls)
-            if ttls:
-                self.marks[i] = min(ttls)
-            else:
-                self.marks.pop(i, None)
+            self._mark(i, ttls, item)
         else:
             self._truncate(i)  # the content from here on is new: the cached prefix ends here
 
@@ -228,6 +237,7 @@ class _Positions:
         del self.ids[n:]
         for p in [p for p in self.marks if p >= n]:
             del self.marks[p]
+            self.unmarked.pop(p, None)
         self._ids_tuple = None
 
     def _append(self, item: Any) -> None:
@@ -243,10 +253,15 @@ class _Positions:
         if self.ids[i] != content_id:
             self.ids[i] = content_id
             self._ids_tuple = None
+        self._mark(i, ttls, self.snaps[i])
+
+    def _mark(self, i: int, ttls: list[float], content: Any) -> None:
         if ttls:
             self.marks[i] = min(ttls)
+            self.unmarked[i] = _unmarked_forms(content)
         else:
             self.marks.pop(i, None)
+            self.unmarked.pop(i, None)
 
 
 def _first_mismatch(a: list[Any], b: list[Any], lo: int, hi: int) -> int | None:
@@ -283,6 +298,30 @@ def _freeze(value: Any, ttls: list[float]) -> Any:
         return [item if type(item) is str else _freeze(item, ttls) for item in value]
     if kind is tuple:
         return tuple(item if type(item) is str else _freeze(item, ttls) for item in value)
+    return value
+
+
+def _unmarked_forms(value: Any) -> tuple[Any, ...]:
+    """``value`` without cache markers; for a message whose content is one text block, also with that
+    content as a plain string (the form an app's history holds before it adds the breakpoint)."""
+    plain = _drop_markers(value)
+    forms: tuple[Any, ...] = (plain,)
+    if type(plain) is dict:
+        content = plain.get("content")
+        if type(content) is list and len(content) == 1:
+            block = content[0]
+            if type(block) is dict and block.keys() == {"type", "text"} and block["type"] == "text":
+                forms += ({**plain, "content": block["text"]},)
+    return forms
+
+
+def _drop_markers(value: Any) -> Any:
+    if type(value) is dict or (type(value) not in (list, tuple, str) and isinstance(value, Mapping)):
+        return {k: _drop_markers(v) for k, v in value.items() if k not in _MARKER_KEYS}
+    if type(value) is list:
+        return [_drop_markers(v) for v in value]
+    if type(value) is tuple:
+        return tuple(_drop_markers(v) for v in value)
     return value
 
 
