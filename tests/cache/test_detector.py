@@ -428,3 +428,13 @@ def test_switching_wire_format_starts_a_new_memo() -> None:
     fp = detector.fingerprint("openai_chat", {"model": "gpt-5", "messages": history(2)})
     brk = detector.check(fp, usage(0))
     assert brk is not None and brk.reason == semconv.REASON_UNKNOWN
+
+
+def test_an_edit_where_the_breakpoint_was_is_still_an_edit() -> None:
+    detector = CacheBreakDetector(clock=Clock())
+    first = detector.fingerprint("anthropic_messages", body(with_last_marked(history(3))))
+    messages = history(4)
+    messages[6] = {"role": "user", "content": "question 3, edited after the fact"}
+    second = detector.fingerprint("anthropic_messages", body(with_last_marked(messages)))
+    assert second.prefix(5) == first.prefix(5) and second.items[6] != first.items[6]
+    assert second.item_breakpoints == (8,)
