@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from otel_context import semconv
+from otel_context.cache_control import place_cache_breakpoints
 from otel_context.demo.scenario import Turn
 from otel_context.demo.tools import TOOL_SPECS, ToolResult, Workspace
 from otel_context.pipeline import WireFormat
@@ -83,7 +84,7 @@ class Backend(Protocol):
 
 
 class AnthropicBackend:
-    """Anthropic Messages: cache breakpoints on the system prompt and on the last message."""
+    """Anthropic Messages: cache breakpoints by :func:`otel_context.cache_control.place_cache_breakpoints`."""
 
     provider = semconv.PROVIDER_ANTHROPIC
     wire_format: WireFormat = "anthropic_messages"
@@ -101,28 +102,17 @@ class AnthropicBackend:
     def add_user(self, text: str) -> None:
         self.history.append({"role": "user", "content": text})
 
-    def _messages(self) -> list[dict[str, Any]]:
-        """The history with a cache breakpoint on its last block; copies, the history is not touched."""
-        messages = list(self.history)
-        if messages:
-            last = dict(messages[-1])
-            content = last["content"]
-            blocks: list[dict[str, Any]] = (
-                [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content]
-            )
-            blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
-            last["content"] = blocks
-            messages[-1] = last
-        return messages
-
     def request_body(self) -> dict[str, Any]:
-        return {
+        """The full history, with cache breakpoints placed by otel-context's helper (tools, system, last
+        message); a new body each call, the history itself is not touched."""
+        body = {
             "model": self.model,
             "max_tokens": self.max_tokens,
-            "system": [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}],
+            "system": SYSTEM_PROMPT,
             "tools": self._tools,
-            "messages": self._messages(),
+            "messages": list(self.history),
         }
+        return place_cache_breakpoints(body)
 
     def complete(self) -> Reply:
         response = self.client.messages.create(**self.request_body())

@@ -134,8 +134,8 @@ def compaction_rows(result: DemoResult) -> list[tuple[str, int, int, int, str]]:
         ok = [c for c in items if c.outcome == semconv.OUTCOME_SUCCESS]
         saved = sum(c.tokens_saved for c in ok)
         note = KIND_LABELS.get(kind, "")
-        if kind == KIND_REACTIVE and result.window_drop_turn is not None:
-            note += f"; the provider's window was lowered at turn {result.window_drop_turn}"
+        if kind == KIND_REACTIVE and result.too_long_turn is not None:
+            note += f"; turn {result.too_long_turn}: the provider (an injected fault) said 'prompt is too long'"
         rows.append((kind, len(ok), len(items) - len(ok), saved, note))
     return rows
 

@@ -8,12 +8,12 @@ hands each finished turn's figures to a callback (the terminal report).
 
 The reactive compaction. The compactor is configured for a window of ``window`` tokens and the simulated
 model serves exactly that, so the thresholds keep the session inside it (microcompaction, then summaries).
-About 60 % into the run, on the first call that carries a large tool result while the context is at a
-moderate level, the demo lowers the window the simulated provider serves for that call to just below the
-request (as when a request is routed to a deployment with a smaller context than the app was configured
-for). The provider rejects it as too long, the instrumentation compacts reactively and retries once; the
-window is restored after the turn. If that call happens to go out small enough anyway (for instance because
-a microcompaction shrank it), the demo tries again on a later turn.
+But a client's token estimate can be wrong (real tokenizers count code and JSON differently), and then
+the provider refuses a request the client thought would fit. The demo shows that once: about 60 % into the
+run, on a call that carries fresh tool results while the request is well into the window but below the
+auto threshold, it queues a fault on the simulated provider (``otel_context.testing.Fault``) that answers
+that one request with the provider's "prompt is too long" / ``context_length_exceeded`` error. The
+instrumentation compacts reactively and retries once, and the retry goes through.
 
 Ctrl-C: the current turn is abandoned, everything is flushed and shut down, and the figures so far are
 returned with ``interrupted=True``.
@@ -82,11 +82,12 @@ class DemoResult:
     outcomes: list[TurnOutcome] = field(default_factory=list)
     spans: Sequence[ReadableSpan] = ()
     interrupted: bool = False
-    #: Turn at which the provider's window was lowered for the reactive compaction (None: never).
-    window_drop_turn: int | None = None
-    #: FACT lines the user gave that the final request still carried (None: not checked, e.g. live).
+    #: Turn at which the simulated provider rejected a request as too long (None: never).
+    too_long_turn: int | None = None
+    #: FACT lines the user gave that the final request still carried (None: not checked, e.g. live), and
+    #: how many the user gave in this run.
     facts_kept: int | None = None
-    facts_total: int = len(FACTS)
+    facts_total: int = 0
     otlp: tuple[str, str] | None = None
 
     @property
@@ -152,45 +153,62 @@ def _provider(options: DemoOptions) -> Iterator[Any]:
         yield sim
 
 
-class _WindowDrop:
-    """Lowers the simulated provider's window once per turn until a reactive compaction has been seen."""
+class _TooLongOnce:
+    """Makes the simulated provider reject one request as too long, once (see the module docstring)."""
 
     def __init__(self, sim: Any, options: DemoOptions, wire_format: WireFormat) -> None:
         self.sim = sim
         self.options = options
         self.wire_format = wire_format
         self.start_turn = max(2, round(options.turns * 0.6))
+        self.late_turn = max(2, round(options.turns * 0.8))
         self.turn = 0
-        self.lowered_at: int | None = None
+        self.injected_at: int | None = None
         self.done = sim is None
-        self._lowered = False
 
     def begin(self, turn: int) -> None:
         self.turn = turn
 
     def before_call(self, step: int, pending: Sequence[tuple[ToolCall, ToolResult]]) -> None:
-        if self.done or self._lowered or self.turn < self.start_turn or step == 0 or not pending:
+        if self.done or self.injected_at is not None or self.turn < self.start_turn or step == 0 or not pending:
             return
-        from otel_context.testing import count_request_tokens, count_tokens
+        from otel_context.testing import Fault, count_request_tokens, count_tokens
 
         new = sum(count_tokens(result.content) for _, result in pending)
         last = self.sim.last_exchange if self.sim.exchanges else None
         if new < 800 or last is None or not isinstance(last.body, Mapping):
             return
-        sent = count_request_tokens(last.body, self.wire_format)
+        projected = count_request_tokens(last.body, self.wire_format) + new
         window = self.options.window
-        if sent < 0.3 * window or sent + new > 0.8 * window:
+        # Below the auto threshold (about 0.89 of the window, so that no other compaction runs first), with
+        # most of the request older than this turn (something to summarize). In the last fifth of the run, any
+        # request past 40 % of the window will do.
+        low = 0.55 if self.turn < self.late_turn else 0.4
+        if not (low * window <= projected <= 0.82 * window and new <= 0.5 * projected):
             return
-        self.sim.set_window(self.options.model, sent + new // 2)
-        self._lowered = True
-        self.lowered_at = self.turn
+        # No token counts in the message: the demo's fault must not teach the compactor a false window or
+        # estimate factor (it learns both from a real "N tokens > M maximum").
+        if self.wire_format == "anthropic_messages":
+            fault = Fault(
+                status=400, error_type="invalid_request_error", message="prompt is too long", path="/messages"
+            )
+        else:
+            fault = Fault(
+                status=400,
+                error_type="invalid_request_error",
+                code="context_length_exceeded",
+                message="Your input exceeds the context window of this model. Please adjust your input and try again.",
+                path="/chat/completions",
+            )
+        self.sim.inject(fault)
+        self.injected_at = self.turn
 
     def end(self, stats: TurnStats) -> None:
-        if self._lowered:
-            self.sim.set_window(self.options.model, self.options.window)
-            self._lowered = False
         if KIND_REACTIVE in stats.kinds:
             self.done = True
+        elif self.injected_at is not None and not self.done:
+            self.sim.clear_faults()  # not consumed as planned: try again on a later call
+            self.injected_at = None
 
 
 def _facts_kept(sim: Any) -> int | None:
@@ -211,17 +229,19 @@ def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult
         undo = _instrument(options, tel)
         with _provider(options) as sim:
             backend = _backend(options, sim)
-            counter = None
-            if not options.live:
-                from otel_context.testing import count_request_tokens
+            # The simulated provider's tokenizer (a pure function, no server) sizes the never-compacted
+            # requests for the cost comparison; against the real API it is an approximation.
+            from otel_context.testing import count_request_tokens
 
-                counter = count_request_tokens
+            counter = count_request_tokens
             tracer = tel.tracer_provider.get_tracer(__name__)
             agent = CodingAgent(backend, Workspace(options.seed), tracer, live=options.live, count_tokens=counter)
-            drop = _WindowDrop(sim, options, backend.wire_format)
+            drop = _TooLongOnce(sim, options, backend.wire_format)
             try:
+                script = build_script(options.turns, options.seed)
+                result.facts_total = sum(1 for fact in FACTS if any(fact in turn.text for turn in script))
                 with _conversation(CONVERSATION_ID):
-                    for number, turn in enumerate(build_script(options.turns, options.seed), 1):
+                    for number, turn in enumerate(script, 1):
                         mark = len(tel.finished_spans())
                         drop.begin(number)
                         outcome = agent.run_turn(turn, before_call=drop.before_call)
@@ -233,7 +253,7 @@ def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult
                             on_turn(stats, outcome)
             except KeyboardInterrupt:
                 result.interrupted = True
-            result.window_drop_turn = drop.lowered_at
+            result.too_long_turn = drop.injected_at
             result.facts_kept = _facts_kept(sim)
     finally:
         if undo is not None:

@@ -6,7 +6,9 @@ length of its text reply. Each :class:`Turn` renders to a natural request follow
 ``--live`` mode the directives are dropped and the real model decides for itself.
 
 The first turns follow a real bug hunt (a cent lost to float rounding: explore, reproduce, fix, verify);
-later turns review the rest of the code base, chosen from the seed, so that any ``--turns`` works. Two user
+later turns review the rest of the code base, chosen from the seed, so that any ``--turns`` works. A
+"cross-check" turn (a module and its tests read together, the largest requests of the session) comes just
+after 60 % of the run, where the demo lowers the provider's window (see :mod:`otel_context.demo.run`). Two user
 messages start with ``FACT:``: rules the user gave that must survive every compaction (the simulated
 summarizer keeps ``FACT:`` lines verbatim, and the demo checks that the last request still carries them).
 """
@@ -121,9 +123,26 @@ _FILES = (
 _TERMS = ("discount", "refund", "currency", "Decimal\\(", "ValueError", "strict", "tax", "balance")
 
 
+_CROSS_CHECKS = (
+    ("src/ledgerline/invoice.py", "tests/test_invoice.py"),
+    ("src/ledgerline/tax.py", "tests/test_tax.py"),
+    ("src/ledgerline/money.py", "tests/test_money.py"),
+)
+
+
+def _cross_check(rng: random.Random) -> Turn:
+    """Two files at once (a module and its tests): the largest requests of the session."""
+    module, tests = rng.choice(_CROSS_CHECKS)
+    return _t(
+        f"Cross-check {module} against {tests}: is every rounding path tested?", _read(module), _read(tests), words=150
+    )
+
+
 def _review_turn(rng: random.Random, n: int) -> Turn:
     """One turn of the open-ended review phase, drawn from the seed."""
-    kind = rng.choice(("read", "read", "grep", "tests", "log", "explain", "explain", "bad_edit"))
+    kind = rng.choice(("read", "read", "grep", "tests", "log", "explain", "explain", "bad_edit", "cross"))
+    if kind == "cross":
+        return _cross_check(rng)
     if kind == "read":
         path = rng.choice(_FILES)
         return _t(f"Review {path} for money handling issues (pass {n}).", _read(path), words=rng.randint(80, 200))
@@ -163,4 +182,6 @@ def build_script(turns: int, seed: int) -> list[Turn]:
     while len(script) < turns:
         script.append(_review_turn(rng, n))
         n += 1
+    if turns >= 10:  # one cross-check just after 60 % of the run, where the demo lowers the provider's window
+        script[round(turns * 0.62)] = _cross_check(rng)
     return script

@@ -28,9 +28,9 @@ def test_the_default_run_shows_micro_auto_and_reactive_compaction(full_run: tupl
     assert seen == list(range(1, 51))
     assert not result.interrupted and result.stats.failed_turns == 0
     assert {KIND_MICRO, KIND_AUTO, KIND_REACTIVE} <= result.stats.kinds_seen()
-    assert result.window_drop_turn is not None
+    assert result.too_long_turn is not None
     reactive = [t.turn for t in result.stats.turns if KIND_REACTIVE in t.kinds]
-    assert reactive == [result.window_drop_turn]  # exactly one, where the window was lowered
+    assert reactive == [result.too_long_turn]  # exactly one, where the provider refused the request
 
 
 def test_the_app_history_grows_past_the_window_while_what_is_sent_stays_inside(
