@@ -180,3 +180,30 @@ def test_package_imports_without_the_sdks() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "4 True"
+
+
+def test_standalone_server_process() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_context.testing", "--window", "gpt-4o=10"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("anthropic base_url: http://127.0.0.1:")
+        port = int(line.rsplit(":", 1)[1])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        body = json.dumps({"model": GPT, "messages": [{"role": "user", "content": "word " * 20}]})
+        conn.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 400
+        assert json.loads(resp.read())["error"]["code"] == "context_length_exceeded"
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()
+        proc.stderr.close()
