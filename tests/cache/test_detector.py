@@ -438,3 +438,22 @@ def test_an_edit_where_the_breakpoint_was_is_still_an_edit() -> None:
     second = detector.fingerprint("anthropic_messages", body(with_last_marked(messages)))
     assert second.prefix(5) == first.prefix(5) and second.items[6] != first.items[6]
     assert second.item_breakpoints == (8,)
+
+
+def test_sdk_model_objects_in_the_history_are_compared_as_they_are() -> None:
+    """Apps often append ``response.content`` (SDK model objects) to their history as is."""
+    from anthropic.types import TextBlock
+
+    detector = CacheBreakDetector(clock=Clock())
+    reply = [TextBlock(type="text", text="answer 0")]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "question 0"},
+        {"role": "assistant", "content": reply},
+    ]
+    a = detector.fingerprint("anthropic_messages", body([*messages, {"role": "user", "content": "q1"}]))
+    rebuilt = [dict(m) for m in messages]
+    b = detector.fingerprint("anthropic_messages", body([*rebuilt, {"role": "user", "content": "q1"}]))
+    assert a.items == b.items
+    rebuilt[1] = {"role": "assistant", "content": [TextBlock(type="text", text="answer 0, regenerated")]}
+    c = detector.fingerprint("anthropic_messages", body([*rebuilt, {"role": "user", "content": "q1"}]))
+    assert c.items[0] == a.items[0] and c.items[1] != a.items[1]
