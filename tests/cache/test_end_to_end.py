@@ -302,3 +302,19 @@ def test_openai_model_switch_and_edit_are_explained(instrumented: None, simulate
         client.close()
     reasons = unexpected_reasons(spans)
     assert reasons == [None, None, None, semconv.REASON_MODEL_CHANGED, None, semconv.REASON_MESSAGES_CHANGED]
+
+
+async def test_async_client_breaks_are_explained_too(instrumented: None, simulated_provider: Any, spans: Any) -> None:
+    client = simulated_provider.async_anthropic()
+    history: list[dict[str, Any]] = []
+    try:
+        for number, model in enumerate([MODEL, MODEL, MODEL, "claude-opus-4-6"], start=1):
+            history.append({"role": "user", "content": question(number)})
+            body = place_cache_breakpoints(
+                {"model": model, "max_tokens": 400, "system": SYSTEM, "tools": TOOLS, "messages": list(history)}
+            )
+            response = await client.messages.create(**body)
+            history.append({"role": "assistant", "content": response.content[0].text})
+    finally:
+        await client.close()
+    assert unexpected_reasons(spans) == [None, None, None, semconv.REASON_MODEL_CHANGED]
