@@ -128,6 +128,17 @@ class SimulatedProvider:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
+        for model, tokens in (windows or {}).items():
+            if not isinstance(tokens, int) or tokens < 1:
+                raise ValueError(f"windows[{model!r}] must be a positive int, got {tokens!r}")
+        if default_window < 1:
+            raise ValueError(f"default_window must be positive, got {default_window}")
+        if min_cacheable_tokens < 0:
+            raise ValueError(f"min_cacheable_tokens must be >= 0, got {min_cacheable_tokens}")
+        if latency < 0:
+            raise ValueError(f"latency must be >= 0 seconds, got {latency}")
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be a callable returning seconds, got {clock!r}")
         self.clock: Any = clock if clock is not None else ManualClock()
         self.latency = latency
         self._state = SimState(

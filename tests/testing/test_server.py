@@ -207,3 +207,37 @@ def test_standalone_server_process() -> None:
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.close()
         proc.stderr.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"windows": {"m": 0}}, "windows\\['m'\\] must be a positive int"),
+        ({"default_window": 0}, "default_window must be positive"),
+        ({"min_cacheable_tokens": -1}, "min_cacheable_tokens"),
+        ({"latency": -0.1}, "latency"),
+        ({"clock": 5}, "clock must be a callable"),
+    ],
+)
+def test_constructor_rejects_bad_arguments(kwargs: dict[str, Any], error: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=error):
+        SimulatedProvider(**kwargs)
+
+
+def test_set_window_rejects_non_positive(sim: Any) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        sim.set_window(GPT, 0)
+
+
+def test_restart_after_stop() -> None:
+    sim = SimulatedProvider()
+    with sim:
+        first = sim.port
+    with sim:
+        assert sim.port > 0
+        client = sim.openai()
+        try:
+            assert client.chat.completions.create(model=GPT, messages=[{"role": "user", "content": "x"}]).choices
+        finally:
+            client.close()
+    assert first > 0
