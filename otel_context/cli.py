@@ -114,6 +114,7 @@ def _confirm_live(args: argparse.Namespace, env: Mapping[str, str], stdin: IO[st
 def _demo(args: argparse.Namespace) -> int:
     from otel_context.demo.report import make_report
     from otel_context.demo.run import DemoOptions, DemoResult, run
+    from otel_context.demo.telemetry import TelemetrySetupError, preflight
     from otel_context.settings import SettingsError
 
     def err(text: str) -> None:
@@ -129,7 +130,8 @@ def _demo(args: argparse.Namespace) -> int:
     )
     try:
         options.check()
-    except ValueError as exc:
+        preflight(options.json_path)
+    except ValueError as exc:  # TelemetrySetupError is one
         err(f"otel-context demo: {exc}")
         return EXIT_USAGE
     if options.live and not _confirm_live(args, os.environ, sys.stdin, err):
@@ -144,7 +146,7 @@ def _demo(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # before the first turn started: nothing to summarize
         err("Interrupted.")
         return EXIT_INTERRUPTED
-    except (SettingsError, FileNotFoundError) as exc:
+    except (SettingsError, TelemetrySetupError) as exc:
         err(f"otel-context demo: {exc}")
         return EXIT_USAGE
     report.finish(result)

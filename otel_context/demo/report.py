@@ -51,11 +51,11 @@ class Report(Protocol):
 # --- shared text ------------------------------------------------------------------------------------------
 def header(options: DemoOptions) -> str:
     where = "the real API" if options.live else "the embedded simulated provider"
+    turns = f"{options.turns} turn{'s' if options.turns != 1 else ''}"
     return (
-        f"otel-context demo: {options.turns} turns of a coding agent on {where} "
-        f"({options.provider}, {options.model}), context window {options.window:,} tokens, "
-        "microcompaction on, seed "
-        f"{options.seed}. The agent resends its whole history every turn; the one import keeps it in the window."
+        f"otel-context demo: {turns} of a coding agent on {where} ({options.provider}, {options.model}), "
+        f"context window {options.window:,} tokens, microcompaction on, seed {options.seed}. The agent resends "
+        "its whole history every turn; otel-context's instrumentation keeps what is sent inside the window."
     )
 
 

@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-__all__ = ["DemoTelemetry", "otlp_target", "setup", "span_to_dict"]
+__all__ = ["DemoTelemetry", "TelemetrySetupError", "otlp_target", "preflight", "setup", "span_to_dict"]
 
 DEFAULT_SERVICE_NAME = "otel-context-demo"
 _ENDPOINT_VARS = (
@@ -37,6 +37,10 @@ _ENDPOINT_VARS = (
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
     "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
 )
+
+
+class TelemetrySetupError(ValueError):
+    """The environment or ``--json`` asks for something the demo cannot do; the message says what."""
 
 
 def otlp_target(env: Mapping[str, str]) -> tuple[str, str] | None:
@@ -50,7 +54,9 @@ def otlp_target(env: Mapping[str, str]) -> tuple[str, str] | None:
         return None
     protocol = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip().lower() or "http/protobuf"
     if protocol not in ("grpc", "http/protobuf"):
-        raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported; use http/protobuf or grpc")
+        raise TelemetrySetupError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported; use http/protobuf or grpc"
+        )
     return endpoint, protocol
 
 
@@ -109,11 +115,17 @@ def _otlp_exporters(protocol: str) -> tuple[Any, Any]:
     return HttpSpans(), HttpMetrics()
 
 
+def preflight(json_path: Path | None = None, env: Mapping[str, str] | None = None) -> None:
+    """Raise :class:`TelemetrySetupError` now for what :func:`setup` would refuse (before any output)."""
+    if json_path is not None and not json_path.parent.exists():
+        raise TelemetrySetupError(f"--json {json_path}: directory {json_path.parent} does not exist")
+    otlp_target(os.environ if env is None else env)
+
+
 def setup(json_path: Path | None = None, env: Mapping[str, str] | None = None) -> DemoTelemetry:
     """Create the demo's providers (see the module docstring). ``env`` defaults to ``os.environ``."""
     env = os.environ if env is None else env
-    if json_path is not None and not json_path.parent.exists():
-        raise FileNotFoundError(f"--json {json_path}: directory {json_path.parent} does not exist")
+    preflight(json_path, env)
     attributes = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": DEFAULT_SERVICE_NAME}
     resource = Resource.create(attributes)  # merges OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES
 

@@ -140,3 +140,62 @@ def test_bad_arguments_exit_2_with_a_message(capsys: pytest.CaptureFixture[str])
         assert exit_info.value.code == EXIT_USAGE and message in capsys.readouterr().err
     assert main(["demo", "--window", "500"]) == EXIT_USAGE
     assert "--window 500: must be at least 8,000 tokens" in capsys.readouterr().err
+
+
+def test_json_into_a_missing_directory_is_refused_before_any_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--turns", "1", "--json", "/nonexistent-dir/spans.json"]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert "directory /nonexistent-dir does not exist" in captured.err and captured.out == ""
+
+
+_SGR = re.compile(r"\x1b\[([0-9;]*)m")
+
+
+def _colour_codes(text: str) -> list[str]:
+    """SGR parameters that set a colour (30-49, 90-107), as opposed to bold/dim/italic/reset."""
+    found = []
+    for params in _SGR.findall(text):
+        for p in params.split(";"):
+            if p.isdigit() and (30 <= int(p) <= 49 or 90 <= int(p) <= 107):
+                found.append(params)
+    return found
+
+
+def _in_terminal(*args: str, **env: str) -> str:
+    """Run the console script with a pseudo-terminal as stdin/stdout/stderr and return what it drew."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [str(SCRIPT), "demo", *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=_env(TERM="xterm-256color", COLUMNS="140", **env),
+        close_fds=True,
+    )
+    os.close(slave)
+    chunks = []
+    try:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        assert proc.wait(timeout=120) == 0
+    finally:
+        os.close(master)
+        proc.kill()
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_a_terminal_gets_colours_and_no_color_removes_them() -> None:
+    coloured = _in_terminal("--turns", "3")
+    assert "turn 1/3" in coloured and "Run summary" in coloured
+    assert _colour_codes(coloured)
+    plain = _in_terminal("--turns", "3", NO_COLOR="1")
+    assert "turn 1/3" in plain and "Run summary" in plain
+    assert _colour_codes(plain) == []
