@@ -241,10 +241,14 @@ class _Positions:
         self._ids_tuple = None
 
     def _append(self, item: Any) -> None:
-        self.seen.append(None)
-        self.snaps.append(None)
-        self.ids.append(0)
-        self._store(len(self.seen) - 1, item, next(_ids))
+        ttls: list[float] = []
+        snap = _freeze(item, ttls)
+        self.seen.append(item)
+        self.snaps.append(snap)
+        self.ids.append(next(_ids))
+        self._ids_tuple = None
+        if ttls:
+            self._mark(len(self.seen) - 1, ttls, snap)
 
     def _store(self, i: int, item: Any, content_id: int) -> None:
         ttls: list[float] = []
