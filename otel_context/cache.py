@@ -21,8 +21,17 @@ explaining, the memo is verified against the snapshots first (:meth:`_Positions.
 common path, exact when it matters.
 
 Cache markers (Anthropic ``cache_control``, OpenAI ``prompt_cache_breakpoint``) are not cached content:
-apps move the conversation breakpoint to the newest message every turn. An item that differs from the memo
-is compared again with markers stripped before it counts as changed.
+apps move the conversation breakpoint to the newest message every turn. Positions that carried a marker are
+settled first, by comparing the new item with the marked item's pre-computed unmarked forms (one C-level
+``==``); any other item that differs from the memo is compared again ignoring markers (and a plain string
+equal to one text block) before it counts as changed.
+
+Known limit: an SDK model object (e.g. ``response.content`` appended as is) is a leaf; if the app mutates
+one in place, only a rebuilt object shows the change.
+
+Clock: gaps are measured with :func:`monotonic`; a detector given a clock (or running under
+:func:`use_clock`) measures with that clock even when the engine passes ``time.monotonic()`` stamps, so that
+tests and the demo can move a simulated clock past the TTL.
 
 The engine (:mod:`otel_context.engine`) calls :meth:`CacheBreakDetector.fingerprint` on the body it sends,
 :meth:`CacheBreakDetector.check` when the call ends and :meth:`CacheBreakDetector.announce_compaction`
