@@ -324,7 +324,11 @@ class SimulatedProvider:
         raw_path = h.path
         path = raw_path.split("?", 1)[0]
         headers = {k.lower(): v for k, v in h.headers.items()}
-        body_bytes = _read_body(h, headers)
+        try:
+            body_bytes = _read_body(h, headers)
+        except (ValueError, OSError):  # a broken chunked body: answer, then drop the unreadable connection
+            body_bytes = b"\x00"
+            h.close_connection = True
         route = _ROUTES.get(path)
         flavor: Flavor = route[0] if route else _flavor_for(path, headers)
         request_id = anthropic_id("req") if flavor == "anthropic" else openai_request_id()
