@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
@@ -32,6 +33,7 @@ RICH_MISSING = (
     "otel-context: `rich` is not installed, so the demo prints plain text. "
     "For the full terminal output: pip install 'otel-context[demo]'"
 )
+TREE_TITLE = "Spans of a turn that compacted (invoke_agent > chat > compact > the summarizer's chat)"
 KIND_LABELS = {
     KIND_MICRO: "microcompact (tool results cleared, no LLM call)",
     KIND_AUTO: "autocompact (threshold crossed, LLM summary)",
@@ -66,7 +68,8 @@ def bar(fraction: float, width: int = 10) -> str:
 
 def turn_line(stats: TurnStats, outcome: TurnOutcome, total_turns: int, compactions_so_far: int) -> str:
     """``turn 12/50 | in 18,442 | cache hit 91.2% | context  62% [#####---] | compactions  3 +auto``."""
-    kinds = "".join(f" +{k}" for k in stats.kinds)
+    counts = Counter(stats.kinds)
+    kinds = "".join(f" +{k}" + (f" x{n}" if n > 1 else "") for k, n in counts.items())
     error = f" | FAILED: {outcome.error[:60]}" if outcome.error else ""
     width = len(str(total_turns))
     return (
@@ -236,8 +239,9 @@ def _event_nodes(span: ReadableSpan) -> list[Node]:
 
 
 def span_tree(spans: Sequence[ReadableSpan]) -> Node | None:
-    """The ``invoke_agent`` span of the last turn that compacted with a summary (else with anything), as a
-    tree; None when no turn compacted."""
+    """The ``invoke_agent`` span of a turn that compacted, as a tree: the last with a reactive compaction
+    (the richest: a refused request, a summary, the retry), else the last with a summary, else the last
+    with any compaction; None when no turn compacted."""
     children: dict[int, list[ReadableSpan]] = {}
     for span in spans:
         if span.parent is not None:
@@ -253,16 +257,18 @@ def span_tree(spans: Sequence[ReadableSpan]) -> Node | None:
             out.extend(descendants(child))
         return out
 
-    def pick(summary_only: bool) -> ReadableSpan | None:
+    def pick(key: str | None, value: str | None) -> ReadableSpan | None:
         for turn in reversed(turns):
             for span in descendants(turn):
-                if span.name != semconv.COMPACT_SPAN:
-                    continue
-                if not summary_only or _attr(span, semconv.COMPACTION_STRATEGY) == semconv.STRATEGY_SUMMARY:
+                if span.name == semconv.COMPACT_SPAN and (key is None or _attr(span, key) == value):
                     return turn
         return None
 
-    chosen = pick(True) or pick(False)
+    chosen = (
+        pick(semconv.COMPACTION_TRIGGER_SOURCE, semconv.TRIGGER_REACTIVE)
+        or pick(semconv.COMPACTION_STRATEGY, semconv.STRATEGY_SUMMARY)
+        or pick(None, None)
+    )
     if chosen is None:
         return None
 
@@ -331,7 +337,7 @@ class PlainReport:
         tree = span_tree(result.spans)
         if tree is not None:
             self._print()
-            self._print("Spans of the last turn that compacted")
+            self._print(TREE_TITLE)
             for line in plain_tree(tree):
                 self._print(f"  {line}")
         self._print()
@@ -442,7 +448,7 @@ class RichReport:
         tree = span_tree(result.spans)
         if tree is not None:
             self.console.print()
-            self.console.print("Spans of the last turn that compacted", style="bold")
+            self.console.print(TREE_TITLE, style="bold")
 
             def add(parent: Tree, node: Node) -> None:
                 branch = parent.add(Text(node.label, style="red" if node.error else ""))
