@@ -71,8 +71,8 @@ async def main() -> None:
             from otel_context.testing import SimulatedProvider
 
             sim = stack.enter_context(SimulatedProvider())
-        a_client = anthropic.AsyncAnthropic() if os.environ.get("ANTHROPIC_API_KEY") else sim.async_anthropic()  # type: ignore[union-attr]
-        o_client = openai.AsyncOpenAI() if os.environ.get("OPENAI_API_KEY") else sim.async_openai()  # type: ignore[union-attr]
+        a_client = anthropic.AsyncAnthropic() if os.environ.get("ANTHROPIC_API_KEY") else sim.async_anthropic()
+        o_client = openai.AsyncOpenAI() if os.environ.get("OPENAI_API_KEY") else sim.async_openai()
         await stream_anthropic(a_client)
         await stream_openai(o_client)
         await a_client.close()
