@@ -356,6 +356,8 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
                 min_index=job.min_index,
                 extra_instructions=instructions,
                 target_tokens=job.budget.auto_threshold if job.budget is not None else None,
+                # A rejected (too long) request cannot be resent whole to the summarizer.
+                share_prefix=job.trigger != semconv.TRIGGER_REACTIVE,
             )
             custom = job.settings.summarizer
             if custom is not None:

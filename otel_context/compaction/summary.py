@@ -214,6 +214,54 @@ def rehydrate_files(
     return Rehydration("\n".join([header, *parts]), files, used)
 
 
+#: Request parameters that would make a cache-sharing summary request fail or call a tool.
+_FORCING = ("thinking", "reasoning", "response_format", "text", "parallel_tool_calls", "previous_response_id")
+_MAX_TOKENS_KEYS = {
+    "anthropic_messages": ("max_tokens",),
+    "openai_chat": ("max_completion_tokens", "max_tokens"),
+    "openai_responses": ("max_output_tokens",),
+}
+
+
+def shared_prefix_request(
+    adapter: WireFormatAdapter,
+    body: Mapping[str, Any],
+    items: Sequence[Item],
+    prompt: str,
+    max_output: int,
+    window: int | None,
+) -> dict[str, Any] | None:
+    """The call's own request (same system, tools, messages and cache breakpoints) plus the prompt as a last
+    user turn: its prefix is byte-identical to what the provider has just cached, so the summarizer reads
+    the conversation from the cache instead of paying for it again (the cost spike users report around
+    compaction). None when that is unsafe: a forced tool choice, thinking/reasoning or output-format
+    settings, or no room in the window for the prompt and the summary.
+    """
+    choice = body.get("tool_choice")
+    if choice not in (None, "auto", "none") and not (
+        isinstance(choice, Mapping) and choice.get("type") in ("auto", "none")
+    ):
+        return None
+    if any(key in body for key in _FORCING):
+        return None
+    prompt_tokens = budget_mod.estimate_text(prompt)
+    max_tokens = max_output
+    if window is not None:
+        used = budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, items) + prompt_tokens
+        max_tokens = min(max_output, window - used)
+        if max_tokens < 1_024:
+            return None
+    request = dict(adapter.with_items(body, [*items, adapter.make_user_item(prompt)]))
+    for key in ("stream", "stream_options", "n", "stop", "stop_sequences"):
+        request.pop(key, None)
+    keys = _MAX_TOKENS_KEYS[adapter.name]
+    present = [k for k in keys if k in request]
+    for key in present[1:]:
+        request.pop(key)
+    request[present[0] if present else keys[-1] if adapter.name == "openai_chat" else keys[0]] = max_tokens
+    return request
+
+
 @dataclass(frozen=True)
 class SummaryOutcome:
     """A successful summary: the new head of the conversation and its figures."""
@@ -238,11 +286,14 @@ def summarize(
     extra_instructions: str | None = None,
     cut: int | None = None,
     target_tokens: int | None = None,
+    share_prefix: bool = False,
 ) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
     """Summarize ``items[:cut]`` (cut chosen by the keep-recent policy unless given); raise CompactionError.
 
     ``target_tokens``: the context size the result should stay under (the threshold); it bounds the
-    rehydrated files.
+    rehydrated files. ``share_prefix``: first ask with the call's own request plus the prompt (see
+    :func:`shared_prefix_request`), which the provider serves from its prompt cache; when that is not
+    possible, too long, or answered with a tool call, ask with the plain transcript (no tools).
     """
     if cut is None:
         cut = choose_cut(adapter, items, settings.keep_recent_messages, min_index)
@@ -254,20 +305,42 @@ def summarize(
     prompt = build_prompt(extra_instructions)
     summary_model = settings.summary_model or model
     spec = budget_mod.lookup_model(summary_model)
+    max_output = (
+        budget_mod.SUMMARY_RESERVE_TOKENS if spec is None else min(budget_mod.SUMMARY_RESERVE_TOKENS, spec.max_output)
+    )
+    shared = share_prefix and summary_model == model
     attempts = 0
+    overflow_retries = 0
     while True:
         attempts += 1
-        max_tokens = budget_mod.SUMMARY_RESERVE_TOKENS
-        if spec is not None:
-            max_tokens = min(max_tokens, spec.max_output)
-        if window is not None:
-            left = window - budget_mod.estimate_items(adapter, transcript) - budget_mod.estimate_text(prompt)
-            left -= budget_mod.estimate_fixed(adapter, body)
-            max_tokens = min(max_tokens, max(1_024, left))
-        request = adapter.make_summary_request(body, transcript, prompt, max_tokens, summary_model)
+        request: dict[str, Any] | None = None
+        if shared:
+            request = shared_prefix_request(adapter, body, items, prompt, max_output, window)
+            shared = request is not None
+        if request is None:
+            max_tokens = max_output
+            if window is not None:
+                left = window - budget_mod.estimate_items(adapter, transcript) - budget_mod.estimate_text(prompt)
+                left -= budget_mod.estimate_fixed(adapter, body)
+                max_tokens = min(max_tokens, max(1_024, left))
+            request = adapter.make_summary_request(body, transcript, prompt, max_tokens, summary_model)
         result = yield SummaryRequest(request)
+        summary: str | None = None
+        if result.error is None and not result.too_long:
+            try:
+                summary = parse_summary(result.text)
+            except SummaryParseError as exc:
+                if not shared:
+                    raise CompactionError("no_summary", str(exc)) from exc
+        if shared and summary is None and (result.too_long or result.error is None):
+            # The cache-sharing request was too long or answered with a tool call instead of text:
+            # ask again the plain way (no tools, transcript as text).
+            shared = False
+            continue
+        shared = False
         if result.error is not None or result.too_long:
-            if result.too_long and attempts <= MAX_OVERFLOW_RETRIES:
+            if result.too_long and overflow_retries < MAX_OVERFLOW_RETRIES:
+                overflow_retries += 1
                 gap = overflow_gap(str(result.error) if result.error is not None else "")
                 fraction = int(budget_mod.estimate_items(adapter, transcript) * OVERFLOW_DROP_FRACTION)
                 shorter = drop_oldest_rounds(adapter, transcript, max(gap or 0, fraction, 1))
@@ -281,10 +354,7 @@ def summarize(
             error = result.error
             kind = type(error).__module__ + "." + type(error).__qualname__ if error is not None else "summarizer_error"
             raise CompactionError(kind, f"the summarizer call failed: {error}")
-        try:
-            summary = parse_summary(result.text)
-        except SummaryParseError as exc:
-            raise CompactionError("no_summary", str(exc)) from exc
+        assert summary is not None
         summary_tokens = (
             result.usage.output_tokens if result.usage is not None else budget_mod.estimate_text(result.text)
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -161,3 +162,41 @@ def test_deepen_cut_moves_past_a_last_turn_that_fills_the_target() -> None:
     assert A.validate(items[deeper:]) == []
     # Plenty of room: the policy's cut stands.
     assert deepen_cut(A, body, items, preferred, target_tokens=200_000) == preferred
+
+
+def test_shared_prefix_request_keeps_the_calls_prefix_and_appends_the_prompt() -> None:
+    from otel_context.compaction.summary import shared_prefix_request
+
+    items = anthropic_agent(4)
+    tools = [{"name": "read_file", "input_schema": {"type": "object"}}]
+    body = {"model": "m", "max_tokens": 100, "system": "sys", "tools": tools, "messages": items, "stream": True}
+    request = shared_prefix_request(A, body, items, "PROMPT <summary>", 20_000, window=200_000)
+    assert request is not None
+    assert request["tools"] is tools and request["system"] == "sys"
+    assert request["messages"][: len(items)] == items
+    assert "PROMPT" in json.dumps(request["messages"][-1])
+    assert request["max_tokens"] == 20_000 and "stream" not in request
+    # Unsafe or impossible: a forced tool choice, extended thinking, or no room left in the window.
+    assert shared_prefix_request(A, {**body, "tool_choice": {"type": "any"}}, items, "P", 20_000, None) is None
+    assert shared_prefix_request(A, {**body, "thinking": {"type": "enabled"}}, items, "P", 20_000, None) is None
+    assert shared_prefix_request(A, body, items, "P", 20_000, window=3_000) is None
+
+
+def test_summarize_falls_back_to_the_plain_transcript_when_the_shared_request_gets_no_text() -> None:
+    answers = iter(["", FakeSummarizer.text])
+    requests: list[Any] = []
+
+    def summarizer(request: Any) -> Any:
+        from otel_context.pipeline import SummaryResult
+
+        requests.append(request.body)
+        return SummaryResult(text=next(answers))
+
+    items = anthropic_agent(10)
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 1024, "tools": [{"name": "read_file"}], "messages": items}
+    out = drive(
+        summarize(A, body, items, settings=Settings(), model="claude-sonnet-4-6", window=200_000, share_prefix=True),
+        summarizer,
+    )
+    assert out.summary.startswith("1. Primary request")
+    assert "tools" in requests[0] and "tools" not in requests[1]

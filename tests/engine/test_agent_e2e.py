@@ -43,6 +43,12 @@ def _check_run(otel: Otel, sim: Any, history: list[dict[str, Any]]) -> None:
     compact_ids = {s.context.span_id for s in compacts}
     summarizer_spans = [s for s in otel.spans() if s.parent is not None and s.parent.span_id in compact_ids]
     assert len(summarizer_spans) == len(compacts)
+    # The summarizer shares the call's cached prefix: it reads the conversation from the prompt cache.
+    for span in summarizer_spans:
+        assert (
+            span.attributes[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]
+            > 0.8 * span.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS]
+        )
     # Once per threshold crossing: the compacted calls are far apart, not on every later call.
     mains = _main_chat_spans(otel)
     compacted_at = [i for i, s in enumerate(mains) if s.attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED)]
