@@ -234,3 +234,24 @@ def test_legacy_metrics_behind_switch(simulated_provider: Any, spans: Any, metri
     points = metric_points(metric_reader, semconv.METRIC_LEGACY_TOKEN_USAGE)
     assert {p.attributes[semconv.GEN_AI_TOKEN_TYPE] for p in points} == {"input", "output"}
     assert metric_points(metric_reader, semconv.METRIC_LEGACY_OPERATION_DURATION)
+
+
+def test_streaming_response_read_raw_still_records_usage(simulated_provider: Any, spans: Any) -> None:
+    client = simulated_provider.openai()
+    with client.chat.completions.with_streaming_response.create(**O_CHAT) as response:
+        raw = response.read()  # the app reads bytes, never parses
+        assert spans() == []
+    assert b"chat.completion" in raw
+    span = only_span(spans())
+    assert (
+        attrs(span)[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == simulated_provider.last_exchange.usage["completion_tokens"]
+    )
+
+
+def test_streaming_response_lines_of_a_stream_end_on_exit(simulated_provider: Any, spans: Any) -> None:
+    client = simulated_provider.anthropic()
+    with client.messages.with_streaming_response.create(**A, stream=True) as response:
+        lines = [line for line in response.iter_lines() if line]
+    assert any(line.startswith("event: message_stop") for line in lines)
+    span = only_span(spans())
+    assert span.status.status_code is StatusCode.UNSET
