@@ -570,3 +570,42 @@ def test_compact_span_carries_the_intentional_cache_break(otel: Otel, summarizer
     assert len(events) == 1
     assert events[0].attributes[semconv.CACHE_BREAK_INTENTIONAL] is True
     assert events[0].attributes[semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS] == 19_000
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        Settings(auto_compact_window=30_000, blocking_limit_override=5_000),
+        resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "30000", "OTEL_CONTEXT_BLOCKING_LIMIT_OVERRIDE": "5000"}),
+    ],
+    ids=["code", "env"],
+)
+def test_blocking_limit_override_sets_the_state(otel: Otel, summarizer: FakeSummarizer, settings: Settings) -> None:
+    plan = Caller(otel, summarizer).call(_body(anthropic_agent(6)), settings)
+    assert 5_000 < plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] < 20_000
+    assert plan.attributes[semconv.CONTEXT_STATE] == "blocking"
+
+
+@pytest.mark.parametrize(
+    ("settings", "reactive"),
+    [
+        (Settings(auto_compact_window=30_000, disable_auto_compact=True), True),
+        (resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "30000", "OTEL_CONTEXT_DISABLE_AUTO_COMPACT": "yes"}), True),
+        (Settings(auto_compact_window=30_000, disable_compact=True), False),
+        (resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "30000", "OTEL_CONTEXT_DISABLE_COMPACT": "on"}), False),
+        (resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "30000", "OTEL_CONTEXT_COMPACTION": "observe"}), False),
+    ],
+    ids=["no-auto-code", "no-auto-env", "no-compact-code", "no-compact-env", "observe-env"],
+)
+def test_kill_switches_and_reactive(otel: Otel, summarizer: FakeSummarizer, settings: Settings, reactive: bool) -> None:
+    """DISABLE_AUTO_COMPACT stops threshold compaction only; DISABLE_COMPACT and observe stop reactive too."""
+    tracer = otel.tracer_provider.get_tracer("test")
+    body = _body(anthropic_agent(12, 8000))
+    with tracer.start_as_current_span("chat x") as span:
+        plan = drive(
+            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, False, settings)), summarizer
+        )
+        assert plan.body is body
+        retry = drive(plan.on_too_long(span, TooLong("prompt is too long: 40000 tokens > 30000 maximum")), summarizer)
+    assert (retry is not None) is reactive
+    assert summarizer.calls == int(reactive)
