@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import SimError
-from .http import JsonResult, Request, Result, SseEvent, StreamResult
 from .ids import anthropic_id
+from .results import JsonResult, Request, Result, SseEvent, StreamResult
 from .scripted import Reply, Turn, plan_reply, thinking_text
 from .state import SimState
 from .tokens import block_text, count_tokens, request_blocks

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import SimError
-from .http import JsonResult, Request, Result, SseEvent, StreamResult
 from .ids import b62, hex_id
 from .models import EMBEDDING_DIMENSIONS
+from .results import JsonResult, Request, Result, SseEvent, StreamResult
 from .scripted import Turn, plan_reply, summarize
 from .state import SimState
 from .tokens import COMPACTION_PREFIX, block_text, count_tokens, request_blocks, responses_items

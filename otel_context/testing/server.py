@@ -24,10 +24,10 @@ from .caching import PromptCache
 from .clock import ManualClock
 from .errors import DEFAULT_CODE, Flavor, SimError, anthropic_error_body, openai_error_body
 from .faults import Fault, FaultQueue
-from .http import JsonResult, Request, Result, SseEvent
 from .ids import anthropic_id, openai_request_id
 from .openai_api import chat_completions_endpoint, compact_endpoint, embeddings_endpoint, responses_endpoint
 from .record import Exchange
+from .results import JsonResult, Request, Result, SseEvent
 from .state import SimState
 
 __all__ = ["SimulatedProvider"]
