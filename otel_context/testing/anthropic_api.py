@@ -229,9 +229,9 @@ def messages_endpoint(state: SimState, req: Request) -> Result:
     turns = _turns(body, messages)
     budget = _thinking_budget(body)
     thinking = thinking_text(turns, budget if budget > 0 else None) if budget >= 0 else None
-    reply = plan_reply(
-        turns, tools, max_tokens=int(body["max_tokens"]), force_tool=force, json_schema=_output_schema(body)
-    )
+    # thinking counts against max_tokens: the visible reply gets what is left
+    room = max(int(body["max_tokens"]) - (count_tokens(thinking) if thinking else 0), 1)
+    reply = plan_reply(turns, tools, max_tokens=room, force_tool=force, json_schema=_output_schema(body))
     stop_sequence = _apply_stop_sequences(reply, body.get("stop_sequences"))
     content: list[dict[str, Any]] = []
     if thinking is not None:

@@ -348,3 +348,16 @@ def test_empty_final_assistant_prefill_is_accepted(anthropic_client: Any) -> Non
         **_req(messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}])
     )
     assert msg.stop_reason == "end_turn"
+
+
+def test_thinking_counts_against_max_tokens(anthropic_client: Any) -> None:
+    msg = anthropic_client.messages.create(
+        **_req(
+            model="claude-haiku-4-5",
+            max_tokens=1030,
+            thinking={"type": "enabled", "budget_tokens": 1024},
+            messages=[{"role": "user", "content": "go words:900"}],
+        )
+    )
+    assert msg.stop_reason == "max_tokens"
+    assert msg.usage.output_tokens == 1030
