@@ -23,7 +23,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from otel_context import semconv
 from otel_context.cache_control import place_cache_breakpoints
 from otel_context.demo.scenario import Turn
-from otel_context.demo.tools import TOOL_SPECS, ToolResult, Workspace
+from otel_context.demo.tools import LATE_TOOL_SPECS, TOOL_SPECS, ToolResult, ToolSpec, Workspace
 from otel_context.pipeline import WireFormat
 
 __all__ = [
@@ -78,6 +78,7 @@ class Backend(Protocol):
     history: list[dict[str, Any]]
 
     def add_user(self, text: str) -> None: ...
+    def add_tool(self, spec: ToolSpec) -> None: ...
     def complete(self) -> Reply: ...
     def add_tool_results(self, results: Sequence[tuple[ToolCall, ToolResult]]) -> None: ...
     def request_body(self) -> dict[str, Any]: ...
@@ -101,6 +102,9 @@ class AnthropicBackend:
 
     def add_user(self, text: str) -> None:
         self.history.append({"role": "user", "content": text})
+
+    def add_tool(self, spec: ToolSpec) -> None:
+        self._tools = [*self._tools, spec.anthropic()]
 
     def request_body(self) -> dict[str, Any]:
         """The full history, with cache breakpoints placed by otel-context's helper (tools, system, last
@@ -164,6 +168,9 @@ class OpenAIBackend:
 
     def add_user(self, text: str) -> None:
         self.history.append({"role": "user", "content": text})
+
+    def add_tool(self, spec: ToolSpec) -> None:
+        self._tools = [*self._tools, spec.openai()]
 
     def request_body(self) -> dict[str, Any]:
         return {
@@ -259,6 +266,9 @@ class CodingAgent:
         }
         name = f"{semconv.OP_INVOKE_AGENT} {AGENT_NAME}"
         with self.tracer.start_as_current_span(name, kind=SpanKind.INTERNAL, attributes=attributes) as span:
+            for spec in LATE_TOOL_SPECS:
+                if spec.name in turn.new_tools:
+                    self.backend.add_tool(spec)
             self.backend.add_user(turn.message(live=self.live))
             pending: list[tuple[ToolCall, ToolResult]] = []
             try:

@@ -70,7 +70,9 @@ def turn_line(stats: TurnStats, outcome: TurnOutcome, total_turns: int, compacti
     """``turn 12/50 | in 18,442 | cache hit 91.2% | context  62% [#####---] | compactions  3 +auto``."""
     counts = Counter(stats.kinds)
     kinds = "".join(f" +{k}" + (f" x{n}" if n > 1 else "") for k, n in counts.items())
-    error = f" | FAILED: {outcome.error[:60]}" if outcome.error else ""
+    unexpected = [b.reason for b in stats.cache_breaks if not b.intentional]
+    error = f" | cache break: {', '.join(unexpected)}" if unexpected else ""
+    error += f" | FAILED: {outcome.error[:60]}" if outcome.error else ""
     width = len(str(total_turns))
     return (
         f"turn {stats.turn:>{width}}/{total_turns} | in {stats.context_tokens:>6,} | "

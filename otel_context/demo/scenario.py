@@ -5,6 +5,9 @@ The simulated provider is scripted by directives in the last user message (see
 length of its text reply. Each :class:`Turn` renders to a natural request followed by those directives; in
 ``--live`` mode the directives are dropped and the real model decides for itself.
 
+Near the end the user connects one more tool (``write_file``): the tool list changes mid-session, as when
+an MCP server connects, which breaks the prompt cache (an unexpected break, reason ``tools_changed``).
+
 The first turns follow a real bug hunt (a cent lost to float rounding: explore, reproduce, fix, verify);
 later turns review the rest of the code base, chosen from the seed, so that any ``--turns`` works. A
 "cross-check" turn (a module and its tests read together, the largest requests of the session) comes just
@@ -38,6 +41,8 @@ class Turn:
     text: str
     tools: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     words: int = 40
+    #: Tools the agent gains at the start of this turn (see ``tools.LATE_TOOL_SPECS``).
+    new_tools: tuple[str, ...] = ()
 
     def message(self, live: bool = False) -> str:
         """The user message: the request, then (simulated provider only) its directives."""
@@ -108,6 +113,18 @@ _OPENING: tuple[Turn, ...] = (
     _t("Draft a plan for the remaining rounding risks, ordered by impact.", words=380),
     _t("What changed recently?", _run("git log --oneline -20"), words=80),
     _t("Status of the working tree?", _run("git status"), words=40),
+)
+
+_WRITE_NOTES = Turn(
+    "The file-writing tool is connected now. Save your review notes to docs/review-notes.md.",
+    (
+        (
+            "write_file",
+            {"path": "docs/review-notes.md", "content": "# Review notes\n\n- apply_rate: fixed (ROUND_HALF_UP)\n"},
+        ),
+    ),
+    words=40,
+    new_tools=("write_file",),
 )
 
 _FILES = (
@@ -184,4 +201,5 @@ def build_script(turns: int, seed: int) -> list[Turn]:
         n += 1
     if turns >= 10:  # one cross-check just after 60 % of the run, where the demo lowers the provider's window
         script[round(turns * 0.62)] = _cross_check(rng)
+        script[round(turns * 0.9)] = _WRITE_NOTES
     return script

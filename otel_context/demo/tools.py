@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TOOL_SPECS", "ToolResult", "ToolSpec", "Workspace"]
+__all__ = ["LATE_TOOL_SPECS", "TOOL_SPECS", "ToolResult", "ToolSpec", "Workspace"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,16 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "edit_file",
         "Replace the exact text `old` with `new` in a file. Fails if `old` does not occur exactly once.",
         _schema(["path", "old", "new"], path="File to edit", old="Exact text to replace", new="Replacement"),
+    ),
+)
+
+#: Tools that only become available late in the session (as when an MCP server connects mid-session): the
+#: tool list, the first part of the cached prompt prefix, changes, and the prompt cache breaks.
+LATE_TOOL_SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "write_file",
+        "Create or overwrite a file of the repository with the given content.",
+        _schema(["path", "content"], path="File to write", content="The complete new content"),
     ),
 )
 
@@ -219,6 +229,7 @@ class Workspace:
             "grep": self.grep,
             "run_command": self.run_command,
             "edit_file": self.edit_file,
+            "write_file": self.write_file,
         }
         handler = handlers.get(name)
         if handler is None:
@@ -280,6 +291,15 @@ class Workspace:
             return ToolResult(f"Error: `old` occurs {count} times in {path}; it must occur exactly once", is_error=True)
         self.files[key] = text.replace(old, new)
         return ToolResult(f"Edited {path}: 1 replacement ({len(old)} -> {len(new)} characters)")
+
+    def write_file(self, path: str, content: str) -> ToolResult:
+        """Create or overwrite ``path``."""
+        key = path.removeprefix("./")
+        if not key or key.endswith("/"):
+            return ToolResult(f"Error: {path!r} is not a file path", is_error=True)
+        existed = key in self.files
+        self.files[key] = content
+        return ToolResult(f"{'Overwrote' if existed else 'Created'} {key} ({len(content.splitlines())} lines)")
 
     @property
     def bug_fixed(self) -> bool:

@@ -37,3 +37,11 @@ def test_live_messages_carry_no_directives() -> None:
         live = turn.message(live=True)
         assert "tool:" not in live and "words:" not in live
         assert f"words:{turn.words}" in turn.message()
+
+
+def test_one_turn_connects_the_late_tool() -> None:
+    script = build_script(50, 7)
+    late = [i for i, turn in enumerate(script, 1) if turn.new_tools]
+    assert late == [46] and script[45].new_tools == ("write_file",)
+    assert 'tool:write_file{"path":"docs/review-notes.md"' in script[45].message()
+    assert not any(turn.new_tools for turn in build_script(9, 7))

@@ -65,3 +65,14 @@ def test_tool_specs_render_in_both_wire_formats() -> None:
     for spec in TOOL_SPECS:
         assert spec.anthropic()["input_schema"]["type"] == "object"
         assert spec.openai()["function"]["name"] == spec.name
+
+
+def test_write_file_creates_and_overwrites() -> None:
+    ws = Workspace()
+    assert (
+        ws.call("write_file", {"path": "docs/notes.md", "content": "a\nb\n"}).content
+        == "Created docs/notes.md (2 lines)"
+    )
+    assert ws.call("write_file", {"path": "docs/notes.md", "content": "c\n"}).content.startswith("Overwrote")
+    assert ws.call("read_file", {"path": "docs/notes.md"}).content == "     1\tc"
+    assert ws.call("write_file", {"path": "docs/", "content": "x"}).is_error
