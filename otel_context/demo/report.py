@@ -121,6 +121,20 @@ def summary_rows(result: DemoResult) -> list[Row]:
             ("unexpected: " + ", ".join(reasons)) if reasons else "intentional = caused by a compaction",
         ),
     ]
+    if result.metrics:
+        pairs = {
+            semconv.METRIC_COMPACTIONS: len(stats.compactions),
+            semconv.METRIC_CACHE_BREAKS: len(breaks),
+            semconv.METRIC_USAGE_INPUT_TOKENS: total_in,
+        }
+        differ = [name for name, value in pairs.items() if result.metrics.get(name, 0) != value]
+        rows.append(
+            Row(
+                "metrics",
+                "agree with the spans" if not differ else "DIFFER from the spans",
+                ", ".join(f"{name} = {result.metrics.get(name, 0):,.0f}" for name in (differ or list(pairs)[:2])),
+            )
+        )
     if result.facts_kept is not None:
         rows.append(
             Row(

@@ -89,6 +89,8 @@ class DemoResult:
     facts_kept: int | None = None
     facts_total: int = 0
     otlp: tuple[str, str] | None = None
+    #: Counter totals by metric name (the in-memory metric reader, read at the end of the run).
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed_tokens(self) -> list[int]:
@@ -258,6 +260,7 @@ def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult
     finally:
         if undo is not None:
             undo()
+        result.metrics = tel.metric_totals()
         tel.shutdown()
         result.spans = tel.finished_spans()
     return result

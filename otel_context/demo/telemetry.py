@@ -72,6 +72,19 @@ class DemoTelemetry:
     json_path: Path | None = None
     _closed: bool = field(default=False, repr=False)
 
+    def metric_totals(self) -> dict[str, float]:
+        """Sum of every counter's data points by metric name, read from the in-memory reader now."""
+        from opentelemetry.sdk.metrics.export import Sum
+
+        totals: dict[str, float] = {}
+        data = self.metrics.get_metrics_data()
+        for resource_metrics in data.resource_metrics if data is not None else ():
+            for scope_metrics in resource_metrics.scope_metrics:
+                for metric in scope_metrics.metrics:
+                    if isinstance(metric.data, Sum):
+                        totals[metric.name] = totals.get(metric.name, 0) + sum(p.value for p in metric.data.data_points)
+        return totals
+
     def finished_spans(self) -> Sequence[ReadableSpan]:
         """Every span that has ended so far, oldest first."""
         return self.spans.get_finished_spans()

@@ -111,3 +111,12 @@ def test_bad_options_are_refused_before_anything_starts() -> None:
         run(DemoOptions(window=100))
     with pytest.raises(ValueError, match="--provider"):
         run(DemoOptions(provider="gemini"))
+
+
+def test_the_metrics_of_the_run_agree_with_its_spans(full_run: tuple[DemoResult, list[int]]) -> None:
+    result, _ = full_run
+    metrics = result.metrics
+    assert metrics[semconv.METRIC_COMPACTIONS] == len(result.stats.compactions)
+    assert metrics[semconv.METRIC_CACHE_BREAKS] == len(result.stats.cache_breaks)
+    assert metrics[semconv.METRIC_USAGE_INPUT_TOKENS] == result.stats.total("input_tokens")
+    assert metrics[semconv.METRIC_USAGE_OUTPUT_TOKENS] == result.stats.total("output_tokens")
