@@ -94,8 +94,8 @@ async def test_async_openai_reactive_retry(
 
 def test_openai_responses_agent_compacts(simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]) -> None:
     model = "gpt-4.1"
-    simulated_provider.set_window(model, WINDOW)
-    instrumented(auto_compact_window=WINDOW)
+    simulated_provider.set_window(model, 20_000)
+    instrumented(auto_compact_window=20_000)
     client = simulated_provider.openai()
     tools = [
         {
@@ -106,7 +106,7 @@ def test_openai_responses_agent_compacts(simulated_provider: Any, otel: Otel, in
         }
     ]
     items: list[dict[str, Any]] = []
-    for turn in range(40):
+    for turn in range(25):
         items.append({"role": "user", "content": user_turn(turn)})
         for _ in range(3):
             response = client.responses.create(
