@@ -42,7 +42,8 @@ __all__ = ["DEFAULT_TURNS", "DEFAULT_WINDOW", "DemoOptions", "DemoResult", "run"
 
 DEFAULT_TURNS = 50
 DEFAULT_WINDOW = 24_000
-MIN_WINDOW = 8_000
+#: The session's largest tool results are about 9,400 tokens; a smaller window cannot hold one of them.
+MIN_WINDOW = 12_000
 MODELS = {semconv.PROVIDER_ANTHROPIC: "claude-sonnet-4-6", semconv.PROVIDER_OPENAI: "gpt-4.1"}
 MAX_TOKENS = 1_024
 CONVERSATION_ID = "otel-context-demo"

@@ -139,7 +139,7 @@ def test_bad_arguments_exit_2_with_a_message(capsys: pytest.CaptureFixture[str])
             main(argv)
         assert exit_info.value.code == EXIT_USAGE and message in capsys.readouterr().err
     assert main(["demo", "--window", "500"]) == EXIT_USAGE
-    assert "--window 500: must be at least 8,000 tokens" in capsys.readouterr().err
+    assert "--window 500: must be at least 12,000 tokens" in capsys.readouterr().err
 
 
 def test_json_into_a_missing_directory_is_refused_before_any_output(capsys: pytest.CaptureFixture[str]) -> None:
