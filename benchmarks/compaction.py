@@ -110,6 +110,28 @@ def memory_per_conversation(n: int = 500) -> float:
     return size / n
 
 
+def memory_of_a_long_conversation(n_messages: int = 1_000) -> float:
+    """Bytes the engine keeps for one conversation of ``n_messages`` (the previous call's containers; the
+    strings are the app's own, shared, and not counted)."""
+    engine.reset()
+    span = TracerProvider().get_tracer("bench").start_span("chat")
+    history = anthropic_agent(n_messages // 4, result_chars=300)
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    body = {"model": MODEL, "max_tokens": 64, "messages": [dict(m) for m in history]}
+    plan = drive(
+        engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, False, Settings())),
+        FakeSummarizer(),
+    )
+    plan.on_response(span, TokenUsage(input_tokens=10, output_tokens=5), None)
+    del body, plan
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    size = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    engine.reset()
+    return float(size)
+
+
 def billed(compaction: bool) -> dict[str, Any]:
     """Run the 60-turn agent on the simulated provider and price its tokens (input = 1.0)."""
     from engine.agents import run_anthropic_agent
@@ -159,6 +181,7 @@ def main() -> None:
     print(f"\nratio 1,000 / 10 = {results[1_000] / results[10]:.2f} (target <= 2)\n")
     print(f"microcompact over 2,000 messages: {microcompact_throughput():,.0f} messages/s\n")
     print(f"memory per tracked conversation (engine state, tiny history): {memory_per_conversation():,.0f} bytes\n")
+    print(f"memory of one 1,000-message conversation (kept containers): {memory_of_a_long_conversation():,.0f} bytes\n")
     on, off = billed(True), billed(False)
     print("60-turn agent, tokens billed (priced input = input + 1.25 x cache write + 0.1 x cache read):\n")
     print("| | calls | input | cache read | cache write | output | priced input |\n|---|---:|---:|---:|---:|---:|---:|")
