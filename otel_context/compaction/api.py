@@ -138,27 +138,29 @@ def _sdk_summarizer(client: Any, wire_format: str, adapter: WireFormatAdapter) -
 
         return SummaryResult(error=exc, too_long=is_too_long(adapter, exc))
 
-    if inspect.iscoroutinefunction(create_target(client, wire_format)):
-
-        async def send_async(req: SummaryRequest) -> SummaryResult:
-            token = in_summarizer.set(True)
-            try:
-                return result_of(await create(req.body))
-            except Exception as exc:
-                return failed(exc)
-            finally:
-                in_summarizer.reset(token)
-
-        return send_async
-
-    def send(req: SummaryRequest) -> SummaryResult:
-        token = in_summarizer.set(True)
+    async def finish_async(pending: Any, token: Any) -> SummaryResult:
         try:
-            return result_of(create(req.body))
+            return result_of(await pending)
         except Exception as exc:
             return failed(exc)
         finally:
             in_summarizer.reset(token)
+
+    def send(req: SummaryRequest) -> Any:
+        """A SummaryResult for sync clients; an awaitable of one for async clients (their create is async)."""
+        token = in_summarizer.set(True)
+        try:
+            pending = create(req.body)
+        except Exception as exc:
+            in_summarizer.reset(token)
+            return failed(exc)
+        if inspect.isawaitable(pending):
+            return finish_async(pending, token)
+        in_summarizer.reset(token)
+        try:
+            return result_of(pending)
+        except Exception as exc:
+            return failed(exc)
 
     return send
 
@@ -208,6 +210,12 @@ class Compactor:
         if client is None:
             raise ValueError("Compactor needs a client (an anthropic/openai SDK client) or a summarize function")
         self.client = client
+
+    def _is_async(self) -> bool:
+        if self._is_function():
+            call = type(self.client).__call__ if not inspect.isroutine(self.client) else self.client
+            return inspect.iscoroutinefunction(self.client) or inspect.iscoroutinefunction(call)
+        return type(self.client).__name__.startswith("Async")
 
     def _is_function(self) -> bool:
         return callable(self.client) and not hasattr(self.client, "messages") and not hasattr(self.client, "chat")
@@ -316,10 +324,21 @@ class Compactor:
         )
         if early is not None or job is None:
             return early if early is not None else CompactionResult(messages=list(messages), compacted=False)
-        send = self._summarizer(fmt, adapter)
-        if inspect.iscoroutinefunction(send):
+        if self._is_async():
             raise TypeError("this Compactor has an async client or function: use `await compactor.acompact(...)`")
-        out = drive(cascade.run_summary(job), send)
+        send = self._summarizer(fmt, adapter)
+
+        def send_sync(req: SummaryRequest) -> SummaryResult:
+            answer = send(req)
+            if inspect.isawaitable(answer):
+                close = getattr(answer, "close", None)
+                if close is not None:
+                    close()
+                raise TypeError("this Compactor has an async client or function: use `await compactor.acompact(...)`")
+            assert isinstance(answer, SummaryResult)
+            return answer
+
+        out = drive(cascade.run_summary(job), send_sync)
         return self._result(fmt, adapter, body, job, out, messages)
 
     async def acompact(

@@ -402,6 +402,10 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.items = None
         out.outcome = semconv.OUTCOME_FAILURE
         out.error_type, out.error_message = exc.kind, str(exc)
+    except GeneratorExit:  # abandoned mid-summary (the caller went away): close the span, propagate
+        span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_FAILURE)
+        span.end()
+        raise
     except Exception as exc:  # an adapter or hook bug: fail this compaction, never the call
         telemetry.log_once("cascade.summary", "otel_context: compaction failed unexpectedly", exc_info=True)
         out.items = None

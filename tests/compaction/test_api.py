@@ -50,3 +50,22 @@ def test_failed_summarizer_returns_the_original_messages() -> None:
     history = anthropic_agent(10)
     result = Compactor(client=down).compact(history, model="claude-sonnet-4-6", wire_format="anthropic_messages")
     assert not result.compacted and result.messages == history and result.error
+
+
+async def test_acompact_with_the_real_async_openai_client(async_openai_client: Any, otel: Otel) -> None:
+    from compaction.support import openai_chat_agent
+
+    history = openai_chat_agent(8)
+    result = await Compactor(client=async_openai_client).acompact(history, model="gpt-4o", system="Be brief.")
+    assert result.compacted and "FACT: use clap" in result.summary
+    assert result.messages[0]["role"] == "user"  # the system message we added for the adapter is not returned
+    (span,) = otel.compact_spans()
+    children = [s for s in otel.spans() if s.parent is not None and s.parent.span_id == span.context.span_id]
+    assert children == [] or all(c.name.startswith("chat") for c in children)
+
+
+async def test_sync_compact_with_an_async_client_says_what_to_do(async_anthropic_client: Any) -> None:
+    import pytest
+
+    with pytest.raises(TypeError, match="acompact"):
+        Compactor(client=async_anthropic_client).compact(anthropic_agent(10), model="claude-sonnet-4-6")

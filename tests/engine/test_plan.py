@@ -609,3 +609,34 @@ def test_kill_switches_and_reactive(otel: Otel, summarizer: FakeSummarizer, sett
         retry = drive(plan.on_too_long(span, TooLong("prompt is too long: 40000 tokens > 30000 maximum")), summarizer)
     assert (retry is not None) is reactive
     assert summarizer.calls == int(reactive)
+
+
+def test_microcompact_when_the_cache_has_gone_cold(otel: Otel, summarizer: FakeSummarizer) -> None:
+    import time
+
+    settings = Settings(auto_compact_window=200_000, microcompact=True, microcompact_clear_at_least=100)
+    caller = Caller(otel, summarizer)
+    history = anthropic_agent(8)
+    caller.call(_body(history), settings, usage=TokenUsage(input_tokens=9_000, output_tokens=10))
+    assert otel.compact_spans() == []  # far below half the window, cache warm: nothing to do
+    state = engine.store.peek(next(iter(engine.store._states)))
+    assert state is not None
+    state.last_call_ended = time.monotonic() - 400  # past the 5-minute TTL: clearing is free now
+    plan = caller.call(_body([*history, {"role": "user", "content": "back"}]), settings)
+    assert "[Old tool result content cleared]" in _sent(plan)
+    assert [s.attributes[semconv.COMPACTION_STRATEGY] for s in otel.compact_spans()] == ["microcompact"]
+
+
+def test_images_count_two_thousand_tokens(otel: Otel, summarizer: FakeSummarizer) -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "A" * 100}}
+    text_only = Caller(otel, summarizer).call(
+        _body([{"role": "user", "content": [{"type": "text", "text": "hi"}]}]), SMALL
+    )
+    engine.reset()
+    with_image = Caller(otel, summarizer).call(
+        _body([{"role": "user", "content": [{"type": "text", "text": "hi"}, image]}]), SMALL
+    )
+    extra = (
+        with_image.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] - text_only.attributes[semconv.CONTEXT_ESTIMATED_TOKENS]
+    )
+    assert extra == 2_000
