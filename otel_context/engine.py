@@ -203,7 +203,12 @@ class EnginePlan(CallPlan):
                 self.budget = _budget(self.request, self.adapter, self.model, state) or self.budget
         out = yield from cascade.run_summary(self._job(span, semconv.TRIGGER_REACTIVE, estimated))
         if not self._adopt(out):
-            return None
+            # The summary could not help (e.g. one tool result fills the window by itself): cap results.
+            capped = cascade.run_microcompact(
+                self._job(span, semconv.TRIGGER_REACTIVE, estimated), clear=self.request.settings.microcompact
+            )
+            if not self._adopt(capped):
+                return None
         span.set_attribute(semconv.GEN_AI_CONVERSATION_COMPACTED, True)
         self.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
         self._refingerprint()
@@ -386,8 +391,10 @@ def _auto(span: Span, p: EnginePlan, budget: Budget) -> Generator[SummaryRequest
         if p.estimated_tokens >= budget.auto_threshold:
             cascade.count_skipped(semconv.TRIGGER_AUTO, p.request.provider, p.model)
         return
-    if micro_due:
-        out = cascade.run_microcompact(p._job(span, semconv.TRIGGER_AUTO, p.estimated_tokens))
+    if micro_due or p.request.settings.max_tool_result_tokens:
+        # Disabled microcompact still caps a single oversized tool result once the threshold is reached.
+        job = p._job(span, semconv.TRIGGER_AUTO, p.estimated_tokens)
+        out = cascade.run_microcompact(job, clear=micro_due)
         if p._adopt(out):
             p.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
             p.estimated_tokens = out.output_tokens

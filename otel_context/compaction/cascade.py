@@ -256,8 +256,15 @@ def _announce(job: CompactionJob, span: Span, state: ConversationState) -> None:
         )
 
 
-def _microcompact(job: CompactionJob, items: Sequence[Item]) -> tuple[list[Item], int] | None:
-    """Run the rule-based layer; (new items, results cleared) or None when it changes nothing."""
+#: ``clear_at_least`` that no history reaches: only the oversized-result cap applies.
+_NEVER = 10**15
+
+
+def _microcompact(job: CompactionJob, items: Sequence[Item], clear: bool = True) -> tuple[list[Item], int] | None:
+    """Run the rule-based layer; (new items, results changed) or None when it changes nothing.
+
+    ``clear=False``: only cap single oversized tool results (head/tail), clear nothing.
+    """
     try:
         micro = importlib.import_module("otel_context.compaction.microcompact")
     except ImportError:
@@ -271,6 +278,13 @@ def _microcompact(job: CompactionJob, items: Sequence[Item]) -> tuple[list[Item]
         floor = max(1, job.budget.window * 25 // 1000)
         if floor < settings.microcompact_clear_at_least:
             settings = dataclasses.replace(settings, microcompact_clear_at_least=floor)
+        # A single result may never take more than half of the usable window (25,000 tokens is more than a
+        # whole small window).
+        half = max(1, job.budget.effective // 2)
+        if settings.max_tool_result_tokens > half:
+            settings = dataclasses.replace(settings, max_tool_result_tokens=half)
+    if not clear:
+        settings = dataclasses.replace(settings, microcompact_clear_at_least=_NEVER)
     result = run(job.adapter, items, settings)
     new_items = getattr(result, "items", result)
     cleared = int(getattr(result, "cleared", 0) or 0)
@@ -279,12 +293,16 @@ def _microcompact(job: CompactionJob, items: Sequence[Item]) -> tuple[list[Item]
     return list(new_items), cleared
 
 
-def run_microcompact(job: CompactionJob) -> CompactionOutcome:
-    """The rule-based layer as one compaction attempt with its own ``compact`` span (no LLM call)."""
+def run_microcompact(job: CompactionJob, *, clear: bool = True) -> CompactionOutcome:
+    """The rule-based layer as one compaction attempt with its own ``compact`` span (no LLM call).
+
+    ``clear=False`` (microcompact disabled, but the context is over the threshold): only the cap of single
+    oversized tool results applies, the last resort against one result that fills the window by itself.
+    """
     started = time.perf_counter()
     out = CompactionOutcome(strategy=semconv.STRATEGY_MICROCOMPACT, input_tokens=job.estimated_tokens)
     try:
-        done = _microcompact(job, job.items)
+        done = _microcompact(job, job.items, clear)
     except Exception as exc:  # a bug in a rule must not cost the user's turn
         telemetry.log_once("cascade.micro", "otel_context: microcompact failed", exc_info=True)
         done = None

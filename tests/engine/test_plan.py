@@ -640,3 +640,18 @@ def test_images_count_two_thousand_tokens(otel: Otel, summarizer: FakeSummarizer
         with_image.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] - text_only.attributes[semconv.CONTEXT_ESTIMATED_TOKENS]
     )
     assert extra == 2_000
+
+
+def test_oversized_tool_result_is_capped_even_with_microcompact_off(otel: Otel, summarizer: FakeSummarizer) -> None:
+    history = anthropic_agent(3, 3000)
+    # The newest round holds one result larger than the whole window: a summary cannot help, the cap does.
+    history[-2] = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_002", "content": "z" * 120_000}],
+    }
+    plan = Caller(otel, summarizer).call(_body(history), SMALL)
+    sent = _sent(plan)
+    assert "omitted" in sent and len(sent) < 60_000  # the result keeps at most half the usable window
+    strategies = [s.attributes[semconv.COMPACTION_STRATEGY] for s in otel.compact_spans()]
+    assert strategies[0] == "microcompact"
+    assert plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] < 27_000
