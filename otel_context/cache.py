@@ -6,28 +6,29 @@ entry expired. This module says which: it fingerprints every request actually se
 tools, system prompt, the conversation items and where the cache breakpoints sit) and, on a break, diffs
 the fingerprint with the previous call's.
 
-Cost model. Fingerprinting runs on every call, within a budget of 25 µs for a 200-message history.
-JSON-serialising and hashing every item would cost about a millisecond, so each detector memoizes per
-position instead: the object last sent there, a private snapshot of its content taken when that content was
-first seen (containers copied, leaves such as strings shared: they are immutable, so sharing is safe and
-cheap), and a content id. A new request is checked with ONE C-level ``==`` of its item list against the
-memo: it resolves by identity when the app resends the same objects, and by value (leaves still shared, so
-mostly by identity again) when the app or SDK rebuilds its dicts every turn. Only positions that differ are
-looked at one by one, and only the appended tail is copied. Items whose content is unchanged keep their
-id, so a fingerprint is a few tuples of ids and diffing two fingerprints is exact.
+Cost model. Fingerprinting runs on every call, within a budget of 25 µs for a 200-message history, also
+when the app (or its framework) rebuilds every message dict each turn. Hashing or JSON-serialising every
+item costs about a millisecond, and even one C-level ``==`` of 200 rebuilt messages costs more than half the
+budget on a small box, so the per-call path compares no content at all. A fingerprint holds references to
+what was sent (the body's own objects, never mutated: a tuple of references is ~1 µs) plus the cheap facts
+(model, beta flags, where the breakpoints are, the TTL). Content is compared only when a call's cache reads
+fell and the break needs explaining: then the previous call's objects are diffed with this call's, which is
+exact for apps that rebuild their history (the previous objects are no longer the app's) and, with the
+snapshots below, for apps that resend the same objects.
 
-An item edited *in place* keeps its identity and fools the identity check; that is why, when a break needs
-explaining, the memo is verified against the snapshots first (:meth:`_Positions.verify`): cheap on the
-common path, exact when it matters.
+An item edited *in place* keeps its identity, so comparing it with "itself" shows nothing. Each detector
+therefore keeps a private snapshot of every item when it is first sent as new (the appended tail: two items
+a turn; containers copied, leaves such as strings shared, as they are immutable) and, when diagnosing, an
+item resent as the same object is compared with its snapshot.
 
 Cache markers (Anthropic ``cache_control``, OpenAI ``prompt_cache_breakpoint``) are not cached content:
-apps move the conversation breakpoint to the newest message every turn. Positions that carried a marker are
-settled first, by comparing the new item with the marked item's pre-computed unmarked forms (one C-level
-``==``); any other item that differs from the memo is compared again ignoring markers (and a plain string
-equal to one text block) before it counts as changed.
+apps move the conversation breakpoint to the newest message every turn. Diffs ignore them (and treat a plain
+string like one text block); the breakpoints of a request are read from the new items and from the positions
+that carried one last time.
 
-Known limit: an SDK model object (e.g. ``response.content`` appended as is) is a leaf; if the app mutates
-one in place, only a rebuilt object shows the change.
+Known limits: a marker added to an old message (not among the new items, not the last one, not previously
+marked) is not seen, which only affects the TTL in force; an SDK model object (e.g.
+``response.content`` appended as is) is a leaf: an in-place mutation of one shows only when it is rebuilt.
 
 Clock: gaps are measured with :func:`monotonic`; a detector given a clock (or running under
 :func:`use_clock`) measures with that clock even when the engine passes ``time.monotonic()`` stamps, so that
@@ -40,11 +41,10 @@ inside a compaction (ENGINE_API.md).
 
 from __future__ import annotations
 
-import itertools
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -81,8 +81,6 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _OPENAI_SYSTEM_ROLES = frozenset({"system", "developer"})
 _WIRE_FORMATS = ("anthropic_messages", "openai_chat", "openai_responses")
 
-_ids = itertools.count(1)
-
 # --- the clock ------------------------------------------------------------------------------------------
 
 _clock: Callable[[], float] = time.monotonic
@@ -113,23 +111,23 @@ def use_clock(clock: Callable[[], float]) -> Iterator[None]:
 
 
 class RequestFingerprint(NamedTuple):
-    """What one request put in front of the provider's prompt cache, as content ids.
+    """What one request put in front of the provider's prompt cache.
 
-    Two fingerprints from the same detector have equal ids at a position exactly when the content there is
-    unchanged (cache markers aside). ``prefix(b)`` for ``b`` in ``item_breakpoints`` is the fingerprint of
-    the conversation prefix up to that breakpoint. A NamedTuple because it is built on every call.
+    The sequences hold the request's own objects (references, never mutated), compared by content only
+    when a break needs explaining; ``first_difference`` diffs two fingerprints. The conversation prefix up
+    to a breakpoint ``b`` of ``item_breakpoints`` is ``items[: b + 1]``. A NamedTuple: it is built on every call.
     """
 
     wire_format: str
     model: str | None
     #: Beta flags (``anthropic-beta`` header or a ``betas`` body field), sorted.
     betas: tuple[str, ...]
-    #: Content ids of the system prompt's blocks (Anthropic ``system``, Responses ``instructions``).
-    system: tuple[int, ...]
-    #: Content ids of the tool definitions, in order.
-    tools: tuple[int, ...]
-    #: Content ids of the conversation items (messages, Responses input items).
-    items: tuple[int, ...]
+    #: The system prompt's blocks (Anthropic ``system``, Responses ``instructions``).
+    system: tuple[Any, ...]
+    #: The tool definitions, in order.
+    tools: tuple[Any, ...]
+    #: The conversation items (messages, Responses input items).
+    items: tuple[Any, ...]
     #: OpenAI chat keeps its system prompt as leading system/developer messages inside ``items``.
     leading_system_items: int
     #: Indices of the conversation items that carry a cache breakpoint.
@@ -153,141 +151,93 @@ class RequestFingerprint(NamedTuple):
             return len(self.items)
         return self.item_breakpoints[-1] + 1 if self.item_breakpoints else 0
 
-    def prefix(self, breakpoint_index: int) -> tuple[int, ...]:
-        """The fingerprint of the conversation prefix up to and including item ``breakpoint_index``."""
+    def prefix(self, breakpoint_index: int) -> tuple[Any, ...]:
+        """The conversation prefix up to and including item ``breakpoint_index``."""
         return self.items[: breakpoint_index + 1]
 
+    def first_difference(self, other: RequestFingerprint) -> dict[str, int]:
+        """Where ``other`` first differs from this fingerprint, per section (``system``, ``tools``,
+        ``items``); a section absent from the result is the same. Markers are ignored. (Objects edited in
+        place since are not seen here; the detector's diagnosis also checks those.)"""
+        out: dict[str, int] = {}
+        for name, mine, theirs in (
+            ("system", self.system, other.system),
+            ("tools", self.tools, other.tools),
+            ("items", self.items, other.items),
+        ):
+            first = _first_change(mine, theirs)
+            if first is not None:
+                out[name] = first
+        return out
 
-class _Positions:
-    """Per-position memo of one sequence (conversation items, tools or system blocks) of one detector.
 
-    ``seen[i]``: the object last sent at position ``i`` (compared by identity, else by value);
-    ``snaps[i]``: a private copy of its content, taken when that content was first seen (leaves shared);
-    ``ids[i]``: its content id; ``marks``: positions whose item carries a cache marker, with its TTL.
+class _Section:
+    """What a detector remembers of one sequence (conversation items, tools or system blocks).
+
+    ``snaps[i]``: the object first sent as new at position ``i`` and a private copy of its content then
+    (leaves shared), for the in-place check; ``marks``: positions of the last request whose item carried a
+    cache marker, with its TTL.
     """
 
-    __slots__ = ("_ids_tuple", "ids", "marks", "seen", "snaps", "unmarked")
+    __slots__ = ("marks", "snaps")
 
     def __init__(self) -> None:
-        self.seen: list[Any] = []
-        self.snaps: list[Any] = []
-        self.ids: list[int] = []
+        self.snaps: list[tuple[Any, Any]] = []
         self.marks: dict[int, float] = {}
-        #: For marked positions: the item's content without its markers, as the app will most likely send
-        #: it next time (the breakpoint moved on), so that the common case is one C-level comparison.
-        self.unmarked: dict[int, tuple[Any, ...]] = {}
-        self._ids_tuple: tuple[int, ...] | None = ()
 
-    def update(self, items: list[Any]) -> None:
-        """Bring the memo in line with ``items``: one C-level comparison, plus work for what differs."""
-        seen = self.seen
+    def update(self, items: Sequence[Any]) -> None:
+        """Per call: O(new items + marked positions), nothing proportional to the history."""
+        snaps, marks = self.snaps, self.marks
         n = len(items)
-        if n < len(seen):
-            self._truncate(n)
-        # Positions that carried a marker last time are where the next request usually differs (the app
-        # moved its conversation breakpoint on): settle them first, so that the bulk comparison succeeds.
-        if self.marks:
-            for p in [p for p in self.marks if p < len(seen)]:
-                if p >= len(seen):
-                    continue
-                item = items[p]
-                if item is seen[p] or item == seen[p]:
-                    continue
-                if any(item == form for form in self.unmarked.get(p, ())):
-                    seen[p] = item  # the breakpoint moved on; same content, no marker left here
-                    del self.marks[p]
-                    del self.unmarked[p]
+        if n < len(snaps):
+            del snaps[n:]
+        if marks:
+            for p in list(marks):  # the breakpoint usually moved on: read those positions again
+                ttls: list[float] = []
+                if p < n:
+                    _collect_markers(items[p], ttls)
+                if ttls:
+                    marks[p] = min(ttls)
                 else:
-                    self._revisit(p, item)
-        known = len(seen)
-        if known and (items[:known] if n > known else items) != seen:
-            lo = 0
-            while lo < known:
-                i = _first_mismatch(items, seen, lo, known)
-                if i is None:
-                    break
-                self._revisit(i, items[i])
-                known = len(seen)
-                lo = i + 1
-        for i in range(len(seen), n):
-            self._append(items[i])
+                    del marks[p]
+        last = n - 1
+        if 0 <= last < len(snaps) and last not in marks:  # a resent history marked at its end (a retry)
+            ttls = []
+            _collect_markers(items[last], ttls)
+            if ttls:
+                marks[last] = min(ttls)
+        for i in range(len(snaps), n):
+            item = items[i]
+            ttls = []
+            snaps.append((item, _freeze(item, ttls)))
+            if ttls:
+                marks[i] = min(ttls)
 
-    def id_tuple(self) -> tuple[int, ...]:
-        if self._ids_tuple is None:
-            self._ids_tuple = tuple(self.ids)
-        return self._ids_tuple
+    def resnap(self, items: Sequence[Any]) -> None:
+        """Snapshot every position afresh (after a diagnosis or a compaction: rare, so the cost is fine)."""
+        self.snaps = [(item, _freeze(item, [])) for item in items]
 
-    def verify(self) -> int | None:
-        """The first position whose object was edited in place since its content was first seen, if any.
-
-        The memo is corrected (from that position on, everything counts as new content). Only runs when a
-        break needs explaining.
-        """
-        for i, (item, snap) in enumerate(zip(self.seen, self.snaps, strict=True)):
-            if item != snap and not _same(item, snap):
-                self._truncate(i)
+    def edited_in_place(self, items: Sequence[Any], upto: int) -> int | None:
+        """The first position below ``upto`` whose object is the one snapshotted but whose content changed."""
+        for i, (obj, snap) in enumerate(self.snaps[:upto]):
+            if i < len(items) and items[i] is obj and not _same(obj, snap):
                 return i
         return None
 
-    def _revisit(self, i: int, item: Any) -> None:
-        """Position ``i`` holds another object: the same content with other markers, or a real change."""
-        if _same(item, self.snaps[i]):
-            # Same content, other markers: the snapshot stays valid (comparisons with it ignore markers).
-            self.seen[i] = item
-            ttls: list[float] = []
-            _collect_markers(item, ttls)
-            self._mark(i, ttls, item)
-        else:
-            self._truncate(i)  # the content from here on is new: the cached prefix ends here
-
-    def _truncate(self, n: int) -> None:
-        del self.seen[n:]
-        del self.snaps[n:]
-        del self.ids[n:]
-        for p in [p for p in self.marks if p >= n]:
-            del self.marks[p]
-            self.unmarked.pop(p, None)
-        self._ids_tuple = None
-
-    def _append(self, item: Any) -> None:
-        ttls: list[float] = []
-        snap = _freeze(item, ttls)
-        self.seen.append(item)
-        self.snaps.append(snap)
-        self.ids.append(next(_ids))
-        self._ids_tuple = None
-        if ttls:
-            self._mark(len(self.seen) - 1, ttls, snap)
-
-    def _store(self, i: int, item: Any, content_id: int) -> None:
-        ttls: list[float] = []
-        self.seen[i] = item
-        self.snaps[i] = _freeze(item, ttls)
-        if self.ids[i] != content_id:
-            self.ids[i] = content_id
-            self._ids_tuple = None
-        self._mark(i, ttls, self.snaps[i])
-
-    def _mark(self, i: int, ttls: list[float], content: Any) -> None:
-        if ttls:
-            self.marks[i] = min(ttls)
-            self.unmarked[i] = _unmarked_forms(content)
-        else:
-            self.marks.pop(i, None)
-            self.unmarked.pop(i, None)
+    def breakpoints(self) -> tuple[int, ...]:
+        return tuple(sorted(self.marks)) if self.marks else ()
 
 
-def _first_mismatch(a: list[Any], b: list[Any], lo: int, hi: int) -> int | None:
-    """The first index in ``[lo, hi)`` where ``a`` and ``b`` differ, by bisection with C-level slices."""
-    if a[lo:hi] == b[lo:hi]:
-        return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[lo:mid] != b[lo:mid]:
-            hi = mid
-        else:
-            lo = mid
-    return lo
+def _first_change(previous: Sequence[Any], current: Sequence[Any]) -> int | None:
+    """The first position whose content differs (markers aside); ``min(len)`` when one sequence is a
+    prefix of the other and their lengths differ; None when they are the same."""
+    n = min(len(previous), len(current))
+    if previous[:n] != current[:n]:  # C-level first; the walk only when that fails (e.g. a marker moved)
+        for i in range(n):
+            a, b = previous[i], current[i]
+            if a is not b and not _same(a, b):
+                return i
+    return n if len(previous) != len(current) else None
 
 
 def _freeze(value: Any, ttls: list[float]) -> Any:
@@ -311,30 +261,6 @@ def _freeze(value: Any, ttls: list[float]) -> Any:
         return [item if type(item) is str else _freeze(item, ttls) for item in value]
     if kind is tuple:
         return tuple(item if type(item) is str else _freeze(item, ttls) for item in value)
-    return value
-
-
-def _unmarked_forms(value: Any) -> tuple[Any, ...]:
-    """``value`` without cache markers; for a message whose content is one text block, also with that
-    content as a plain string (the form an app's history holds before it adds the breakpoint)."""
-    plain = _drop_markers(value)
-    forms: tuple[Any, ...] = (plain,)
-    if type(plain) is dict:
-        content = plain.get("content")
-        if type(content) is list and len(content) == 1:
-            block = content[0]
-            if type(block) is dict and block.keys() == {"type", "text"} and block["type"] == "text":
-                forms += ({**plain, "content": block["text"]},)
-    return forms
-
-
-def _drop_markers(value: Any) -> Any:
-    if type(value) is dict or (type(value) not in (list, tuple, str) and isinstance(value, Mapping)):
-        return {k: _drop_markers(v) for k, v in value.items() if k not in _MARKER_KEYS}
-    if type(value) is list:
-        return [_drop_markers(v) for v in value]
-    if type(value) is tuple:
-        return tuple(_drop_markers(v) for v in value)
     return value
 
 
@@ -465,9 +391,10 @@ class CacheBreakDetector:
         self._clock = clock if clock is not None else monotonic
         self._lock = threading.Lock()
         self._wire_format: str | None = None
-        self._system = _Positions()
-        self._tools = _Positions()
-        self._items = _Positions()
+        self._system = _Section()
+        self._tools = _Section()
+        self._items = _Section()
+        self._resnap = False
         self._baseline: _Baseline | None = None
         self._compaction_announced = False
 
@@ -510,11 +437,16 @@ class CacheBreakDetector:
         with self._lock:
             if wire_format != self._wire_format:
                 self._wire_format = wire_format
-                self._system, self._tools, self._items = _Positions(), _Positions(), _Positions()
+                self._system, self._tools, self._items = _Section(), _Section(), _Section()
             sys_memo, tool_memo, item_memo = self._system, self._tools, self._items
             sys_memo.update(system)
             tool_memo.update(tools)
             item_memo.update(items)
+            if self._resnap:
+                self._resnap = False
+                sys_memo.resnap(system)
+                tool_memo.resnap(tools)
+                item_memo.resnap(items)
             ttl = extra_ttl
             for memo in (sys_memo, tool_memo, item_memo):
                 if memo.marks:
@@ -524,11 +456,11 @@ class CacheBreakDetector:
                 wire_format,
                 model if isinstance(model, str) else None,
                 _betas(body, headers),
-                sys_memo.id_tuple(),
-                tool_memo.id_tuple(),
-                item_memo.id_tuple(),
+                tuple(system),
+                tuple(tools),
+                tuple(items),
                 leading_system,
-                tuple(sorted(item_memo.marks)) if item_memo.marks else (),
+                item_memo.breakpoints(),
                 len(sys_memo.marks) + len(tool_memo.marks),
                 wire_format != "anthropic_messages" or extra_ttl is not None,
                 DEFAULT_TTL_SECONDS if ttl is None else ttl,
@@ -583,26 +515,36 @@ class CacheBreakDetector:
         """
         with self._lock:
             self._compaction_announced = True
+            self._resnap = True  # the history is about to be rewritten: fresh snapshots for the new one
             baseline = self._baseline
         return baseline.usage.cache_read_tokens if baseline is not None and baseline.usage is not None else 0
 
     def _diagnose(self, previous: RequestFingerprint, current: RequestFingerprint, gap: float) -> str:
-        """Why the cache was not read: the first change in prefix order, else expiry, else unknown."""
+        """Why the cache was not read: the first change in prefix order, else expiry, else unknown.
+
+        The only place content is compared: the previous call's objects with this call's, and objects
+        resent as themselves with their snapshots (edited in place).
+        """
         if previous.wire_format != current.wire_format:
             return semconv.REASON_UNKNOWN
         if previous.model != current.model:
             return semconv.REASON_MODEL_CHANGED
-        # Only now pay for the check the identity memo skipped: was something edited in place?
-        edited_tools = self._tools.verify()
-        edited_system = self._system.verify()
-        edited_item = self._items.verify()
-        if previous.tools != current.tools or edited_tools is not None:
+        if (
+            _first_change(previous.tools, current.tools) is not None
+            or self._in_place(self._tools, current.tools, len(current.tools)) is not None
+        ):
             return semconv.REASON_TOOLS_CHANGED
-        first = _first_difference(previous.items, current.items)
-        if edited_item is not None:
-            first = min(first, edited_item)
-        system_items = max(previous.leading_system_items, current.leading_system_items)
-        if previous.system != current.system or edited_system is not None or first < system_items:
+        if (
+            _first_change(previous.system, current.system) is not None
+            or self._in_place(self._system, current.system, len(current.system)) is not None
+        ):
+            return semconv.REASON_SYSTEM_CHANGED
+        changed = _first_change(previous.items, current.items)
+        first = min(len(previous.items), len(current.items)) if changed is None else changed
+        edited = self._in_place(self._items, current.items, first)
+        if edited is not None:
+            first = edited
+        if first < max(previous.leading_system_items, current.leading_system_items):
             return semconv.REASON_SYSTEM_CHANGED
         if not (previous.server_state or current.server_state) and first < previous.cached_item_limit():
             return semconv.REASON_MESSAGES_CHANGED
@@ -610,13 +552,13 @@ class CacheBreakDetector:
             return semconv.REASON_TTL_EXPIRED
         return semconv.REASON_UNKNOWN  # beta flags, tool_choice, thinking settings, server-side eviction
 
-
-def _first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    """The first index where the id tuples differ (``min(len)`` when one is a prefix of the other)."""
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return min(len(a), len(b))
+    def _in_place(self, section: _Section, items: Sequence[Any], upto: int) -> int | None:
+        """An object edited in place below ``upto``; the snapshots are renewed when one is found, so the
+        same edit is not reported again."""
+        edited = section.edited_in_place(items, upto)
+        if edited is not None:
+            self._resnap = True
+        return edited
 
 
 # --- telemetry ----------------------------------------------------------------------------------------------

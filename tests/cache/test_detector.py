@@ -289,25 +289,27 @@ def test_beta_flags_are_fingerprinted_and_a_change_is_unknown() -> None:
 # --- fingerprints ------------------------------------------------------------------------------------------
 
 
-def test_moving_the_conversation_breakpoint_keeps_the_prefix_fingerprint() -> None:
+def test_moving_the_conversation_breakpoint_keeps_the_prefix() -> None:
     detector = CacheBreakDetector(clock=Clock())
     first = detector.fingerprint("anthropic_messages", body(with_last_marked(history(3))))
     second = detector.fingerprint("anthropic_messages", body(with_last_marked(history(4))))
     assert first.item_breakpoints == (6,) and second.item_breakpoints == (8,)
-    assert second.prefix(6) == first.prefix(6)
-    assert first.system == second.system and first.tools == second.tools
+    # Only the appended items differ: the marker that moved off item 6 is not a change.
+    assert first.first_difference(second) == {"items": 7}
 
 
-def test_rebuilt_objects_fingerprint_like_resent_ones() -> None:
-    """Content, not identity: a deep copy of the same history gets the same ids."""
+def test_rebuilt_objects_are_compared_by_content() -> None:
+    """Content, not identity: deep copies, tuples and JSON round trips (new strings) are the same request."""
     detector = CacheBreakDetector(clock=Clock())
     messages = history(5)
     request = body(messages, cache_control=dict(EPHEMERAL))
     a = detector.fingerprint("anthropic_messages", request)
-    b = detector.fingerprint("anthropic_messages", copy.deepcopy(request))
-    c = detector.fingerprint("anthropic_messages", {**request, "messages": tuple(copy.deepcopy(messages))})
-    d = detector.fingerprint("anthropic_messages", json.loads(json.dumps(request)))  # new string objects too
-    assert a.items == b.items == c.items == d.items and a.system == d.system and a.tools == d.tools
+    for other in (
+        copy.deepcopy(request),
+        {**request, "messages": tuple(copy.deepcopy(messages))},
+        json.loads(json.dumps(request)),
+    ):
+        assert a.first_difference(detector.fingerprint("anthropic_messages", other)) == {}
 
 
 def test_moving_breakpoint_over_a_history_loaded_from_json() -> None:
@@ -315,22 +317,24 @@ def test_moving_breakpoint_over_a_history_loaded_from_json() -> None:
     detector = CacheBreakDetector(clock=Clock())
     first = detector.fingerprint("anthropic_messages", json.loads(json.dumps(body(with_last_marked(history(3))))))
     second = detector.fingerprint("anthropic_messages", json.loads(json.dumps(body(with_last_marked(history(4))))))
-    assert second.prefix(6) == first.prefix(6) and second.item_breakpoints == (8,)
+    assert first.first_difference(second) == {"items": 7} and second.item_breakpoints == (8,)
     edited = json.loads(json.dumps(body(with_last_marked(history(5)))))
     edited["messages"][6]["content"] = "question 3?"
     third = detector.fingerprint("anthropic_messages", edited)
-    assert third.prefix(5) == first.prefix(5) and third.items[6] != first.items[6]
+    assert first.first_difference(third) == {"items": 6}
 
 
-def test_edits_change_ids_from_the_edit_on() -> None:
+def test_differences_per_section() -> None:
     detector = CacheBreakDetector(clock=Clock())
     messages = history(5)
     a = detector.fingerprint("anthropic_messages", body(messages))
     edited = copy.deepcopy(messages)
     edited[4]["content"] = "question 2, edited"
-    b = detector.fingerprint("anthropic_messages", body(edited))
-    assert a.items[:4] == b.items[:4]
-    assert all(x != y for x, y in zip(a.items[4:], b.items[4:], strict=True))
+    tools = [TOOLS[0], {**TOOLS[1], "description": "changed"}]
+    b = detector.fingerprint("anthropic_messages", body(edited, tools=tools, system="other"))
+    assert a.first_difference(b) == {"system": 0, "tools": 1, "items": 4}
+    shorter = detector.fingerprint("anthropic_messages", body(messages[:3]))
+    assert a.first_difference(shorter) == {"items": 3}
 
 
 def test_ttl_in_force_is_the_shortest_breakpoint_lifetime() -> None:
@@ -436,7 +440,7 @@ def test_an_edit_where_the_breakpoint_was_is_still_an_edit() -> None:
     messages = history(4)
     messages[6] = {"role": "user", "content": "question 3, edited after the fact"}
     second = detector.fingerprint("anthropic_messages", body(with_last_marked(messages)))
-    assert second.prefix(5) == first.prefix(5) and second.items[6] != first.items[6]
+    assert first.first_difference(second) == {"items": 6}
     assert second.item_breakpoints == (8,)
 
 
@@ -453,7 +457,25 @@ def test_sdk_model_objects_in_the_history_are_compared_as_they_are() -> None:
     a = detector.fingerprint("anthropic_messages", body([*messages, {"role": "user", "content": "q1"}]))
     rebuilt = [dict(m) for m in messages]
     b = detector.fingerprint("anthropic_messages", body([*rebuilt, {"role": "user", "content": "q1"}]))
-    assert a.items == b.items
+    assert a.first_difference(b) == {}
     rebuilt[1] = {"role": "assistant", "content": [TextBlock(type="text", text="answer 0, regenerated")]}
     c = detector.fingerprint("anthropic_messages", body([*rebuilt, {"role": "user", "content": "q1"}]))
-    assert c.items[0] == a.items[0] and c.items[1] != a.items[1]
+    assert a.first_difference(c) == {"items": 1}
+
+
+def test_in_place_edits_are_reported_once_and_tools_too() -> None:
+    clock = Clock()
+    detector = CacheBreakDetector(clock=clock)
+    messages = history(3)
+    tools = copy.deepcopy(TOOLS)
+    request = body(messages, tools=tools, cache_control=dict(EPHEMERAL))
+    assert call(detector, request, usage(0, 10_000)) is None
+    messages[2]["content"] = "question 1, rewritten"
+    brk = call(detector, request, usage(500, 9_600))
+    assert brk is not None and brk.reason == semconv.REASON_MESSAGES_CHANGED
+    clock.now += 400  # the same (already reported) edit must not explain the next break
+    brk = call(detector, request, usage(0, 10_100))
+    assert brk is not None and brk.reason == semconv.REASON_TTL_EXPIRED
+    tools[1]["description"] = "edited in place"
+    brk = call(detector, request, usage(0, 10_100))
+    assert brk is not None and brk.reason == semconv.REASON_TOOLS_CHANGED
