@@ -9,6 +9,7 @@ completed, 130 when interrupted with Ctrl-C (telemetry is flushed first), 2 for 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -133,6 +134,10 @@ def _demo(args: argparse.Namespace) -> int:
         preflight(options.json_path)
     except ValueError as exc:  # TelemetrySetupError is one
         err(f"otel-context demo: {exc}")
+        return EXIT_USAGE
+    sdk = "anthropic" if options.provider == "anthropic" else "openai"
+    if importlib.util.find_spec(sdk) is None:
+        err(f"otel-context demo --provider {sdk} needs the {sdk} SDK: pip install 'otel-context[demo]'")
         return EXIT_USAGE
     if options.live and not _confirm_live(args, os.environ, sys.stdin, err):
         return EXIT_USAGE

@@ -199,3 +199,13 @@ def test_a_terminal_gets_colours_and_no_color_removes_them() -> None:
     plain = _in_terminal("--turns", "3", NO_COLOR="1")
     assert "turn 1/3" in plain and "Run summary" in plain
     assert _colour_codes(plain) == []
+
+
+def test_a_missing_sdk_is_named_with_the_extra_that_installs_it() -> None:
+    code = (
+        "import sys; sys.modules['openai'] = None; from otel_context.cli import main; "
+        "sys.exit(main(['demo', '--provider', 'openai', '--turns', '1']))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
+    assert proc.returncode == EXIT_USAGE
+    assert "needs the openai SDK: pip install 'otel-context[demo]'" in proc.stderr and proc.stdout == ""
