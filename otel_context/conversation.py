@@ -96,8 +96,10 @@ class ConversationState:
         if not last or len(items) < len(last):
             return 0
         n = len(last)
-        # One pass over all but the last item, then the last item alone.
-        if list(items[: n - 1]) != list(last[: n - 1]):
+        # One C-level pass over all but the last item (identical objects compare by identity), then the last.
+        head = items[: n - 1] if type(items) is list else list(items[: n - 1])
+        previous = last[: n - 1] if type(last) is list else list(last[: n - 1])
+        if head != previous:
             return 0
         return n if items[n - 1] == last[n - 1] else n - 1
 

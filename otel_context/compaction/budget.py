@@ -12,6 +12,7 @@ rewrites (guessing a window could compact a conversation that was nowhere near i
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -81,6 +82,7 @@ MODEL_TABLE: dict[str, ModelSpec] = {
 }
 
 
+@functools.lru_cache(maxsize=256)
 def lookup_model(model: str | None) -> ModelSpec | None:
     """The table entry for ``model`` (longest matching prefix, case-insensitive), or None if unknown."""
     if not model:
