@@ -125,15 +125,18 @@ def memory_per_conversation(n: int = 500) -> float:
     return size / n
 
 
-def memory_of_a_long_conversation(n_messages: int = 1_000) -> float:
-    """Bytes the engine keeps for one conversation of ``n_messages`` (the previous call's containers; the
-    strings are the app's own, shared, and not counted)."""
+def memory_of_a_long_conversation(n_messages: int = 1_000, copies: bool = False) -> float:
+    """Bytes the engine (and the cache detector it holds) keeps for one conversation of ``n_messages``.
+
+    The engine keeps a reference to the previous call's items: with the app's own objects (anthropic) that
+    is a list of pointers; with copied containers (openai) the copies stay alive one call longer. The
+    strings are the app's own, shared, and not counted."""
     engine.reset()
     span = TracerProvider().get_tracer("bench").start_span("chat")
     history = anthropic_agent(n_messages // 4, result_chars=300)
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
-    body = {"model": MODEL, "max_tokens": 64, "messages": [dict(m) for m in history]}
+    body = {"model": MODEL, "max_tokens": 64, "messages": [dict(m) for m in history] if copies else list(history)}
     plan = drive(
         engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, False, Settings())),
         FakeSummarizer(),
@@ -206,7 +209,11 @@ def main() -> None:
     )
     print(f"microcompact over 2,000 messages: {microcompact_throughput():,.0f} messages/s\n")
     print(f"memory per tracked conversation (engine state, tiny history): {memory_per_conversation():,.0f} bytes\n")
-    print(f"memory of one 1,000-message conversation (kept containers): {memory_of_a_long_conversation():,.0f} bytes\n")
+    print(
+        "memory of one 1,000-message conversation: app's objects "
+        f"{memory_of_a_long_conversation():,.0f} bytes, copied containers "
+        f"{memory_of_a_long_conversation(copies=True):,.0f} bytes\n"
+    )
     on, off = billed(True), billed(False)
     print("60-turn agent, tokens billed (priced input = input + 1.25 x cache write + 0.1 x cache read):\n")
     print("| | calls | input | cache read | cache write | output | priced input |\n|---|---:|---:|---:|---:|---:|---:|")
