@@ -362,6 +362,10 @@ def _plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, Summary
     return p
 
 
+#: The default prompt-cache TTL: past it the cache is cold and clearing tool results costs nothing.
+_CACHE_TTL_SECONDS = 300.0
+
+
 def _micro_due(p: EnginePlan, budget: Budget) -> bool:
     """Microcompact when enabled and either past half the effective window, or the cache has gone cold."""
     settings = p.request.settings
@@ -371,10 +375,6 @@ def _micro_due(p: EnginePlan, budget: Budget) -> bool:
         return True
     ended = p.state.last_call_ended
     return ended is not None and time.monotonic() - ended > _CACHE_TTL_SECONDS
-
-
-#: The default prompt-cache TTL: past it the cache is cold and clearing tool results costs nothing.
-_CACHE_TTL_SECONDS = 300.0
 
 
 def _auto(span: Span, p: EnginePlan, budget: Budget) -> Generator[SummaryRequest, SummaryResult, None]:

@@ -18,7 +18,7 @@ failure (bad arguments do raise, with a message that says what is wrong).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -408,6 +408,3 @@ def should_compact(
     body = _body(wire_format, messages, model, system, tools, max_tokens)
     estimated = budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, adapter.items(body))
     return estimated >= budget.auto_threshold
-
-
-AsyncSummarize = Callable[[Mapping[str, Any]], Awaitable[Any]]
