@@ -209,6 +209,8 @@ class Call:
                     self.plan.on_response(span, usage, response)
                 except Exception:
                     telemetry.log_once("plan.on_response", "otel_context: the context engine failed", exc_info=True)
+            elif error is None and metric_attrs.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_COMPACT:
+                self._observe_server_compaction(usage, response)
             if span.is_recording():
                 span.set_attributes(attrs)
                 if isinstance(error, Exception):
@@ -226,6 +228,18 @@ class Call:
                 span.end()
             except Exception:
                 telemetry.log_once("span.end", "otel_context: failed to end a span", exc_info=True)
+
+    def _observe_server_compaction(self, usage: Any, response: Mapping[str, Any] | None) -> None:
+        """OpenAI ``responses.compact``: the provider compacted on request; report it like any compaction."""
+        try:
+            from otel_context import engine  # the engine is heavy: only compact calls need it here
+
+            model = self.metric_attrs.get(semconv.GEN_AI_REQUEST_MODEL) or ""
+            engine.observe_provider_compaction(self.span, self.provider, str(model), usage, response, force=True)
+        except Exception:
+            telemetry.log_once(
+                "compact.observe", "otel_context: could not report a server-side compaction", exc_info=True
+            )
 
     def _record_metrics(self, duration: float, ttfc: float | None, usage: Any) -> None:
         instruments = telemetry.get().instruments

@@ -458,7 +458,11 @@ def observe_provider_compaction(
     found = _provider_compaction(usage, response)
     if found is None and not force:
         return False
-    items, tokens_in, tokens_out = found or (0, usage.input_tokens if usage else 0, usage.output_tokens if usage else 0)
+    items, tokens_in, tokens_out = found or (0, 0, 0)
+    if force and usage is not None and not tokens_in:
+        # ``responses.compact``: the whole call is the compaction; its input is the context before, its
+        # output the compacted context.
+        tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
     cascade.precreate_counters(provider, model)
     tracer = telemetry.get().tracer
     compact = tracer.start_span(semconv.COMPACT_SPAN, context=trace.set_span_in_context(span), kind=SpanKind.INTERNAL)
