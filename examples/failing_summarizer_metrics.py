@@ -15,10 +15,11 @@ compactions in a row have failed the conversation's circuit breaker opens and, f
 spans also go there over OTLP/HTTP (e.g. to the `lgtm` stack of dashboards/docker-compose.yml).
 
 Everything runs on otel-context's simulated provider (a local HTTP server speaking the Anthropic API, on
-127.0.0.1): free, offline, deterministic. The summarizer fails the way a misconfigured one does in
-production: its model (``OTEL_CONTEXT_SUMMARY_MODEL``) is one the provider does not serve, so every summary
-request is answered 404 ``not_found_error``. Nothing is lost when that happens: each request goes out
-unchanged, which is why the agent never notices; only the telemetry does.
+127.0.0.1): free, offline, deterministic. The summarizer is replaced (``summarizer=`` of
+``otel_context.instrument``) by a function that always raises, as an unreachable summarization service
+would. Nothing is lost when a compaction fails: the request goes out unchanged, which is why the agents
+never notice; only the telemetry does (a ``compact`` span with status error and ``error.type``, and
+``otel_context.compactions{outcome="failure"}``).
 
 Three agents run side by side, each resending its whole history every turn (as most agents do), so that
 every metric the dashboards read is emitted:
@@ -41,7 +42,7 @@ import os
 import signal
 import threading
 import time
-from typing import cast
+from typing import Any, cast
 
 import anthropic
 from anthropic.types import MessageParam, TextBlockParam, ToolParam, ToolResultBlockParam
@@ -57,8 +58,6 @@ import otel_context
 from otel_context.testing import SimulatedProvider
 
 MODEL = "claude-haiku-4-5"
-#: A model the simulated provider (strict_models=True) does not serve: every summary request fails.
-BROKEN_SUMMARY_MODEL = "claude-summarizer-that-does-not-exist"
 #: A pretend context window, so that compaction is due after a few turns instead of 200K tokens.
 WINDOW = 8_000
 SERVICE_NAME = "failing-summarizer-agent"
@@ -102,6 +101,15 @@ def _assistant_turn(response: anthropic.types.Message) -> MessageParam:
     return cast(
         MessageParam, {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
     )
+
+
+class SummarizerUnavailable(RuntimeError):
+    """What the broken summarizer raises."""
+
+
+def broken_summarizer(request_body: dict[str, Any]) -> str:
+    """Stands in for the summarizer model: every summary request fails."""
+    raise SummarizerUnavailable("the summarization service is unreachable")
 
 
 class WritingAgent:
@@ -177,12 +185,12 @@ def run(port: int, host: str, duration: float | None, pace: float, stop: threadi
         auto_compact_window=WINDOW,
         microcompact=True,
         microcompact_clear_at_least=1_000,  # the small window's scale (default 5,000 tokens)
-        summary_model=BROKEN_SUMMARY_MODEL,
+        summarizer=broken_summarizer,
     )
     print(f"metrics on http://{host}:{port}/metrics", flush=True)
     deadline = None if duration is None else time.monotonic() + duration
     try:
-        with SimulatedProvider(strict_models=True) as sim:
+        with SimulatedProvider() as sim:
             sim.set_window(MODEL, 200_000)
             client = sim.anthropic()
             agents = (WritingAgent(client), CodingAgent(client), ChatAssistant(client))
