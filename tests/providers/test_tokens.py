@@ -60,7 +60,8 @@ def test_without_tiktoken_installed(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 
 
 def test_tiktoken_is_used_only_from_a_cached_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    pytest.importorskip("tiktoken")
+    import tiktoken  # noqa: F401  (a dev dependency: this test must run, never skip)
+
     text = "ab" * 600
     assert tokens.estimate_text(text) == 400  # empty cache: chars rule, and no download was attempted
     write_encoding(tmp_path / "cache", [b"ab"])
