@@ -62,6 +62,16 @@ class ModelView(Mapping[str, Any]):
             return _view(extra[key])
         raise KeyError(key)
 
+    def get(self, key: str, default: Any = None) -> Any:
+        # Mapping.get would go through a raised KeyError for every absent key: the engine asks for several.
+        obj = self._obj
+        if key in obj.__pydantic_fields_set__ and key in obj.__dict__:
+            return _view(obj.__dict__[key])
+        extra = getattr(obj, "__pydantic_extra__", None)
+        if extra and key in extra:
+            return _view(extra[key])
+        return default
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._keys())
 
@@ -212,6 +222,9 @@ class Call:
             elif error is None and metric_attrs.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_COMPACT:
                 self._observe_server_compaction(usage, response)
             if span.is_recording():
+                if self.plan is not None and self.plan.attributes:
+                    # One attribute write per call: the SDK's per-call cost (lock, limits) is paid once.
+                    attrs = {**self.plan.attributes, **attrs}
                 span.set_attributes(attrs)
                 if isinstance(error, Exception):
                     span.set_status(Status(StatusCode.ERROR, _short(error)))

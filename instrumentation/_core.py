@@ -207,9 +207,7 @@ class Interceptor:
                 telemetry.log_once("capture", "otel_context: content capture failed", exc_info=True)
 
     def _apply_plan(self, begun: _Begun, plan: CallPlan, sent_body: Any) -> None:
-        begun.call.plan = plan
-        if plan.attributes:
-            begun.call.span.set_attributes(plan.attributes)
+        begun.call.plan = plan  # its attributes go on the span with the response's, in one write (Call.end)
         if plan.body is not begun.options.json_data:
             begun.options = begun.options.model_copy(update={"json_data": plan.body})
         elif sent_body is not begun.options.json_data:

@@ -74,7 +74,8 @@ class CallPlan:
     def __init__(self, body: Mapping[str, Any]) -> None:
         #: The body to send: the caller's object itself when nothing changed.
         self.body: Mapping[str, Any] = body
-        #: Attributes to put on the chat span before the call goes out (context, conversation id, ...).
+        #: Attributes for the chat span (context, conversation id, ...); the instrumentation writes them
+        #: when the call ends, in the same write as the response's.
         self.attributes: dict[str, AttributeValue] = {}
 
     def on_response(self, span: Span, usage: TokenUsage | None, response: Mapping[str, Any] | None) -> None:
