@@ -26,13 +26,21 @@ __all__ = ["FORMATS", "Accumulator", "ResponseInfo", "WireFormatHandler"]
 _FINISH = semconv.FINISH_REASON_MAP
 
 
+#: Whether a type is a mapping, decided once per type (an ABC ``isinstance`` per field read is slow).
+_IS_MAPPING: dict[type, bool] = {dict: True}
+
+
 def _get(obj: Any, name: str) -> Any:
     """Field ``name`` of an SDK object or a JSON dict (None when absent)."""
     if obj is None:
         return None
-    if type(obj) is dict or isinstance(obj, Mapping):  # the exact-type test skips the slow ABC check
-        return obj.get(name)
-    return getattr(obj, name, None)
+    cls = type(obj)
+    mapping = _IS_MAPPING.get(cls)
+    if mapping is None:
+        mapping = issubclass(cls, Mapping)
+        if len(_IS_MAPPING) < 1024:  # bounded, whatever the caller passes
+            _IS_MAPPING[cls] = mapping
+    return obj.get(name) if mapping else getattr(obj, name, None)
 
 
 def _finish(reason: Any) -> str | None:

@@ -276,9 +276,28 @@ def _error_message(error: BaseException) -> str:
     return str(getattr(error, "message", "") or error)
 
 
+#: Budgets already worked out: a budget depends only on its key and the (frozen) settings it was made with.
+_budgets: dict[tuple[Any, ...], tuple[Settings, Budget | None]] = {}
+
+
 def _budget(request: CallRequest, adapter: WireFormatAdapter, model: str, state: ConversationState) -> Budget | None:
-    """The call's budget, with the window capped by what the provider told this conversation."""
+    """The call's budget, with the window capped by what the provider told this conversation (memoized)."""
     max_output = adapter.max_output_tokens(request.body)
+    settings = request.settings
+    key = (model, id(settings), max_output, request.headers.get("anthropic-beta"), state.window_cap)
+    known = _budgets.get(key)
+    if known is not None and known[0] is settings:
+        return known[1]
+    budget = _work_out_budget(request, model, max_output, state)
+    if len(_budgets) >= 256:  # bounded whatever the models and settings: start afresh
+        _budgets.clear()
+    _budgets[key] = (settings, budget)
+    return budget
+
+
+def _work_out_budget(
+    request: CallRequest, model: str, max_output: int | None, state: ConversationState
+) -> Budget | None:
     budget = budget_mod.budget_for(model, request.settings, max_output_tokens=max_output, headers=request.headers)
     if budget is not None and state.window_cap is not None and state.window_cap < budget.window:
         budget = budget_mod.budget_for(
