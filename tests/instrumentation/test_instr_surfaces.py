@@ -364,7 +364,16 @@ ASYNC: list[tuple[str, str, str, bool, Callable[[Any], Any]]] = [
 
 
 def _check(spans: Any, sim: Any, provider: str, operation: str, streamed: bool) -> None:
-    span = only_span(spans())
+    # One CLIENT span per call; ``responses.compact`` also reports the server-side compaction as an
+    # INTERNAL ``compact`` child span (tested in test_instr_server_compaction.py).
+    every = spans()
+    span = only_span([s for s in every if s.name != semconv.COMPACT_SPAN])
+    if operation == "compact":
+        (compact,) = [s for s in every if s.name == semconv.COMPACT_SPAN]
+        assert compact.kind is SpanKind.INTERNAL and compact.parent is not None
+        assert compact.parent.span_id == span.context.span_id
+    else:
+        assert len(every) == 1
     a = attrs(span)
     model = MODEL_A if provider == "anthropic" else ("text-embedding-3-small" if operation == "embeddings" else MODEL_O)
     assert span.name == f"{operation} {model}"
