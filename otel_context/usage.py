@@ -13,7 +13,7 @@ name (an older or a compatible API's spelling) is picked up rather than read as 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -148,10 +148,33 @@ def _num(value: Any) -> int | None:
     return None
 
 
+def _none(name: str) -> None:
+    return None
+
+
+def _getter(obj: Any) -> Callable[[str], Any]:
+    """``_get`` bound to ``obj``, decided once for several reads: ``dict.get`` for dicts and extra-free SDK models."""
+    if obj is None:
+        return _none
+    kind = _kind(type(obj))
+    if kind == _MAPPING:
+        return obj.get  # type: ignore[no-any-return]
+    if kind == _PYDANTIC and not getattr(obj, "__pydantic_extra__", None):
+        fields = getattr(obj, "__dict__", None)
+        if fields is not None:
+            return fields.get  # type: ignore[no-any-return]
+    return lambda name: _get(obj, name)
+
+
 def _first(obj: Any, *names: str) -> int | None:
     """The first of ``names`` that ``obj`` reports as a number (the spellings of one figure)."""
+    return _first_of(_getter(obj), *names)
+
+
+def _first_of(get: Callable[[str], Any], *names: str) -> int | None:
+    """``_first`` with the object's getter already decided."""
     for name in names:
-        value = _num(_get(obj, name))
+        value = _num(get(name))
         if value is not None:
             return value
     return None
@@ -190,23 +213,24 @@ class _AnthropicFields(NamedTuple):
 
 
 def _anthropic_fields(u: Any) -> _AnthropicFields:
-    cache_creation = _get(u, "cache_creation")
-    write_5m = _first(cache_creation, "ephemeral_5m_input_tokens")
-    write_1h = _first(cache_creation, "ephemeral_1h_input_tokens")
-    cache_write = _first(u, "cache_creation_input_tokens")
+    get = _getter(u)  # one type decision for the ten reads below (this runs on every call)
+    cache_creation = _getter(get("cache_creation"))
+    write_5m = _num(cache_creation("ephemeral_5m_input_tokens"))
+    write_1h = _num(cache_creation("ephemeral_1h_input_tokens"))
+    cache_write = _num(get("cache_creation_input_tokens"))
     if cache_write is None and (write_5m is not None or write_1h is not None):
         # Only the TTL breakdown was reported: the total is its sum, not 0.
         cache_write = _zero(write_5m) + _zero(write_1h)
-    iterations = _get(u, "iterations")
+    iterations = get("iterations")
     return _AnthropicFields(
-        input_tokens=_first(u, "input_tokens"),
-        output_tokens=_first(u, "output_tokens"),
-        cache_read=_first(u, "cache_read_input_tokens"),
+        input_tokens=_num(get("input_tokens")),
+        output_tokens=_num(get("output_tokens")),
+        cache_read=_num(get("cache_read_input_tokens")),
         cache_write=cache_write,
         write_5m=write_5m,
         write_1h=write_1h,
         # Claude reports thinking under output_tokens_details.thinking_tokens (included in output_tokens).
-        reasoning=_nested(u, "output_tokens_details", "thinking_tokens", "reasoning_tokens"),
+        reasoning=_first(get("output_tokens_details"), "thinking_tokens", "reasoning_tokens"),
         iterations=_sequence(iterations) if iterations is not None else None,
     )
 
@@ -325,17 +349,18 @@ def _openai(
     extra_cache_read: int | None = None,
 ) -> TokenUsage:
     """Shared OpenAI-family extraction: input totals already include cached tokens."""
-    input_tokens = _first(u, *input_names)
-    details = next((d for name in input_details if (d := _get(u, name)) is not None), None)
-    cache_read = _first(details, "cached_tokens", "cache_read_tokens")
+    get = _getter(u)  # one type decision for every read below (this runs on every call)
+    input_tokens = _first_of(get, *input_names)
+    details = _getter(next((d for name in input_details if (d := get(name)) is not None), None))
+    cache_read = _first_of(details, "cached_tokens", "cache_read_tokens")
     if cache_read is None:
         cache_read = extra_cache_read
-    cache_write = _first(details, "cache_write_tokens", "cache_creation_tokens")
-    out_details = next((d for name in output_details if (d := _get(u, name)) is not None), None)
+    cache_write = _first_of(details, "cache_write_tokens", "cache_creation_tokens")
+    out_details = next((d for name in output_details if (d := get(name)) is not None), None)
     reasoning = _first(out_details, "reasoning_tokens")
     return TokenUsage(
         input_tokens=_zero(input_tokens),
-        output_tokens=_zero(_first(u, *output_names)),
+        output_tokens=_zero(_first_of(get, *output_names)),
         cache_read_tokens=_zero(cache_read),
         cache_write_tokens=_zero(cache_write),
         reasoning_tokens=_zero(reasoning),
