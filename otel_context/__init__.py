@@ -38,12 +38,22 @@ def uninstrument() -> None:
 
 __all__ = ["Settings", "SettingsError", "TokenUsage", "__version__", "instrument", "uninstrument"]
 __all__ += ["CompactionResult", "Compactor", "conversation", "microcompact", "should_compact"]
+__all__ += ["TokenMonitor", "place_cache_breakpoints"]
 
 
 def __getattr__(name: str) -> Any:
-    """``microcompact(messages, wire_format=...)`` is imported on first use (the rule-based layer, no LLM call)."""
+    """Helpers imported on first use: ``microcompact(messages, wire_format=...)`` (the rule-based layer, no
+    LLM call), ``TokenMonitor`` (one line per turn at a terminal) and ``place_cache_breakpoints``."""
     if name == "microcompact":
         from otel_context.compaction.microcompact import microcompact_messages
 
         return microcompact_messages
+    if name == "TokenMonitor":  # needs the OpenTelemetry SDK: imported on first use
+        from otel_context.monitor import TokenMonitor
+
+        return TokenMonitor
+    if name == "place_cache_breakpoints":
+        from otel_context.cache_control import place_cache_breakpoints
+
+        return place_cache_breakpoints
     raise AttributeError(f"module 'otel_context' has no attribute {name!r}")
