@@ -344,6 +344,8 @@ def _as_list(value: Any) -> list[Any]:
     """A body field as a list of items; absent values (None, the SDKs' ``omit``/``NOT_GIVEN``) are empty."""
     if isinstance(value, list):
         return value
+    if value is None:
+        return []
     if isinstance(value, (str, Mapping)):
         return [value]
     if isinstance(value, tuple):
@@ -407,7 +409,7 @@ class CacheBreakDetector:
         """
         if wire_format not in _WIRE_FORMATS:
             raise ValueError(f"unknown wire format {wire_format!r}; expected one of {', '.join(_WIRE_FORMATS)}")
-        if not isinstance(body, Mapping):
+        if type(body) is not dict and not isinstance(body, Mapping):
             raise TypeError(f"fingerprint() needs the JSON request body as a mapping, got {type(body).__name__}")
         extra_ttl: float | None = None
         server_state = False
@@ -415,7 +417,7 @@ class CacheBreakDetector:
         if wire_format == "anthropic_messages":
             system, items = _as_list(body.get("system")), _as_list(body.get("messages"))
             top = body.get("cache_control")
-            if isinstance(top, Mapping):
+            if top is not None and isinstance(top, Mapping):
                 extra_ttl = _marker_ttl(top)
         else:
             options = body.get("prompt_cache_options")

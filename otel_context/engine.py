@@ -50,10 +50,17 @@ def _on_evict(state: ConversationState) -> None:
 store = ConversationStore(on_evict=_on_evict)
 
 
-def _adapter(wire_format: str) -> Any:
-    from otel_context import providers
+#: Adapters by wire format, looked up once (the import and lookup would otherwise run on every call).
+_adapters: dict[str, Any] = {}
 
-    return providers.for_format(wire_format)
+
+def _adapter(wire_format: str) -> Any:
+    adapter = _adapters.get(wire_format)
+    if adapter is None:
+        from otel_context import providers
+
+        adapter = _adapters[wire_format] = providers.for_format(wire_format)
+    return adapter
 
 
 def _new_detector() -> Any:
@@ -64,9 +71,15 @@ def _new_detector() -> Any:
     return cache.CacheBreakDetector()
 
 
+def _is_mapping(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, with the exact-type tests first (an ABC check is a Python call)."""
+    kind = type(value)
+    return kind is dict or (kind is not str and kind is not list and isinstance(value, Mapping))
+
+
 def _first_user_text(adapter: WireFormatAdapter, items: Sequence[Item]) -> str | None:
     for item in items:
-        if not isinstance(item, Mapping):
+        if not _is_mapping(item):
             continue  # malformed entries are reported by has_unknown_content when compaction is due
         texts = adapter.user_text_items([item])
         if texts:
@@ -237,10 +250,10 @@ class EnginePlan(CallPlan):
             )
         if usage is not None and state.detector is not None and self.fingerprint is not None:
             try:
-                from otel_context import cache
-
                 brk = state.detector.check(self.fingerprint, usage, self.started, ended)
                 if brk is not None:
+                    from otel_context import cache  # only when a break is reported
+
                     cache.record_unexpected_break(span, brk, provider, self.model)
             except Exception:
                 telemetry.log_once("engine.cache_check", "otel_context: the cache-break check failed", exc_info=True)
@@ -444,12 +457,12 @@ def _provider_compaction(usage: TokenUsage | None, response: Mapping[str, Any] |
         for key in ("content", "output"):
             blocks = response.get(key)
             if isinstance(blocks, list):
-                n = sum(1 for b in blocks if isinstance(b, Mapping) and b.get("type") == "compaction")
+                n = sum(1 for b in blocks if _is_mapping(b) and b.get("type") == "compaction")
                 if n:
                     found = True
                     items += n
         management = response.get("context_management")
-        if isinstance(management, Mapping):
+        if management is not None and isinstance(management, Mapping):
             for edit in management.get("applied_edits") or ():
                 if not isinstance(edit, Mapping):
                     continue
