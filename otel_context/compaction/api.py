@@ -17,6 +17,7 @@ failure (bad arguments do raise, with a message that says what is wrong).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -165,14 +166,6 @@ def _sdk_summarizer(client: Any, wire_format: str, adapter: WireFormatAdapter) -
     return send
 
 
-def create_target(client: Any, wire_format: str) -> Any:
-    if wire_format == "anthropic_messages":
-        return client.messages.create
-    if wire_format == "openai_chat":
-        return client.chat.completions.create
-    return client.responses.create
-
-
 def _callable_summarizer(fn: Callable[..., Any]) -> Callable[[SummaryRequest], Any]:
     """Wrap ``fn(body) -> str | SummaryResult`` (sync or async); exceptions become failed results."""
 
@@ -220,10 +213,10 @@ class Compactor:
     def _is_function(self) -> bool:
         return callable(self.client) and not hasattr(self.client, "messages") and not hasattr(self.client, "chat")
 
-    def _summarizer(self, wire_format: str, adapter: WireFormatAdapter) -> Callable[[SummaryRequest], Any]:
+    def _summarizer(self, adapter: WireFormatAdapter) -> Callable[[SummaryRequest], Any]:
         if self._is_function():
             return _callable_summarizer(self.client)
-        return _sdk_summarizer(self.client, wire_format, adapter)
+        return _sdk_summarizer(self.client, adapter.name, adapter)
 
     def _prepare(
         self,
@@ -236,7 +229,8 @@ class Compactor:
         trigger: str,
         window: int | None,
         instructions: str | None,
-    ) -> tuple[str, Any, dict[str, Any], cascade.CompactionJob | None, CompactionResult | None]:
+    ) -> cascade.CompactionJob | CompactionResult:
+        """The job to run, or the result when there is nothing to run (disabled, or a history left alone)."""
         if trigger not in (semconv.TRIGGER_MANUAL, semconv.TRIGGER_AUTO):
             raise ValueError(f"trigger={trigger!r}; use 'manual' or 'auto'")
         if not model:
@@ -249,16 +243,16 @@ class Compactor:
         items = adapter.items(body)
         skip = CompactionResult(messages=list(messages), compacted=False, trigger=trigger)
         if self.settings.disable_compact or self.settings.compaction == "off":
-            return fmt, adapter, body, None, _replace(skip, skipped_reason="compaction is disabled by settings")
+            return dataclasses.replace(skip, skipped_reason="compaction is disabled by settings")
         reason = cascade.understood(adapter, body, items)
         if reason:
-            return fmt, adapter, body, None, _replace(skip, skipped_reason=reason)
+            return dataclasses.replace(skip, skipped_reason=reason)
         provider = semconv.PROVIDER_ANTHROPIC if fmt == "anthropic_messages" else semconv.PROVIDER_OPENAI
         state = engine.conversation_for(adapter, provider, items, self.settings)
         budget = budget_mod.budget_for(model, self.settings, max_output_tokens=max_tokens, window=window)
         estimated = budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, items)
         cascade.precreate_counters(provider, model)
-        job = cascade.CompactionJob(
+        return cascade.CompactionJob(
             adapter=adapter,
             body=body,
             items=items,
@@ -272,20 +266,15 @@ class Compactor:
             state=state,
             instructions=instructions,
         )
-        return fmt, adapter, body, job, None
 
+    @staticmethod
     def _result(
-        self,
-        fmt: str,
-        adapter: WireFormatAdapter,
-        body: dict[str, Any],
-        job: cascade.CompactionJob,
-        out: cascade.CompactionOutcome,
-        messages: Sequence[Any],
+        job: cascade.CompactionJob, out: cascade.CompactionOutcome, messages: Sequence[Any]
     ) -> CompactionResult:
         new_messages = list(messages)
         if out.changed and out.items is not None:
-            new_body = adapter.with_items(body, out.items)
+            fmt, body = job.adapter.name, job.body
+            new_body = job.adapter.with_items(body, out.items)
             added_lead = fmt == "openai_chat" and len(body["messages"]) == len(messages) + 1
             new_messages = _messages_of(fmt, new_body, added_lead)
         return CompactionResult(
@@ -319,14 +308,12 @@ class Compactor:
         instructions: str | None = None,
     ) -> CompactionResult:
         """Summarize all but the recent messages of ``messages``; see :class:`CompactionResult`."""
-        fmt, adapter, body, job, early = self._prepare(
-            messages, wire_format, model, system, tools, max_tokens, trigger, window, instructions
-        )
-        if early is not None or job is None:
-            return early if early is not None else CompactionResult(messages=list(messages), compacted=False)
+        job = self._prepare(messages, wire_format, model, system, tools, max_tokens, trigger, window, instructions)
+        if isinstance(job, CompactionResult):
+            return job
         if self._is_async():
             raise TypeError("this Compactor has an async client or function: use `await compactor.acompact(...)`")
-        send = self._summarizer(fmt, adapter)
+        send = self._summarizer(job.adapter)
 
         def send_sync(req: SummaryRequest) -> SummaryResult:
             answer = send(req)
@@ -339,7 +326,7 @@ class Compactor:
             return answer
 
         out = drive(cascade.run_summary(job), send_sync)
-        return self._result(fmt, adapter, body, job, out, messages)
+        return self._result(job, out, messages)
 
     async def acompact(
         self,
@@ -355,12 +342,10 @@ class Compactor:
         instructions: str | None = None,
     ) -> CompactionResult:
         """:meth:`compact` for async clients and async summarize functions (sync ones work too)."""
-        fmt, adapter, body, job, early = self._prepare(
-            messages, wire_format, model, system, tools, max_tokens, trigger, window, instructions
-        )
-        if early is not None or job is None:
-            return early if early is not None else CompactionResult(messages=list(messages), compacted=False)
-        send = self._summarizer(fmt, adapter)
+        job = self._prepare(messages, wire_format, model, system, tools, max_tokens, trigger, window, instructions)
+        if isinstance(job, CompactionResult):
+            return job
+        send = self._summarizer(job.adapter)
 
         async def send_any(req: SummaryRequest) -> SummaryResult:
             answer = send(req)
@@ -370,13 +355,7 @@ class Compactor:
             return answer
 
         out = await adrive(cascade.run_summary(job), send_any)
-        return self._result(fmt, adapter, body, job, out, messages)
-
-
-def _replace(result: CompactionResult, **changes: Any) -> CompactionResult:
-    import dataclasses
-
-    return dataclasses.replace(result, **changes)
+        return self._result(job, out, messages)
 
 
 def should_compact(
