@@ -67,8 +67,6 @@ class ConversationState:
     #: The app's items of the last successful call (references, never mutated) and that call's usage.
     last_items: Sequence[Mapping[str, Any]] | None = None
     last_usage: TokenUsage | None = None
-    #: Estimated tokens of the items sent on the last call (to relate estimate and reported usage).
-    last_sent_estimate: int | None = None
     #: time.monotonic() when the last call ended (cache TTL: a cold cache makes clearing free).
     last_call_ended: float | None = None
     memo: CompactionMemo = field(default_factory=CompactionMemo)
@@ -81,8 +79,6 @@ class ConversationState:
     estimate_factor: float = 1.0
     #: The window the provider stated in a too-long error, when smaller than the one we assumed.
     window_cap: int | None = None
-    #: Lock for callers that drive one conversation from several threads.
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def unchanged_prefix(self, items: Sequence[Mapping[str, Any]]) -> int:
         """How many leading ``items`` are known equal to the last call's items.

@@ -160,8 +160,3 @@ def log_once(key: str, message: str, *args: Any, exc_info: bool = False) -> None
         return
     _logged.add(key)
     log.warning(message, *args, exc_info=exc_info)
-
-
-def attributes(**values: AttributeValue | None) -> dict[str, AttributeValue]:
-    """Drop ``None`` values (OpenTelemetry rejects them)."""
-    return {k: v for k, v in values.items() if v is not None}
