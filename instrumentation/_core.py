@@ -178,19 +178,21 @@ class Interceptor:
         token = otel_context.attach(ctx)
         return _Begun(call, endpoint, cast_to, options, rest, token)
 
-    def _call_request(self, begun: _Begun, model: str | None, body: Any) -> CallRequest:
-        headers: dict[str, str] = {}
+    def _call_request(self, begun: _Begun, body: Any) -> CallRequest:
+        """What the engine is told about the call: ``body`` as the SDK would send it, the app's own headers."""
+        model = body.get("model") if type(body) is dict or isinstance(body, Mapping) else None
         raw_headers = getattr(begun.options, "headers", None)
-        if type(raw_headers) is dict or isinstance(raw_headers, Mapping):
-            for key, value in raw_headers.items():
-                if isinstance(value, str) and not key.lower().startswith(("x-stainless", "____")):
-                    headers[key.lower()] = value
+        headers = (
+            {key.lower(): value for key, value in _app_headers(raw_headers).items()}
+            if type(raw_headers) is dict or isinstance(raw_headers, Mapping)
+            else {}
+        )
         fmt = begun.endpoint.fmt
         return CallRequest(
             provider=begun.call.provider,
             wire_format=fmt.wire_format,  # type: ignore[arg-type]
             body=body,
-            model=model,
+            model=model if isinstance(model, str) else None,
             stream=begun.call.stream,
             settings=self.settings,
             headers=headers,
@@ -215,10 +217,7 @@ class Interceptor:
 
     def _summary_options(self, options: Any, body: Mapping[str, Any]) -> Any:
         clean = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-        headers = options.headers if isinstance(options.headers, Mapping) else {}
-        kept = {
-            k: v for k, v in headers.items() if isinstance(v, str) and not k.lower().startswith(("x-stainless", "____"))
-        }
+        kept = _app_headers(options.headers) if isinstance(options.headers, Mapping) else {}
         return options.model_copy(
             update={"json_data": clean, "headers": kept, "post_parser": _NOT_GIVEN_PARSER(options)}
         )
@@ -230,7 +229,7 @@ class Interceptor:
 
     def _summary_error(self, exc: BaseException) -> SummaryResult:
         too_long = False
-        if isinstance(exc, self.spec.status_error) and getattr(exc, "status_code", None) in (400, 413):
+        if self._is_too_long_candidate(exc):
             text = str(exc).lower()
             too_long = any(
                 marker in text
@@ -276,8 +275,7 @@ class Interceptor:
     def _plan_sync(self, begun: _Begun, instance: Any) -> None:
         try:
             body = self.spec.plain_body(begun.options.json_data)
-            model = body.get("model") if type(body) is dict or isinstance(body, Mapping) else None
-            request = self._call_request(begun, model if isinstance(model, str) else None, body)
+            request = self._call_request(begun, body)
             plan = pipeline.drive(pipeline.plan(begun.call.span, request), self._sync_sender(begun, instance))
             self._apply_plan(begun, plan, body)
             self._capture_request(begun, begun.options.json_data)
@@ -378,8 +376,7 @@ class Interceptor:
     async def _plan_async(self, begun: _Begun, instance: Any) -> None:
         try:
             body = await self.spec.aplain_body(begun.options.json_data)
-            model = body.get("model") if type(body) is dict or isinstance(body, Mapping) else None
-            request = self._call_request(begun, model if isinstance(model, str) else None, body)
+            request = self._call_request(begun, body)
             plan = await pipeline.adrive(pipeline.plan(begun.call.span, request), self._async_sender(begun, instance))
             self._apply_plan(begun, plan, body)
             self._capture_request(begun, begun.options.json_data)
@@ -456,6 +453,17 @@ class ContextWindowExceeded(Exception):
 
 def _window_exceeded(result: Any) -> bool:
     return getattr(result, "stop_reason", None) == "model_context_window_exceeded"
+
+
+def _app_headers(headers: Mapping[str, Any]) -> dict[str, str]:
+    """The string headers that belong to the call (e.g. ``anthropic-beta``): the SDK's own ``x-stainless-*``
+    headers (raw-response mode, retry count) and ``____*`` control headers (cast-to override) are left out,
+    as they must not steer the engine's fingerprint nor the summarizer's request."""
+    return {
+        key: value
+        for key, value in headers.items()
+        if isinstance(value, str) and not key.lower().startswith(("x-stainless", "____"))
+    }
 
 
 def _NOT_GIVEN_PARSER(options: Any) -> Any:
