@@ -31,6 +31,9 @@ def _qualified_name(exc: BaseException) -> str:
     return f"{top}.{cls.__qualname__}" if module.startswith(top + "._") else f"{module}.{cls.__qualname__}"
 
 
+_ABSENT = object()
+
+
 class ModelView(Mapping[str, Any]):
     """A read-only JSON-shaped view of an SDK (pydantic) response: nothing is dumped or copied.
 
@@ -54,13 +57,10 @@ class ModelView(Mapping[str, Any]):
         return keys
 
     def __getitem__(self, key: str) -> Any:
-        obj = self._obj
-        if key in obj.__pydantic_fields_set__ and key in obj.__dict__:
-            return _view(obj.__dict__[key])
-        extra = getattr(obj, "__pydantic_extra__", None)
-        if extra and key in extra:
-            return _view(extra[key])
-        raise KeyError(key)
+        value = self.get(key, _ABSENT)
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
 
     def get(self, key: str, default: Any = None) -> Any:
         # Mapping.get would go through a raised KeyError for every absent key: the engine asks for several.
