@@ -486,9 +486,10 @@ class CacheBreakDetector:
         passed in: a test moving a simulated clock wants every gap measured on it, and the engine's stamps
         come from the real one. Returns None when there is no previous call or no cache figures.
         """
-        if started is None or self._clock_injected():
+        injected = self._clock_injected()
+        if started is None or injected:
             started = fp.taken_at
-        if ended is None or self._clock_injected():
+        if ended is None or injected:
             ended = self._clock()
         reported = usage is not None and bool(
             usage.reported_cache or usage.cache_read_tokens or usage.cache_write_tokens
