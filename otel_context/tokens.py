@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import math
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
+from otel_context.providers._common import compact_json
 from otel_context.providers.base import Body, Item, WireFormatAdapter
 
 #: Tokens counted per image or document (a typical 1-megapixel image; PDFs pages vary, this is the floor).
@@ -118,13 +117,9 @@ def estimate_items(adapter: WireFormatAdapter, items: Sequence[Item]) -> int:
     return sum(estimate_text(adapter.item_text(item)) + IMAGE_TOKENS * adapter.image_count(item) for item in items)
 
 
-def _tools_text(tools: Any) -> str:
-    if not tools:
-        return ""
-    try:
-        return json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        return str(tools)
+def _tools_text(tools: object) -> str:
+    """Tool definitions as the compact JSON they are estimated from (``""`` when there are none)."""
+    return compact_json(tools) if tools else ""
 
 
 def estimate_body(adapter: WireFormatAdapter, body: Body) -> int:
