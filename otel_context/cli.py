@@ -135,7 +135,7 @@ def _demo(args: argparse.Namespace) -> int:
     except ValueError as exc:  # TelemetrySetupError is one
         err(f"otel-context demo: {exc}")
         return EXIT_USAGE
-    sdk = "anthropic" if options.provider == "anthropic" else "openai"
+    sdk = options.provider  # "anthropic" or "openai": the SDK has the provider's name
     if importlib.util.find_spec(sdk) is None:
         err(f"otel-context demo --provider {sdk} needs the {sdk} SDK: pip install 'otel-context[demo]'")
         return EXIT_USAGE
