@@ -180,11 +180,6 @@ def _first_of(get: Callable[[str], Any], *names: str) -> int | None:
     return None
 
 
-def _nested(obj: Any, parent: str, *names: str) -> int | None:
-    """``obj.parent.<first of names>``, None when either level is missing."""
-    return _first(_get(obj, parent), *names)
-
-
 def _sequence(value: Any) -> Sequence[Any]:
     """``value`` as a list of entries, empty unless it is a real sequence (not a string)."""
     if isinstance(value, (list, tuple)):
@@ -321,7 +316,7 @@ def merge_stream_usage(previous: TokenUsage | None, new: Any) -> TokenUsage:
     reported_cache = previous.reported_cache or f.cache_read is not None or f.cache_write is not None
     reported_reasoning = previous.reported_reasoning or f.reasoning is not None
     if f.iterations is None:  # this event said nothing about iterations: keep what an earlier one said
-        return _replace(
+        return replace(
             result,
             compaction_input_tokens=previous.compaction_input_tokens,
             compaction_output_tokens=previous.compaction_output_tokens,
@@ -329,11 +324,7 @@ def merge_stream_usage(previous: TokenUsage | None, new: Any) -> TokenUsage:
             reported_cache=reported_cache,
             reported_reasoning=reported_reasoning,
         )
-    return _replace(result, reported_cache=reported_cache, reported_reasoning=reported_reasoning)
-
-
-def _replace(usage: TokenUsage, **changes: Any) -> TokenUsage:
-    return replace(usage, **changes)
+    return replace(result, reported_cache=reported_cache, reported_reasoning=reported_reasoning)
 
 
 # --- OpenAI and compatibles -----------------------------------------------------------------------------------
@@ -346,15 +337,12 @@ def _openai(
     output_names: tuple[str, ...],
     input_details: tuple[str, ...],
     output_details: tuple[str, ...],
-    extra_cache_read: int | None = None,
 ) -> TokenUsage:
     """Shared OpenAI-family extraction: input totals already include cached tokens."""
     get = _getter(u)  # one type decision for every read below (this runs on every call)
     input_tokens = _first_of(get, *input_names)
     details = _getter(next((d for name in input_details if (d := get(name)) is not None), None))
     cache_read = _first_of(details, "cached_tokens", "cache_read_tokens")
-    if cache_read is None:
-        cache_read = extra_cache_read
     cache_write = _first_of(details, "cache_write_tokens", "cache_creation_tokens")
     out_details = next((d for name in output_details if (d := get(name)) is not None), None)
     reasoning = _first(out_details, "reasoning_tokens")
@@ -421,7 +409,7 @@ def usage_from_deepseek(u: Any) -> TokenUsage:
         changes["reported_cache"] = True
     if _first(u, "prompt_tokens", "input_tokens") is None and (hit is not None or miss is not None):
         changes["input_tokens"] = _zero(hit) + _zero(miss)
-    return _replace(usage, **changes) if changes else usage
+    return replace(usage, **changes) if changes else usage
 
 
 def is_deepseek(base_url: Any) -> bool:
