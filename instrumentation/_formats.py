@@ -95,6 +95,22 @@ class WireFormatHandler:
         return ""
 
 
+def _sampling_attributes(body: Mapping[str, Any], max_keys: tuple[str, ...]) -> dict[str, Any]:
+    """Max tokens (the first of ``max_keys`` the body sets: each format, and each API generation, names it
+    differently), temperature and top_p, when the body sets them to numbers."""
+    attrs: dict[str, Any] = {}
+    for key in max_keys:
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            attrs[semconv.GEN_AI_REQUEST_MAX_TOKENS] = value
+            break
+    for key, name in (("temperature", semconv.GEN_AI_REQUEST_TEMPERATURE), ("top_p", semconv.GEN_AI_REQUEST_TOP_P)):
+        value = body.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            attrs[name] = float(value)
+    return attrs
+
+
 # --- Anthropic messages -----------------------------------------------------------------------------------
 
 
@@ -102,15 +118,7 @@ class AnthropicMessages(WireFormatHandler):
     wire_format: str | None = "anthropic_messages"
 
     def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        attrs: dict[str, Any] = {}
-        value = body.get("max_tokens")
-        if isinstance(value, int):
-            attrs[semconv.GEN_AI_REQUEST_MAX_TOKENS] = value
-        for key, name in (("temperature", semconv.GEN_AI_REQUEST_TEMPERATURE), ("top_p", semconv.GEN_AI_REQUEST_TOP_P)):
-            value = body.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                attrs[name] = float(value)
-        return attrs
+        return _sampling_attributes(body, ("max_tokens",))
 
     def response_info(self, response: Any, provider: str) -> ResponseInfo:
         reason = _finish(_get(response, "stop_reason"))
@@ -163,20 +171,6 @@ class _AnthropicAccumulator(Accumulator):
 # --- OpenAI chat completions ------------------------------------------------------------------------------
 
 
-def _openai_request_attributes(body: Mapping[str, Any], max_keys: tuple[str, ...]) -> dict[str, Any]:
-    attrs: dict[str, Any] = {}
-    for key in max_keys:
-        value = body.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            attrs[semconv.GEN_AI_REQUEST_MAX_TOKENS] = value
-            break
-    for key, name in (("temperature", semconv.GEN_AI_REQUEST_TEMPERATURE), ("top_p", semconv.GEN_AI_REQUEST_TOP_P)):
-        value = body.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            attrs[name] = float(value)
-    return attrs
-
-
 def _chat_usage(usage: Any, provider: str) -> TokenUsage:
     if provider == semconv.PROVIDER_DEEPSEEK:
         return usage_from_deepseek(usage)
@@ -187,7 +181,7 @@ class OpenAIChat(WireFormatHandler):
     wire_format: str | None = "openai_chat"
 
     def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return _openai_request_attributes(body, ("max_completion_tokens", "max_tokens"))
+        return _sampling_attributes(body, ("max_completion_tokens", "max_tokens"))
 
     def response_info(self, response: Any, provider: str) -> ResponseInfo:
         reasons = tuple(r for c in _get(response, "choices") or () if (r := _finish(_get(c, "finish_reason"))))
@@ -262,7 +256,7 @@ class OpenAIResponses(WireFormatHandler):
     wire_format: str | None = "openai_responses"
 
     def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return _openai_request_attributes(body, ("max_output_tokens",))
+        return _sampling_attributes(body, ("max_output_tokens",))
 
     def response_info(self, response: Any, provider: str) -> ResponseInfo:
         usage = _get(response, "usage")
@@ -322,9 +316,6 @@ class OpenAICompact(OpenAIResponses):
 
 
 class OpenAIEmbeddings(WireFormatHandler):
-    def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return {}
-
     def response_info(self, response: Any, provider: str) -> ResponseInfo:
         usage = _get(response, "usage")
         tokens = usage_from_openai_chat(usage) if usage is not None else None
