@@ -27,10 +27,9 @@ from otel_context import semconv
 from otel_context.compaction import budget as budget_mod
 from otel_context.compaction import cascade
 from otel_context.pipeline import SummaryRequest, SummaryResult, adrive, drive, in_summarizer
+from otel_context.providers import WIRE_FORMATS
 from otel_context.providers.base import WireFormatAdapter
 from otel_context.settings import Settings, resolve
-
-WIRE_FORMATS = ("anthropic_messages", "openai_chat", "openai_responses")
 
 
 @dataclass(frozen=True)
