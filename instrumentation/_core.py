@@ -300,15 +300,21 @@ class Interceptor:
 
         return send
 
+    def _compacted_body_sync(self, begun: _Begun, instance: Any, error: BaseException) -> Any:
+        """The body the engine would retry with after ``error`` (None: no retry); never raises."""
+        call = begun.call
+        assert call.plan is not None
+        try:
+            return pipeline.drive(call.plan.on_too_long(call.span, error), self._sync_sender(begun, instance))
+        except Exception:
+            telemetry.log_once("on_too_long", "otel_context: reactive compaction failed", exc_info=True)
+            return None
+
     def _retry_sync(self, begun: _Begun, instance: Any, wrapped: Callable[..., Any], exc: Exception) -> Any:
         call = begun.call
         retry_body = None
         if call.plan is not None and self._is_too_long_candidate(exc):
-            try:
-                retry_body = pipeline.drive(call.plan.on_too_long(call.span, exc), self._sync_sender(begun, instance))
-            except Exception:
-                telemetry.log_once("on_too_long", "otel_context: reactive compaction failed", exc_info=True)
-                retry_body = None
+            retry_body = self._compacted_body_sync(begun, instance, exc)
         if retry_body is None:
             call.end(None, None, exc)
             raise exc
@@ -322,15 +328,7 @@ class Interceptor:
 
     def _retry_window_sync(self, begun: _Begun, instance: Any, wrapped: Callable[..., Any], result: Any) -> Any:
         """Anthropic answered ``stop_reason=model_context_window_exceeded``: let the engine compact, resend once."""
-        call = begun.call
-        assert call.plan is not None
-        try:
-            body = pipeline.drive(
-                call.plan.on_too_long(call.span, ContextWindowExceeded()), self._sync_sender(begun, instance)
-            )
-        except Exception:
-            telemetry.log_once("on_too_long", "otel_context: reactive compaction failed", exc_info=True)
-            return result
+        body = self._compacted_body_sync(begun, instance, ContextWindowExceeded())
         if body is None:
             return result
         try:
@@ -401,17 +399,21 @@ class Interceptor:
 
         return send
 
+    async def _compacted_body_async(self, begun: _Begun, instance: Any, error: BaseException) -> Any:
+        """The body the engine would retry with after ``error`` (None: no retry); never raises."""
+        call = begun.call
+        assert call.plan is not None
+        try:
+            return await pipeline.adrive(call.plan.on_too_long(call.span, error), self._async_sender(begun, instance))
+        except Exception:
+            telemetry.log_once("on_too_long", "otel_context: reactive compaction failed", exc_info=True)
+            return None
+
     async def _retry_async(self, begun: _Begun, instance: Any, wrapped: Callable[..., Any], exc: Exception) -> Any:
         call = begun.call
         retry_body = None
         if call.plan is not None and self._is_too_long_candidate(exc):
-            try:
-                retry_body = await pipeline.adrive(
-                    call.plan.on_too_long(call.span, exc), self._async_sender(begun, instance)
-                )
-            except Exception:
-                telemetry.log_once("on_too_long", "otel_context: reactive compaction failed", exc_info=True)
-                retry_body = None
+            retry_body = await self._compacted_body_async(begun, instance, exc)
         if retry_body is None:
             call.end(None, None, exc)
             raise exc
@@ -424,15 +426,7 @@ class Interceptor:
         raise exc
 
     async def _retry_window_async(self, begun: _Begun, instance: Any, wrapped: Callable[..., Any], result: Any) -> Any:
-        call = begun.call
-        assert call.plan is not None
-        try:
-            body = await pipeline.adrive(
-                call.plan.on_too_long(call.span, ContextWindowExceeded()), self._async_sender(begun, instance)
-            )
-        except Exception:
-            telemetry.log_once("on_too_long", "otel_context: reactive compaction failed", exc_info=True)
-            return result
+        body = await self._compacted_body_async(begun, instance, ContextWindowExceeded())
         if body is None:
             return result
         try:
