@@ -15,7 +15,6 @@ the app: the engine sends the original request when a compaction fails.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -29,6 +28,7 @@ from otel_context import semconv, telemetry
 from otel_context.compaction import budget as budget_mod
 from otel_context.compaction import hooks as hooks_mod
 from otel_context.compaction.budget import Budget
+from otel_context.compaction.microcompact import microcompact_items
 from otel_context.compaction.summary import CompactionError, summarize
 from otel_context.conversation import ConversationState
 from otel_context.pipeline import SummaryRequest, SummaryResult, drive
@@ -265,13 +265,6 @@ def _microcompact(job: CompactionJob, items: Sequence[Item], clear: bool = True)
 
     ``clear=False``: only cap single oversized tool results (head/tail), clear nothing.
     """
-    try:
-        micro = importlib.import_module("otel_context.compaction.microcompact")
-    except ImportError:
-        return None
-    run = getattr(micro, "microcompact_items", None)
-    if run is None:
-        return None
     settings = job.settings
     if job.budget is not None:
         # "clear at least" is 5,000 tokens, or 2.5 % of the window when that is smaller.
@@ -285,12 +278,10 @@ def _microcompact(job: CompactionJob, items: Sequence[Item], clear: bool = True)
             settings = dataclasses.replace(settings, max_tool_result_tokens=half)
     if not clear:
         settings = dataclasses.replace(settings, microcompact_clear_at_least=_NEVER)
-    result = run(job.adapter, items, settings)
-    new_items = getattr(result, "items", result)
-    cleared = int(getattr(result, "cleared", 0) or 0)
-    if new_items is None or list(new_items) == list(items):
+    result = microcompact_items(job.adapter, items, settings)
+    if list(result.items) == list(items):
         return None
-    return list(new_items), cleared
+    return list(result.items), result.messages_compacted
 
 
 def run_microcompact(job: CompactionJob, *, clear: bool = True) -> CompactionOutcome:
