@@ -90,12 +90,7 @@ def understood(
         fixed = budget_mod.estimate_fixed(adapter, body)
         if fixed >= budget.auto_threshold:
             return f"the system prompt and tools alone (~{fixed} tokens) reach the threshold ({budget.auto_threshold})"
-    server_state = getattr(adapter, "server_state_reason", None)
-    if server_state is not None:
-        reason = server_state(body)
-        if reason:
-            return str(reason)
-    reason = adapter.has_unknown_content(items)
+    reason = adapter.server_state_reason(body) or adapter.has_unknown_content(items)
     if reason:
         return str(reason)
     problems = adapter.validate(items)
@@ -250,7 +245,7 @@ def _announce(job: CompactionJob, span: Span, state: ConversationState) -> None:
 
         expected = state.detector.announce_compaction()
         cache.record_intentional_break(span, expected, job.provider, job.model)
-    except Exception:  # the cache helper's module may be absent or older; never fail a compaction on it
+    except Exception:  # cache bookkeeping must never fail a compaction
         telemetry.log_once(
             "cascade.announce", "otel_context: could not announce a compaction to the cache detector", exc_info=True
         )
