@@ -426,20 +426,21 @@ def _auto(span: Span, p: EnginePlan, budget: Budget) -> Generator[SummaryRequest
     if micro_due or p.request.settings.max_tool_result_tokens:
         # Disabled microcompact still caps a single oversized tool result once the threshold is reached.
         job = p._job(span, semconv.TRIGGER_AUTO, p.estimated_tokens)
-        out = cascade.run_microcompact(job, clear=micro_due)
-        if p._adopt(out):
-            p.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
-            p.estimated_tokens = out.output_tokens
-            p.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = p.estimated_tokens
+        _adopt_auto(p, cascade.run_microcompact(job, clear=micro_due))
     if p.estimated_tokens < budget.auto_threshold:
         return
     out = yield from cascade.run_summary(p._job(span, semconv.TRIGGER_AUTO, p.estimated_tokens))
+    _adopt_auto(p, out)
+    if state.breaker.open:
+        p.attributes[semconv.COMPACTION_BREAKER_OPEN] = True
+
+
+def _adopt_auto(p: EnginePlan, out: cascade.CompactionOutcome) -> None:
+    """Send an automatic compaction's result; the estimate (which the summary step is gated on) is now its size."""
     if p._adopt(out):
         p.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
         p.estimated_tokens = out.output_tokens
         p.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = p.estimated_tokens
-    if state.breaker.open:
-        p.attributes[semconv.COMPACTION_BREAKER_OPEN] = True
 
 
 # --- server-side compaction --------------------------------------------------------------------------------
