@@ -498,26 +498,30 @@ def observe_provider_compaction(
         tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
     cascade.precreate_counters(provider, model)
     tracer = telemetry.get().tracer
-    compact = tracer.start_span(semconv.COMPACT_SPAN, context=trace.set_span_in_context(span), kind=SpanKind.INTERNAL)
-    compact.set_attribute(semconv.COMPACTION_TRIGGER_SOURCE, semconv.TRIGGER_PROVIDER)
-    compact.set_attribute(semconv.COMPACTION_STRATEGY, semconv.STRATEGY_PROVIDER)
-    compact.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_SUCCESS)
-    compact.set_attribute(semconv.COMPACTION_INPUT_TOKENS, tokens_in)
-    compact.set_attribute(semconv.COMPACTION_SUMMARY_TOKENS, tokens_out)
-    compact.set_attribute(semconv.COMPACTION_OUTPUT_TOKENS, tokens_out)
-    compact.set_attribute(semconv.COMPACTION_MESSAGES_COMPACTED, items)
-    compact.set_attribute(semconv.COMPACTION_FILES_REHYDRATED, 0)
-    compact.set_attribute(semconv.COMPACTION_DURATION_MS, 0.0)
-    compact.set_attribute(semconv.COMPACTION_CONSECUTIVE_FAILURES, state.breaker.consecutive_failures if state else 0)
+    attributes: dict[str, Any] = {
+        semconv.COMPACTION_TRIGGER_SOURCE: semconv.TRIGGER_PROVIDER,
+        semconv.COMPACTION_STRATEGY: semconv.STRATEGY_PROVIDER,
+        semconv.COMPACTION_OUTCOME: semconv.OUTCOME_SUCCESS,
+        semconv.COMPACTION_INPUT_TOKENS: tokens_in,
+        semconv.COMPACTION_SUMMARY_TOKENS: tokens_out,
+        semconv.COMPACTION_OUTPUT_TOKENS: tokens_out,
+        semconv.COMPACTION_MESSAGES_COMPACTED: items,
+        semconv.COMPACTION_FILES_REHYDRATED: 0,
+        semconv.COMPACTION_DURATION_MS: 0.0,
+        semconv.COMPACTION_CONSECUTIVE_FAILURES: state.breaker.consecutive_failures if state else 0,
+    }
     if state is not None:
-        compact.set_attribute(semconv.GEN_AI_CONVERSATION_ID, state.key)
-        if state.detector is not None:
-            try:
-                from otel_context import cache
+        attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
+    compact = tracer.start_span(
+        semconv.COMPACT_SPAN, context=trace.set_span_in_context(span), kind=SpanKind.INTERNAL, attributes=attributes
+    )
+    if state is not None and state.detector is not None:
+        try:
+            from otel_context import cache
 
-                cache.record_intentional_break(compact, state.detector.announce_compaction(), provider, model)
-            except Exception:
-                telemetry.log_once("engine.provider_announce", "otel_context: cache announce failed", exc_info=True)
+            cache.record_intentional_break(compact, state.detector.announce_compaction(), provider, model)
+        except Exception:
+            telemetry.log_once("engine.provider_announce", "otel_context: cache announce failed", exc_info=True)
     compact.end()
     span.set_attribute(semconv.GEN_AI_CONVERSATION_COMPACTED, True)
     instruments = telemetry.get().instruments
