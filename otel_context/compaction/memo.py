@@ -92,7 +92,3 @@ class CompactionMemo:
                 return entry
         self._verified = None
         return None
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self._verified = None
