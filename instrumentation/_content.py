@@ -255,7 +255,7 @@ class Capture:
 
     __slots__ = ("input", "instructions", "max_chars", "mode", "output", "wire_format")
 
-    def __init__(self, mode: str, max_chars: int, wire_format: str | None, body: Any, stream: bool) -> None:
+    def __init__(self, mode: str, max_chars: int, wire_format: str | None, body: Any) -> None:
         self.mode = mode
         self.max_chars = max_chars
         self.wire_format = wire_format

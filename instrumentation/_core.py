@@ -203,7 +203,7 @@ class Interceptor:
         if mode != "NO_CONTENT" and begun.call.span.is_recording():
             try:
                 begun.call.capture = Capture(
-                    mode, self.settings.capture_max_chars, begun.endpoint.fmt.wire_format, body, begun.call.stream
+                    mode, self.settings.capture_max_chars, begun.endpoint.fmt.wire_format, body
                 )
             except Exception:
                 telemetry.log_once("capture", "otel_context: content capture failed", exc_info=True)
