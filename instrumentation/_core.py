@@ -55,6 +55,8 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class ClientInfo:
+    """Who a client talks to (provider name, server address and port): span and metric attributes."""
+
     provider: str
     address: str | None
     port: int | None
@@ -116,6 +118,8 @@ class Interceptor:
     # -- call set-up ----------------------------------------------------------------------------------------
 
     def client_info(self, client: Any) -> ClientInfo:
+        """Worked out once per client while its ``base_url`` stays the same object: the provider test walks
+        the client's class names and host, which would otherwise run on every call."""
         base = getattr(client, "base_url", None)
         try:
             entry = self._clients.get(client)
@@ -216,6 +220,9 @@ class Interceptor:
             begun.options = begun.options.model_copy(update={"json_data": sent_body})
 
     def _summary_options(self, options: Any, body: Mapping[str, Any]) -> Any:
+        """The summarizer's request: the app's call options (same client, timeout, headers the app set) with
+        the engine's body, never streamed, and without the app's post parser (``parse()`` helpers set one),
+        which would otherwise be applied to the summary's raw HTTP response."""
         clean = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
         kept = _app_headers(options.headers) if isinstance(options.headers, Mapping) else {}
         return options.model_copy(
@@ -238,6 +245,7 @@ class Interceptor:
         return SummaryResult(error=exc, too_long=too_long)
 
     def _is_too_long_candidate(self, exc: BaseException) -> bool:
+        """A status error of the kinds providers use for an over-long request; its message says the rest."""
         return isinstance(exc, self.spec.status_error) and getattr(exc, "status_code", None) in (400, 413)
 
     # -- sync ---------------------------------------------------------------------------------------------------
