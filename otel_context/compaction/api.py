@@ -171,7 +171,9 @@ def _callable_summarizer(fn: Callable[..., Any]) -> Callable[[SummaryRequest], A
     def normalize(answer: Any) -> SummaryResult:
         return answer if isinstance(answer, SummaryResult) else SummaryResult(text=str(answer))
 
-    if inspect.iscoroutinefunction(fn):
+    # An object whose ``__call__`` is ``async def`` is an async summarizer too (iscoroutinefunction(obj) is
+    # False for it before Python 3.12): taking the sync path would summarize with an unawaited coroutine.
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
 
         async def send_async(req: SummaryRequest) -> SummaryResult:
             try:

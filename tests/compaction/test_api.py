@@ -43,6 +43,17 @@ async def test_acompact_with_an_async_function() -> None:
     assert result.compacted and result.summary.startswith("1. Primary request")
 
 
+async def test_acompact_with_an_object_whose_call_is_async() -> None:
+    class Summarizer:
+        async def __call__(self, body: dict[str, Any]) -> str:
+            return FakeSummarizer.text
+
+    result = await Compactor(client=Summarizer()).acompact(
+        anthropic_agent(10), model="claude-sonnet-4-6", wire_format="anthropic_messages"
+    )
+    assert result.compacted and result.summary.startswith("1. Primary request")
+
+
 def test_failed_summarizer_returns_the_original_messages() -> None:
     def down(body: dict[str, Any]) -> str:
         raise RuntimeError("down")
