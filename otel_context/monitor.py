@@ -90,6 +90,8 @@ class TokenMonitor(SpanProcessor):
     ) -> None:
         self._stream = stream
         self._on_turn = on_turn
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise ValueError(f"keep={keep!r}: the number of recent lines to keep must be a whole number >= 0")
         self._keep = keep
         self._lock = threading.Lock()
         self._compact_spans: set[int] = set()  # open compact spans: their child chat spans are summarizers
@@ -216,7 +218,7 @@ class TokenMonitor(SpanProcessor):
                 ),
             )
             self.lines.append(line)
-            del self.lines[: -self._keep]
+            del self.lines[: len(self.lines) - self._keep]  # keep=0 keeps none (a [:-0] slice would keep all)
         return line
 
     def _emit(self, line: TurnLine) -> None:

@@ -130,6 +130,15 @@ def test_detach_stops_and_keep_bounds_memory(provider: TracerProvider) -> None:
     assert [line.turn for line in monitor.lines] == [2, 3]
 
 
+def test_keep_zero_keeps_no_lines_and_a_bad_keep_is_refused(provider: TracerProvider) -> None:
+    out = io.StringIO()
+    monitor = TokenMonitor(out, keep=0).attach(provider)
+    chat(provider.get_tracer("t")).end()
+    assert monitor.lines == [] and "turn" in out.getvalue()  # printed, not kept
+    with pytest.raises(ValueError, match="keep=-1"):
+        TokenMonitor(None, keep=-1)
+
+
 def test_attach_needs_an_sdk_provider() -> None:
     with pytest.raises(RuntimeError, match=r"otel_context\.auto"):
         TokenMonitor(None).attach(trace.NoOpTracerProvider())
