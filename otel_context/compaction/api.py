@@ -193,6 +193,10 @@ def _callable_summarizer(fn: Callable[..., Any]) -> Callable[[SummaryRequest], A
     return send
 
 
+#: Why a sync ``compact`` refuses an async summarizer (said before any request goes out).
+_USE_ACOMPACT = "this Compactor has an async client or function: use `await compactor.acompact(...)`"
+
+
 class Compactor:
     """Compacts a history on request. ``client``: an anthropic/openai SDK client, or a function
     ``summarize(request_body) -> str | SummaryResult`` (sync or async) that answers the summary request."""
@@ -313,7 +317,7 @@ class Compactor:
         if isinstance(job, CompactionResult):
             return job
         if self._is_async():
-            raise TypeError("this Compactor has an async client or function: use `await compactor.acompact(...)`")
+            raise TypeError(_USE_ACOMPACT)
         send = self._summarizer(job.adapter)
 
         def send_sync(req: SummaryRequest) -> SummaryResult:
@@ -322,7 +326,7 @@ class Compactor:
                 close = getattr(answer, "close", None)
                 if close is not None:
                     close()
-                raise TypeError("this Compactor has an async client or function: use `await compactor.acompact(...)`")
+                raise TypeError(_USE_ACOMPACT)
             assert isinstance(answer, SummaryResult)
             return answer
 
