@@ -261,15 +261,9 @@ class Call:
         if ttfc is not None:
             instruments.time_to_first_chunk.record(ttfc, attrs)
         if usage is not None:
-            # Adding 0 to a counter changes nothing but costs a measurement (~4 µs each): skip zeros.
-            if usage.input_tokens:
-                instruments.input_tokens.add(usage.input_tokens, attrs)
-            if usage.output_tokens:
-                instruments.output_tokens.add(usage.output_tokens, attrs)
-            if usage.cache_read_tokens:
-                instruments.cache_read_tokens.add(usage.cache_read_tokens, attrs)
-            if usage.cache_write_tokens:
-                instruments.cache_write_tokens.add(usage.cache_write_tokens, attrs)
+            instruments.tokens.add(
+                attrs, usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+            )
         if instruments.legacy_operation_duration is not None:
             instruments.legacy_operation_duration.record(duration, attrs)
         if instruments.legacy_token_usage is not None and usage is not None:

@@ -16,7 +16,8 @@ from opentelemetry.metrics import Counter, Histogram, Meter, MeterProvider, UpDo
 from opentelemetry.trace import Span, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
-from otel_context import semconv
+from otel_context import semconv, token_counters
+from otel_context.token_counters import TokenCounters
 
 log = logging.getLogger("otel_context")
 
@@ -31,10 +32,7 @@ class Instruments:
 
     inference_duration: Histogram
     time_to_first_chunk: Histogram
-    input_tokens: Counter
-    output_tokens: Counter
-    cache_read_tokens: Counter
-    cache_write_tokens: Counter
+    tokens: TokenCounters  #: the four ``gen_ai.client.inference.usage.*`` counters
     compactions: Counter
     compaction_duration: Histogram
     compaction_tokens_saved: Histogram
@@ -60,18 +58,7 @@ def _instruments(meter: Meter, legacy: bool) -> Instruments:
             description="Time from request to the first chunk of a streamed response",
             explicit_bucket_boundaries_advisory=list(semconv.TIME_TO_FIRST_CHUNK_BUCKETS),
         ),
-        input_tokens=meter.create_counter(
-            semconv.METRIC_USAGE_INPUT_TOKENS, unit=tokens, description="Input tokens, cache included"
-        ),
-        output_tokens=meter.create_counter(
-            semconv.METRIC_USAGE_OUTPUT_TOKENS, unit=tokens, description="Output tokens"
-        ),
-        cache_read_tokens=meter.create_counter(
-            semconv.METRIC_USAGE_CACHE_READ_INPUT_TOKENS, unit=tokens, description="Input tokens read from the cache"
-        ),
-        cache_write_tokens=meter.create_counter(
-            semconv.METRIC_USAGE_CACHE_WRITE_INPUT_TOKENS, unit=tokens, description="Input tokens written to the cache"
-        ),
+        tokens=token_counters.for_meter(meter),
         compactions=meter.create_counter(
             semconv.METRIC_COMPACTIONS, unit="{compaction}", description="Compactions by trigger and outcome"
         ),
