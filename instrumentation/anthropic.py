@@ -15,6 +15,7 @@ from otel_context import semconv
 from ._core import Endpoint, Interceptor, SDKSpec, native_tracing_allowed
 from ._formats import FORMATS
 from ._instrumentor import SDKInstrumentor
+from ._json_native import JsonNativeMemo
 
 __all__ = ["AnthropicInstrumentor"]
 
@@ -43,6 +44,7 @@ class AnthropicSpec(SDKSpec):
         from anthropic._types import NotGiven, Omit
 
         self._sentinels: tuple[type, ...] = (NotGiven, Omit)
+        self._native = JsonNativeMemo()
         self.endpoints = {
             "/v1/messages": Endpoint(semconv.OP_CHAT, FORMATS["anthropic_messages"], True),
             "/v1/messages/count_tokens": Endpoint(semconv.OP_COUNT_TOKENS, FORMATS["anthropic_count_tokens"], False),
@@ -65,14 +67,15 @@ class AnthropicSpec(SDKSpec):
         """``body`` without the SDK's not-given sentinels when everything else is already JSON-native, else None.
 
         The anthropic SDK hands ``request`` the caller's raw params (sentinels, pydantic blocks, iterators).
-        Most bodies are plain dicts and lists: a type walk is ~7x cheaper than the SDK's deep copy, and the
-        caller's body can then be sent as is. Anything else (a pydantic block, a generator) takes the SDK's
-        own preparation, whose copy is then what gets sent (a generator can only be read once).
+        Most bodies are plain dicts and lists: a type walk (of what changed since the previous call, see
+        ``_json_native``) is much cheaper than the SDK's deep copy, and the caller's body can then be sent as
+        is. Anything else (a pydantic block, a generator) takes the SDK's own preparation, whose copy is then
+        what gets sent (a generator can only be read once).
         """
         if type(body) is not dict:
             return None
         stripped = {k: v for k, v in body.items() if not isinstance(v, self._sentinels)}
-        if not _json_native(stripped):
+        if not self._native.body_is_native(stripped):
             return None
         return body if len(stripped) == len(body) else stripped
 
@@ -94,25 +97,6 @@ class AnthropicSpec(SDKSpec):
             if isinstance(kind, str) and kind:
                 return kind
         return None
-
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def _json_native(value: Any) -> bool:
-    """Whether ``value`` is made of dicts, lists and JSON scalars only (iterative: deep histories are fine)."""
-    stack = [value]
-    pop, extend = stack.pop, stack.extend
-    while stack:
-        item = pop()
-        kind = type(item)
-        if kind is dict:
-            extend(item.values())
-        elif kind is list:
-            extend(item)
-        elif kind not in _SCALARS:
-            return False
-    return True
 
 
 _SPEC: AnthropicSpec | None = None
