@@ -77,11 +77,13 @@ class SDKSpec:
     def provider(self, client: Any, host: str | None) -> str:
         raise NotImplementedError
 
-    def plain_body(self, body: Any) -> Any:
-        """The JSON-shaped body the SDK would send (drops sentinels, lists iterators); may be ``body`` itself."""
-        return body
+    def plain_body(self, body: Any) -> tuple[Any, bool]:
+        """The JSON-shaped body the SDK would send (drops sentinels, lists iterators), and whether it is a
+        prepared copy that must be sent instead of ``body`` (True when preparing consumed an iterator).
+        The body may be ``body`` itself."""
+        return body, False
 
-    async def aplain_body(self, body: Any) -> Any:
+    async def aplain_body(self, body: Any) -> tuple[Any, bool]:
         return self.plain_body(body)
 
     def error_type(self, exc: BaseException) -> str | None:
@@ -212,12 +214,14 @@ class Interceptor:
             except Exception:
                 telemetry.log_once("capture", "otel_context: content capture failed", exc_info=True)
 
-    def _apply_plan(self, begun: _Begun, plan: CallPlan, sent_body: Any) -> None:
+    def _apply_plan(self, begun: _Begun, plan: CallPlan, plain: Any, prepared: bool) -> None:
+        """Send the engine's body when it changed the request, or the SDK-prepared copy that must replace the
+        app's; otherwise the options stay the app's own (no copy: the SDK drops its sentinels itself)."""
         begun.call.plan = plan  # its attributes go on the span with the response's, in one write (Call.end)
-        if plan.body is not begun.options.json_data:
+        if plan.body is not plain:
             begun.options = begun.options.model_copy(update={"json_data": plan.body})
-        elif sent_body is not begun.options.json_data:
-            begun.options = begun.options.model_copy(update={"json_data": sent_body})
+        elif prepared and plain is not begun.options.json_data:
+            begun.options = begun.options.model_copy(update={"json_data": plain})
 
     def _summary_options(self, options: Any, body: Mapping[str, Any]) -> Any:
         """The summarizer's request: the app's call options (same client, timeout, headers the app set) with
@@ -282,10 +286,10 @@ class Interceptor:
 
     def _plan_sync(self, begun: _Begun, instance: Any) -> None:
         try:
-            body = self.spec.plain_body(begun.options.json_data)
+            body, prepared = self.spec.plain_body(begun.options.json_data)
             request = self._call_request(begun, body)
             plan = pipeline.drive(pipeline.plan(begun.call.span, request), self._sync_sender(begun, instance))
-            self._apply_plan(begun, plan, body)
+            self._apply_plan(begun, plan, body, prepared)
             self._capture_request(begun, begun.options.json_data)
         except Exception:
             telemetry.log_once(
@@ -381,10 +385,10 @@ class Interceptor:
 
     async def _plan_async(self, begun: _Begun, instance: Any) -> None:
         try:
-            body = await self.spec.aplain_body(begun.options.json_data)
+            body, prepared = await self.spec.aplain_body(begun.options.json_data)
             request = self._call_request(begun, body)
             plan = await pipeline.adrive(pipeline.plan(begun.call.span, request), self._async_sender(begun, instance))
-            self._apply_plan(begun, plan, body)
+            self._apply_plan(begun, plan, body, prepared)
             self._capture_request(begun, begun.options.json_data)
         except Exception:
             telemetry.log_once(

@@ -79,17 +79,17 @@ class AnthropicSpec(SDKSpec):
             return None
         return body if len(stripped) == len(body) else stripped
 
-    def plain_body(self, body: Any) -> Any:
+    def plain_body(self, body: Any) -> tuple[Any, bool]:
         fast = self._fast_plain(body)
         if fast is not None or self._prepare is None:
-            return fast if fast is not None else body
-        return self._prepare(body, location="body")
+            return (fast, False) if fast is not None else (body, False)
+        return self._prepare(body, location="body"), True
 
-    async def aplain_body(self, body: Any) -> Any:
+    async def aplain_body(self, body: Any) -> tuple[Any, bool]:
         fast = self._fast_plain(body)
         if fast is not None or self._aprepare is None:
-            return fast if fast is not None else body
-        return await self._aprepare(body, location="body")
+            return (fast, False) if fast is not None else (body, False)
+        return await self._aprepare(body, location="body"), True
 
     def error_type(self, exc: BaseException) -> str | None:
         if isinstance(exc, self._api_error):
