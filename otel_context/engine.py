@@ -244,7 +244,8 @@ class EnginePlan(CallPlan):
         state.last_call_ended = ended
         if usage is not None and self.budget is not None and usage.input_tokens > 0:
             utilization = usage.input_tokens / self.budget.effective
-            span.set_attribute(semconv.CONTEXT_UTILIZATION, utilization)
+            # With the plan's other attributes: Call.end writes them to the span in one call after this.
+            self.attributes[semconv.CONTEXT_UTILIZATION] = utilization
             telemetry.get().instruments.context_utilization.record(
                 utilization, {semconv.GEN_AI_PROVIDER_NAME: provider, semconv.GEN_AI_REQUEST_MODEL: self.model}
             )

@@ -83,7 +83,8 @@ class CallPlan:
 
         ``response`` is the final response as a JSON-shaped mapping when available (non-streaming calls
         and stream helpers' final message); the engine reads server-side compaction items from it.
-        Runs while the chat span is still open: the engine adds attributes and events to it.
+        Runs while the chat span is still open: the engine adds events to it, and attributes to
+        ``self.attributes``, which the instrumentation writes to the span right after, in one write.
         """
 
     def on_too_long(

@@ -46,8 +46,8 @@ class Caller:
         with self.tracer.start_as_current_span("chat " + str(body.get("model"))) as span:
             request = CallRequest(provider, self.wire_format, body, body.get("model"), False, settings)  # type: ignore[arg-type]
             plan = drive(engine.plan(span, request), self.summarizer)
-            span.set_attributes(plan.attributes)
             plan.on_response(span, usage, response)
+            span.set_attributes(plan.attributes)  # after on_response, as Call.end does
         return plan
 
 
