@@ -51,10 +51,26 @@ def current_conversation_id() -> str | None:
     return _explicit_id.get()
 
 
+#: Keys already derived: every call of a conversation resends the same first message (usually the very
+#: same string object, whose hash Python keeps), so a dictionary hit replaces encoding and hashing it.
+#: Bounded in entries and in the length of the texts kept (at most ~4 MB), so it never holds on to much.
+_derived: dict[tuple[str, str], str] = {}
+_DERIVED_MAX = 1_024
+_DERIVED_MAX_CHARS = 4_096
+
+
 def derive_key(provider: str, first_user_text: str | None) -> str:
     """A stable key from the provider and the first user message (None/'' when there is none)."""
-    digest = hashlib.sha256((first_user_text or "").encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{provider}:{digest}"
+    text = first_user_text or ""
+    key = _derived.get((provider, text))
+    if key is None:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        key = f"{provider}:{digest}"
+        if len(text) <= _DERIVED_MAX_CHARS:
+            if len(_derived) >= _DERIVED_MAX:
+                _derived.clear()  # a miss only costs the hash again
+            _derived[provider, text] = key
+    return key
 
 
 @dataclass
