@@ -127,7 +127,7 @@ class RequestFingerprint(NamedTuple):
     #: The tool definitions, in order.
     tools: tuple[Any, ...]
     #: The conversation items (messages, Responses input items).
-    items: tuple[Any, ...]
+    items: Sequence[Any]
     #: OpenAI chat keeps its system prompt as leading system/developer messages inside ``items``.
     leading_system_items: int
     #: Indices of the conversation items that carry a cache breakpoint.
@@ -153,7 +153,7 @@ class RequestFingerprint(NamedTuple):
 
     def prefix(self, breakpoint_index: int) -> tuple[Any, ...]:
         """The conversation prefix up to and including item ``breakpoint_index``."""
-        return self.items[: breakpoint_index + 1]
+        return tuple(self.items[: breakpoint_index + 1])
 
     def first_difference(self, other: RequestFingerprint) -> dict[str, int]:
         """Where ``other`` first differs from this fingerprint, per section (``system``, ``tools``,
@@ -401,16 +401,24 @@ class CacheBreakDetector:
         self._compaction_announced = False
 
     def fingerprint(
-        self, wire_format: str, body: Mapping[str, Any], *, headers: Mapping[str, str] | None = None
+        self,
+        wire_format: str,
+        body: Mapping[str, Any],
+        *,
+        headers: Mapping[str, str] | None = None,
+        items: Sequence[Any] | None = None,
     ) -> RequestFingerprint:
         """Fingerprint the body about to be sent (never mutated).
 
-        ``headers``: the call's extra HTTP headers, where the Anthropic SDK puts beta flags.
+        ``headers``: the call's extra HTTP headers, where the Anthropic SDK puts beta flags. ``items``: the
+        body's conversation items as a sequence of the caller's own that nobody changes afterwards (the
+        engine's private copy): kept as is, it saves copying the whole history on every call.
         """
         if wire_format not in _WIRE_FORMATS:
             raise ValueError(f"unknown wire format {wire_format!r}; expected one of {', '.join(_WIRE_FORMATS)}")
         if type(body) is not dict and not isinstance(body, Mapping):
             raise TypeError(f"fingerprint() needs the JSON request body as a mapping, got {type(body).__name__}")
+        given_items = items
         extra_ttl: float | None = None
         server_state = False
         leading_system = 0
@@ -436,6 +444,13 @@ class CacheBreakDetector:
                 )
         tools = _as_list(body.get("tools"))
         model = body.get("model")
+        items_kept: Sequence[Any] = (
+            given_items
+            if given_items is not None
+            and len(given_items) == len(items)
+            and (not items or (given_items[0] is items[0] and given_items[-1] is items[-1]))
+            else tuple(items)
+        )
         with self._lock:
             if wire_format != self._wire_format:
                 self._wire_format = wire_format
@@ -460,7 +475,7 @@ class CacheBreakDetector:
                 _betas(body, headers),
                 tuple(system),
                 tuple(tools),
-                tuple(items),
+                items_kept,
                 leading_system,
                 item_memo.breakpoints(),
                 len(sys_memo.marks) + len(tool_memo.marks),

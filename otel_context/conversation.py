@@ -108,12 +108,16 @@ class ConversationState:
         if not last or len(items) < len(last):
             return 0
         n = len(last)
-        # One C-level pass over all but the last item (identical objects compare by identity), then the last.
-        head = items[: n - 1] if type(items) is list else list(items[: n - 1])
-        previous = last[: n - 1] if type(last) is list else list(last[: n - 1])
-        if head != previous:
+        # One C-level pass (identical objects compare by identity, the SDK's copies by content), then, when
+        # that fails, all but the last item.
+        head = items[:n] if type(items) is list else list(items[:n])
+        if type(last) is not list:
+            last = list(last)
+        if head == last:
+            return n
+        if head[: n - 1] != last[: n - 1]:
             return 0
-        return n if items[n - 1] == last[n - 1] else n - 1
+        return n - 1
 
 
 class ConversationStore:
