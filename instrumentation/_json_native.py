@@ -55,9 +55,12 @@ class JsonNativeMemo:
         self._lists: OrderedDict[int, tuple[Any, list[Any]]] = OrderedDict()
         self._lock = threading.Lock()
 
+    #: Lists up to this long are walked directly: remembering them would cost more than the walk.
+    short_list = 32
+
     def body_is_native(self, body: dict[str, Any]) -> bool:
         for value in body.values():
-            if type(value) is list and value:
+            if type(value) is list and len(value) > self.short_list:
                 if not self._list_is_native(value):
                     return False
             elif not is_json_native(value):

@@ -33,6 +33,7 @@ def test_plain_values_and_the_rest() -> None:
 
 def test_a_resent_history_is_checked_again_where_it_changed() -> None:
     memo = JsonNativeMemo()
+    memo.short_list = 2
     history = _history(6)
     assert memo.body_is_native({"model": "m", "messages": history})
     grown = [*history, {"role": "user", "content": [{"type": "text", "text": "next"}, Block()]}]
@@ -44,6 +45,7 @@ def test_a_resent_history_is_checked_again_where_it_changed() -> None:
 
 def test_a_replaced_element_in_the_seen_part_is_walked() -> None:
     memo = JsonNativeMemo()
+    memo.short_list = 2
     history = _history(8)
     assert memo.body_is_native({"messages": history})
     replaced = list(history)
@@ -52,8 +54,20 @@ def test_a_replaced_element_in_the_seen_part_is_walked() -> None:
     assert memo.body_is_native({"messages": history})
 
 
+def test_short_lists_are_walked_without_being_remembered() -> None:
+    memo = JsonNativeMemo()
+    assert memo.body_is_native({"messages": _history(memo.short_list)})
+    assert not memo.body_is_native(
+        {"messages": [*_history(memo.short_list - 1), {"role": "user", "content": [Block()]}]}
+    )
+    assert len(memo._lists) == 0
+    assert memo.body_is_native({"messages": _history(memo.short_list + 1)})
+    assert len(memo._lists) == 1
+
+
 def test_entries_are_bounded() -> None:
     memo = JsonNativeMemo(max_entries=3)
+    memo.short_list = 2
     histories = [_history(4) for _ in range(5)]
     for history in histories:
         assert memo.body_is_native({"messages": history})
