@@ -76,10 +76,12 @@ CONFIGS: tuple[Config, ...] = (
     Config(
         "traceloop", "anthropic", "Traceloop (OpenLLMetry) anthropic", "opentelemetry-instrumentation-anthropic", True
     ),
+    Config("otel-floor", "anthropic", "floor: span + 2 histograms, nothing else", "opentelemetry-sdk", False),
     Config("otel-context", "openai", "otel-context (defaults)", "otel-context", False),
     Config("otel-context-observe", "openai", "otel-context (compaction off)", "otel-context", False),
     Config("otel-genai", "openai", "OpenTelemetry genai-openai", "opentelemetry-instrumentation-genai-openai", True),
     Config("traceloop", "openai", "Traceloop (OpenLLMetry) openai", "opentelemetry-instrumentation-openai", True),
+    Config("otel-floor", "openai", "floor: span + 2 histograms, nothing else", "opentelemetry-sdk", False),
 )
 
 
@@ -97,6 +99,9 @@ class _Switch:
         self._instrumentor: Any = None
 
     def on(self) -> None:
+        if self.key == "otel-floor":
+            self._instrumentor = _Floor(self.provider, self.tp, self.mp)
+            return
         if self.key.startswith("otel-context"):
             import otel_context
 
@@ -110,12 +115,54 @@ class _Switch:
         self._instrumentor.instrument(tracer_provider=self.tp, meter_provider=self.mp)
 
     def off(self) -> None:
+        if self.key == "otel-floor":
+            self._instrumentor.remove()
+            return
         if self.key.startswith("otel-context"):
             import otel_context
 
             otel_context.uninstrument()  # type: ignore[attr-defined]
             return
         self._instrumentor.uninstrument()
+
+
+class _Floor:
+    """What otel-context's telemetry costs with no logic at all: a wrapper on the same choke point that starts
+    the span with as many attributes as a real chat span (21), makes it current for the call, records the two
+    histograms every chat call records (duration with 6 attributes, context utilization with 2) and ends the
+    span. The four token counters are left out (otel-context sums them in process). No response is read."""
+
+    def __init__(self, provider: str, tracer_provider: Any, meter_provider: Any) -> None:
+        import wrapt
+        from opentelemetry import context, trace
+
+        module = __import__(f"{provider}._base_client", fromlist=["SyncAPIClient"])
+        self.cls = module.SyncAPIClient
+        self.original = self.cls.__dict__["request"]
+        tracer = tracer_provider.get_tracer("floor")
+        meter = meter_provider.get_meter("floor")
+        duration = meter.create_histogram("floor.duration", unit="s")
+        utilization = meter.create_histogram("floor.utilization", unit="1")
+        span_attributes = {f"floor.attribute_{i}": i for i in range(21)}
+        metric_attributes = {f"floor.metric_{i}": "value" for i in range(6)}
+        small = {"floor.provider": provider, "floor.model": "model"}
+
+        def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            start = time.perf_counter()
+            span = tracer.start_span("chat model", attributes=span_attributes)
+            token = context.attach(trace.set_span_in_context(span))
+            try:
+                return wrapped(*args, **kwargs)
+            finally:
+                context.detach(token)
+                utilization.record(0.5, small)
+                duration.record(time.perf_counter() - start, metric_attributes)
+                span.end()
+
+        wrapt.wrap_function_wrapper(self.cls, "request", wrapper)
+
+    def remove(self) -> None:
+        self.cls.request = self.original
 
 
 def _peer_instrumentor(key: str, provider: str) -> Any:
@@ -428,16 +475,19 @@ def table(results: list[tuple[Config, dict[str, Any] | str]]) -> str:
     return "\n".join(lines)
 
 
+#: The configurations otel-context is compared with (the floor is a yardstick, not a peer).
+PEER_KEYS = ("otel-genai", "traceloop")
+
+
 def verdict(results: list[tuple[Config, dict[str, Any] | str]], clock: str) -> list[str]:
     """otel-context (defaults) against one third of the best peer's added latency, per SDK and measure."""
     out = []
     for provider in ("anthropic", "openai"):
         ours = next((r for c, r in results if c.provider == provider and c.key == "otel-context"), None)
         peers = [
-            (c.label, r)
-            for c, r in results
-            if c.provider == provider and not c.key.startswith("otel-context") and isinstance(r, dict)
+            (c.label, r) for c, r in results if c.provider == provider and c.key in PEER_KEYS and isinstance(r, dict)
         ]
+        floor = next((r for c, r in results if c.provider == provider and c.key == "otel-floor"), None)
         if not isinstance(ours, dict) or not peers:
             out.append(f"{provider}: no comparison (a configuration did not run)")
             continue
@@ -452,6 +502,12 @@ def verdict(results: list[tuple[Config, dict[str, Any] | str]], clock: str) -> l
                 f"{provider} {measure} ({clock}): otel-context {mine:+.1f} {unit}; best peer {label} {best:+.1f} "
                 f"(target ≤ {max(best, 0) / 3:.1f}): {state}"
             )
+            if measure == "call" and isinstance(floor, dict) and best > 0:
+                bare = floor[measure][clock]["delta_us"]
+                out.append(
+                    f"{provider} {measure} ({clock}): the floor (span + 2 histograms, no logic) {bare:+.1f} {unit} "
+                    f"= {100 * bare / best:.0f} % of the best peer's; otel-context = {100 * mine / best:.0f} %"
+                )
     return out
 
 
