@@ -82,6 +82,53 @@ def per_call_overhead(
     return statistics.median(timings) * 1e6
 
 
+def agent_loop_overhead(n_messages: int, copies: bool = False, calls: int = 41) -> float:
+    """Median µs of ``plan`` + ``on_response`` over consecutive calls of ONE agent conversation around
+    ``n_messages`` (from n-20 to n+20 messages, n/2 to 3n/2 for small n; one message appended per call).
+
+    The same conversation call after call, as an agent makes them; between two calls the body is serialized
+    to JSON (untimed), as the SDK does for every request, so the engine never runs on caches it warmed itself.
+    ``copies``: as in :func:`per_call_overhead`.
+    """
+    import json
+
+    engine.reset()
+    tracer = TracerProvider().get_tracer("bench")
+    span = tracer.start_span("chat")
+    fake = FakeSummarizer()
+    settings = Settings()
+    half = min(calls // 2, n_messages // 2)
+    start_at, calls = n_messages - half, 2 * half + 1
+    base = anthropic_agent((start_at + calls) // 4 + 2, result_chars=300)
+    history = [*base[:start_at]]
+    timings: list[float] = []
+    gc.disable()
+    for step in range(calls + 1):
+        body = {
+            "model": MODEL,
+            "max_tokens": 64,
+            "system": "s",
+            "messages": [dict(m) for m in history] if copies else list(history),
+        }
+        json.dumps(body)
+        request = CallRequest("anthropic", "anthropic_messages", body, MODEL, False, settings)
+        start = time.perf_counter()
+        plan = drive(engine.plan(span, request), fake)
+        elapsed = time.perf_counter() - start
+        usage = TokenUsage(input_tokens=budget.estimate_items(A, A.items(plan.body)), output_tokens=10)
+        json.dumps(body)
+        start = time.perf_counter()
+        plan.on_response(span, usage, None)
+        elapsed += time.perf_counter() - start
+        if step:  # the first call of the conversation snapshots everything: not steady state
+            timings.append(elapsed)
+        history.append(base[len(history)])
+        if step % 8 == 0:
+            gc.collect()
+    gc.enable()
+    return statistics.median(timings) * 1e6
+
+
 def sdk_request_cost(n_messages: int) -> float:
     """µs the anthropic SDK itself spends preparing and serializing the same body (for scale)."""
     from anthropic._utils._prepare import prepare_request_data, serialize_data
@@ -206,6 +253,17 @@ def main() -> None:
     print(
         f"\nratio 1,000 / 10: app's objects {own[1_000] / own[10]:.2f}, "
         f"copied containers {copied[1_000] / copied[10]:.2f} (target <= 2)\n"
+    )
+    print("One agent conversation, consecutive calls around n messages (plan + on_response, µs):\n")
+    print("| messages | app's objects | copied containers |\n|---:|---:|---:|")
+    loop: dict[int, float] = {}
+    loop_copied: dict[int, float] = {}
+    for n in (10, 100, 1_000, 2_000):
+        loop[n], loop_copied[n] = agent_loop_overhead(n), agent_loop_overhead(n, copies=True)
+        print(f"| {n:,} | {loop[n]:.0f} | {loop_copied[n]:.0f} |")
+    print(
+        f"\nratio 1,000 / 10: app's objects {loop[1_000] / loop[10]:.2f}, "
+        f"copied containers {loop_copied[1_000] / loop_copied[10]:.2f} (target <= 2)\n"
     )
     print(f"microcompact over 2,000 messages: {microcompact_throughput():,.0f} messages/s\n")
     print(f"memory per tracked conversation (engine state, tiny history): {memory_per_conversation():,.0f} bytes\n")
