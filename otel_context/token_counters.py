@@ -26,8 +26,14 @@ from otel_context import semconv
 
 __all__ = ["TokenCounters", "for_meter"]
 
-#: Column of each figure in a series' totals.
+#: Column of each figure in a series' totals, and the counter that reports it.
 _INPUT, _OUTPUT, _CACHE_READ, _CACHE_WRITE = range(4)
+_COUNTERS = (
+    (semconv.METRIC_USAGE_INPUT_TOKENS, "Input tokens, cache included"),
+    (semconv.METRIC_USAGE_OUTPUT_TOKENS, "Output tokens"),
+    (semconv.METRIC_USAGE_CACHE_READ_INPUT_TOKENS, "Input tokens read from the cache"),
+    (semconv.METRIC_USAGE_CACHE_WRITE_INPUT_TOKENS, "Input tokens written to the cache"),
+)
 
 
 class TokenCounters:
@@ -37,32 +43,9 @@ class TokenCounters:
         self._lock = threading.Lock()
         #: attribute set (order-free) -> (the attributes, [input, output, cache read, cache write])
         self._series: dict[frozenset[tuple[str, Any]], tuple[dict[str, Any], list[int]]] = {}
-        tokens = "{token}"
-        self.instruments: tuple[ObservableCounter, ...] = (
-            meter.create_observable_counter(
-                semconv.METRIC_USAGE_INPUT_TOKENS,
-                callbacks=[self._observer(_INPUT)],
-                unit=tokens,
-                description="Input tokens, cache included",
-            ),
-            meter.create_observable_counter(
-                semconv.METRIC_USAGE_OUTPUT_TOKENS,
-                callbacks=[self._observer(_OUTPUT)],
-                unit=tokens,
-                description="Output tokens",
-            ),
-            meter.create_observable_counter(
-                semconv.METRIC_USAGE_CACHE_READ_INPUT_TOKENS,
-                callbacks=[self._observer(_CACHE_READ)],
-                unit=tokens,
-                description="Input tokens read from the cache",
-            ),
-            meter.create_observable_counter(
-                semconv.METRIC_USAGE_CACHE_WRITE_INPUT_TOKENS,
-                callbacks=[self._observer(_CACHE_WRITE)],
-                unit=tokens,
-                description="Input tokens written to the cache",
-            ),
+        self.instruments: tuple[ObservableCounter, ...] = tuple(
+            meter.create_observable_counter(name, callbacks=[self._observer(column)], unit="{token}", description=text)
+            for column, (name, text) in enumerate(_COUNTERS)
         )
 
     def add(self, attributes: Mapping[str, Any], input: int, output: int, cache_read: int, cache_write: int) -> None:
