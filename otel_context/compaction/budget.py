@@ -219,6 +219,29 @@ def estimate_items(adapter: WireFormatAdapter, items: Sequence[Mapping[str, Any]
     return sum(estimate_item(adapter, item) for item in items)
 
 
+def calibration(adapter: WireFormatAdapter, body: Mapping[str, Any], reported_input_tokens: int) -> float | None:
+    """Provider tokens per estimated token, from the provider's count of a request we also estimate.
+
+    Our estimate pads chars/4 by 4/3 on purpose (it gates compaction, where undercounting is the costly
+    error), so it is off by a factor that depends on the text and on the provider's tokenizer. A request
+    the provider has just counted (``usage.input_tokens``) measures that factor for this very content.
+    None when the count cannot describe this request: nothing reported, or under
+    :data:`MIN_CALIBRATION` of our estimate (no tokenizer packs that many characters per token; such a
+    figure comes from a stub or a proxy, not from counting this request).
+    """
+    if reported_input_tokens <= 0:
+        return None
+    ours = estimate_fixed(adapter, body) + estimate_items(adapter, adapter.items(body))
+    if ours <= 0:
+        return None
+    ratio = reported_input_tokens / ours
+    return ratio if ratio >= MIN_CALIBRATION else None
+
+
+#: Lowest plausible ratio of a provider's count to our padded estimate (see :func:`calibration`).
+MIN_CALIBRATION = 0.5
+
+
 def estimate_fixed(adapter: WireFormatAdapter, body: Mapping[str, Any]) -> int:
     """Estimated tokens of what precedes the conversation: system prompt/instructions and tool definitions."""
     tokens = estimate_text(adapter.system_text(body))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -154,6 +155,28 @@ def _context_tokens(adapter: WireFormatAdapter, body: Mapping[str, Any], items: 
     return budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, items)
 
 
+def _reported_sizes(job: CompactionJob, before: int, after: int, calibration: float | None) -> tuple[int, int]:
+    """The context before and after a summary, for the span: (input_tokens, output_tokens), same units.
+
+    ``before``/``after`` are our padded estimates of the two requests. When the summarizer's reply carried
+    the provider's count of its request (which holds the conversation), both are converted to provider
+    tokens with that measured ratio: the after figure then matches what the provider reports for the
+    compacted request within a few per cent.
+
+    Scaling by ``job.estimated_tokens / before`` instead (the engine's pre-call estimate, anchored on the
+    last reported usage) is only right when that anchor counts the same content as ``before``; it does
+    not when the app moved its ``cache_control`` breakpoint onto the newest message: the engine then
+    re-estimates the previous call's last message (typically a large tool result) that the reported usage
+    already includes. Measured: output_tokens 18,971 for a request of 10,721 in the demo (+77 %), +49 %
+    for an agent reading 9K-token files. That ratio remains the fallback when nothing was measured (a
+    custom summarizer, another summary model): it is the only figure that may carry the provider's count
+    (the reactive path passes the count from the "too long" error).
+    """
+    if calibration is not None:
+        return math.ceil(before * calibration), math.ceil(after * calibration)
+    return job.estimated_tokens, int(after * job.estimated_tokens / before) if before else after
+
+
 def _checked(adapter: WireFormatAdapter, items: list[Item]) -> list[Item]:
     """Validate the pairing invariant; repair once; raise when still broken (the result is then unusable)."""
     if not adapter.validate(items):
@@ -203,6 +226,7 @@ def _finish(job: CompactionJob, span: Span, out: CompactionOutcome, started: flo
         if out.changed and state.detector is not None:
             _announce(job, span, state)
     span.set_attribute(semconv.COMPACTION_OUTCOME, out.outcome)
+    span.set_attribute(semconv.COMPACTION_INPUT_TOKENS, out.input_tokens)  # a summary may have measured it
     span.set_attribute(semconv.COMPACTION_OUTPUT_TOKENS, out.output_tokens if out.changed else out.input_tokens)
     span.set_attribute(semconv.COMPACTION_SUMMARY_TOKENS, out.summary_tokens)
     span.set_attribute(semconv.COMPACTION_MESSAGES_COMPACTED, out.messages_compacted)
@@ -391,8 +415,6 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.summary_tokens = result.summary_tokens
         out.files_rehydrated = result.files_rehydrated
         out.messages_compacted = result.cut - job.min_index
-        # Before and after in the same units (our estimate), scaled to the figure the input was given in
-        # (reported usage or the provider's count), so the two span attributes compare.
         before = _context_tokens(job.adapter, job.body, job.items)
         after = _context_tokens(job.adapter, job.body, new_items)
         if after >= before:
@@ -400,7 +422,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
             raise CompactionError(
                 "no_progress", f"the result (~{after} tokens) is not smaller than the input (~{before})"
             )
-        out.output_tokens = int(after * job.estimated_tokens / before) if before else after
+        out.input_tokens, out.output_tokens = _reported_sizes(job, before, after, result.calibration)
         out.outcome = semconv.OUTCOME_SUCCESS
     except CompactionError as exc:
         out.items = None

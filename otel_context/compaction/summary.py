@@ -272,6 +272,9 @@ class SummaryOutcome:
     summary_tokens: int  #: the summarizer's output tokens (reported, else estimated)
     files_rehydrated: int
     attempts: int
+    #: Provider tokens per estimated token, measured on the summarizer's request (None: not measured,
+    #: e.g. another summary model or no usage reported). See :func:`budget.calibration`.
+    calibration: float | None = None
 
 
 def summarize(
@@ -366,6 +369,11 @@ def summarize(
             room = int((target_tokens - used) * 0.75)
         rehydration = rehydrate_files(adapter, items, cut, settings, window, room)
         head = (adapter.make_user_item(summary_message_text(summary, rehydration.text)),)
+        # The summarizer's request holds (nearly) the conversation itself, just counted by the provider: the
+        # cascade sizes the compacted context with it. Only the call's own model shares its tokenizer.
+        measured = None
+        if result.usage is not None and summary_model == model:
+            measured = budget_mod.calibration(adapter, request, result.usage.input_tokens)
         return SummaryOutcome(
             cut=cut,
             head=head,
@@ -373,4 +381,5 @@ def summarize(
             summary_tokens=summary_tokens,
             files_rehydrated=rehydration.files,
             attempts=attempts,
+            calibration=measured,
         )
