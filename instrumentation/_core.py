@@ -78,9 +78,9 @@ class SDKSpec:
         raise NotImplementedError
 
     def plain_body(self, body: Any) -> tuple[Any, bool]:
-        """The JSON-shaped body the SDK would send (drops sentinels, lists iterators), and whether it is a
-        prepared copy that must be sent instead of ``body`` (True when preparing consumed an iterator).
-        The body may be ``body`` itself."""
+        """The JSON-shaped body the SDK would send (drops sentinels, lists iterators; may be ``body`` itself),
+        and whether it is the SDK's own prepared copy, which must then be sent instead of ``body`` (preparing
+        may have consumed an iterator the app passed)."""
         return body, False
 
     async def aplain_body(self, body: Any) -> tuple[Any, bool]:
@@ -290,7 +290,7 @@ class Interceptor:
             request = self._call_request(begun, body)
             plan = pipeline.drive(pipeline.plan(begun.call.span, request), self._sync_sender(begun, instance))
             self._apply_plan(begun, plan, body, prepared)
-            self._capture_request(begun, begun.options.json_data)
+            self._capture_request(begun, plan.body)  # what is sent, as plain JSON (no SDK sentinels)
         except Exception:
             telemetry.log_once(
                 "plan", "otel_context: the context engine failed; sending the call unchanged", exc_info=True
@@ -389,7 +389,7 @@ class Interceptor:
             request = self._call_request(begun, body)
             plan = await pipeline.adrive(pipeline.plan(begun.call.span, request), self._async_sender(begun, instance))
             self._apply_plan(begun, plan, body, prepared)
-            self._capture_request(begun, begun.options.json_data)
+            self._capture_request(begun, plan.body)  # what is sent, as plain JSON (no SDK sentinels)
         except Exception:
             telemetry.log_once(
                 "plan", "otel_context: the context engine failed; sending the call unchanged", exc_info=True
