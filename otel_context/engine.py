@@ -365,7 +365,18 @@ def _plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, Summary
 
     # Estimate: anchored on the last reported usage when the history only grew since.
     if state.last_usage is not None and unchanged > 0:
-        appended = budget_mod.estimate_items(adapter, items[unchanged:])
+        last = state.last_items or ()
+        known = len(last)
+        appended = budget_mod.estimate_items(adapter, items[known:])
+        if unchanged < known:
+            # The previous call's last item came back changed (a moved cache_control marker): the reported
+            # usage already counts its old version, so only the difference is new. Counting it whole again
+            # overstated the context by a whole tool result (+77 % in the demo) and compacted too early.
+            appended += max(
+                0,
+                budget_mod.estimate_item(adapter, items[unchanged])
+                - budget_mod.estimate_item(adapter, last[unchanged]),
+            )
         estimated = (
             state.last_usage.input_tokens + state.last_usage.output_tokens + int(appended * state.estimate_factor)
         )

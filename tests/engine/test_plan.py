@@ -407,6 +407,21 @@ def test_estimate_is_anchored_on_reported_usage(otel: Otel, summarizer: FakeSumm
     assert 20_100 < plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] < 20_200
 
 
+def test_a_resent_last_message_with_a_moved_marker_is_not_counted_twice(
+    otel: Otel, summarizer: FakeSummarizer
+) -> None:
+    """Apps move their cache_control breakpoint onto the newest message, so the previous call's last message
+    (here a ~2,500-token tool result) comes back changed. The reported usage already counts it: only the
+    marker and the new message are added to the anchor."""
+    caller = Caller(otel, summarizer)
+    history = anthropic_agent(2, result_chars=10_000)[:-1]  # ends with the big tool result
+    result = history[-1]
+    marked = {**result, "content": [{**result["content"][0], "cache_control": {"type": "ephemeral"}}]}
+    caller.call(_body(history), SMALL, usage=TokenUsage(input_tokens=20_000, output_tokens=100))
+    plan = caller.call(_body([*history[:-1], marked, {"role": "user", "content": "hi"}]), SMALL)
+    assert 20_100 < plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] < 20_250
+
+
 def test_engine_failure_never_reaches_the_caller(otel: Otel, summarizer: FakeSummarizer) -> None:
     body = {"model": MODEL, "max_tokens": 10, "messages": "not a list"}
     plan = Caller(otel, summarizer).call(body, SMALL)  # type: ignore[arg-type]
