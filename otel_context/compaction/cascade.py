@@ -164,13 +164,11 @@ def _reported_sizes(job: CompactionJob, before: int, after: int, calibration: fl
     compacted request within a few per cent.
 
     Scaling by ``job.estimated_tokens / before`` instead (the engine's pre-call estimate, anchored on the
-    last reported usage) is only right when that anchor counts the same content as ``before``; it does
-    not when the app moved its ``cache_control`` breakpoint onto the newest message: the engine then
-    re-estimates the previous call's last message (typically a large tool result) that the reported usage
-    already includes. Measured: output_tokens 18,971 for a request of 10,721 in the demo (+77 %), +49 %
-    for an agent reading 9K-token files. That ratio remains the fallback when nothing was measured (a
-    custom summarizer, another summary model): it is the only figure that may carry the provider's count
-    (the reactive path passes the count from the "too long" error).
+    last reported usage) is only as right as that anchor: it counts the reported usage plus an estimate of
+    what was appended, so any error in the appended part (or in the anchor, as when the engine once counted a
+    re-sent last message twice: +77 % in the demo) goes into both figures. That ratio remains the fallback
+    when nothing was measured (a custom summarizer, another summary model): it is the only figure that may
+    carry the provider's count (the reactive path passes the count from the "too long" error).
     """
     if calibration is not None:
         return math.ceil(before * calibration), math.ceil(after * calibration)
