@@ -14,6 +14,7 @@ import contextlib
 import inspect
 import json
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import wrapt
@@ -84,17 +85,18 @@ class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
         super().__init__(wrapped)
         self._self_call = call
         self._self_acc = acc
+        #: What each chunk goes to: the first chunk's timing first, then straight to the accumulator (one
+        #: call per chunk on the hot path).
+        self._self_add: Callable[[Any], None] = self._self_first
 
-    def _self_observe(self, item: Any) -> None:
-        call = self._self_call
-        if call.first_chunk is None:
-            call.first_chunk = time.perf_counter()
+    def _self_first(self, item: Any) -> None:
+        self._self_call.first_chunk = time.perf_counter()
         acc = self._self_acc
-        if acc is not None:
-            try:
-                acc.add(item)
-            except Exception:
-                telemetry.log_once("stream_event", "otel_context: could not read a stream event", exc_info=True)
+        self._self_add = acc.add if acc is not None else _ignore
+        self._self_add(item)
+
+    def _self_failed(self) -> None:
+        telemetry.log_once("stream_event", "otel_context: could not read a stream event", exc_info=True)
 
     def _self_finish(self, error: BaseException | None) -> None:
         call = self._self_call
@@ -126,7 +128,10 @@ class SyncStreamProxy(_StreamProxy):
         except BaseException:
             self._self_finish(None)
             raise
-        self._self_observe(item)
+        try:
+            self._self_add(item)
+        except Exception:
+            self._self_failed()
         return item
 
     def __enter__(self) -> Any:
@@ -162,7 +167,10 @@ class AsyncStreamProxy(_StreamProxy):
         except BaseException:
             self._self_finish(None)
             raise
-        self._self_observe(item)
+        try:
+            self._self_add(item)
+        except Exception:
+            self._self_failed()
         return item
 
     async def __aenter__(self) -> Any:
@@ -297,3 +305,7 @@ class AsyncAPIResponseProxy(_APIResponseProxy):
             await self.__wrapped__.close()
         finally:
             self._self_finish()
+
+
+def _ignore(item: Any) -> None:
+    """The chunk sink of a stream whose format has no accumulator."""
