@@ -407,9 +407,7 @@ def test_estimate_is_anchored_on_reported_usage(otel: Otel, summarizer: FakeSumm
     assert 20_100 < plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] < 20_200
 
 
-def test_a_resent_last_message_with_a_moved_marker_is_not_counted_twice(
-    otel: Otel, summarizer: FakeSummarizer
-) -> None:
+def test_a_resent_last_message_with_a_moved_marker_is_not_counted_twice(otel: Otel, summarizer: FakeSummarizer) -> None:
     """Apps move their cache_control breakpoint onto the newest message, so the previous call's last message
     (here a ~2,500-token tool result) comes back changed. The reported usage already counts it: only the
     marker and the new message are added to the anchor."""
