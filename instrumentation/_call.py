@@ -12,7 +12,7 @@ from typing import Any
 
 from opentelemetry.trace import Span, Status, StatusCode
 
-from otel_context import semconv, telemetry
+from otel_context import semconv, telemetry, token_counters
 from otel_context.pipeline import CallPlan
 
 from ._content import Capture
@@ -261,7 +261,7 @@ class Call:
         if ttfc is not None:
             instruments.time_to_first_chunk.record(ttfc, attrs)
         if usage is not None:
-            instruments.tokens.add(
+            token_counters.add(
                 attrs, usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
             )
         if instruments.legacy_operation_duration is not None:

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import metrics, trace
-from opentelemetry.metrics import Counter, Histogram, Meter, MeterProvider, UpDownCounter
+from opentelemetry.metrics import Counter, Histogram, Meter, MeterProvider, ObservableCounter, UpDownCounter
 from opentelemetry.trace import Span, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
 from otel_context import semconv, token_counters
-from otel_context.token_counters import TokenCounters
 
 log = logging.getLogger("otel_context")
 
@@ -32,7 +31,7 @@ class Instruments:
 
     inference_duration: Histogram
     time_to_first_chunk: Histogram
-    tokens: TokenCounters  #: the four ``gen_ai.client.inference.usage.*`` counters
+    tokens: tuple[ObservableCounter, ...]  #: the four ``gen_ai.client.inference.usage.*`` counters
     compactions: Counter
     compaction_duration: Histogram
     compaction_tokens_saved: Histogram
@@ -58,7 +57,7 @@ def _instruments(meter: Meter, legacy: bool) -> Instruments:
             description="Time from request to the first chunk of a streamed response",
             explicit_bucket_boundaries_advisory=list(semconv.TIME_TO_FIRST_CHUNK_BUCKETS),
         ),
-        tokens=token_counters.for_meter(meter),
+        tokens=token_counters.register(meter),
         compactions=meter.create_counter(
             semconv.METRIC_COMPACTIONS, unit="{compaction}", description="Compactions by trigger and outcome"
         ),

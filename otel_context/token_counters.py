@@ -11,12 +11,17 @@ What a reader sees is what four synchronous counters would give: monotonic cumul
 names, units and attributes, no point for a figure that was never above 0, and the SDK's own conversion when
 an exporter asks for delta temporality. (Two things differ: these counters carry no exemplars, and a View
 that selects instruments by type must name ``ObservableCounter``.)
+
+The totals are kept once per process, and each registration on a meter reports what was added since it was
+made. Why not totals per registration: an SDK meter keeps the first observable counter of a name and drops
+the callbacks of a second one, which happens whenever the same meter is configured twice, including through
+OpenTelemetry's proxy meters (``instrument()`` twice before the app sets its meter provider). Any surviving
+registration then still reports every call made since.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -24,10 +29,9 @@ from opentelemetry.metrics import CallbackOptions, Meter, ObservableCounter, Obs
 
 from otel_context import semconv
 
-__all__ = ["TokenCounters", "for_meter"]
+__all__ = ["add", "register"]
 
 #: Column of each figure in a series' totals, and the counter that reports it.
-_INPUT, _OUTPUT, _CACHE_READ, _CACHE_WRITE = range(4)
 _COUNTERS = (
     (semconv.METRIC_USAGE_INPUT_TOKENS, "Input tokens, cache included"),
     (semconv.METRIC_USAGE_OUTPUT_TOKENS, "Output tokens"),
@@ -35,61 +39,46 @@ _COUNTERS = (
     (semconv.METRIC_USAGE_CACHE_WRITE_INPUT_TOKENS, "Input tokens written to the cache"),
 )
 
+_Key = frozenset[tuple[str, Any]]
 
-class TokenCounters:
-    """Running token totals per metric attribute set, exported by four observable counters."""
-
-    def __init__(self, meter: Meter) -> None:
-        self._lock = threading.Lock()
-        #: attribute set (order-free) -> (the attributes, [input, output, cache read, cache write])
-        self._series: dict[frozenset[tuple[str, Any]], tuple[dict[str, Any], list[int]]] = {}
-        self.instruments: tuple[ObservableCounter, ...] = tuple(
-            meter.create_observable_counter(name, callbacks=[self._observer(column)], unit="{token}", description=text)
-            for column, (name, text) in enumerate(_COUNTERS)
-        )
-
-    def add(self, attributes: Mapping[str, Any], input: int, output: int, cache_read: int, cache_write: int) -> None:
-        """Add one call's figures (negative figures are ignored: a counter only goes up)."""
-        if input <= 0 and output <= 0 and cache_read <= 0 and cache_write <= 0:
-            return
-        key = frozenset(attributes.items())
-        with self._lock:
-            entry = self._series.get(key)
-            if entry is None:
-                entry = self._series[key] = (dict(attributes), [0, 0, 0, 0])
-            totals = entry[1]
-            if input > 0:
-                totals[_INPUT] += input
-            if output > 0:
-                totals[_OUTPUT] += output
-            if cache_read > 0:
-                totals[_CACHE_READ] += cache_read
-            if cache_write > 0:
-                totals[_CACHE_WRITE] += cache_write
-
-    def _observer(self, column: int) -> Any:
-        def observe(options: CallbackOptions) -> Iterable[Observation]:
-            with self._lock:
-                points = [(attrs, totals[column]) for attrs, totals in self._series.values() if totals[column]]
-            return [Observation(value, attrs) for attrs, value in points]
-
-        return observe
+_lock = threading.Lock()
+#: attribute set (order-free) -> (the attributes, [input, output, cache read, cache write])
+_series: dict[_Key, tuple[dict[str, Any], list[int]]] = {}
 
 
-#: One set of totals per meter. An SDK meter hands back the instrument it already has when a name is
-#: registered twice, and keeps the first one's callbacks: a second ``TokenCounters`` on the same meter would
-#: count into totals nobody reports (``configure()`` runs again on every ``instrument()``).
-_by_meter: weakref.WeakKeyDictionary[Meter, TokenCounters] = weakref.WeakKeyDictionary()
-_by_meter_lock = threading.Lock()
+def add(attributes: Mapping[str, Any], input: int, output: int, cache_read: int, cache_write: int) -> None:
+    """Add one call's figures (figures of 0 or less are ignored: a counter only goes up)."""
+    figures = (input, output, cache_read, cache_write)
+    if max(figures) <= 0:
+        return
+    key = frozenset(attributes.items())
+    with _lock:
+        entry = _series.get(key)
+        if entry is None:
+            entry = _series[key] = (dict(attributes), [0, 0, 0, 0])
+        totals = entry[1]
+        for column, figure in enumerate(figures):
+            if figure > 0:
+                totals[column] += figure
 
 
-def for_meter(meter: Meter) -> TokenCounters:
-    """The token counters of ``meter``, created on first use."""
-    with _by_meter_lock:
-        try:
-            counters = _by_meter.get(meter)
-        except TypeError:  # a meter that cannot be weakly referenced: counters of its own
-            return TokenCounters(meter)
-        if counters is None:
-            counters = _by_meter[meter] = TokenCounters(meter)
-        return counters
+def register(meter: Meter) -> tuple[ObservableCounter, ...]:
+    """The four counters on ``meter``, reporting what is added from now on."""
+    with _lock:
+        since = {key: list(totals) for key, (_, totals) in _series.items()}
+    return tuple(
+        meter.create_observable_counter(name, callbacks=[_observer(column, since)], unit="{token}", description=text)
+        for column, (name, text) in enumerate(_COUNTERS)
+    )
+
+
+def _observer(column: int, since: dict[_Key, list[int]]) -> Any:
+    def observe(options: CallbackOptions) -> Iterable[Observation]:
+        with _lock:
+            points = [
+                (attrs, totals[column] - (since[key][column] if key in since else 0))
+                for key, (attrs, totals) in _series.items()
+            ]
+        return [Observation(value, attrs) for attrs, value in points if value > 0]
+
+    return observe

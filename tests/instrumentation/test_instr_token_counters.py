@@ -129,3 +129,48 @@ def test_instrumenting_again_on_the_same_meter_counts_once(simulated_provider: A
     usage = client.chat.completions.create(model=MODEL_O, messages=USER).usage  # uninstrumented: counts nothing
     assert usage is not None
     assert points[0].value == 2 * usage.completion_tokens
+
+
+def test_instrumenting_twice_before_the_app_sets_its_meter_provider(simulated_provider: Any, tmp_path: Any) -> None:
+    """OpenTelemetry hands out a new proxy meter per ``get_meter`` until the app sets its provider; each
+    ``instrument()`` then registers the counters again, and the SDK keeps only the first registration's
+    callbacks when the provider arrives. The calls are still counted (in a fresh interpreter: the global
+    provider can be set once per process)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "app.py"
+    script.write_text(
+        f"""
+import json, warnings
+warnings.simplefilter("ignore")
+import openai
+import otel_context
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+otel_context.instrument()
+otel_context.uninstrument()
+otel_context.instrument()
+reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+client = openai.OpenAI(base_url={simulated_provider.base_url + "/v1"!r}, api_key="k", max_retries=0)
+usage = client.chat.completions.create(model={MODEL_O!r}, messages={USER!r}).usage
+points = [
+    p.value
+    for rm in reader.get_metrics_data().resource_metrics
+    for sm in rm.scope_metrics
+    for m in sm.metrics
+    if m.name == {semconv.METRIC_USAGE_INPUT_TOKENS!r}
+    for p in m.data.data_points
+]
+print(json.dumps({{"points": points, "prompt_tokens": usage.prompt_tokens}}))
+"""
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTEST"))}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["points"] == [result["prompt_tokens"]]
