@@ -85,15 +85,17 @@ class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
         super().__init__(wrapped)
         self._self_call = call
         self._self_acc = acc
-        #: What each chunk goes to: the first chunk's timing first, then straight to the accumulator (one
-        #: call per chunk on the hot path).
-        self._self_add: Callable[[Any], None] = self._self_first
+        #: Where each chunk goes (the accumulator), set by the first chunk: one call per chunk on the hot
+        #: path. (Not a bound method of the proxy: that would be a reference cycle, and an abandoned stream
+        #: would then end its span only when the garbage collector runs, not when it is dropped.)
+        self._self_add: Callable[[Any], None] | None = None
 
-    def _self_first(self, item: Any) -> None:
+    def _self_started(self) -> Callable[[Any], None]:
+        """The first chunk: time to first chunk, then the sink for every chunk."""
         self._self_call.first_chunk = time.perf_counter()
         acc = self._self_acc
         self._self_add = acc.add if acc is not None else _ignore
-        self._self_add(item)
+        return self._self_add
 
     def _self_failed(self) -> None:
         telemetry.log_once("stream_event", "otel_context: could not read a stream event", exc_info=True)
@@ -128,8 +130,9 @@ class SyncStreamProxy(_StreamProxy):
         except BaseException:
             self._self_finish(None)
             raise
+        add = self._self_add
         try:
-            self._self_add(item)
+            (add if add is not None else self._self_started())(item)
         except Exception:
             self._self_failed()
         return item
@@ -167,8 +170,9 @@ class AsyncStreamProxy(_StreamProxy):
         except BaseException:
             self._self_finish(None)
             raise
+        add = self._self_add
         try:
-            self._self_add(item)
+            (add if add is not None else self._self_started())(item)
         except Exception:
             self._self_failed()
         return item

@@ -101,6 +101,23 @@ def test_abandoned_stream_ends_on_gc(simulated_provider: Any, spans: Any) -> Non
     assert attrs(span)[semconv.GEN_AI_USAGE_INPUT_TOKENS] == _anthropic_input_total(simulated_provider)
 
 
+@pytest.mark.parametrize("iterated", [False, True])
+def test_a_dropped_stream_ends_at_once_without_the_garbage_collector(
+    simulated_provider: Any, spans: Any, iterated: bool
+) -> None:
+    """The proxy holds no reference cycle: dropping the last reference ends the span right away."""
+    client = simulated_provider.anthropic()
+    gc.disable()
+    try:
+        stream = client.messages.create(**A, stream=True)
+        if iterated:
+            next(iter(stream))
+        del stream
+        assert len(spans()) == 1
+    finally:
+        gc.enable()
+
+
 async def test_async_break_and_aclose(simulated_provider: Any, spans: Any) -> None:
     client = simulated_provider.async_openai()
     stream = await client.chat.completions.create(**O_CHAT, stream=True)
