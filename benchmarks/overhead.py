@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import os
 import statistics
@@ -136,7 +137,7 @@ class _Floor:
         import wrapt
         from opentelemetry import context, trace
 
-        module = __import__(f"{provider}._base_client", fromlist=["SyncAPIClient"])
+        module = importlib.import_module(f"{provider}._base_client")
         self.cls = module.SyncAPIClient
         self.original = self.cls.__dict__["request"]
         tracer = tracer_provider.get_tracer("floor")

@@ -8,6 +8,7 @@ current (and under ``suppress_instrumentation()``); ``Settings.anthropic_native_
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from otel_context import semconv
@@ -99,14 +100,10 @@ class AnthropicSpec(SDKSpec):
         return None
 
 
-_SPEC: AnthropicSpec | None = None
-
-
+@functools.cache
 def _spec() -> AnthropicSpec:
-    global _SPEC
-    if _SPEC is None:
-        _SPEC = AnthropicSpec()
-    return _SPEC
+    """The one spec per process (it imports the SDK, so only once an instrumentor needs it)."""
+    return AnthropicSpec()
 
 
 class AnthropicInstrumentor(SDKInstrumentor):

@@ -7,6 +7,7 @@ closed early would keep its span open until garbage collection.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from otel_context import semconv
@@ -65,14 +66,10 @@ class OpenAISpec(SDKSpec):
         return None
 
 
-_SPEC: OpenAISpec | None = None
-
-
+@functools.cache
 def _spec() -> OpenAISpec:
-    global _SPEC
-    if _SPEC is None:
-        _SPEC = OpenAISpec()
-    return _SPEC
+    """The one spec per process (it imports the SDK, so only once an instrumentor needs it)."""
+    return OpenAISpec()
 
 
 def _sync_close(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -26,6 +26,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_context import semconv
+from otel_context.span_figures import float_attr, int_attr
 
 __all__ = ["TokenMonitor", "TurnLine"]
 
@@ -195,8 +196,8 @@ class TokenMonitor(SpanProcessor):
                 new += self._pending_compactions.pop(None, 0)
             state.turns += 1
             state.compactions += new
-            input_tokens = _int(attrs, semconv.GEN_AI_USAGE_INPUT_TOKENS)
-            cache_read = _int(attrs, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
+            input_tokens = int_attr(attrs, semconv.GEN_AI_USAGE_INPUT_TOKENS)
+            cache_read = int_attr(attrs, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
             line = TurnLine(
                 turn=state.turns,
                 conversation=key,
@@ -205,9 +206,9 @@ class TokenMonitor(SpanProcessor):
                 or "",
                 input_tokens=input_tokens,
                 cache_read_tokens=cache_read,
-                cache_write_tokens=_int(attrs, semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS),
+                cache_write_tokens=int_attr(attrs, semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS),
                 hit_ratio=cache_read / input_tokens if input_tokens else 0.0,
-                utilization=_float(attrs, semconv.CONTEXT_UTILIZATION),
+                utilization=float_attr(attrs, semconv.CONTEXT_UTILIZATION),
                 compactions=state.compactions,
                 new_compactions=new,
                 cache_breaks=tuple(
@@ -231,13 +232,3 @@ class TokenMonitor(SpanProcessor):
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _int(attrs: Mapping[str, Any], key: str) -> int:
-    value = attrs.get(key)
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
-def _float(attrs: Mapping[str, Any], key: str) -> float | None:
-    value = attrs.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -11,14 +11,14 @@ summarizer's own ``chat`` call under each ``compact``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_context import semconv
+from otel_context.span_figures import float_attr, int_attr
 
 __all__ = [
     "CacheBreakFigures",
@@ -49,16 +49,6 @@ def compaction_kind(trigger: str, strategy: str) -> str:
     if trigger == semconv.TRIGGER_PROVIDER or strategy == semconv.STRATEGY_PROVIDER:
         return KIND_PROVIDER
     return KIND_AUTO
-
-
-def _int(attrs: Mapping[str, Any], key: str) -> int:
-    value = attrs.get(key)
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
-def _float(attrs: Mapping[str, Any], key: str) -> float | None:
-    value = attrs.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -161,7 +151,7 @@ def _events(span: ReadableSpan) -> Iterable[CacheBreakFigures]:
         attrs = event.attributes or {}
         intentional = bool(attrs.get(semconv.CACHE_BREAK_INTENTIONAL, False))
         key = semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS if intentional else semconv.CACHE_BREAK_LOST_TOKENS
-        yield CacheBreakFigures(intentional, str(attrs.get(semconv.CACHE_BREAK_REASON, "")), _int(attrs, key))
+        yield CacheBreakFigures(intentional, str(attrs.get(semconv.CACHE_BREAK_REASON, "")), int_attr(attrs, key))
 
 
 def turn_stats(turn: int, spans: Sequence[ReadableSpan], window: int = 0) -> TurnStats:
@@ -181,9 +171,9 @@ def turn_stats(turn: int, spans: Sequence[ReadableSpan], window: int = 0) -> Tur
                     trigger=trigger,
                     strategy=strategy,
                     outcome=str(attrs.get(semconv.COMPACTION_OUTCOME, "")),
-                    input_tokens=_int(attrs, semconv.COMPACTION_INPUT_TOKENS),
-                    output_tokens=_int(attrs, semconv.COMPACTION_OUTPUT_TOKENS),
-                    duration_ms=_float(attrs, semconv.COMPACTION_DURATION_MS) or 0.0,
+                    input_tokens=int_attr(attrs, semconv.COMPACTION_INPUT_TOKENS),
+                    output_tokens=int_attr(attrs, semconv.COMPACTION_OUTPUT_TOKENS),
+                    duration_ms=float_attr(attrs, semconv.COMPACTION_DURATION_MS) or 0.0,
                 )
             )
         elif attrs.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_CHAT:
@@ -191,11 +181,11 @@ def turn_stats(turn: int, spans: Sequence[ReadableSpan], window: int = 0) -> Tur
             stats.calls.append(
                 CallFigures(
                     model=str(attrs.get(semconv.GEN_AI_REQUEST_MODEL, "")),
-                    input_tokens=_int(attrs, semconv.GEN_AI_USAGE_INPUT_TOKENS),
-                    output_tokens=_int(attrs, semconv.GEN_AI_USAGE_OUTPUT_TOKENS),
-                    cache_read=_int(attrs, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
-                    cache_write=_int(attrs, semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS),
-                    utilization=_float(attrs, semconv.CONTEXT_UTILIZATION),
+                    input_tokens=int_attr(attrs, semconv.GEN_AI_USAGE_INPUT_TOKENS),
+                    output_tokens=int_attr(attrs, semconv.GEN_AI_USAGE_OUTPUT_TOKENS),
+                    cache_read=int_attr(attrs, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+                    cache_write=int_attr(attrs, semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS),
+                    utilization=float_attr(attrs, semconv.CONTEXT_UTILIZATION),
                     summarizer=parent is not None and parent.name == semconv.COMPACT_SPAN,
                     failed=span.status.status_code == StatusCode.ERROR,
                     compacted=bool(attrs.get(semconv.GEN_AI_CONVERSATION_COMPACTED, False)),

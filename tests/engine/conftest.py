@@ -6,27 +6,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from compaction.support import FakeSummarizer, Otel, make_otel
+from compaction.conftest import _fresh_engine, otel, summarizer  # the compactor tests' fixtures, shared
+from compaction.support import Otel
 
 import otel_context
-from otel_context import engine
 
-
-@pytest.fixture
-def otel() -> Iterator[Otel]:
-    yield from make_otel()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_engine() -> Iterator[None]:
-    engine.reset()
-    yield
-    engine.reset()
-
-
-@pytest.fixture
-def summarizer() -> FakeSummarizer:
-    return FakeSummarizer()
+__all__ = ["_fresh_engine", "instrumented", "otel", "summarizer"]
 
 
 @pytest.fixture
