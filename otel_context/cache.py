@@ -400,6 +400,22 @@ class CacheBreakDetector:
         self._baseline: _Baseline | None = None
         self._compaction_announced = False
 
+    def branch(self) -> CacheBreakDetector:
+        """A detector for a branch of this conversation (an edited or rewound history): it starts from this
+        one's baseline, so the next call is compared with the last call the branch grew from, then goes
+        its own way."""
+        twin = CacheBreakDetector(self._clock)
+        with self._lock:
+            twin._wire_format = self._wire_format
+            for name in ("_system", "_tools", "_items"):
+                mine, theirs = getattr(self, name), getattr(twin, name)
+                theirs.snaps = list(mine.snaps)
+                theirs.marks = dict(mine.marks)
+            twin._resnap = self._resnap
+            twin._baseline = self._baseline
+            twin._compaction_announced = self._compaction_announced
+        return twin
+
     def fingerprint(
         self,
         wire_format: str,

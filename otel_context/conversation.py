@@ -19,11 +19,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from otel_context.compaction.breaker import Breaker
-from otel_context.compaction.memo import CompactionMemo
+from otel_context.compaction.memo import CompactionMemo, MemoEntry
 from otel_context.usage import TokenUsage
 
 _explicit_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("otel_context_conversation", default=None)
@@ -73,55 +73,122 @@ def derive_key(provider: str, first_user_text: str | None) -> str:
     return key
 
 
-@dataclass
-class ConversationState:
-    """Everything the engine remembers about one conversation."""
+@dataclass(frozen=True)
+class Snapshot:
+    """What one successful call of a conversation left behind; immutable, so a call reads it once and
+    every check it makes against it holds whatever other calls do meanwhile.
 
-    key: str
-    explicit: bool
-    last_seen: float = 0.0
-    #: The app's items of the last successful call (references, never mutated) and that call's usage.
-    last_items: Sequence[Mapping[str, Any]] | None = None
-    last_usage: TokenUsage | None = None
-    #: time.monotonic() when the last call ended (cache TTL: a cold cache makes clearing free).
-    last_call_ended: float | None = None
-    memo: CompactionMemo = field(default_factory=CompactionMemo)
-    breaker: Breaker = field(default_factory=Breaker)
-    #: Model whose breakers_open series counts this conversation while its breaker is open.
-    breaker_model: str | None = None
-    #: The cache-break detector (otel_context.cache), created lazily when that module is available.
-    detector: Any = None
-    #: Reported / estimated tokens seen on a too-long error (>1 when our estimate undercounts).
-    estimate_factor: float = 1.0
-    #: The window the provider stated in a too-long error, when smaller than the one we assumed.
-    window_cap: int | None = None
+    ``items`` is the engine's private list of the call's items (the app's objects, never mutated by us):
+    a later call whose own items start with them is proven to be the same history up to there, by a
+    C-level list comparison rather than by hashing. ``entry`` is the memo entry the sent items started
+    with, verified against these very items, so a later call that extends them may reuse it unhashed.
+    """
 
-    def unchanged_prefix(self, items: Sequence[Mapping[str, Any]]) -> int:
-        """How many leading ``items`` are known equal to the last call's items.
+    items: Sequence[Mapping[str, Any]]
+    usage: TokenUsage | None
+    entry: MemoEntry | None = None
+    #: Approximate bytes of the app's objects this snapshot keeps alive (4 bytes per estimated token).
+    size: int = 0
 
-        All of them when the history only grew; all but the last when only the previous call's last item
-        changed (apps that move a ``cache_control`` breakpoint onto the newest message re-send the
-        previous one without it); else 0. A C-level list comparison: the SDK copies containers but
-        shares the app's strings, so equal items are mostly compared by identity at the leaves.
-        """
-        last = self.last_items
-        if not last or len(items) < len(last):
-            return 0
-        n = len(last)
-        # One C-level pass (identical objects compare by identity, the SDK's copies by content), then, when
-        # that fails, all but the last item.
-        head = items[:n] if type(items) is list else list(items[:n])
-        if type(last) is not list:
-            last = list(last)
-        if head == last:
-            return n
-        if head[: n - 1] != last[: n - 1]:
+
+def unchanged_prefix(
+    snapshot: Snapshot | None, items: Sequence[Mapping[str, Any]], *, same_last_message: bool = False
+) -> int:
+    """How many leading ``items`` are known equal to the items of ``snapshot``.
+
+    All of them when the history only grew; all but the last when only that call's last item changed
+    (apps that move a ``cache_control`` breakpoint onto the newest message re-send the previous one
+    without it; with ``same_last_message`` only when that is the whole difference); else 0. A C-level
+    list comparison: the SDK copies containers but shares the app's strings, so equal items are mostly
+    compared by identity at the leaves.
+    """
+    if snapshot is None:
+        return 0
+    last = snapshot.items
+    n = len(last)
+    if not n or len(items) < n:
+        return 0
+    head = items[:n] if type(items) is list else list(items[:n])
+    if type(last) is not list:
+        last = list(last)
+    if head == last:
+        return n
+    if n > 1 and head[: n - 1] == last[: n - 1]:
+        if same_last_message and _without_markers(head[n - 1]) != _without_markers(last[n - 1]):
             return 0
         return n - 1
+    return 0
+
+
+def _without_markers(value: Any, depth: int = 0) -> Any:
+    """``value`` with its ``cache_control`` markers removed and text content in one shape (string content
+    as one text block), to tell a re-sent message whose marker moved from a different message."""
+    if depth > 32:
+        return object()  # never equal: deep content is not a moved marker
+    if isinstance(value, Mapping):
+        out = {k: _without_markers(v, depth + 1) for k, v in value.items() if k != "cache_control"}
+        if isinstance(out.get("content"), str):
+            out["content"] = [{"type": "text", "text": out["content"]}]
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_without_markers(v, depth + 1) for v in value]
+    return value
+
+
+def _equal_positions(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """How many positions hold equal items in both sequences (an edited history keeps most of them)."""
+    return sum(1 for x, y in zip(a, b, strict=False) if x is y or x == y)
+
+
+class ConversationState:
+    """Everything the engine remembers about one conversation (one branch of it, for derived keys).
+
+    Thread- and task-safe: the snapshot is replaced whole (:meth:`ConversationStore.commit`), memo
+    entries are immutable, and the breaker and estimate factor change under :attr:`lock`.
+    """
+
+    def __init__(self, key: str, explicit: bool, serial: int = 0) -> None:
+        self.key = key
+        self.explicit = explicit
+        #: Distinguishes the branches of one derived key (0 for explicit ids).
+        self.serial = serial
+        self.last_seen = 0.0
+        #: The last successful call, or None before the first one ended.
+        self.snapshot: Snapshot | None = None
+        #: time.monotonic() when the last call ended (cache TTL: a cold cache makes clearing free).
+        self.last_call_ended: float | None = None
+        self.memo = CompactionMemo()
+        self.breaker = Breaker()
+        #: Model whose breakers_open series counts this conversation while its breaker is open.
+        self.breaker_model: str | None = None
+        #: The cache-break detector (otel_context.cache), created lazily by the engine.
+        self.detector: Any = None
+        #: Reported / estimated tokens seen on a too-long error (>1 when our estimate undercounts).
+        self.estimate_factor = 1.0
+        self.lock = threading.Lock()
+
+    def raise_estimate_factor(self, factor: float) -> None:
+        with self.lock:
+            self.estimate_factor = max(self.estimate_factor, factor)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The state a call uses, the snapshot it read (once), and how much of its history that snapshot proves."""
+
+    state: ConversationState
+    snapshot: Snapshot | None
+    unchanged: int
 
 
 class ConversationStore:
-    """LRU + idle expiry of :class:`ConversationState` objects."""
+    """The states of every tracked conversation: bounded in count and in bytes, with idle expiry.
+
+    An explicit id has one state. A derived key can have several, one per history that shares the key
+    (every user of a chat app who opens with "Hi"): a call takes the state whose last history its own
+    items extend, most specific first, else a fresh one. Nothing in a state is used for a call unless
+    it is proven to belong to that call's own history, so two conversations never share content.
+    """
 
     def __init__(
         self,
@@ -129,59 +196,218 @@ class ConversationStore:
         idle_seconds: float = 3_600.0,
         clock: Callable[[], float] = time.monotonic,
         on_evict: Callable[[ConversationState], None] | None = None,
+        max_bytes: int = 64 * 1024 * 1024,
     ) -> None:
-        self._states: OrderedDict[str, ConversationState] = OrderedDict()
+        #: Every state, least recently used first (keyed by (key, serial)).
+        self._states: OrderedDict[tuple[str, int], ConversationState] = OrderedDict()
+        #: The states of each key, oldest first.
+        self._groups: dict[str, list[ConversationState]] = {}
+        self._serial = 0
+        self._bytes = 0
         self._lock = threading.Lock()
         self.max_conversations = max_conversations
         self.idle_seconds = idle_seconds
+        self.max_bytes = max_bytes
         self._clock = clock
         self._on_evict = on_evict
 
     def __len__(self) -> int:
         return len(self._states)
 
-    def configure(self, max_conversations: int, idle_seconds: float) -> None:
+    @property
+    def held_bytes(self) -> int:
+        """Approximate bytes of the apps' histories the tracked snapshots keep alive."""
+        return self._bytes
+
+    def configure(self, max_conversations: int, idle_seconds: float, max_bytes: int | None = None) -> None:
         self.max_conversations = max(1, max_conversations)
         self.idle_seconds = idle_seconds
+        if max_bytes is not None:
+            self.max_bytes = max(0, max_bytes)
+
+    def states(self) -> list[ConversationState]:
+        """Every tracked state, least recently used first (tests and diagnostics)."""
+        with self._lock:
+            return list(self._states.values())
 
     def get(self, key: str, *, explicit: bool) -> ConversationState:
-        """The state for ``key`` (created when new), marked as most recently used."""
-        now = self._clock()
+        """The (first) state of ``key``, created when new, marked as most recently used."""
+        with self._lock:
+            group = self._groups.get(key)
+            state = group[-1] if group else self._new(key, explicit)
+            return self._touch_and_evict(state)
+
+    def resolve(self, key: str, items: Sequence[Mapping[str, Any]], *, explicit: bool) -> Resolution:
+        """The state of the call whose conversation items are ``items`` (see the class doc)."""
+        with self._lock:
+            group = self._groups.get(key)
+            best: ConversationState | None = None
+            best_snapshot: Snapshot | None = None
+            best_unchanged = -1
+            if group:
+                if explicit:
+                    best = group[-1]
+                    best_snapshot = best.snapshot
+                    best_unchanged = unchanged_prefix(best_snapshot, items)
+                else:
+                    best, best_snapshot, best_unchanged = _best_branch(group, items)
+            if best is None:
+                best = self._new(key, explicit)
+                best_snapshot, best_unchanged = None, 0
+                if group:
+                    _inherit(best, group[:-1], items)
+            state = self._touch_and_evict(best)
+        if state is not best:  # it had been idle too long: the conversation starts afresh
+            return Resolution(state, None, 0)
+        return Resolution(state, best_snapshot, max(0, best_unchanged))
+
+    def commit(self, resolution: Resolution, snapshot: Snapshot, ended: float) -> ConversationState:
+        """Record what a call of ``resolution`` left behind; returns the state that now holds it.
+
+        When another call of the same state committed since this one read its snapshot, an explicit id
+        keeps the newest (its calls share one conversation by the app's word), while a derived key
+        branches: the two histories may belong to two users, so this one gets a state of its own (with a
+        copy of the memo's content-keyed entries, and the breaker and cache baseline of a new one).
+        """
+        state = resolution.state
         evicted: list[ConversationState] = []
         with self._lock:
-            state = self._states.get(key)
-            if state is not None and now - state.last_seen > self.idle_seconds:
-                evicted.append(self._states.pop(key))
-                state = None
-            if state is None:
-                state = ConversationState(key=key, explicit=explicit)
-                self._states[key] = state
-            else:
-                self._states.move_to_end(key)
-            state.last_seen = now
-            # Expire idle conversations from the cold end, then enforce the size bound.
-            while self._states:
-                oldest_key, oldest = next(iter(self._states.items()))
-                if oldest is state:
-                    break
-                if len(self._states) > self.max_conversations or now - oldest.last_seen > self.idle_seconds:
-                    del self._states[oldest_key]
-                    evicted.append(oldest)
-                else:
-                    break
-        for gone in evicted:
-            if self._on_evict is not None:
-                self._on_evict(gone)
+            current = state.snapshot
+            if (
+                current is not None
+                and current is not resolution.snapshot
+                and not state.explicit
+                and unchanged_prefix(current, snapshot.items) < len(current.items)
+            ):
+                parent = state
+                state = self._new(state.key, False)
+                state.memo = parent.memo.copy()
+                state.estimate_factor = parent.estimate_factor
+            tracked = (state.key, state.serial) in self._states
+            if tracked:
+                self._bytes += snapshot.size - (state.snapshot.size if state.snapshot is not None else 0)
+            state.snapshot = snapshot
+            state.last_call_ended = ended
+            if tracked:
+                self._touch_and_evict(state, evicted)
+        self._report(evicted)
         return state
 
     def peek(self, key: str) -> ConversationState | None:
-        """The state for ``key`` if tracked, without touching its recency."""
-        return self._states.get(key)
+        """The newest state of ``key`` if tracked, without touching its recency."""
+        group = self._groups.get(key)
+        return group[-1] if group else None
 
     def clear(self) -> None:
         with self._lock:
             gone = list(self._states.values())
             self._states.clear()
-        for state in gone:
-            if self._on_evict is not None:
+            self._groups.clear()
+            self._bytes = 0
+        self._report(gone)
+
+    # -- internals (called with the lock held) ------------------------------------------------------------
+    def _new(self, key: str, explicit: bool) -> ConversationState:
+        self._serial += 1
+        state = ConversationState(key, explicit, 0 if explicit else self._serial)
+        self._states[key, state.serial] = state
+        self._groups.setdefault(key, []).append(state)
+        return state
+
+    def _touch_and_evict(
+        self, state: ConversationState, evicted: list[ConversationState] | None = None
+    ) -> ConversationState:
+        """Mark ``state`` most recently used, then expire idle states and enforce both bounds."""
+        now = self._clock()
+        gone: list[ConversationState] = [] if evicted is None else evicted
+        ident = (state.key, state.serial)
+        if state.last_seen and now - state.last_seen > self.idle_seconds:
+            # Idle too long: the conversation starts afresh under the same identity.
+            self._drop(ident)
+            gone.append(state)
+            state = self._new(state.key, state.explicit)
+            ident = (state.key, state.serial)
+        self._states.move_to_end(ident)
+        state.last_seen = now
+        while self._states:
+            oldest_ident, oldest = next(iter(self._states.items()))
+            if oldest is state:
+                break
+            over = len(self._states) > self.max_conversations or self._bytes > self.max_bytes
+            if over or now - oldest.last_seen > self.idle_seconds:
+                self._drop(oldest_ident)
+                gone.append(oldest)
+            else:
+                break
+        if evicted is None:
+            self._report(gone)
+        return state
+
+    def _drop(self, ident: tuple[str, int]) -> None:
+        state = self._states.pop(ident)
+        if state.snapshot is not None:
+            self._bytes -= state.snapshot.size
+        group = self._groups.get(state.key)
+        if group is not None:
+            group.remove(state)
+            if not group:
+                del self._groups[state.key]
+
+    def _report(self, gone: list[ConversationState]) -> None:
+        if self._on_evict is not None:
+            for state in gone:
                 self._on_evict(state)
+
+
+def _best_branch(
+    group: list[ConversationState], items: Sequence[Mapping[str, Any]]
+) -> tuple[ConversationState | None, Snapshot | None, int]:
+    """The branch whose last history ``items`` extends the furthest (newest first on ties), if any.
+
+    A branch that has not finished a call yet matches anything with 0 items proven (it holds nothing a
+    call could take from another: its memo entries are content-keyed).
+    """
+    best: ConversationState | None = None
+    best_snapshot: Snapshot | None = None
+    best_unchanged = -1
+    for state in reversed(group):
+        snapshot = state.snapshot
+        if snapshot is None:
+            unchanged = 0
+        else:
+            n = len(snapshot.items)
+            if n > len(items) or (n and items[n - 2 if n > 1 else 0] != snapshot.items[n - 2 if n > 1 else 0]):
+                continue  # a cheap look at one item rules most other histories out
+            unchanged = unchanged_prefix(snapshot, items, same_last_message=True)
+            if unchanged == 0 and n:
+                continue
+        if unchanged > best_unchanged:
+            best, best_snapshot, best_unchanged = state, snapshot, unchanged
+    return best, best_snapshot, best_unchanged
+
+
+def _inherit(state: ConversationState, others: Sequence[ConversationState], items: Sequence[Mapping[str, Any]]) -> None:
+    """A new branch of a derived key takes what it safely can from its closest relative.
+
+    Memo entries are keyed by content, so copying them can never apply another history's summary: it
+    only spares a rewound or edited conversation a new summary of the prefix it still shares. The
+    cache-break baseline is telemetry about what the provider cached; it is inherited only when most of
+    the relative's last history is still in these items (an edit or a rewind of that conversation, not
+    another user who opened the same way), so an edit is reported as the cache break it is.
+    """
+    closest: ConversationState | None = None
+    closest_equal = 0
+    for other in reversed(others):
+        snapshot = other.snapshot
+        if snapshot is None:
+            continue
+        equal = _equal_positions(snapshot.items, items)
+        if equal > closest_equal:
+            closest, closest_equal = other, equal
+    if closest is None or closest.snapshot is None:
+        return
+    state.memo = closest.memo.copy()
+    if closest_equal >= 2 and 2 * closest_equal >= len(closest.snapshot.items):
+        state.estimate_factor = closest.estimate_factor
+        if closest.detector is not None:
+            state.detector = closest.detector.branch()

@@ -31,7 +31,14 @@ from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.memo import MemoEntry, items_hash
 from otel_context.compaction.summary import parse_too_long
-from otel_context.conversation import ConversationState, ConversationStore, current_conversation_id, derive_key
+from otel_context.conversation import (
+    ConversationState,
+    ConversationStore,
+    Resolution,
+    Snapshot,
+    current_conversation_id,
+    derive_key,
+)
 from otel_context.pipeline import CallPlan, CallRequest, SummaryRequest, SummaryResult
 from otel_context.providers.base import WireFormatAdapter
 from otel_context.settings import Settings
@@ -87,14 +94,39 @@ def _first_user_text(adapter: WireFormatAdapter, items: Sequence[Item]) -> str |
     return None
 
 
+def resolve_conversation(
+    adapter: WireFormatAdapter, provider: str, items: Sequence[Item], settings: Settings
+) -> Resolution:
+    """The state of the conversation these items belong to (created when new) and the snapshot read for them.
+
+    An explicit id names the conversation. Without one, the derived key names a family of conversations
+    that open the same way, and the items decide which one of them this call continues (see
+    :class:`~otel_context.conversation.ConversationStore`).
+    """
+    explicit = current_conversation_id()
+    key = explicit if explicit is not None else derive_key(provider, _first_user_text(adapter, items))
+    store.configure(settings.max_conversations, settings.conversation_idle_seconds, settings.max_state_bytes)
+    return store.resolve(key, items, explicit=explicit is not None)
+
+
 def conversation_for(
     adapter: WireFormatAdapter, provider: str, items: Sequence[Item], settings: Settings
 ) -> ConversationState:
     """The state of the conversation these items belong to (created when new)."""
-    explicit = current_conversation_id()
-    key = explicit if explicit is not None else derive_key(provider, _first_user_text(adapter, items))
-    store.configure(settings.max_conversations, settings.conversation_idle_seconds)
-    return store.get(key, explicit=explicit is not None)
+    return resolve_conversation(adapter, provider, items, settings).state
+
+
+#: Windows the providers stated in too-long errors, by (provider, model), when smaller than the ones we
+#: assumed. A window belongs to the model, not to a conversation: every conversation of it uses what one
+#: of them learned. Bounded by the number of models an app calls.
+_learned_windows: dict[tuple[str, str], int] = {}
+_LEARNED_WINDOWS_MAX = 256
+
+
+def _learn_window(provider: str, model: str, window: int) -> None:
+    if len(_learned_windows) >= _LEARNED_WINDOWS_MAX and (provider, model) not in _learned_windows:
+        _learned_windows.clear()
+    _learned_windows[provider, model] = window
 
 
 def _rewrites(settings: Settings) -> bool:
@@ -109,7 +141,7 @@ class EnginePlan(CallPlan):
         self,
         request: CallRequest,
         adapter: WireFormatAdapter,
-        state: ConversationState,
+        resolution: Resolution,
         items: Sequence[Item],
         model: str,
         budget: Budget | None,
@@ -117,7 +149,8 @@ class EnginePlan(CallPlan):
         super().__init__(request.body)
         self.request = request
         self.adapter = adapter
-        self.state = state
+        self.resolution = resolution
+        self.state = resolution.state
         self.items = items  #: the app's items (never mutated)
         self.sent_items: Sequence[Item] = items
         self.model = model
@@ -125,6 +158,8 @@ class EnginePlan(CallPlan):
         #: The memo entry whose head the sent items start with (None: the app's items as they are).
         self.entry: MemoEntry | None = None
         self.estimated_tokens = 0
+        #: Estimated tokens of the app's items (what this call's snapshot keeps alive).
+        self.history_tokens = 0
         self.fingerprint: Any = None
         self.started = time.monotonic()
         self._reactive_done = False
@@ -208,12 +243,12 @@ class EnginePlan(CallPlan):
             )
             if actual > ours > 0:
                 # Our estimate undercounts this conversation's tokenizer: remember by how much.
-                state.estimate_factor = max(state.estimate_factor, actual / ours)
+                state.raise_estimate_factor(actual / ours)
             estimated = max(actual, estimated)
             if 0 < limit < self.budget.window:
                 # The provider's window is smaller than the one we assumed: use it from now on.
-                state.window_cap = limit
-                self.budget = _budget(self.request, self.adapter, self.model, state) or self.budget
+                _learn_window(provider, self.model, limit)
+                self.budget = _budget(self.request, self.adapter, self.model) or self.budget
         out = yield from cascade.run_summary(self._job(span, semconv.TRIGGER_REACTIVE, estimated))
         if not self._adopt(out):
             # The summary could not help (e.g. one tool result fills the window by itself): cap results.
@@ -237,11 +272,14 @@ class EnginePlan(CallPlan):
 
     def _on_response(self, span: Span, usage: TokenUsage | None, response: Mapping[str, Any] | None) -> None:
         ended = time.monotonic()
-        state = self.state
         provider = self.request.provider
-        state.last_items = self.items
-        state.last_usage = usage if usage is not None and usage.input_tokens > 0 else None
-        state.last_call_ended = ended
+        anchor = usage if usage is not None and usage.input_tokens > 0 else None
+        snapshot = Snapshot(self.items, anchor, self.entry, 4 * self.history_tokens)
+        # The state that holds this call's history from now on (a new branch when another history of the
+        # same derived key moved the one this call read): the cache check below stays on the state whose
+        # detector fingerprinted the request.
+        store.commit(self.resolution, snapshot, ended)
+        state = self.state
         if usage is not None and self.budget is not None and usage.input_tokens > 0:
             utilization = usage.input_tokens / self.budget.effective
             # With the plan's other attributes: Call.end writes them to the span in one call after this.
@@ -294,28 +332,27 @@ def _error_message(error: BaseException) -> str:
 _budgets: dict[tuple[Any, ...], tuple[Settings, Budget | None]] = {}
 
 
-def _budget(request: CallRequest, adapter: WireFormatAdapter, model: str, state: ConversationState) -> Budget | None:
-    """The call's budget, with the window capped by what the provider told this conversation (memoized)."""
+def _budget(request: CallRequest, adapter: WireFormatAdapter, model: str) -> Budget | None:
+    """The call's budget, with the window capped by what the provider told about this model (memoized)."""
     max_output = adapter.max_output_tokens(request.body)
     settings = request.settings
-    key = (model, id(settings), max_output, request.headers.get("anthropic-beta"), state.window_cap)
+    window_cap = _learned_windows.get((request.provider, model))
+    key = (model, id(settings), max_output, request.headers.get("anthropic-beta"), window_cap)
     known = _budgets.get(key)
     if known is not None and known[0] is settings:
         return known[1]
-    budget = _work_out_budget(request, model, max_output, state)
+    budget = _work_out_budget(request, model, max_output, window_cap)
     if len(_budgets) >= 256:  # bounded whatever the models and settings: start afresh
         _budgets.clear()
     _budgets[key] = (settings, budget)
     return budget
 
 
-def _work_out_budget(
-    request: CallRequest, model: str, max_output: int | None, state: ConversationState
-) -> Budget | None:
+def _work_out_budget(request: CallRequest, model: str, max_output: int | None, window_cap: int | None) -> Budget | None:
     budget = budget_mod.budget_for(model, request.settings, max_output_tokens=max_output, headers=request.headers)
-    if budget is not None and state.window_cap is not None and state.window_cap < budget.window:
+    if budget is not None and window_cap is not None and window_cap < budget.window:
         budget = budget_mod.budget_for(
-            model, request.settings, max_output_tokens=max_output, headers=request.headers, window=state.window_cap
+            model, request.settings, max_output_tokens=max_output, headers=request.headers, window=window_cap
         )
     return budget
 
@@ -347,25 +384,29 @@ def _plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, Summary
     body = request.body
     items = adapter.items(body)
     model = str(request.model or body.get("model") or "")
-    state = conversation_for(adapter, request.provider, items, settings)
-    budget = _budget(request, adapter, model, state)
-    p = EnginePlan(request, adapter, state, items, model, budget)
+    resolution = resolve_conversation(adapter, request.provider, items, settings)
+    state, snapshot, unchanged = resolution.state, resolution.snapshot, resolution.unchanged
+    budget = _budget(request, adapter, model)
+    p = EnginePlan(request, adapter, resolution, items, model, budget)
     p.attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
+    p.attributes[semconv.CONVERSATION_ID_SOURCE] = (
+        semconv.ID_SOURCE_EXPLICIT if state.explicit else semconv.ID_SOURCE_DERIVED
+    )
     cascade.precreate_counters(request.provider, model)
     rewrites = _rewrites(settings) and budget is not None
 
-    # Transparent mode: reuse an earlier compaction of this very prefix.
-    unchanged = state.unchanged_prefix(items)
-    if rewrites and len(state.memo):
-        entry = state.memo.find(items, unchanged)
+    # Transparent mode: reuse an earlier compaction of this very prefix (proven by this call's snapshot, or
+    # by hashing this call's own items).
+    if rewrites and (len(state.memo) or (snapshot is not None and snapshot.entry is not None)):
+        entry = state.memo.find(items, snapshot.entry if snapshot is not None else None, unchanged)
         if entry is not None:
             p.entry = entry
             p.sent_items = entry.apply(items)
             p.body = adapter.with_items(body, p.sent_items)
 
     # Estimate: anchored on the last reported usage when the history only grew since.
-    if state.last_usage is not None and unchanged > 0:
-        last = state.last_items or ()
+    if snapshot is not None and snapshot.usage is not None and unchanged > 0:
+        last = snapshot.items
         known = len(last)
         appended = budget_mod.estimate_items(adapter, items[known:])
         if unchanged < known:
@@ -377,14 +418,13 @@ def _plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, Summary
                 budget_mod.estimate_item(adapter, items[unchanged])
                 - budget_mod.estimate_item(adapter, last[unchanged]),
             )
-        estimated = (
-            state.last_usage.input_tokens + state.last_usage.output_tokens + int(appended * state.estimate_factor)
-        )
+        estimated = snapshot.usage.input_tokens + snapshot.usage.output_tokens + int(appended * state.estimate_factor)
+        # The app's history this call keeps alive grows by what was appended (for the store's byte bound).
+        p.history_tokens = snapshot.size // 4 + appended
     else:
-        estimated = int(
-            (budget_mod.estimate_fixed(adapter, p.body) + budget_mod.estimate_items(adapter, p.sent_items))
-            * state.estimate_factor
-        )
+        items_tokens = budget_mod.estimate_items(adapter, p.sent_items)
+        estimated = int((budget_mod.estimate_fixed(adapter, p.body) + items_tokens) * state.estimate_factor)
+        p.history_tokens = items_tokens if p.entry is None else budget_mod.estimate_items(adapter, items)
     p.estimated_tokens = estimated
     p.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = estimated
     if state.breaker.open:
@@ -559,5 +599,6 @@ def observe_provider_compaction(
 
 
 def reset() -> None:
-    """Forget every conversation (tests, and apps that want a clean slate)."""
+    """Forget every conversation and learned window (tests, and apps that want a clean slate)."""
     store.clear()
+    _learned_windows.clear()

@@ -46,6 +46,11 @@ GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
 GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_CONVERSATION_COMPACTED: Final = "gen_ai.conversation.compacted"
+#: How the call's conversation was identified: ``explicit`` (the app named it) or ``derived`` (provider and
+#: first user message name a family; the call's own history picks the conversation within it).
+CONVERSATION_ID_SOURCE: Final = "otel_context.conversation.id_source"
+ID_SOURCE_EXPLICIT: Final = "explicit"
+ID_SOURCE_DERIVED: Final = "derived"
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"

@@ -75,9 +75,13 @@ class Settings:
     rehydrate_max_tokens_per_file: int = 5_000
     rehydrate_max_tokens_total: int = 50_000
 
-    #: Bounded per-conversation state.
+    #: Bounded per-conversation state (see docs/conversations.md).
+    #: OTEL_CONTEXT_MAX_CONVERSATIONS: conversation states kept (least recently used go first).
     max_conversations: int = 1_024
+    #: OTEL_CONTEXT_CONVERSATION_IDLE_SECONDS: a conversation idle this long is forgotten.
     conversation_idle_seconds: float = 3_600.0
+    #: OTEL_CONTEXT_MAX_STATE_BYTES: approximate bytes of the apps' histories the states may keep alive.
+    max_state_bytes: int = 64 * 1024 * 1024
 
     #: Code-only hooks: pre_compact(event) may add must-keep instructions or veto; post_compact(event) may
     #: add messages. See otel_context.compaction.hooks.
@@ -109,6 +113,9 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_MICROCOMPACT_KEEP_RECENT": ("microcompact_keep_recent", "nonnegint"),
     "OTEL_CONTEXT_MICROCOMPACT_CLEAR_AT_LEAST": ("microcompact_clear_at_least", "nonnegint"),
     "OTEL_CONTEXT_MAX_TOOL_RESULT_TOKENS": ("max_tool_result_tokens", "posint"),
+    "OTEL_CONTEXT_MAX_CONVERSATIONS": ("max_conversations", "posint"),
+    "OTEL_CONTEXT_CONVERSATION_IDLE_SECONDS": ("conversation_idle_seconds", "seconds"),
+    "OTEL_CONTEXT_MAX_STATE_BYTES": ("max_state_bytes", "nonnegint"),
 }
 
 _FIELD_KIND = {name: kind for name, kind in ENV_VARS.values()}
@@ -159,6 +166,16 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
         if not 1 <= pct <= 100:
             raise SettingsError(f"{where}={raw!r} must be a percentage between 1 and 100")
         return pct
+    if kind == "seconds":
+        if isinstance(raw, bool):
+            raise SettingsError(f"{where}={raw!r} must be a number of seconds")
+        try:
+            seconds = float(str(raw).strip()) if not isinstance(raw, (int, float)) else float(raw)
+        except ValueError:
+            raise SettingsError(f"{where}={raw!r} must be a number of seconds") from None
+        if not seconds > 0 or seconds == float("inf"):
+            raise SettingsError(f"{where}={raw!r} must be a positive, finite number of seconds")
+        return seconds
     if kind == "str":
         text = str(raw).strip()
         return text or None

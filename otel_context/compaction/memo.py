@@ -9,16 +9,19 @@ time, so the provider's prompt cache never hits). With it:
   byte-identical prefix the provider can cache;
 - entries are keyed by a hash of the content they replaced, so a derived-key collision between two
   conversations can never move one conversation's summary into another;
-- the per-call cost does not grow with the history: the conversation state tells us how many leading
-  items are equal to the previous call's (a C-level list comparison, whose leaf strings are usually the
-  very same objects), and the entry verified on the previous call is reused without hashing. Hashing
-  happens once per compaction, and again only when the app edited its history.
+- the per-call cost does not grow with the history: the call's snapshot of its conversation (read once,
+  immutable) tells how many leading items are equal to the previous call's (a C-level list comparison,
+  whose leaf strings are usually the very same objects), and the entry verified against that snapshot's
+  items is reused without hashing. Hashing happens once per compaction, and again only when the app
+  edited its history. No shortcut trusts anything another call can change in between: the verified
+  entry travels with the snapshot it was verified against, not with the memo.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,37 +61,44 @@ class MemoEntry:
 
 
 class CompactionMemo:
-    """The compactions of one conversation, newest first, and the one verified on the last call."""
+    """The compactions of one conversation, newest first (entries are immutable; the list is replaced whole)."""
 
-    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
-        self._entries: list[MemoEntry] = []
+    def __init__(self, max_entries: int = MAX_ENTRIES, entries: Sequence[MemoEntry] = ()) -> None:
+        self._entries: tuple[MemoEntry, ...] = tuple(entries)[:max_entries]
         self._max = max_entries
-        self._verified: MemoEntry | None = None
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     @property
     def latest(self) -> MemoEntry | None:
-        return self._entries[0] if self._entries else None
+        entries = self._entries
+        return entries[0] if entries else None
+
+    def copy(self) -> CompactionMemo:
+        """A memo with the same entries (for a branch of the conversation)."""
+        return CompactionMemo(self._max, self._entries)
 
     def remember(self, entry: MemoEntry) -> None:
-        """Record a compaction made on the current call (it becomes the verified entry)."""
-        self._entries = [entry, *(e for e in self._entries if e.prefix_hash != entry.prefix_hash)][: self._max]
-        self._verified = entry
+        """Record a compaction made on the current call."""
+        with self._lock:
+            kept = (e for e in self._entries if e.prefix_hash != entry.prefix_hash)
+            self._entries = (entry, *kept)[: self._max]
 
-    def find(self, items: Sequence[Item], unchanged_prefix: int) -> MemoEntry | None:
+    def find(
+        self, items: Sequence[Item], verified: MemoEntry | None = None, unchanged_prefix: int = 0
+    ) -> MemoEntry | None:
         """The entry that applies to ``items``, or None.
 
-        ``unchanged_prefix``: how many leading items are known equal to the previous call's items. When
-        it covers the entry verified on that call, no hashing is needed (the common, append-only case).
+        ``verified``: the entry the previous call's items started with (from the call's own snapshot), and
+        ``unchanged_prefix``: how many leading ``items`` are proven equal to that call's items. When that
+        covers ``verified``, it applies without hashing (the common, append-only case); otherwise every
+        entry is checked against the content hash of ``items``' own prefix.
         """
-        verified = self._verified
         if verified is not None and verified.prefix_len <= unchanged_prefix:
             return verified
         for entry in sorted(self._entries, key=lambda e: e.prefix_len, reverse=True):
             if entry.prefix_len <= len(items) and items_hash(items[: entry.prefix_len]) == entry.prefix_hash:
-                self._verified = entry
                 return entry
-        self._verified = None
         return None

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 import otel_context
-from otel_context.conversation import ConversationStore, current_conversation_id, derive_key
+from otel_context.conversation import ConversationStore, Snapshot, current_conversation_id, derive_key, unchanged_prefix
 
 
 def test_explicit_id_context_manager_nests_and_resets() -> None:
@@ -57,7 +57,6 @@ def test_store_expires_idle_conversations() -> None:
     evicted: list[str] = []
     store = ConversationStore(idle_seconds=10, clock=lambda: now[0], on_evict=lambda s: evicted.append(s.key))
     first = store.get("a", explicit=True)
-    first.last_usage = None
     now[0] = 5
     store.get("b", explicit=True)
     now[0] = 12
@@ -69,11 +68,13 @@ def test_store_expires_idle_conversations() -> None:
 
 
 def test_unchanged_prefix_compares_content() -> None:
-    store = ConversationStore()
-    state = store.get("x", explicit=True)
     items = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
-    assert state.unchanged_prefix(items) == 0
-    state.last_items = items
-    assert state.unchanged_prefix([dict(i) for i in items] + [{"role": "user", "content": "c"}]) == 2
-    assert state.unchanged_prefix([{"role": "user", "content": "z"}, items[1], items[1]]) == 0
-    assert state.unchanged_prefix([items[0], {"role": "assistant", "content": "b2"}]) == 1
+    assert unchanged_prefix(None, items) == 0
+    snapshot = Snapshot(items, None)
+    assert unchanged_prefix(snapshot, [dict(i) for i in items] + [{"role": "user", "content": "c"}]) == 2
+    assert unchanged_prefix(snapshot, [{"role": "user", "content": "z"}, items[1], items[1]]) == 0
+    assert unchanged_prefix(snapshot, [items[0], {"role": "assistant", "content": "b2"}]) == 1
+    # Strict about the last message: only a moved cache marker counts as the same message.
+    assert unchanged_prefix(snapshot, [items[0], {"role": "assistant", "content": "b2"}], same_last_message=True) == 0
+    marked = {"role": "assistant", "content": [{"type": "text", "text": "b", "cache_control": {"type": "ephemeral"}}]}
+    assert unchanged_prefix(Snapshot([items[0], marked], None), items, same_last_message=True) == 1

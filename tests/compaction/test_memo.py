@@ -28,11 +28,15 @@ def test_entry_applies_and_maps_indices() -> None:
 def test_find_uses_the_verified_entry_without_hashing(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     items = _items(10)
     memo = CompactionMemo()
-    memo.remember(MemoEntry(6, items_hash(items[:6]), ({"role": "user", "content": "s"},)))
+    entry = MemoEntry(6, items_hash(items[:6]), ({"role": "user", "content": "s"},))
+    memo.remember(entry)
     calls = []
     monkeypatch.setattr(memo_mod, "items_hash", lambda xs: calls.append(1) or "x")
-    assert memo.find([*items, {"role": "user", "content": "new"}], unchanged_prefix=10) is not None
+    assert memo.find([*items, {"role": "user", "content": "new"}], entry, unchanged_prefix=10) is entry
     assert calls == []
+    # Without a verified entry for this call's own snapshot, nothing is trusted unhashed.
+    assert memo.find([*items, {"role": "user", "content": "new"}], None, unchanged_prefix=10) is None
+    assert calls == [1]
 
 
 def test_find_rehashes_when_the_prefix_changed_and_rejects_edits() -> None:

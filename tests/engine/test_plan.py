@@ -632,8 +632,7 @@ def test_microcompact_when_the_cache_has_gone_cold(otel: Otel, summarizer: FakeS
     history = anthropic_agent(8)
     caller.call(_body(history), settings, usage=TokenUsage(input_tokens=9_000, output_tokens=10))
     assert otel.compact_spans() == []  # far below half the window, cache warm: nothing to do
-    state = engine.store.peek(next(iter(engine.store._states)))
-    assert state is not None
+    (state,) = engine.store.states()
     state.last_call_ended = time.monotonic() - 400  # past the 5-minute TTL: clearing is free now
     plan = caller.call(_body([*history, {"role": "user", "content": "back"}]), settings)
     assert "[Old tool result content cleared]" in _sent(plan)
