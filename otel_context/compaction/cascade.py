@@ -206,21 +206,8 @@ def _finish(job: CompactionJob, span: Span, out: CompactionOutcome, started: flo
     out.duration_ms = (time.perf_counter() - started) * 1000.0
     state = job.state
     if state is not None:
-        breaker = state.breaker
-        if job.trigger == semconv.TRIGGER_MANUAL and out.outcome == semconv.OUTCOME_SUCCESS:
-            if breaker.reset():
-                _breaker_closed(state)
-        elif out.outcome == semconv.OUTCOME_FAILURE:
-            out.breaker_opened = breaker.record_failure()
-        elif out.outcome == semconv.OUTCOME_SUCCESS and out.strategy == semconv.STRATEGY_SUMMARY:
-            above = job.budget is not None and out.output_tokens >= job.budget.auto_threshold
-            was_open = breaker.open
-            out.breaker_opened = breaker.record_success(still_above_threshold=above)
-            if was_open and not breaker.open:
-                _breaker_closed(state)
-        if out.breaker_opened:
-            state.breaker_model = job.model
-            telemetry.get().instruments.breakers_open.add(1, {semconv.GEN_AI_REQUEST_MODEL: job.model})
+        with state.lock:  # concurrent calls of one conversation count on one breaker
+            _count_on_breaker(job, out, state)
         if out.changed and state.detector is not None:
             _announce(job, span, state)
     span.set_attribute(semconv.COMPACTION_OUTCOME, out.outcome)
@@ -254,6 +241,25 @@ def _finish(job: CompactionJob, span: Span, out: CompactionOutcome, started: flo
             max(0, out.input_tokens - out.output_tokens),
             {semconv.COMPACTION_TRIGGER_SOURCE: job.trigger, semconv.COMPACTION_STRATEGY: out.strategy},
         )
+
+
+def _count_on_breaker(job: CompactionJob, out: CompactionOutcome, state: ConversationState) -> None:
+    """The breaker's bookkeeping of one attempt (called with the conversation's lock held)."""
+    breaker = state.breaker
+    if job.trigger == semconv.TRIGGER_MANUAL and out.outcome == semconv.OUTCOME_SUCCESS:
+        if breaker.reset():
+            _breaker_closed(state)
+    elif out.outcome == semconv.OUTCOME_FAILURE:
+        out.breaker_opened = breaker.record_failure()
+    elif out.outcome == semconv.OUTCOME_SUCCESS and out.strategy == semconv.STRATEGY_SUMMARY:
+        above = job.budget is not None and out.output_tokens >= job.budget.auto_threshold
+        was_open = breaker.open
+        out.breaker_opened = breaker.record_success(still_above_threshold=above)
+        if was_open and not breaker.open:
+            _breaker_closed(state)
+    if out.breaker_opened:
+        state.breaker_model = job.model
+        telemetry.get().instruments.breakers_open.add(1, {semconv.GEN_AI_REQUEST_MODEL: job.model})
 
 
 def _breaker_closed(state: ConversationState) -> None:
