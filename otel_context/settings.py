@@ -82,7 +82,7 @@ class Settings:
     conversation_idle_seconds: float = 3_600.0
     #: OTEL_CONTEXT_STATE_STORE: where conversation state lives: None/"memory" (this process), a
     #: redis:// / rediss:// / unix:// URL, or from code a redis.Redis client or a StateStore.
-    state_store: Any = field(default=None, compare=False)
+    state_store: Any = None
 
     #: Code-only hooks: pre_compact(event) may add must-keep instructions or veto; post_compact(event) may
     #: add messages. See otel_context.compaction.hooks.

@@ -605,11 +605,16 @@ class RedisStore(StateStore):
 
     def _failed(self, operation: str, exc: BaseException) -> None:
         errors = self._exceptions
+        if isinstance(exc, errors.ResponseError) and str(exc).startswith("WRONGTYPE"):
+            # Someone else's key under our name: garbage of that key, not a failing store.
+            _count(operation, "garbage")
+            self._say_once("wrongtype", "otel-context state store: a key holds another type than ours; ignored")
+            return
         if isinstance(exc, (errors.TimeoutError, TimeoutError, asyncio.TimeoutError)):
             kind = "timeout"
         elif isinstance(exc, (errors.ConnectionError, OSError)):
             kind = "unavailable"
-        elif isinstance(exc, errors.ResponseError) and str(exc).startswith("OOM"):
+        elif isinstance(exc, getattr(errors, "OutOfMemoryError", ())) or str(exc).startswith("OOM"):
             kind = "full"
         else:
             kind = "response"
