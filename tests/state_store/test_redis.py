@@ -45,11 +45,19 @@ def test_options_from_the_url(shared_redis: RedisServer, redis_url: str, make_st
 def test_credentials_in_the_url_and_none_in_logs(
     own_redis: RedisServer, make_store: Callable[..., StateStore], caplog: pytest.LogCaptureFixture
 ) -> None:
-    # An ACL user limited to the store's keys, as docs/deploying.md recommends.
-    assert own_redis.command("ACL", "SETUSER", "worker", "on", ">s3cret-pw", "~otel_context:*", "+@all") == "+OK"
+    # The ACL user docs/deploying.md recommends: the store's keys, the commands it uses, nothing else.
+    commands = ("-@all", "+get", "+set", "+mget", "+eval", "+del", "+ping")
+    assert own_redis.command("ACL", "SETUSER", "worker", "on", ">s3cret-pw", "~otel_context:*", *commands) == "+OK"
     url = f"redis://worker:s3cret-pw@127.0.0.1:{own_redis.port}/0"
     store = make_store(url)
     assert store.put("c", {"n": 1}) and store.get("c").value == {"n": 1}
+    lease = store.acquire("c")
+    assert lease is not None and lease.exclusive
+    store.release(lease)
+    assert store.wait_for("c", lambda v: True, timeout=1).value == {"n": 1}
+    assert asyncio.run(store.aget("c")).value == {"n": 1}
+    relock = store.acquire("c")
+    assert relock is not None and relock.exclusive  # the release went through
     wrong = make_store(f"redis://worker:wrong-pw@127.0.0.1:{own_redis.port}/0")
     with caplog.at_level(logging.DEBUG, logger="otel_context"):
         loaded = wrong.get("c")
