@@ -31,6 +31,7 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 	$(BIN)/python benchmarks/compaction.py
+	$(BIN)/python benchmarks/state_store.py
 
 dashboards: $(STAMP)
 	$(BIN)/python dashboards/build.py

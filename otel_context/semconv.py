@@ -90,6 +90,19 @@ CONTEXT_STATE_BLOCKING: Final = "blocking"
 # Why a history was sent unchanged although compaction was wanted (unknown blocks, broken pairing, ...).
 CONTEXT_COMPACTION_SKIPPED_REASON: Final = "otel_context.compaction.skipped_reason"
 
+# --- shared conversation state (otel_context.state_store) ------------------------------------------------
+# Where a call's conversation state came from: this process's memory, the shared store, or this process's
+# memory because the shared store failed (down, slow, full, garbage).
+STATE_SOURCE: Final = "otel_context.state.source"
+STATE_SOURCE_MEMORY: Final = "memory"
+STATE_SOURCE_STORE: Final = "store"
+STATE_SOURCE_FALLBACK: Final = "fallback"
+STATE_SOURCES: Final = (STATE_SOURCE_MEMORY, STATE_SOURCE_STORE, STATE_SOURCE_FALLBACK)
+# Attribute of the errors metric: which store operation failed (error.type says how).
+STATE_STORE_OPERATION: Final = "otel_context.state_store.operation"
+STATE_STORE_OPERATIONS: Final = ("get", "put", "lock", "release", "wait")
+STATE_STORE_ERROR_TYPES: Final = ("timeout", "unavailable", "full", "response", "garbage", "too_large", "unencodable")
+
 # --- cache attributes -------------------------------------------------------------------------------------
 CACHE_HIT_RATIO: Final = "otel_context.cache.hit_ratio"
 
@@ -179,6 +192,8 @@ METRIC_COMPACTION_TOKENS_SAVED: Final = "otel_context.compaction.tokens_saved"
 METRIC_BREAKERS_OPEN: Final = "otel_context.compaction.breakers_open"
 METRIC_CACHE_BREAKS: Final = "otel_context.cache_breaks"
 METRIC_CONTEXT_UTILIZATION: Final = "otel_context.context.utilization"
+METRIC_STATE_STORE_ERRORS: Final = "otel_context.state_store.errors"
+
 
 # Prometheus-side names (after the OTLP/Prometheus exporters' translation), used by dashboards and rules.
 PROM_COMPACTIONS_TOTAL: Final = "otel_context_compactions_total"
@@ -187,6 +202,7 @@ PROM_COMPACTION_TOKENS_SAVED: Final = "otel_context_compaction_tokens_saved"
 PROM_BREAKERS_OPEN: Final = "otel_context_compaction_breakers_open"
 PROM_CACHE_BREAKS_TOTAL: Final = "otel_context_cache_breaks_total"
 PROM_CONTEXT_UTILIZATION: Final = "otel_context_context_utilization"
+PROM_STATE_STORE_ERRORS_TOTAL: Final = "otel_context_state_store_errors_total"
 
 # Prometheus-side names of the standard metrics (UnderscoreEscapingWithSuffixes, what
 # opentelemetry-exporter-prometheus and Prometheus 3's OTLP receiver produce by default), for dashboards and

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from otel_context import state_store
+
 CaptureMode = Literal["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"]
 CompactionMode = Literal["auto", "observe", "off"]
 
@@ -82,6 +84,9 @@ class Settings:
     conversation_idle_seconds: float = 3_600.0
     #: OTEL_CONTEXT_MAX_STATE_BYTES: approximate bytes of the apps' histories the states may keep alive.
     max_state_bytes: int = 64 * 1024 * 1024
+    #: OTEL_CONTEXT_STATE_STORE: where conversation state lives: None/"memory" (this process), a
+    #: redis:// / rediss:// / unix:// URL, or from code a redis.Redis client or a StateStore.
+    state_store: Any = None
 
     #: Code-only hooks: pre_compact(event) may add must-keep instructions or veto; post_compact(event) may
     #: add messages. See otel_context.compaction.hooks.
@@ -116,6 +121,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_MAX_CONVERSATIONS": ("max_conversations", "posint"),
     "OTEL_CONTEXT_CONVERSATION_IDLE_SECONDS": ("conversation_idle_seconds", "seconds"),
     "OTEL_CONTEXT_MAX_STATE_BYTES": ("max_state_bytes", "nonnegint"),
+    "OTEL_CONTEXT_STATE_STORE": ("state_store", "store"),
 }
 
 _FIELD_KIND = {name: kind for name, kind in ENV_VARS.values()}
@@ -176,6 +182,11 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
         if not seconds > 0 or seconds == float("inf"):
             raise SettingsError(f"{where}={raw!r} must be a positive, finite number of seconds")
         return seconds
+    if kind == "store":
+        try:
+            return state_store.validate_spec(raw)
+        except state_store.StateStoreConfigError as exc:
+            raise SettingsError(f"{where}: {exc}") from None
     if kind == "str":
         text = str(raw).strip()
         return text or None
@@ -189,10 +200,8 @@ def resolve(
 ) -> Settings:
     """Build validated settings: ``code`` over ``env`` (default ``os.environ``) over ``base`` (defaults)."""
     env = os.environ if env is None else env
-    values: dict[str, Any] = dataclasses.asdict(base) if base is not None else {}
-    if base is not None:  # asdict deep-copies callables fine, but keep the very objects
-        for name in ("pre_compact", "post_compact", "summarizer"):
-            values[name] = getattr(base, name)
+    # Shallow: every value is immutable or an object to keep as is (hooks, a store client).
+    values: dict[str, Any] = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)} if base else {}
     for var, (name, kind) in ENV_VARS.items():
         raw = env.get(var)
         if raw is not None and raw.strip() != "":

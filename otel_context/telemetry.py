@@ -38,6 +38,7 @@ class Instruments:
     breakers_open: UpDownCounter
     cache_breaks: Counter
     context_utilization: Histogram
+    state_store_errors: Counter
     legacy_operation_duration: Histogram | None
     legacy_token_usage: Histogram | None
 
@@ -86,6 +87,11 @@ def _instruments(meter: Meter, legacy: bool) -> Instruments:
             unit="1",
             description="Reported input tokens / effective context window",
             explicit_bucket_boundaries_advisory=list(semconv.UTILIZATION_BUCKETS),
+        ),
+        state_store_errors=meter.create_counter(
+            semconv.METRIC_STATE_STORE_ERRORS,
+            unit="{error}",
+            description="Failed operations of the shared state store (the call went on with local state)",
         ),
         legacy_operation_duration=meter.create_histogram(
             semconv.METRIC_LEGACY_OPERATION_DURATION,

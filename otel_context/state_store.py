@@ -1,0 +1,807 @@
+"""Conversation state that many workers share: one small interface, an in-process and a Redis store.
+
+Why: consecutive turns of one conversation land on different processes of a fleet. When each process keeps
+its own state, each one summarizes on its own (N workers pay N summaries, and the model sees a different
+summary of its own past depending on who answered, which also breaks the provider's prompt cache). A store
+that every worker reads and writes makes the fleet behave like one process.
+
+The interface (:class:`StateStore`) stores one JSON-able dict per ``(conversation key, part)``, with:
+
+* ``get`` / ``aget`` -> :class:`Loaded` (the value or None, and where it came from: ``memory``, ``store``
+  or ``fallback``), ``put`` / ``aput`` and ``put_later`` (written by a background thread, so the caller
+  never waits for the store after its response);
+* a lock with a lease (``SET NX PX``): ``acquire`` / ``release``, so that one worker summarizes a
+  threshold crossing while the others ``wait_for`` its result, a bounded time.
+
+The store is never on the app's failure path. A failed operation (server down, slow, full, or a value that
+is not ours) returns the fallback answer (``Loaded(None, "fallback")``, ``False``, a non-exclusive lease),
+counts ``otel_context.state_store.errors``, logs one warning per outage (never a value, a key or a
+password), and skips the store for a short back-off before trying it again. Timeouts are tens of
+milliseconds and redis-py's retries are off, so a stalled server costs a call at most one timeout.
+
+Every value carries a schema version (a worker that reads a version it does not know ignores it), values
+above a size cap are not stored (said once), keys have a prefix (default ``otel_context:``) and an expiry
+(default a day), and every key of one conversation shares one Redis Cluster hash slot (``{...}`` tag).
+Keys are hashes of the conversation key, so an app's explicit conversation ids do not show in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+import weakref
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from otel_context import semconv, telemetry
+
+log = logging.getLogger("otel_context")
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "InProcessStore",
+    "Lease",
+    "Loaded",
+    "RedisStore",
+    "StateStore",
+    "StateStoreConfigError",
+    "open_store",
+    "validate_spec",
+]
+
+Source = Literal["memory", "store", "fallback"]
+Predicate = Callable[[Mapping[str, Any]], bool]
+
+#: Version of the values the engine writes; bump it when their shape changes incompatibly.
+SCHEMA_VERSION: Final = 1
+DEFAULT_PREFIX: Final = "otel_context:"
+DEFAULT_TTL_SECONDS: Final = 86_400.0
+DEFAULT_TIMEOUT_SECONDS: Final = 0.05
+DEFAULT_MAX_VALUE_BYTES: Final = 1 << 20
+DEFAULT_RETRY_AFTER_SECONDS: Final = 1.0
+DEFAULT_LEASE_SECONDS: Final = 30.0
+#: Between two warnings of a flapping store (the first outage always warns).
+WARN_INTERVAL_SECONDS: Final = 300.0
+#: How often a waiter looks for the value another worker is writing.
+POLL_SECONDS: Final = 0.005
+
+_SCHEMES = ("memory", "redis", "rediss", "unix")
+#: Query options of a store URL that are ours (the rest go to redis-py).
+_URL_OPTIONS = {"prefix": str, "ttl_seconds": float, "timeout_ms": float, "max_value_bytes": int}
+#: Release only the lease we hold (a lease that expired and was taken by another worker stays theirs).
+_RELEASE_SCRIPT = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+
+
+class StateStoreConfigError(ValueError):
+    """The store specification cannot be used; the message says what is allowed."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A value read from a store (None when absent, unreadable or of another schema) and its origin."""
+
+    value: dict[str, Any] | None
+    source: Source
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A held lock. ``exclusive`` is False when the store failed and the caller goes on alone."""
+
+    name: str
+    token: str
+    source: Source
+
+    @property
+    def exclusive(self) -> bool:
+        return self.source != semconv.STATE_SOURCE_FALLBACK
+
+
+_FALLBACK: Final = Loaded(None, "fallback")
+
+
+def _store_key(prefix: str, key: str, part: str) -> str:
+    """``prefix{hash}:part``: one Cluster slot per conversation, and no app id in the store."""
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{prefix}{{{digest}}}:{part}"
+
+
+def _count(operation: str, error_type: str) -> None:
+    telemetry.get().instruments.state_store_errors.add(
+        1, {semconv.STATE_STORE_OPERATION: operation, semconv.ERROR_TYPE: error_type}
+    )
+
+
+class StateStore(ABC):
+    """Get/put of versioned JSON dicts per conversation, a leased lock, and a bounded wait for a value.
+
+    Subclasses implement the raw operations on encoded bytes; encoding, the schema version, the size cap
+    and the error accounting live here, so both stores behave the same.
+    """
+
+    #: What a successful read reports as its source.
+    source: Source = "memory"
+
+    def __init__(
+        self,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        schema_version: int = SCHEMA_VERSION,
+    ) -> None:
+        if ttl_seconds <= 0 or max_value_bytes <= 0:
+            raise StateStoreConfigError("ttl_seconds and max_value_bytes must be positive")
+        self.prefix = prefix
+        self.ttl_seconds = ttl_seconds
+        self.max_value_bytes = max_value_bytes
+        self.schema_version = schema_version
+        self._said: set[str] = set()
+
+    # --- the interface ------------------------------------------------------------------------------------
+    def key(self, key: str, part: str = "state") -> str:
+        """The store's name for ``part`` of conversation ``key``."""
+        return _store_key(self.prefix, key, part)
+
+    def get(self, key: str, part: str = "state") -> Loaded:
+        """The value of ``part`` of conversation ``key``, never raising."""
+        raw = self._get_raw(self.key(key, part))
+        return raw if isinstance(raw, Loaded) else self._decode(raw)
+
+    async def aget(self, key: str, part: str = "state") -> Loaded:
+        """:meth:`get` for async callers: never blocks the event loop."""
+        raw = await self._aget_raw(self.key(key, part))
+        return raw if isinstance(raw, Loaded) else self._decode(raw)
+
+    def put(self, key: str, value: Mapping[str, Any], part: str = "state") -> bool:
+        """Store ``value`` (a JSON-able dict, encoded now); False when it was not stored."""
+        payload = self._encode(value)
+        return payload is not None and self._put_raw(self.key(key, part), payload)
+
+    async def aput(self, key: str, value: Mapping[str, Any], part: str = "state") -> bool:
+        """:meth:`put` for async callers."""
+        payload = self._encode(value)
+        return payload is not None and await self._aput_raw(self.key(key, part), payload)
+
+    def put_later(self, key: str, value: Mapping[str, Any], part: str = "state") -> None:
+        """Store ``value`` without waiting for the store (it is encoded now: later changes do not count)."""
+        payload = self._encode(value)
+        if payload is not None:
+            self._put_later_raw(self.key(key, part), payload)
+
+    def acquire(self, key: str, name: str = "summary", lease_seconds: float = DEFAULT_LEASE_SECONDS) -> Lease | None:
+        """The lock ``name`` of conversation ``key`` for ``lease_seconds``, or None when another holds it.
+
+        When the store fails the answer is a non-exclusive lease (``lease.exclusive`` is False): the
+        caller goes on as a single process would.
+        """
+        lease = Lease(self.key(key, "lock:" + name), secrets.token_hex(8), self.source)
+        return self._acquire_raw(lease, lease_seconds)
+
+    async def aacquire(
+        self, key: str, name: str = "summary", lease_seconds: float = DEFAULT_LEASE_SECONDS
+    ) -> Lease | None:
+        """:meth:`acquire` for async callers."""
+        lease = Lease(self.key(key, "lock:" + name), secrets.token_hex(8), self.source)
+        return await self._aacquire_raw(lease, lease_seconds)
+
+    def release(self, lease: Lease) -> None:
+        """Give the lock back if it is still ours (an expired lease that another took stays theirs)."""
+        if lease.exclusive:
+            self._release_raw(lease)
+
+    async def arelease(self, lease: Lease) -> None:
+        """:meth:`release` for async callers."""
+        if lease.exclusive:
+            await self._arelease_raw(lease)
+
+    def wait_for(
+        self,
+        key: str,
+        until: Predicate,
+        timeout: float,
+        part: str = "state",
+        lock: str | None = "summary",
+    ) -> Loaded:
+        """Wait at most ``timeout`` seconds for a value of ``part`` that satisfies ``until``.
+
+        For the worker that found the lock taken: it waits for the holder's result. It returns early when
+        the lock ``lock`` is free again (the holder finished or gave up) or the store fails. The value in
+        the answer is None unless it satisfies ``until``.
+        """
+        deadline = time.monotonic() + timeout
+        name, lock_name = self.key(key, part), self.key(key, "lock:" + lock) if lock else None
+        while True:
+            raw, held = self._poll_raw(name, lock_name)
+            done = self._judge(raw, until, held, deadline)
+            if done is not None:
+                return done
+            self._sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+
+    async def await_for(
+        self,
+        key: str,
+        until: Predicate,
+        timeout: float,
+        part: str = "state",
+        lock: str | None = "summary",
+    ) -> Loaded:
+        """:meth:`wait_for` for async callers."""
+        deadline = time.monotonic() + timeout
+        name, lock_name = self.key(key, part), self.key(key, "lock:" + lock) if lock else None
+        while True:
+            raw, held = await self._apoll_raw(name, lock_name)
+            done = self._judge(raw, until, held, deadline)
+            if done is not None:
+                return done
+            await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+
+    def flush(self, timeout: float = 1.0) -> bool:
+        """Wait (bounded) until the values given to :meth:`put_later` are written; True when they are."""
+        return True
+
+    def close(self) -> None:
+        """Write what is pending (bounded) and let go of connections."""
+        self.flush(0.5)
+
+    # --- shared mechanics ---------------------------------------------------------------------------------
+    def _judge(self, raw: bytes | Loaded | None, until: Predicate, held: bool, deadline: float) -> Loaded | None:
+        loaded = raw if isinstance(raw, Loaded) else self._decode(raw)
+        if loaded.source == semconv.STATE_SOURCE_FALLBACK:
+            return loaded
+        if loaded.value is not None and until(loaded.value):
+            return loaded
+        if not held or time.monotonic() >= deadline:
+            return Loaded(None, loaded.source)
+        return None
+
+    def _sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def _say_once(self, what: str, message: str, *args: Any) -> None:
+        if what not in self._said:
+            self._said.add(what)
+            log.warning(message, *args)
+
+    def _encode(self, value: Mapping[str, Any]) -> bytes | None:
+        try:
+            payload = json.dumps(
+                {"v": self.schema_version, "d": value}, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+            ).encode("utf-8", "surrogatepass")
+        except (TypeError, ValueError) as exc:
+            _count("put", "unencodable")
+            self._say_once(
+                "unencodable", "otel-context state store: a value is not JSON (%s); not stored", type(exc).__name__
+            )
+            return None
+        if len(payload) > self.max_value_bytes:
+            _count("put", "too_large")
+            self._say_once(
+                "too_large",
+                "otel-context state store: a value of %d bytes is above the cap of %d bytes; such values are "
+                "not stored (this process keeps them)",
+                len(payload),
+                self.max_value_bytes,
+            )
+            return None
+        return payload
+
+    def _decode(self, raw: bytes | None) -> Loaded:
+        if raw is None:
+            return Loaded(None, self.source)
+        try:
+            envelope = json.loads(raw)
+            version, value = envelope["v"], envelope["d"]
+            if not isinstance(value, dict) or not isinstance(version, int):
+                raise TypeError(type(value).__name__)
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
+            _count("get", "garbage")
+            self._say_once(
+                "garbage", "otel-context state store: a value is not one of ours (%s); ignored", type(exc).__name__
+            )
+            return _FALLBACK
+        if version != self.schema_version:
+            log.debug("otel-context state store: ignored a value of schema version %s", version)
+            return Loaded(None, self.source)
+        return Loaded(value, self.source)
+
+    # --- what a store implements (raw bytes; a Loaded return is a fallback answer) ------------------------
+    @abstractmethod
+    def _get_raw(self, name: str) -> bytes | Loaded | None: ...
+
+    @abstractmethod
+    async def _aget_raw(self, name: str) -> bytes | Loaded | None: ...
+
+    @abstractmethod
+    def _put_raw(self, name: str, payload: bytes) -> bool: ...
+
+    @abstractmethod
+    async def _aput_raw(self, name: str, payload: bytes) -> bool: ...
+
+    @abstractmethod
+    def _put_later_raw(self, name: str, payload: bytes) -> None: ...
+
+    @abstractmethod
+    def _acquire_raw(self, lease: Lease, lease_seconds: float) -> Lease | None: ...
+
+    @abstractmethod
+    async def _aacquire_raw(self, lease: Lease, lease_seconds: float) -> Lease | None: ...
+
+    @abstractmethod
+    def _release_raw(self, lease: Lease) -> None: ...
+
+    @abstractmethod
+    async def _arelease_raw(self, lease: Lease) -> None: ...
+
+    @abstractmethod
+    def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, bool]: ...
+
+    @abstractmethod
+    async def _apoll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, bool]: ...
+
+
+class InProcessStore(StateStore):
+    """The default: a bounded LRU with idle expiry in this process. Nothing to install.
+
+    Values are kept encoded, so that the in-process store has the Redis store's semantics (a caller never
+    shares an object with the store, oversized and non-JSON values are refused the same way).
+    """
+
+    source: Source = "memory"
+
+    def __init__(
+        self,
+        *,
+        max_entries: int = 4_096,
+        idle_seconds: float = 3_600.0,
+        clock: Callable[[], float] = time.monotonic,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        self.max_entries = max(1, max_entries)
+        self.idle_seconds = idle_seconds
+        self._clock = clock
+        self._values: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
+        self._locks: dict[str, tuple[str, float]] = {}
+        self._cond = threading.Condition()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def _get_raw(self, name: str) -> bytes | None:
+        now = self._clock()
+        with self._cond:
+            entry = self._values.get(name)
+            if entry is None:
+                return None
+            if now - entry[1] > min(self.idle_seconds, self.ttl_seconds):
+                del self._values[name]
+                return None
+            self._values[name] = (entry[0], now)
+            self._values.move_to_end(name)
+            return entry[0]
+
+    async def _aget_raw(self, name: str) -> bytes | None:
+        return self._get_raw(name)
+
+    def _put_raw(self, name: str, payload: bytes) -> bool:
+        now = self._clock()
+        with self._cond:
+            self._values[name] = (payload, now)
+            self._values.move_to_end(name)
+            limit = min(self.idle_seconds, self.ttl_seconds)
+            while self._values:
+                oldest, (_, seen) = next(iter(self._values.items()))
+                if len(self._values) > self.max_entries or now - seen > limit:
+                    del self._values[oldest]
+                else:
+                    break
+            self._cond.notify_all()
+        return True
+
+    async def _aput_raw(self, name: str, payload: bytes) -> bool:
+        return self._put_raw(name, payload)
+
+    def _put_later_raw(self, name: str, payload: bytes) -> None:
+        self._put_raw(name, payload)
+
+    def _held(self, name: str, now: float) -> bool:
+        holder = self._locks.get(name)
+        if holder is not None and holder[1] <= now:
+            del self._locks[name]
+            return False
+        return holder is not None
+
+    def _acquire_raw(self, lease: Lease, lease_seconds: float) -> Lease | None:
+        now = self._clock()
+        with self._cond:
+            if self._held(lease.name, now):
+                return None
+            self._locks[lease.name] = (lease.token, now + lease_seconds)
+        return lease
+
+    async def _aacquire_raw(self, lease: Lease, lease_seconds: float) -> Lease | None:
+        return self._acquire_raw(lease, lease_seconds)
+
+    def _release_raw(self, lease: Lease) -> None:
+        with self._cond:
+            holder = self._locks.get(lease.name)
+            if holder is not None and holder[0] == lease.token:
+                del self._locks[lease.name]
+            self._cond.notify_all()
+
+    async def _arelease_raw(self, lease: Lease) -> None:
+        self._release_raw(lease)
+
+    def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | None, bool]:
+        raw = self._get_raw(name)
+        with self._cond:
+            return raw, lock_name is not None and self._held(lock_name, self._clock())
+
+    async def _apoll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | None, bool]:
+        return self._poll_raw(name, lock_name)
+
+    def _sleep(self, seconds: float) -> None:
+        # Woken by a put or a release instead of polling (same process).
+        with self._cond:
+            self._cond.wait(seconds)
+
+
+class _Writer:
+    """One daemon thread that writes ``put_later`` values, newest per key (a burst coalesces)."""
+
+    MAX_PENDING = 10_000
+
+    def __init__(self, write: Callable[[str, bytes], bool]) -> None:
+        self._write = write
+        self._pending: OrderedDict[str, bytes] = OrderedDict()
+        self._busy = False
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def submit(self, name: str, payload: bytes) -> None:
+        with self._cond:
+            self._pending[name] = payload
+            self._pending.move_to_end(name)
+            while len(self._pending) > self.MAX_PENDING:
+                self._pending.popitem(last=False)
+            if self._thread is None or self._pid != os.getpid():  # none yet, or we are a fork's child
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="otel-context-state-writer", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+                name, payload = self._pending.popitem(last=False)
+                self._busy = True
+            try:
+                self._write(name, payload)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def flush(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+
+def _split_url(url: str) -> tuple[str, dict[str, Any]]:
+    """The URL without our query options, and those options (validated)."""
+    parts = urlsplit(url)
+    if parts.scheme not in _SCHEMES[1:]:
+        raise StateStoreConfigError(
+            f"state store URL scheme {parts.scheme!r} is not supported; use memory, redis://host:port/db, "
+            "rediss://user:password@host:port/db or unix:///path/to/socket"
+        )
+    ours: dict[str, Any] = {}
+    rest: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        kind = _URL_OPTIONS.get(name)
+        if kind is None:
+            rest.append((name, value))
+            continue
+        try:
+            ours[name] = kind(value)
+        except ValueError:
+            raise StateStoreConfigError(f"state store URL option {name}={value!r} is not a {kind.__name__}") from None
+    return urlunsplit(parts._replace(query=urlencode(rest))), ours
+
+
+def _safe_address(url: str) -> str:
+    """host:port/db of a URL, never its credentials (for log lines)."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix:{parts.path}"
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path or '/0'}"
+
+
+class RedisStore(StateStore):
+    """A Redis (or Valkey, or any Redis-protocol server) store shared by every worker; ``pip install
+    'otel-context[redis]'``.
+
+    From a URL (``redis://``, ``rediss://`` for TLS, credentials in the URL, ``unix://``): the store makes
+    its own clients with short timeouts and no retries, a sync one and one asyncio client per event loop.
+    From a ``redis.Redis`` client: that client is used as it is (give it a ``socket_timeout`` and
+    ``retry=Retry(NoBackoff(), 0)``), and async callers reach it through a worker thread.
+    """
+
+    source: Source = "store"
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        url: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        retry_after: float = DEFAULT_RETRY_AFTER_SECONDS,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        self._client = client
+        self._url = url
+        self.timeout = timeout
+        self.retry_after = retry_after
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._down_until = 0.0
+        self._last_warning = -WARN_INTERVAL_SECONDS
+        self._outage_errors = 0
+        self._health = threading.Lock()
+        self._writer = _Writer(self._put_raw)
+        self.address = _safe_address(url) if url else type(client).__name__
+        from redis import exceptions
+
+        self._exceptions = exceptions
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+        if url is None and kwargs.get("socket_timeout") is None:
+            self._say_once(
+                "no_timeout",
+                "otel-context state store: the Redis client given has no socket_timeout; a stalled server would "
+                "stall LLM calls (pass a URL, or a client with socket_timeout=%s)",
+                timeout,
+            )
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisStore:
+        """A store on the server ``url`` names; our options may also come from its query string."""
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        bare, ours = _split_url(url)
+        if "timeout_ms" in ours:
+            options.setdefault("timeout", ours.pop("timeout_ms") / 1000)
+        for name, value in ours.items():
+            options.setdefault(name, value)
+        timeout = options.get("timeout", DEFAULT_TIMEOUT_SECONDS)
+        client = redis.Redis.from_url(bare, **_client_kwargs(timeout), retry=Retry(NoBackoff(), 0))
+        return cls(client, url=bare, **options)
+
+    # --- health: one warning per outage, a back-off, a counter --------------------------------------------
+    def _available(self) -> bool:
+        return self._down_until == 0.0 or time.monotonic() >= self._down_until
+
+    def _failed(self, operation: str, exc: BaseException) -> None:
+        errors = self._exceptions
+        if isinstance(exc, errors.ResponseError) and str(exc).startswith("WRONGTYPE"):
+            # Someone else's key under our name: garbage of that key, not a failing store.
+            _count(operation, "garbage")
+            self._say_once("wrongtype", "otel-context state store: a key holds another type than ours; ignored")
+            return
+        if isinstance(exc, (errors.TimeoutError, TimeoutError, asyncio.TimeoutError)):
+            kind = "timeout"
+        elif isinstance(exc, (errors.ConnectionError, OSError)):
+            kind = "unavailable"
+        elif isinstance(exc, getattr(errors, "OutOfMemoryError", ())) or str(exc).startswith("OOM"):
+            kind = "full"
+        else:
+            kind = "response"
+        _count(operation, kind)
+        now = time.monotonic()
+        with self._health:
+            starting = self._down_until == 0.0
+            self._down_until = now + self.retry_after
+            self._outage_errors += 1
+            warn = starting and now - self._last_warning >= WARN_INTERVAL_SECONDS
+            if warn:
+                self._last_warning = now
+        if warn:
+            log.warning(
+                "otel-context state store %s failed (%s: %s); calls use this process's state and retry the store "
+                "every %.1fs",
+                self.address,
+                operation,
+                kind,
+                self.retry_after,
+            )
+        elif starting:
+            log.debug("otel-context state store %s failed again (%s: %s)", self.address, operation, kind)
+
+    def _answered(self) -> None:
+        if self._down_until == 0.0:
+            return
+        with self._health:
+            errors, self._down_until, self._outage_errors = self._outage_errors, 0.0, 0
+        if errors:
+            log.info("otel-context state store %s answers again (after %d failed operations)", self.address, errors)
+
+    def _call(self, operation: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[bool, Any]:
+        if not self._available():
+            return False, None
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as exc:
+            self._failed(operation, exc)
+            return False, None
+        self._answered()
+        return True, result
+
+    async def _acall(self, operation: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[bool, Any]:
+        if not self._available():
+            return False, None
+        try:
+            result = await fn(*args, **kwargs)
+        except Exception as exc:
+            self._failed(operation, exc)
+            return False, None
+        self._answered()
+        return True, result
+
+    def _aclient(self) -> Any:
+        """This loop's asyncio client (a client's connections belong to the loop that made them)."""
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(loop)
+        if client is None:
+            import redis.asyncio
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
+
+            assert self._url is not None
+            client = redis.asyncio.Redis.from_url(
+                self._url, **_client_kwargs(self.timeout), retry=Retry(NoBackoff(), 0)
+            )
+            self._aclients[loop] = client
+        return client
+
+    # --- raw operations ---------------------------------------------------------------------------------
+    def _get_raw(self, name: str) -> bytes | Loaded | None:
+        ok, raw = self._call("get", self._client.get, name)
+        return raw if ok else _FALLBACK
+
+    async def _aget_raw(self, name: str) -> bytes | Loaded | None:
+        if self._url is None:
+            return await asyncio.to_thread(self._get_raw, name)
+        ok, raw = await self._acall("get", self._aclient().get, name)
+        return raw if ok else _FALLBACK
+
+    def _put_raw(self, name: str, payload: bytes) -> bool:
+        ok, _ = self._call("put", self._client.set, name, payload, px=int(self.ttl_seconds * 1000))
+        return ok
+
+    async def _aput_raw(self, name: str, payload: bytes) -> bool:
+        if self._url is None:
+            return await asyncio.to_thread(self._put_raw, name, payload)
+        ok, _ = await self._acall("put", self._aclient().set, name, payload, px=int(self.ttl_seconds * 1000))
+        return ok
+
+    def _put_later_raw(self, name: str, payload: bytes) -> None:
+        if self._available():
+            self._writer.submit(name, payload)
+
+    def _acquired(self, ok: bool, won: Any, lease: Lease) -> Lease | None:
+        if not ok:
+            return Lease(lease.name, lease.token, "fallback")
+        return lease if won else None
+
+    def _acquire_raw(self, lease: Lease, lease_seconds: float) -> Lease | None:
+        ok, won = self._call("lock", self._client.set, lease.name, lease.token, nx=True, px=int(lease_seconds * 1000))
+        return self._acquired(ok, won, lease)
+
+    async def _aacquire_raw(self, lease: Lease, lease_seconds: float) -> Lease | None:
+        if self._url is None:
+            return await asyncio.to_thread(self._acquire_raw, lease, lease_seconds)
+        ok, won = await self._acall(
+            "lock", self._aclient().set, lease.name, lease.token, nx=True, px=int(lease_seconds * 1000)
+        )
+        return self._acquired(ok, won, lease)
+
+    def _release_raw(self, lease: Lease) -> None:
+        self._call("release", self._client.eval, _RELEASE_SCRIPT, 1, lease.name, lease.token)
+
+    async def _arelease_raw(self, lease: Lease) -> None:
+        if self._url is None:
+            await asyncio.to_thread(self._release_raw, lease)
+            return
+        await self._acall("release", self._aclient().eval, _RELEASE_SCRIPT, 1, lease.name, lease.token)
+
+    def _polled(self, ok: bool, found: Any, lock_name: str | None) -> tuple[bytes | Loaded | None, bool]:
+        if not ok:
+            return _FALLBACK, False
+        return found[0], lock_name is not None and found[1] is not None
+
+    def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, bool]:
+        # One round trip for the value and the lock: MGET works on Cluster too (one hash slot).
+        ok, found = self._call("wait", self._client.mget, [name, lock_name or name])
+        return self._polled(ok, found, lock_name)
+
+    async def _apoll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, bool]:
+        if self._url is None:
+            return await asyncio.to_thread(self._poll_raw, name, lock_name)
+        ok, found = await self._acall("wait", self._aclient().mget, [name, lock_name or name])
+        return self._polled(ok, found, lock_name)
+
+    def flush(self, timeout: float = 1.0) -> bool:
+        return self._writer.flush(timeout)
+
+    def close(self) -> None:
+        self.flush(0.5)
+        if self._url is not None:
+            self._client.close()
+
+
+def _client_kwargs(timeout: float) -> dict[str, Any]:
+    return {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+
+
+def validate_spec(spec: Any) -> Any:
+    """Check a store specification without connecting: ``memory``, a URL, a client or a store.
+
+    Returns the normalized spec (None for the in-process store). Raises :class:`StateStoreConfigError`
+    saying what is allowed, or how to install the Redis extra.
+    """
+    if spec is None or isinstance(spec, StateStore):
+        return spec
+    if isinstance(spec, str):
+        text = spec.strip()
+        if text in ("", "memory"):
+            return None
+        if "://" not in text:
+            raise StateStoreConfigError(
+                "state store is neither 'memory' nor a URL; use memory, redis://host:port/db, "
+                "rediss://user:password@host:port/db or unix:///path/to/socket"
+            )
+        _split_url(text)
+        if importlib.util.find_spec("redis") is None:
+            raise StateStoreConfigError(
+                "a Redis state store needs the redis package: pip install 'otel-context[redis]'"
+            )
+        return text
+    if hasattr(spec, "connection_pool") and hasattr(spec, "set"):
+        return spec
+    raise StateStoreConfigError(
+        f"state store must be 'memory', a redis:// URL, a redis.Redis client or a StateStore, not {type(spec).__name__}"
+    )
+
+
+def open_store(spec: Any = None, **options: Any) -> StateStore:
+    """The store ``spec`` names (see :func:`validate_spec`), with ``options`` for the store's constructor."""
+    spec = validate_spec(spec)
+    if spec is None:
+        return InProcessStore(**options)
+    if isinstance(spec, StateStore):
+        return spec
+    if isinstance(spec, str):
+        return RedisStore.from_url(spec, **options)
+    return RedisStore(spec, **options)

@@ -1,0 +1,143 @@
+"""The Redis store against a real redis-server: layout, options from the URL, credentials, a given client,
+async callers, and the write-behind path."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+
+import pytest
+import redis
+
+from otel_context.state_store import RedisStore, StateStore
+from otel_context.testing.redis_server import RedisServer
+
+
+def test_keys_prefix_hash_tag_and_expiry(redis_url: str, make_store: Callable[..., StateStore]) -> None:
+    store = make_store(redis_url)
+    assert store.put("anthropic:conversation-of-alice", {"n": 1})
+    assert store.put("anthropic:conversation-of-alice", {"n": 1}, part="breaker")
+    client = redis.Redis.from_url(redis_url)
+    keys = sorted(k.decode() for k in client.keys("*"))
+    assert len(keys) == 2
+    assert all(k.startswith("otel_context:{") for k in keys)
+    assert not any("alice" in k for k in keys)  # the app's conversation id is not in the store
+    tags = {k[k.index("{") : k.index("}") + 1] for k in keys}
+    assert len(tags) == 1  # one Cluster slot per conversation
+    ttl_ms = client.pttl(keys[0])
+    assert 86_390_000 < ttl_ms <= 86_400_000
+
+
+def test_options_from_the_url(shared_redis: RedisServer, redis_url: str, make_store: Callable[..., StateStore]) -> None:
+    store = make_store(redis_url + "?prefix=myapp:&ttl_seconds=60&timeout_ms=20&max_value_bytes=5000")
+    assert isinstance(store, RedisStore)
+    assert (store.prefix, store.ttl_seconds, store.timeout, store.max_value_bytes) == ("myapp:", 60.0, 0.02, 5000)
+    store.put("c", {"n": 1})
+    client = redis.Redis.from_url(redis_url)
+    (key,) = client.keys("*")
+    assert key.startswith(b"myapp:{")
+    assert 59_000 < client.pttl(key) <= 60_000
+
+
+def test_credentials_in_the_url_and_none_in_logs(
+    own_redis: RedisServer, make_store: Callable[..., StateStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The ACL user docs/deploying.md recommends: the store's keys, the commands it uses, nothing else.
+    commands = ("-@all", "+get", "+set", "+mget", "+eval", "+del", "+ping")
+    assert own_redis.command("ACL", "SETUSER", "worker", "on", ">s3cret-pw", "~otel_context:*", *commands) == "+OK"
+    url = f"redis://worker:s3cret-pw@127.0.0.1:{own_redis.port}/0"
+    store = make_store(url)
+    assert store.put("c", {"n": 1}) and store.get("c").value == {"n": 1}
+    lease = store.acquire("c")
+    assert lease is not None and lease.exclusive
+    store.release(lease)
+    assert store.wait_for("c", lambda v: True, timeout=1).value == {"n": 1}
+    assert asyncio.run(store.aget("c")).value == {"n": 1}
+    relock = store.acquire("c")
+    assert relock is not None and relock.exclusive  # the release went through
+    wrong = make_store(f"redis://worker:wrong-pw@127.0.0.1:{own_redis.port}/0")
+    with caplog.at_level(logging.DEBUG, logger="otel_context"):
+        loaded = wrong.get("c")
+    assert loaded.source == "fallback"
+    assert caplog.records and all("pw" not in r.getMessage() for r in caplog.records)
+
+
+def test_a_client_given_is_used_as_it_is(redis_url: str, make_store: Callable[..., StateStore]) -> None:
+    client = redis.Redis.from_url(redis_url, socket_timeout=0.05)
+    store = make_store(client)
+    assert isinstance(store, RedisStore)
+    assert store.put("c", {"n": 1})
+    assert any(k.startswith(b"otel_context:") for k in client.keys("*"))
+
+    async def both() -> None:
+        assert (await store.aget("c")).value == {"n": 1}
+        lease = await store.aacquire("c")
+        assert lease is not None and lease.exclusive
+        await store.arelease(lease)
+
+    asyncio.run(both())
+
+
+def test_async_callers_do_not_block_the_loop(own_redis: RedisServer, make_store: Callable[..., StateStore]) -> None:
+    # A long timeout, so that a store call blocking the loop would show as a 300 ms gap between ticks.
+    store = make_store(own_redis.url, timeout=0.3)
+    ticks: list[float] = []
+
+    async def main() -> None:
+        await store.aput("c", {"n": 1})
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            while not done.is_set():
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.005)
+
+        tick_task = asyncio.create_task(ticker())
+        sleeper = own_redis.pause(0.8)
+        started = time.monotonic()
+        loaded = await store.aget("c")
+        elapsed = time.monotonic() - started
+        done.set()
+        await tick_task
+        sleeper.join()
+        assert loaded.source == "fallback"
+        assert 0.25 < elapsed < 0.7  # one (long) timeout
+
+    asyncio.run(main())
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    assert len(ticks) > 10 and max(gaps) < 0.15, gaps  # the loop kept running while the store call waited
+
+
+def test_a_store_serves_many_event_loops(redis_url: str, make_store: Callable[..., StateStore]) -> None:
+    store = make_store(redis_url)
+    for n in range(3):  # asyncio.run makes a new loop each time; a client of a closed loop must not be reused
+        assert asyncio.run(store.aput("c", {"n": n}))
+        assert asyncio.run(store.aget("c")).value == {"n": n}
+
+
+def test_put_later_never_waits_for_a_stalled_store(
+    own_redis: RedisServer, make_store: Callable[..., StateStore]
+) -> None:
+    store = make_store(own_redis.url)
+    assert store.put("c", {"n": 0})
+    sleeper = own_redis.pause(0.5)
+    started = time.monotonic()
+    for n in range(100):
+        store.put_later("c", {"n": n})
+    assert time.monotonic() - started < 0.05
+    sleeper.join()
+    time.sleep(store.retry_after if isinstance(store, RedisStore) else 0)
+    store.put_later("c", {"n": 100})
+    assert store.flush(5)
+    assert store.get("c").value == {"n": 100}
+
+
+def test_two_workers_one_conversation(redis_url: str, make_store: Callable[..., StateStore]) -> None:
+    """What a second worker reads is what the first wrote, to the byte (the memo's replacement)."""
+    first, second = make_store(redis_url), make_store(redis_url)
+    replacement = [{"role": "user", "content": [{"type": "text", "text": "Summary: ☃ \u2028 \ud83d\ude00"}]}]
+    first.put("k", {"replacement": replacement})
+    assert second.get("k").value == {"replacement": replacement}
