@@ -95,6 +95,24 @@ def monotonic() -> float:
     return _clock()
 
 
+def swap_clock(clock: Callable[[], float]) -> Callable[[], float]:
+    """Make :func:`monotonic` read ``clock`` until swapped back; returns the clock it replaces.
+
+    A running :class:`otel_context.testing.SimulatedProvider` with a simulated clock swaps itself in, so
+    that ``sim.clock.advance(301)`` expires the cache for the provider and for the detector alike (the
+    reason is then ``ttl_expired``, not ``unknown``), with nothing more in the test.
+    """
+    global _clock
+    previous = _clock
+    _clock = clock
+    return previous
+
+
+def current_clock() -> Callable[[], float]:
+    """The clock :func:`monotonic` reads now."""
+    return _clock
+
+
 @contextmanager
 def use_clock(clock: Callable[[], float]) -> Iterator[None]:
     """Make :func:`monotonic` (and every detector built without its own clock) read ``clock`` for a while."""

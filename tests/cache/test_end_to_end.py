@@ -17,7 +17,6 @@ from opentelemetry import trace
 
 import otel_context
 from otel_context import semconv
-from otel_context.cache import use_clock
 from otel_context.cache_control import place_cache_breakpoints
 from otel_context.monitor import TokenMonitor
 
@@ -214,27 +213,26 @@ def test_edited_earlier_message_is_messages_changed(app: ChatApp, spans: Any) ->
 
 
 def test_clock_past_the_ttl_is_ttl_expired(app: ChatApp, spans: Any, simulated_provider: Any) -> None:
+    """Moving the simulated provider's clock is enough: no ``use_clock`` in the test (it read ``unknown``)."""
     clock = simulated_provider.clock
-    with use_clock(clock.now):
-        for turn in range(1, 4):
-            app.turn(turn)
-            clock.advance(30)
-        clock.advance(301)
-        app.turn(4)
-        app.turn(5)
+    for turn in range(1, 4):
+        app.turn(turn)
+        clock.advance(30)
+    clock.advance(301)
+    app.turn(4)
+    app.turn(5)
     assert unexpected_reasons(spans) == [None, None, None, semconv.REASON_TTL_EXPIRED, None]
 
 
 def test_one_hour_breakpoints_outlive_a_ten_minute_pause(app: ChatApp, spans: Any, simulated_provider: Any) -> None:
     clock = simulated_provider.clock
     app.ttl = "1h"
-    with use_clock(clock.now):
-        for turn in range(1, 4):
-            app.turn(turn)
-        clock.advance(600)
-        app.turn(4)
-        clock.advance(3_601)
-        app.turn(5)
+    for turn in range(1, 4):
+        app.turn(turn)
+    clock.advance(600)
+    app.turn(4)
+    clock.advance(3_601)
+    app.turn(5)
     mains = main_chat_spans(spans)
     before, after = mains[2].attributes, mains[3].attributes
     left = before[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] + before[semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS]
@@ -318,3 +316,20 @@ async def test_async_client_breaks_are_explained_too(instrumented: None, simulat
     finally:
         await client.close()
     assert unexpected_reasons(spans) == [None, None, None, semconv.REASON_MODEL_CHANGED]
+
+
+def test_a_stopped_simulated_provider_gives_the_clock_back() -> None:
+    """The detector reads the simulated clock only while that provider runs."""
+    import time
+
+    from otel_context import cache
+    from otel_context.testing import SimulatedProvider
+
+    before = cache.current_clock()
+    with SimulatedProvider() as sim:
+        assert cache.current_clock() is sim.clock
+        sim.clock.advance(1_000)
+        assert cache.monotonic() == sim.clock.now()
+    assert cache.current_clock() is before
+    with SimulatedProvider(clock=time.monotonic):  # real time (python -m otel_context.testing): nothing swapped
+        assert cache.current_clock() is before
