@@ -264,7 +264,11 @@ def test_compaction_is_one_intentional_break_and_no_unexpected_one(
     event = intentional[0]
     assert event[semconv.CACHE_BREAK_INTENTIONAL] is True
     assert event[semconv.CACHE_BREAK_REASON] == semconv.REASON_COMPACTION
-    assert event[semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS] > 0
+    # What the last call before the compaction left in the cache: its reads + writes.
+    last = main_chat_spans(spans)[turn - 2].attributes
+    left = last[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] + last[semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS]
+    assert left > last[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]  # it wrote too: reads alone understate it
+    assert event[semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS] == left
     assert all(not breaks(s) for s in spans() if s.name != semconv.COMPACT_SPAN)
     assert unexpected_reasons(spans) == [None] * (turn + 3)
     assert break_counts(metric_reader) == {(True, semconv.REASON_COMPACTION): 1}
@@ -333,3 +337,50 @@ def test_a_stopped_simulated_provider_gives_the_clock_back() -> None:
     assert cache.current_clock() is before
     with SimulatedProvider(clock=time.monotonic):  # real time (python -m otel_context.testing): nothing swapped
         assert cache.current_clock() is before
+
+
+def test_a_conversation_that_never_used_the_cache_has_no_cache_break_to_report(
+    instrumented: None, spans: Any, metric_reader: Any, simulated_provider: Any
+) -> None:
+    """No breakpoints at all (the provider reports zero cache figures): a compaction breaks no cache, so it
+    emits no intentional break with expected_lost_tokens=0 and counts none."""
+    window = 14_000
+    simulated_provider.set_window(MODEL, window)
+    otel_context.instrument(capture_content="NO_CONTENT", auto_compact_window=window)
+    app = ChatApp(simulated_provider.anthropic(), cache=False)
+    turn = 0
+    while not spans(semconv.COMPACT_SPAN):
+        turn += 1
+        assert turn <= 20, "the history never crossed the compaction threshold"
+        app.turn(turn)
+    app.turn(turn + 1)
+    assert all(not breaks(s) for s in spans())
+    assert break_counts(metric_reader) == {}
+
+
+def test_openai_timestamp_in_the_system_prompt_is_reported_every_call(
+    instrumented: None, simulated_provider: Any, spans: Any
+) -> None:
+    """OpenAI caches automatically and reports no writes: the previous prompt (over 1,024 tokens) counts as
+    left in the cache, so a changing system prompt is a break from the second call on (it was never seen:
+    the previous call had read nothing either)."""
+    client = simulated_provider.openai()
+    history: list[dict[str, Any]] = []
+    for number in range(1, 5):
+        history.append({"role": "user", "content": question(number)})
+        system = {"role": "system", "content": f"Now: 2026-01-0{number}T10:00:0{number}Z. {SYSTEM}"}
+        reply = client.chat.completions.create(model="gpt-4o", messages=[system, *history])
+        history.append({"role": "assistant", "content": reply.choices[0].message.content})
+    reasons = unexpected_reasons(spans)
+    assert reasons == [None] + [semconv.REASON_SYSTEM_CHANGED] * 3
+
+
+def test_openai_stable_prompt_reports_no_break(instrumented: None, simulated_provider: Any, spans: Any) -> None:
+    """The counter-case: the same growing conversation with a stable system prompt reads its prefix back."""
+    client = simulated_provider.openai()
+    history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    for number in range(1, 5):
+        history.append({"role": "user", "content": question(number)})
+        reply = client.chat.completions.create(model="gpt-4o", messages=[dict(m) for m in history])
+        history.append({"role": "assistant", "content": reply.choices[0].message.content})
+    assert unexpected_reasons(spans) == [None] * 4
