@@ -140,7 +140,7 @@ def test_stable_prefix_hits_the_cache_from_the_fifth_turn_and_never_breaks(
     assert all(r >= 0.7 for r in ratios[4:]), ratios
     assert unexpected_reasons(spans) == [None] * 10
     assert break_counts(metric_reader) == {}
-    # The monitor printed the seeds' line for each turn, from the same spans.
+    # The monitor printed its line for each turn, from the same spans.
     lines = out.getvalue().splitlines()
     assert len(lines) == 10 and [line.turn for line in monitor.lines] == list(range(1, 11))
     assert lines[0].startswith("turn  1 | input ") and "| cache hit   0.0% |" in lines[0]
