@@ -5,7 +5,7 @@ Run on demand (never in the test suite):
     bash benchmarks/setup_peers.sh            # once: benchmarks/.venv-peers with the peers from PyPI
     .venv/bin/python benchmarks/overhead.py   # the table; --markdown FILE writes it as Markdown too
 
-Method (the one of ../shared/research/instrumentation.md §9, so the numbers compare):
+Method (the one the peers' own overhead studies used, so the numbers compare):
 
 * The provider is otel-context's own simulated provider (``otel_context.testing.SimulatedProvider``), a real
   HTTP server on loopback. It runs in THIS process; every measured configuration runs in its OWN worker

@@ -17,8 +17,8 @@ if [ ! -x "$venv/bin/python" ]; then
     "$venv/bin/python" -m pip install --quiet --upgrade pip
 fi
 
-# The SDKs exactly as the project's dev extras pin them, the peers at the releases studied in
-# ../shared/research/instrumentation.md, and otel-context itself from this checkout.
+# The SDKs exactly as the project's dev extras pin them, the peers at the releases pinned
+# below, and otel-context itself from this checkout.
 "$venv/bin/python" -m pip install --quiet \
     "anthropic==2.14.0" \
     "openai==3.57.0" \

@@ -1,4 +1,4 @@
-"""Prompt-cache fingerprints and cache-break detection (TELEMETRY.md §3).
+"""Prompt-cache fingerprints and cache-break detection (docs/telemetry.md, "Cache-break events").
 
 A provider's prompt cache only serves a byte-identical prefix. When the cache reads of a call fall short of
 what the previous call of the same conversation left in the cache, something in the prefix changed or the
@@ -36,7 +36,7 @@ tests and the demo can move a simulated clock past the TTL.
 
 The engine (:mod:`otel_context.engine`) calls :meth:`CacheBreakDetector.fingerprint` on the body it sends,
 :meth:`CacheBreakDetector.check` when the call ends and :meth:`CacheBreakDetector.announce_compaction`
-inside a compaction (ENGINE_API.md).
+inside a compaction.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ __all__ = [
     "use_clock",
 ]
 
-#: A shortfall of cache reads is a break only above BOTH thresholds (TELEMETRY.md §3): a few hundred
+#: A shortfall of cache reads is a break only above BOTH thresholds (docs/telemetry.md): a few hundred
 #: tokens of drift (block granularity, a re-tokenised boundary) is noise, not a regression.
 BREAK_MIN_FRACTION = 0.05
 BREAK_MIN_TOKENS = 2_000
@@ -93,6 +93,24 @@ def monotonic() -> float:
     driving a simulated provider's manual clock can move the TTL logic along with :func:`use_clock`.
     """
     return _clock()
+
+
+def swap_clock(clock: Callable[[], float]) -> Callable[[], float]:
+    """Make :func:`monotonic` read ``clock`` until swapped back; returns the clock it replaces.
+
+    A running :class:`otel_context.testing.SimulatedProvider` with a simulated clock swaps itself in, so
+    that ``sim.clock.advance(301)`` expires the cache for the provider and for the detector alike (the
+    reason is then ``ttl_expired``, not ``unknown``), with nothing more in the test.
+    """
+    global _clock
+    previous = _clock
+    _clock = clock
+    return previous
+
+
+def current_clock() -> Callable[[], float]:
+    """The clock :func:`monotonic` reads now."""
+    return _clock
 
 
 @contextmanager
@@ -510,7 +528,7 @@ class CacheBreakDetector:
     ) -> CacheBreak | None:
         """Compare this call with the previous call of the conversation, then make it the new baseline.
 
-        The rule (TELEMETRY.md §3): the previous call's cache reads + writes minus this call's cache reads
+        The rule (docs/telemetry.md): what the previous call left in the cache (:func:`_left_in_cache`) minus this call's cache reads
         exceed 5 % of the former AND 2,000 tokens, and no compaction was announced in between. ``started``
         and ``ended`` are ``time.monotonic()`` stamps of this call (default: the fingerprint's time and now,
         on the detector's clock). An injected clock (``clock=`` or :func:`use_clock`) wins over the stamps
@@ -532,7 +550,7 @@ class CacheBreakDetector:
             self._compaction_announced = False
             if announced or previous is None or previous.usage is None or usage is None or not reported:
                 return None
-            left_in_cache = previous.usage.cache_read_tokens + previous.usage.cache_write_tokens
+            left_in_cache = _left_in_cache(previous.fingerprint, previous.usage)
             lost = left_in_cache - usage.cache_read_tokens
             if lost <= left_in_cache * BREAK_MIN_FRACTION or lost <= BREAK_MIN_TOKENS:
                 return None
@@ -541,8 +559,10 @@ class CacheBreakDetector:
     def _clock_injected(self) -> bool:
         return self._clock is not monotonic or _clock is not time.monotonic
 
-    def announce_compaction(self) -> int:
-        """A compaction is about to change the prefix: the cache reads it will cost (those of the last call).
+    def announce_compaction(self) -> int | None:
+        """A compaction is about to change the prefix: what the last call left in the cache (see
+        :func:`_left_in_cache`), which the compaction discards; None when that call left nothing there (no
+        cache figures, or all zero: a conversation that never used the cache has no cache to break).
 
         The next :meth:`check` reports nothing and only sets the new baseline, so the miss that follows a
         compaction is never taken for a regression.
@@ -551,7 +571,9 @@ class CacheBreakDetector:
             self._compaction_announced = True
             self._resnap = True  # the history is about to be rewritten: fresh snapshots for the new one
             baseline = self._baseline
-        return baseline.usage.cache_read_tokens if baseline is not None and baseline.usage is not None else 0
+        if baseline is None or baseline.usage is None:
+            return None
+        return _left_in_cache(baseline.fingerprint, baseline.usage) or None
 
     def _diagnose(self, previous: RequestFingerprint, current: RequestFingerprint, gap: float) -> str:
         """Why the cache was not read: the first change in prefix order, else expiry, else unknown.
@@ -584,7 +606,9 @@ class CacheBreakDetector:
             return semconv.REASON_MESSAGES_CHANGED
         if gap > previous.ttl_seconds:
             return semconv.REASON_TTL_EXPIRED
-        return semconv.REASON_UNKNOWN  # beta flags, tool_choice, thinking settings, server-side eviction
+        if previous.betas != current.betas:
+            return semconv.REASON_BETAS_CHANGED
+        return semconv.REASON_UNKNOWN  # tool_choice, thinking settings, server-side eviction
 
     def _in_place(self, section: _Section, items: Sequence[Any], upto: int) -> int | None:
         """An object edited in place below ``upto``; the snapshots are renewed when one is found, so the
@@ -593,6 +617,24 @@ class CacheBreakDetector:
         if edited is not None:
             self._resnap = True
         return edited
+
+
+#: OpenAI caches a prompt automatically once it has this many tokens (and reports no cache writes).
+AUTOMATIC_CACHE_MIN_TOKENS = 1024
+
+
+def _left_in_cache(fp: RequestFingerprint, usage: TokenUsage) -> int:
+    """What a call left in the cache: its cache reads + writes. OpenAI's automatic caching reports no
+    writes, so there the call's whole input counts once it was long enough to be cached: without that, a
+    changing system prompt (a timestamp) was seen only when the previous call had itself read the cache."""
+    left = usage.cache_read_tokens + usage.cache_write_tokens
+    if (
+        fp.wire_format != "anthropic_messages"
+        and not usage.cache_write_tokens
+        and usage.input_tokens >= AUTOMATIC_CACHE_MIN_TOKENS
+    ):
+        left = max(left, usage.input_tokens)
+    return left
 
 
 # --- telemetry ----------------------------------------------------------------------------------------------
@@ -612,8 +654,12 @@ def record_unexpected_break(span: Span, brk: CacheBreak, provider: str, model: s
     _count(False, brk.reason, provider, model)
 
 
-def record_intentional_break(span: Span, expected_lost_tokens: int, provider: str, model: str) -> None:
-    """The ``otel_context.cache_break`` event (intentional=true, reason compaction) on the compact span."""
+def record_intentional_break(span: Span, expected_lost_tokens: int | None, provider: str, model: str) -> None:
+    """The ``otel_context.cache_break`` event (intentional=true, reason compaction) on the compact span, and
+    its count; nothing when ``expected_lost_tokens`` is None (the last call reported no cache figures: a
+    conversation that never used the cache has no cache to break)."""
+    if expected_lost_tokens is None:
+        return
     telemetry.emit_event(
         span,
         semconv.CACHE_BREAK_EVENT,

@@ -1,7 +1,7 @@
 """Place Anthropic ``cache_control`` breakpoints with discipline, for apps that want the cache done right.
 
 The cache serves the byte-identical prefix up to a breakpoint, in the order tools -> system -> messages. The
-discipline (the seeds' prompt-caching chapter, and what the telemetry keeps finding broken):
+discipline (Anthropic's prompt-caching guidance, and what the telemetry keeps finding broken):
 
 * Stable prefix first: one breakpoint at the end of the tools, one at the end of the system prompt, one at
   the end of the conversation. Each layer survives a change in the layers after it: a new turn leaves the

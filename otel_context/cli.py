@@ -112,6 +112,26 @@ def _confirm_live(args: argparse.Namespace, env: Mapping[str, str], stdin: IO[st
     return True
 
 
+def _unsupported_sdk(sdk: str) -> str | None:
+    """Why the installed ``sdk`` cannot be instrumented (a version outside the supported range), else None."""
+    import importlib
+
+    from otel_context.instrumentation._instrumentor import supported_version
+
+    requirements = {
+        name: importlib.import_module(f"otel_context.instrumentation.{name}").REQUIREMENT
+        for name in ("anthropic", "openai")
+    }
+    ok, installed = supported_version(requirements[sdk])
+    if ok or installed is None:
+        return None
+    ranges = "; ".join(requirements.values())
+    return (
+        f"{sdk} {installed} is not supported, so nothing would be instrumented. Supported: {ranges}. "
+        f"Install a supported version: pip install 'otel-context[demo]' (or pip install '{requirements[sdk]}')"
+    )
+
+
 def _demo(args: argparse.Namespace) -> int:
     from otel_context.demo.report import make_report
     from otel_context.demo.run import DemoOptions, DemoResult, run
@@ -138,6 +158,11 @@ def _demo(args: argparse.Namespace) -> int:
     sdk = options.provider  # "anthropic" or "openai": the SDK has the provider's name
     if importlib.util.find_spec(sdk) is None:
         err(f"otel-context demo --provider {sdk} needs the {sdk} SDK: pip install 'otel-context[demo]'")
+        return EXIT_USAGE
+    unsupported = _unsupported_sdk(sdk)
+    if unsupported:
+        # An SDK outside the range is left uninstrumented: the demo would run and report 0 model calls.
+        err(f"otel-context demo: {unsupported}")
         return EXIT_USAGE
     if options.live and not _confirm_live(args, os.environ, sys.stdin, err):
         return EXIT_USAGE

@@ -1,6 +1,6 @@
 """Conversation identity and the bounded state the engine keeps per conversation.
 
-Identity (TELEMETRY.md §4): the explicit id when the app names one (``with otel_context.conversation("id"):``),
+Identity (docs/telemetry.md): the explicit id when the app names one (``with otel_context.conversation("id"):``),
 else a key derived from the provider and the first user message. System prompt, tools and model are
 deliberately NOT part of the derived key, so that their changes show up as changes within one
 conversation (cache breaks) rather than as new conversations.

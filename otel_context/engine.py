@@ -252,11 +252,17 @@ class EnginePlan(CallPlan):
         out = yield from cascade.run_summary(self._job(span, semconv.TRIGGER_REACTIVE, estimated))
         if not self._adopt(out):
             # The summary could not help (e.g. one tool result fills the window by itself): cap results.
-            capped = cascade.run_microcompact(
+            out = cascade.run_microcompact(
                 self._job(span, semconv.TRIGGER_REACTIVE, estimated), clear=self.request.settings.microcompact
             )
-            if not self._adopt(capped):
+            if not self._adopt(out):
                 return None
+        # One moment for the span: the estimate and the window (which the provider's error may have lowered)
+        # are, like the utilization, those of the request sent after compacting.
+        self.estimated_tokens = out.output_tokens
+        self.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = out.output_tokens
+        self.attributes[semconv.CONTEXT_WINDOW] = self.budget.window
+        self.attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = self.budget.effective
         span.set_attribute(semconv.GEN_AI_CONVERSATION_COMPACTED, True)
         self.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
         self._refingerprint()

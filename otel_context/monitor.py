@@ -1,4 +1,4 @@
-"""A terminal monitor: one line per LLM call, like the seeds' TokenMonitor, read from the finished spans.
+"""A terminal monitor: one line per LLM call (turn, input tokens, cache hit rate, compactions), read from the finished spans.
 
     turn  5 | input   8,234 | cache hit  67.3% | context  41% | compactions 0
     turn  6 | input   8,410 | cache hit   0.0% | context  42% | compactions 0 | cache break: system_changed

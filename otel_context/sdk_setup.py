@@ -14,14 +14,26 @@ set. What it honours:
   read by the exporters and processors themselves.
 Exporters are found through the ``opentelemetry_{traces,metrics}_exporter`` entry points, as the SDK's
 own auto-configuration does, so a third-party exporter name works too.
+
+A collector on this machine that is not running (the first try on a laptop: OTLP to ``localhost:4318`` by
+default) would otherwise print a "Transient error ... Connection refused" line per export attempt and hold
+the app's exit for about ten seconds of retries per signal. So an OTLP exporter whose endpoint is a
+loopback address first checks that something listens there (a local TCP connect, well under a
+millisecond); when nothing does, the batch is dropped at once and one warning line says so and how to get
+a first look without a collector (``OTEL_TRACES_EXPORTER=console``). Remote endpoints keep the
+exporter's own retries: there, a refused connection is an outage worth retrying through.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
+import socket
+from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import metrics, trace
 
@@ -68,7 +80,103 @@ def _load_exporter(group: str, name: str) -> Any:
     found = [ep for ep in entry_points(group=group) if ep.name == name]
     if not found:
         raise ValueError(f"no OpenTelemetry exporter named {name!r} is installed (entry point group {group})")
-    return found[0].load()()
+    exporter = found[0].load()()
+    if name in _PROTOCOLS.values():
+        signal = "traces" if group == "opentelemetry_traces_exporter" else "metrics"
+        endpoint = _local_endpoint(signal, grpc=name == _PROTOCOLS["grpc"])
+        if endpoint is not None:
+            return _gate(exporter, endpoint, signal)
+    return exporter
+
+
+#: Seconds to wait for a loopback connect (a listening port answers in microseconds).
+_CONNECT_TIMEOUT = 0.25
+_NO_COLLECTOR = (
+    "otel_context: no OpenTelemetry collector listens at %s (%s), so spans and metrics are dropped until one "
+    "does; start one, or for a first look without one set OTEL_TRACES_EXPORTER=console OTEL_METRICS_EXPORTER=none"
+)
+
+
+def _local_endpoint(signal: str, *, grpc: bool) -> tuple[str, int, str] | None:
+    """(host, port, url) of the OTLP endpoint when it is a loopback address (the only ones gated), else None."""
+    url = (
+        os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or ("http://localhost:4317" if grpc else "http://localhost:4318")
+    ).strip()
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None  # the exporter reports a malformed endpoint itself
+    if host is None:
+        return None
+    if host != "localhost":
+        try:
+            if not ipaddress.ip_address(host).is_loopback:
+                return None
+        except ValueError:
+            return None  # a host name other than localhost: not gated
+    return host, port, url
+
+
+def _listening(host: str, port: int, url: str) -> bool:
+    """Whether something accepts connections at host:port; the first refusal is logged once."""
+    try:
+        with socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT):
+            return True
+    except OSError as exc:
+        from otel_context import telemetry
+
+        telemetry.log_once("sdk_setup.no_collector", _NO_COLLECTOR, url, exc.strerror or type(exc).__name__)
+        return False
+
+
+def _gate(exporter: Any, endpoint: tuple[str, int, str], signal: str) -> Any:
+    """``exporter`` behind the loopback check (see the module doc)."""
+    if signal == "traces":
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+        class GatedSpanExporter(SpanExporter):
+            def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+                if not _listening(*endpoint):
+                    return SpanExportResult.FAILURE
+                result: SpanExportResult = exporter.export(spans)
+                return result
+
+            def shutdown(self) -> None:
+                exporter.shutdown()
+
+            def force_flush(self, timeout_millis: int = 30_000) -> bool:
+                return bool(exporter.force_flush(timeout_millis))
+
+        return GatedSpanExporter()
+
+    from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
+
+    class GatedMetricExporter(MetricExporter):
+        def __init__(self) -> None:
+            super().__init__(
+                preferred_temporality=exporter._preferred_temporality,
+                preferred_aggregation=exporter._preferred_aggregation,
+            )
+
+        def export(
+            self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+        ) -> MetricExportResult:
+            if not _listening(*endpoint):
+                return MetricExportResult.FAILURE
+            result: MetricExportResult = exporter.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+            return result
+
+        def force_flush(self, timeout_millis: float = 10_000) -> bool:
+            return bool(exporter.force_flush(timeout_millis))
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+            exporter.shutdown(timeout_millis=timeout_millis, **kwargs)
+
+    return GatedMetricExporter()
 
 
 def configure_from_env() -> tuple[bool, bool]:

@@ -1,6 +1,6 @@
 """Every telemetry name otel-context emits, in one place.
 
-These names are an API (see ``../shared/design/TELEMETRY.md`` and ``docs/telemetry.md``): users build
+These names are an API (documented in ``docs/telemetry.md``): users build
 dashboards, TraceQL queries and alerts on them. Change one only with a deprecation note in the changelog.
 No other module may spell a telemetry name as a string literal; import it from here.
 
@@ -150,6 +150,7 @@ REASON_TOOLS_CHANGED: Final = "tools_changed"
 REASON_MODEL_CHANGED: Final = "model_changed"
 REASON_MESSAGES_CHANGED: Final = "messages_changed"
 REASON_TTL_EXPIRED: Final = "ttl_expired"
+REASON_BETAS_CHANGED: Final = "betas_changed"
 REASON_UNKNOWN: Final = "unknown"
 CACHE_BREAK_REASONS: Final = (
     REASON_SYSTEM_CHANGED,
@@ -157,6 +158,7 @@ CACHE_BREAK_REASONS: Final = (
     REASON_MODEL_CHANGED,
     REASON_MESSAGES_CHANGED,
     REASON_TTL_EXPIRED,
+    REASON_BETAS_CHANGED,
     REASON_UNKNOWN,
 )
 

@@ -2,12 +2,20 @@
 
 Precedence: a value passed in code wins; the environment fills only what code left unset; defaults come
 last. A bad value fails at instrument time with a :class:`SettingsError` that names the variable (or the
-keyword) and the allowed values, never later from deep inside a call.
+keyword) and the allowed values, never later from deep inside a call. Two exceptions only warn, because
+they should not stop an app at import: a malformed entry of ``OTEL_CONTEXT_MODEL_WINDOWS`` (named in the
+warning and ignored) and an ``OTEL_CONTEXT_*`` variable nobody reads (a likely misspelling: the warning
+names the closest known variable).
+
+Every variable otel-context reads is listed here, in :data:`ENV_VARS` or :data:`OTHER_ENV_VARS`: a new
+variable added only there is known to the misspelling check too.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +28,8 @@ CompactionMode = Literal["auto", "observe", "off"]
 
 CAPTURE_MODES: tuple[CaptureMode, ...] = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
 COMPACTION_MODES: tuple[CompactionMode, ...] = ("auto", "observe", "off")
+
+log = logging.getLogger("otel_context")
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -49,6 +59,10 @@ class Settings:
     microcompact: bool = False
     #: OTEL_CONTEXT_AUTO_COMPACT_WINDOW: pretend the model's window is this many tokens.
     auto_compact_window: int | None = None
+    #: OTEL_CONTEXT_MODEL_WINDOWS: context windows per model, ``"my-local-llama=32768,gpt-4o=128000"`` (from
+    #: code: a mapping ``{"my-local-llama": 32768}``). A name matches by prefix like the built-in table (the
+    #: longest wins); it wins over OTEL_CONTEXT_AUTO_COMPACT_WINDOW and the table for the models it names.
+    model_windows: tuple[tuple[str, int], ...] = ()
     #: OTEL_CONTEXT_AUTOCOMPACT_PCT_OVERRIDE: auto threshold as a percent of the effective window (lower only).
     autocompact_pct_override: float | None = None
     #: OTEL_CONTEXT_BLOCKING_LIMIT_OVERRIDE: the blocking limit in tokens.
@@ -109,6 +123,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_COMPACTION": ("compaction", "compaction"),
     "OTEL_CONTEXT_MICROCOMPACT": ("microcompact", "bool"),
     "OTEL_CONTEXT_AUTO_COMPACT_WINDOW": ("auto_compact_window", "posint"),
+    "OTEL_CONTEXT_MODEL_WINDOWS": ("model_windows", "windows"),
     "OTEL_CONTEXT_AUTOCOMPACT_PCT_OVERRIDE": ("autocompact_pct_override", "pct"),
     "OTEL_CONTEXT_BLOCKING_LIMIT_OVERRIDE": ("blocking_limit_override", "posint"),
     "OTEL_CONTEXT_DISABLE_COMPACT": ("disable_compact", "bool"),
@@ -123,6 +138,17 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_MAX_STATE_BYTES": ("max_state_bytes", "nonnegint"),
     "OTEL_CONTEXT_STATE_STORE": ("state_store", "store"),
 }
+
+#: Variables read elsewhere than :class:`Settings` (known to the misspelling check).
+OTHER_ENV_VARS: frozenset[str] = frozenset(
+    {
+        # tests/servers.py: CI fails, instead of skipping, tests whose server program is missing.
+        "OTEL_CONTEXT_REQUIRE_SERVERS",
+    }
+)
+
+#: Every ``OTEL_CONTEXT_*`` variable otel-context reads.
+KNOWN_ENV_VARS: frozenset[str] = frozenset(v for v in ENV_VARS if v.startswith("OTEL_CONTEXT_")) | OTHER_ENV_VARS
 
 _FIELD_KIND = {name: kind for name, kind in ENV_VARS.values()}
 _FIELDS = {f.name for f in dataclasses.fields(Settings)}
@@ -190,7 +216,71 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
     if kind == "str":
         text = str(raw).strip()
         return text or None
+    if kind == "windows":
+        return _parse_windows(raw, where)
     raise AssertionError(kind)
+
+
+def _parse_windows(raw: Any, where: str) -> tuple[tuple[str, int], ...]:
+    """``model=tokens`` pairs from a string (env: a bad entry is warned about and skipped) or a mapping
+    (code: a bad entry is a :class:`SettingsError`). Names are kept lower-case, as the table matches."""
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        pairs: list[tuple[str, int]] = []
+        for entry in raw.split(","):
+            if not entry.strip():
+                continue
+            name, sep, value = entry.partition("=")
+            try:
+                window = int(value.strip().replace("_", "")) if sep else 0
+            except ValueError:
+                window = 0
+            if not name.strip() or window < 1:
+                _warn_once(
+                    f"windows:{entry.strip()}",
+                    "otel_context: %s: ignoring %r; each entry must be model=tokens with a positive whole "
+                    "number, e.g. my-local-llama=32768,gpt-4o=128000",
+                    where,
+                    entry.strip(),
+                )
+                continue
+            pairs.append((name.strip().lower(), window))
+        return tuple(pairs)
+    items = raw.items() if isinstance(raw, Mapping) else raw
+    try:
+        entries = [(name, window) for name, window in items]
+    except (TypeError, ValueError):
+        raise SettingsError(f"{where}={raw!r} must map model names to windows, e.g. {{'gpt-4o': 128000}}") from None
+    result: list[tuple[str, int]] = []
+    for name, window in entries:
+        if not isinstance(name, str) or not name.strip():
+            raise SettingsError(f"{where}: {name!r} is not a model name")
+        result.append((name.strip().lower(), _parse("posint", window, f"{where}[{name!r}]")))
+    return tuple(result)
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str, *args: Any) -> None:
+    """A warning the first time ``key`` is seen (instrument() may run many times with the same variables)."""
+    if key not in _warned:
+        _warned.add(key)
+        log.warning(message, *args)
+
+
+def check_unknown_variables(env: Mapping[str, str]) -> None:
+    """Warn once per ``OTEL_CONTEXT_*`` variable that nothing reads, naming the closest known one: a
+    misspelled variable (``OTEL_CONTEXT_AUTOCOMPACT_WINDOW``) would otherwise be ignored in silence."""
+    for var in env:
+        if not var.startswith("OTEL_CONTEXT_") or var in KNOWN_ENV_VARS:
+            continue
+        # Compared without the common prefix, which would make every name look close.
+        suffixes = {known[len("OTEL_CONTEXT_") :]: known for known in sorted(KNOWN_ENV_VARS)}
+        close = difflib.get_close_matches(var[len("OTEL_CONTEXT_") :], list(suffixes), n=1, cutoff=0.6)
+        hint = f"did you mean {suffixes[close[0]]}?" if close else "known variables are listed in docs/compaction.md"
+        _warn_once(f"unknown:{var}", "otel_context: %s is not a variable otel-context reads; %s", var, hint)
 
 
 def resolve(
@@ -200,6 +290,7 @@ def resolve(
 ) -> Settings:
     """Build validated settings: ``code`` over ``env`` (default ``os.environ``) over ``base`` (defaults)."""
     env = os.environ if env is None else env
+    check_unknown_variables(env)
     # Shallow: every value is immutable or an object to keep as is (hooks, a store client).
     values: dict[str, Any] = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)} if base else {}
     for var, (name, kind) in ENV_VARS.items():

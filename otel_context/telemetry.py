@@ -27,7 +27,7 @@ _VERSION = "0.1.0"
 
 @dataclass(frozen=True)
 class Instruments:
-    """Every metric instrument of TELEMETRY.md §5."""
+    """Every metric instrument of docs/telemetry.md (Metrics)."""
 
     inference_duration: Histogram
     time_to_first_chunk: Histogram

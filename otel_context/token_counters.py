@@ -1,4 +1,4 @@
-"""The four token-usage counters of TELEMETRY.md §5, summed in process and reported when metrics are collected.
+"""The four token-usage counters of docs/telemetry.md, summed in process and reported when metrics are collected.
 
 Why not four synchronous ``Counter.add`` calls per LLM call: with the OpenTelemetry Python SDK each one costs
 a full measurement pipeline (attribute cleaning, a copy, a sorted hash of the attributes, a lock, an exemplar

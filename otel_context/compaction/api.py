@@ -3,7 +3,7 @@
 ```python
 from otel_context import Compactor, should_compact
 
-compactor = Compactor(client=anthropic.Anthropic())          # or Compactor(client=my_summarize_function)
+compactor = Compactor(anthropic.Anthropic())          # or Compactor(my_summarize_function)
 if should_compact(messages, model="claude-sonnet-4-5", system=system):
     result = compactor.compact(messages, model="claude-sonnet-4-5", system=system)
     messages = result.messages                                  # a new list; yours is never modified
@@ -201,12 +201,21 @@ class Compactor:
     """Compacts a history on request. ``client``: an anthropic/openai SDK client, or a function
     ``summarize(request_body) -> str | SummaryResult`` (sync or async) that answers the summary request."""
 
-    def __init__(self, settings: Settings | None = None, client: Any = None) -> None:
+    def __init__(self, client: Any = None, settings: Settings | None = None) -> None:
+        # The client comes first: ``Compactor(client)`` is the call people write. Settings passed where the
+        # client goes (the order of the first release) would be summarized with: say so instead.
+        if isinstance(client, Settings):
+            raise TypeError("Compactor(client, settings=...): the first argument is the client; pass settings=...")
+        if settings is not None and not isinstance(settings, Settings):
+            raise TypeError(f"settings must be otel_context.Settings, not {type(settings).__name__}")
         self.settings = settings if settings is not None else resolve()
         if client is None:
             client = self.settings.summarizer
         if client is None:
-            raise ValueError("Compactor needs a client (an anthropic/openai SDK client) or a summarize function")
+            raise ValueError(
+                "Compactor needs a client to summarize with: Compactor(anthropic.Anthropic()), "
+                "Compactor(openai.OpenAI()) or Compactor(my_summarize_function)"
+            )
         self.client = client
 
     def _is_async(self) -> bool:

@@ -1,13 +1,16 @@
 """The context budget of one call: which window applies, how much of it is usable, and the thresholds.
 
-Numbers (COMPACTION.md, from Claude Code's production constants in the seed chapters):
+Numbers (docs/compaction.md; Claude Code's production constants):
 ``effective = window - min(max_output_tokens, 20_000)`` (20K: the summary reserve, p99.99 of summaries is
 17,387 tokens); ``auto = effective - 13_000``; ``warning = error = effective - 20_000``;
 ``blocking = effective - 3_000``. Below a 200K window the three buffers shrink in proportion, so a 30K
 test window or a cheap 16K model still gets positive, ordered thresholds.
 
-A model we do not know, with no window override, has no budget: the engine then observes only and never
-rewrites (guessing a window could compact a conversation that was nowhere near its real limit).
+Which window: a per-call-site override, then the app's per-model windows (``model_windows`` /
+``OTEL_CONTEXT_MODEL_WINDOWS``), then its one window for every model (``auto_compact_window``), then the
+built-in table. A model we do not know, with no window declared, has no budget: the engine then observes
+only and never rewrites (guessing a window could compact a conversation that was nowhere near its real
+limit), and the log says once how to declare its window.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from otel_context import semconv, tokens
+from otel_context import semconv, telemetry, tokens
 from otel_context.providers.base import WireFormatAdapter
 from otel_context.settings import Settings
 
@@ -82,24 +85,38 @@ MODEL_TABLE: dict[str, ModelSpec] = {
 }
 
 
+def _longest_prefix(model: str, prefixes: Sequence[str]) -> str | None:
+    """The longest of ``prefixes`` that names ``model``'s family (case-insensitive), or None."""
+    name = model.lower().strip()
+    best: str | None = None
+    for candidate in (name, name.rsplit("/", 1)[1]) if "/" in name else (name,):  # "openai/gpt-4o" (gateway)
+        for prefix in prefixes:
+            if candidate.startswith(prefix) and (best is None or len(prefix) > len(best)):
+                # "gpt-4" must not swallow "gpt-4o..." (handled by longest prefix) nor "gpt-4.1" (idem);
+                # a bare family prefix must end at a separator unless it is the full name.
+                rest = candidate[len(prefix) :]
+                if rest and prefix[-1] not in "-." and rest[0] not in "-.:@":
+                    continue
+                best = prefix
+    return best
+
+
 @functools.lru_cache(maxsize=256)
 def lookup_model(model: str | None) -> ModelSpec | None:
     """The table entry for ``model`` (longest matching prefix, case-insensitive), or None if unknown."""
     if not model:
         return None
-    name = model.lower().strip()
-    if "/" in name:  # e.g. "openai/gpt-4o" from a gateway
-        name = name.rsplit("/", 1)[1]
-    best: str | None = None
-    for prefix in MODEL_TABLE:
-        if name.startswith(prefix) and (best is None or len(prefix) > len(best)):
-            # "gpt-4" must not swallow "gpt-4o..." (handled by longest prefix) nor "gpt-4.1" (idem);
-            # a bare family prefix must end at a separator unless it is the full name.
-            rest = name[len(prefix) :]
-            if rest and prefix[-1] not in "-." and rest[0] not in "-.:@":
-                continue
-            best = prefix
+    best = _longest_prefix(model, tuple(MODEL_TABLE))
     return MODEL_TABLE[best] if best is not None else None
+
+
+def declared_window(model: str | None, settings: Settings) -> int | None:
+    """The window the app declared for ``model`` in ``settings.model_windows`` (longest prefix), or None."""
+    if not model or not settings.model_windows:
+        return None
+    windows = dict(settings.model_windows)
+    best = _longest_prefix(model, tuple(windows))
+    return windows[best] if best is not None else None
 
 
 def has_1m_beta(headers: Mapping[str, str] | None) -> bool:
@@ -156,15 +173,27 @@ def budget_for(
 ) -> Budget | None:
     """The budget for a call, or None when the window is unknown (observe only).
 
-    ``window`` (a per-call-site override) wins over ``settings.auto_compact_window`` (code or
+    ``window`` (a per-call-site override) wins over the window declared for this model
+    (``settings.model_windows``), which wins over ``settings.auto_compact_window`` (code or
     ``OTEL_CONTEXT_AUTO_COMPACT_WINDOW``), which wins over the model table.
     """
     spec = lookup_model(model)
-    overridden = window is not None or settings.auto_compact_window is not None
+    if window is None:
+        window = declared_window(model, settings)
     if window is None:
         window = settings.auto_compact_window
+    overridden = window is not None
     if window is None:
         if spec is None:
+            telemetry.log_once(
+                "budget.unknown_model:" + (model or "")[:100],
+                "otel_context: the context window of model %r is unknown, so its conversations are observed, "
+                'never compacted; declare it with OTEL_CONTEXT_MODEL_WINDOWS="%s=<tokens>" '
+                "(or instrument(model_windows={%r: <tokens>}))",
+                model,
+                model,
+                model,
+            )
             return None
         window = spec.window_1m if spec.window_1m is not None and has_1m_beta(headers) else spec.window
     if max_output_tokens is None or max_output_tokens <= 0:

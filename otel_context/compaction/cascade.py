@@ -1,8 +1,8 @@
 """The compaction cascade with its telemetry: microcompact, then summary; one ``compact`` span per attempt.
 
-Order of the cascade (COMPACTION.md): microcompact first when enabled (no LLM call), then the summary
+Order of the cascade (docs/compaction.md): microcompact first when enabled (no LLM call), then the summary
 when the estimate is still at or above the threshold. Every attempt that could change what is sent gets
-a ``compact`` span (TELEMETRY.md §2) with its figures, ``outcome`` success or failure, and ERROR status +
+a ``compact`` span (docs/telemetry.md) with its figures, ``outcome`` success or failure, and ERROR status +
 ``error.type`` on failure. The summarizer's own call becomes a child ``chat`` span because the
 ``compact`` span is current while the summary request is yielded to the instrumentation.
 

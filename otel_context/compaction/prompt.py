@@ -1,6 +1,6 @@
 """The summarizer's prompt and the parsing of its answer.
 
-Why this shape (COMPACTION.md, seed chapter 11):
+Why this shape (the one Claude Code's production compactor uses; docs/compaction.md):
 - a no-tools preamble FIRST: a summarizer that sees tool definitions (or remembers them from the
   transcript) sometimes answers with a tool call instead of text, and then the compaction has nothing;
 - an ``<analysis>`` scratchpad before the ``<summary>``: the model reviews the conversation before it

@@ -41,7 +41,7 @@ __all__ = [
 AGENT_NAME = "coding-assistant"
 
 # Stable on purpose: anything that changes per call here (a timestamp, a counter) would break the prompt
-# cache on every request (the seeds' classic failure).
+# cache on every request (the classic prompt-caching failure).
 SYSTEM_PROMPT = (
     "You are a careful coding assistant working in the repository of `ledgerline`, a small Python invoicing "
     "library. Use the tools to read files, search and run commands before you answer; never guess file "

@@ -5,7 +5,7 @@ Two renderers with the same content: :class:`RichReport` (colours, a progress ba
 manners: no colour when ``NO_COLOR`` is set or stdout is not a terminal, and no progress bar or cursor
 movement when stdout is not a terminal (a log file gets the per-turn lines and the summary, nothing else).
 
-The per-turn line is the seeds' TokenMonitor line (turn, input tokens, cache hit rate, compactions) plus the
+The per-turn line is the TokenMonitor line (turn, input tokens, cache hit rate, compactions) plus the
 context utilization the instrumentation reports on every chat span.
 """
 

@@ -39,7 +39,7 @@ KINDS = (KIND_MICRO, KIND_AUTO, KIND_REACTIVE, KIND_MANUAL, KIND_PROVIDER)
 
 
 def compaction_kind(trigger: str, strategy: str) -> str:
-    """The layer of the cascade a compaction belongs to (COMPACTION.md): micro, auto, reactive, ..."""
+    """The layer of the cascade a compaction belongs to (docs/compaction.md): micro, auto, reactive, ..."""
     if strategy == semconv.STRATEGY_MICROCOMPACT:
         return KIND_MICRO
     if trigger == semconv.TRIGGER_REACTIVE:

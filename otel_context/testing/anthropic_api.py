@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .caching import ANTHROPIC_TTLS
 from .errors import SimError
 from .ids import anthropic_id
 from .results import JsonResult, Request, Result, SseEvent, StreamResult
@@ -206,9 +207,55 @@ def _prepare(state: SimState, req: Request) -> tuple[Mapping[str, Any], str, lis
     return body, model, messages, window
 
 
+#: Blocks the API never puts the automatic marker on (it cannot cache them by themselves).
+_NOT_CACHEABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def _with_automatic_marker(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Automatic caching: a top-level ``cache_control`` puts that marker on the last cacheable block (the
+    newest message's last block that is not thinking nor empty text; else the system prompt, else the last
+    tool), so the breakpoint moves forward as the conversation grows. A block that already carries a marker
+    keeps its own. The marker counts toward the limit of 4 breakpoints. The caller's body is not changed."""
+    marker = body.get("cache_control")
+    if marker is None:
+        return body
+    if not isinstance(marker, Mapping) or marker.get("type") != "ephemeral":
+        raise SimError(400, "cache_control.type: Input should be 'ephemeral'")
+    if marker.get("ttl") not in (None, *ANTHROPIC_TTLS):
+        raise SimError(400, "cache_control.ttl: Input should be '5m' or '1h'")
+    out = {k: v for k, v in body.items() if k != "cache_control"}
+    messages = list(out.get("messages") or [])
+    for i in range(len(messages) - 1, -1, -1):
+        content = messages[i].get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        for j in range(len(blocks) - 1, -1, -1):
+            block = blocks[j]
+            if not isinstance(block, Mapping) or block.get("type") in _NOT_CACHEABLE:
+                continue
+            if block.get("type") == "text" and not block.get("text"):
+                continue
+            if "cache_control" not in block:
+                blocks[j] = {**block, "cache_control": dict(marker)}
+                messages[i] = {**messages[i], "content": blocks}
+                out["messages"] = messages
+            return out
+    system = out.get("system")
+    if isinstance(system, str) and system:
+        out["system"] = [{"type": "text", "text": system, "cache_control": dict(marker)}]
+    elif isinstance(system, list) and system and isinstance(system[-1], Mapping):
+        if "cache_control" not in system[-1]:
+            out["system"] = [*system[:-1], {**system[-1], "cache_control": dict(marker)}]
+    elif isinstance(out.get("tools"), list) and out["tools"] and isinstance(out["tools"][-1], Mapping):
+        tools = out["tools"]
+        if "cache_control" not in tools[-1]:
+            out["tools"] = [*tools[:-1], {**tools[-1], "cache_control": dict(marker)}]
+    return out
+
+
 def messages_endpoint(state: SimState, req: Request) -> Result:
     """``POST /v1/messages``."""
     body, model, messages, window = _prepare(state, req)
+    body = _with_automatic_marker(body)
     blocks = request_blocks(body, "anthropic_messages")
     total = sum(b.tokens for b in blocks)
     if total > window:

@@ -156,6 +156,8 @@ class SimulatedProvider:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
+        self._previous_clock: Callable[[], float] | None = None
+        self._detector_clock: Callable[[], float] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -170,6 +172,12 @@ class SimulatedProvider:
             target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True, name="simulated-provider"
         )
         self._thread.start()
+        if self.clock is not time.monotonic:
+            # A simulated clock moves the cache-break detector's TTL logic too (see cache.swap_clock).
+            from otel_context import cache
+
+            self._detector_clock = self.clock
+            self._previous_clock = cache.swap_clock(self.clock)
         return self
 
     def stop(self) -> None:
@@ -179,6 +187,12 @@ class SimulatedProvider:
             return
         server.shutdown()
         server.server_close()
+        if self._previous_clock is not None:
+            from otel_context import cache
+
+            if cache.current_clock() is self._detector_clock:  # not swapped again since: put the old one back
+                cache.swap_clock(self._previous_clock)
+            self._previous_clock = self._detector_clock = None
         with self._lock:
             conns = list(self._connections)
             self._connections.clear()

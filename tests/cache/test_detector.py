@@ -253,7 +253,7 @@ def test_announced_compaction_suppresses_exactly_the_next_check() -> None:
     detector = CacheBreakDetector(clock=Clock())
     call(detector, body(with_last_marked(history(2))), usage(0, 10_000))
     call(detector, body(with_last_marked(history(3))), usage(10_000, 400))
-    assert detector.announce_compaction() == 10_000
+    assert detector.announce_compaction() == 10_400  # what the last call left in the cache: reads + writes
     compacted = body(with_last_marked([{"role": "user", "content": "summary of everything so far"}]))
     assert call(detector, compacted, usage(0, 3_000)) is None  # the miss after a compaction is expected
     grown = with_last_marked([{"role": "user", "content": "summary of everything so far"}, *history(1)[1:]])
@@ -262,8 +262,15 @@ def test_announced_compaction_suppresses_exactly_the_next_check() -> None:
     assert brk is not None and brk.reason == semconv.REASON_MODEL_CHANGED
 
 
-def test_announce_before_any_call_expects_nothing_lost() -> None:
-    assert CacheBreakDetector().announce_compaction() == 0
+def test_announce_before_any_call_has_nothing_to_lose() -> None:
+    """None: no cache figures yet, so no intentional break is reported (not an event saying 0)."""
+    assert CacheBreakDetector().announce_compaction() is None
+
+
+def test_announce_after_calls_without_cache_figures_has_nothing_to_lose() -> None:
+    detector = CacheBreakDetector(clock=Clock())
+    call(detector, body(history(2)), TokenUsage(input_tokens=10_000, output_tokens=5))
+    assert detector.announce_compaction() is None
 
 
 def test_usage_without_cache_figures_is_never_judged() -> None:
@@ -275,7 +282,7 @@ def test_usage_without_cache_figures_is_never_judged() -> None:
     assert call(detector, body(with_last_marked(history(2)), model="x"), None) is None
 
 
-def test_beta_flags_are_fingerprinted_and_a_change_is_unknown() -> None:
+def test_beta_flags_are_fingerprinted_and_a_change_is_betas_changed() -> None:
     detector = CacheBreakDetector(clock=Clock())
     request = body(with_last_marked(history(2)))
     fp = detector.fingerprint("anthropic_messages", request, headers={"anthropic-beta": "b2, a1"})
@@ -283,7 +290,7 @@ def test_beta_flags_are_fingerprinted_and_a_change_is_unknown() -> None:
     detector.check(fp, usage(0, 10_000))
     fp = detector.fingerprint("anthropic_messages", request, headers={"anthropic-beta": "a1"})
     brk = detector.check(fp, usage(0, 10_000))
-    assert brk is not None and brk.reason == semconv.REASON_UNKNOWN
+    assert brk is not None and brk.reason == semconv.REASON_BETAS_CHANGED
 
 
 # --- fingerprints ------------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from opentelemetry import trace
 
 import otel_context
 from otel_context import semconv
-from otel_context.cache import use_clock
 from otel_context.cache_control import place_cache_breakpoints
 from otel_context.monitor import TokenMonitor
 
@@ -141,7 +140,7 @@ def test_stable_prefix_hits_the_cache_from_the_fifth_turn_and_never_breaks(
     assert all(r >= 0.7 for r in ratios[4:]), ratios
     assert unexpected_reasons(spans) == [None] * 10
     assert break_counts(metric_reader) == {}
-    # The monitor printed the seeds' line for each turn, from the same spans.
+    # The monitor printed its line for each turn, from the same spans.
     lines = out.getvalue().splitlines()
     assert len(lines) == 10 and [line.turn for line in monitor.lines] == list(range(1, 11))
     assert lines[0].startswith("turn  1 | input ") and "| cache hit   0.0% |" in lines[0]
@@ -214,27 +213,26 @@ def test_edited_earlier_message_is_messages_changed(app: ChatApp, spans: Any) ->
 
 
 def test_clock_past_the_ttl_is_ttl_expired(app: ChatApp, spans: Any, simulated_provider: Any) -> None:
+    """Moving the simulated provider's clock is enough: no ``use_clock`` in the test (it read ``unknown``)."""
     clock = simulated_provider.clock
-    with use_clock(clock.now):
-        for turn in range(1, 4):
-            app.turn(turn)
-            clock.advance(30)
-        clock.advance(301)
-        app.turn(4)
-        app.turn(5)
+    for turn in range(1, 4):
+        app.turn(turn)
+        clock.advance(30)
+    clock.advance(301)
+    app.turn(4)
+    app.turn(5)
     assert unexpected_reasons(spans) == [None, None, None, semconv.REASON_TTL_EXPIRED, None]
 
 
 def test_one_hour_breakpoints_outlive_a_ten_minute_pause(app: ChatApp, spans: Any, simulated_provider: Any) -> None:
     clock = simulated_provider.clock
     app.ttl = "1h"
-    with use_clock(clock.now):
-        for turn in range(1, 4):
-            app.turn(turn)
-        clock.advance(600)
-        app.turn(4)
-        clock.advance(3_601)
-        app.turn(5)
+    for turn in range(1, 4):
+        app.turn(turn)
+    clock.advance(600)
+    app.turn(4)
+    clock.advance(3_601)
+    app.turn(5)
     mains = main_chat_spans(spans)
     before, after = mains[2].attributes, mains[3].attributes
     left = before[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] + before[semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS]
@@ -266,7 +264,11 @@ def test_compaction_is_one_intentional_break_and_no_unexpected_one(
     event = intentional[0]
     assert event[semconv.CACHE_BREAK_INTENTIONAL] is True
     assert event[semconv.CACHE_BREAK_REASON] == semconv.REASON_COMPACTION
-    assert event[semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS] > 0
+    # What the last call before the compaction left in the cache: its reads + writes.
+    last = main_chat_spans(spans)[turn - 2].attributes
+    left = last[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] + last[semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS]
+    assert left > last[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]  # it wrote too: reads alone understate it
+    assert event[semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS] == left
     assert all(not breaks(s) for s in spans() if s.name != semconv.COMPACT_SPAN)
     assert unexpected_reasons(spans) == [None] * (turn + 3)
     assert break_counts(metric_reader) == {(True, semconv.REASON_COMPACTION): 1}
@@ -318,3 +320,67 @@ async def test_async_client_breaks_are_explained_too(instrumented: None, simulat
     finally:
         await client.close()
     assert unexpected_reasons(spans) == [None, None, None, semconv.REASON_MODEL_CHANGED]
+
+
+def test_a_stopped_simulated_provider_gives_the_clock_back() -> None:
+    """The detector reads the simulated clock only while that provider runs."""
+    import time
+
+    from otel_context import cache
+    from otel_context.testing import SimulatedProvider
+
+    before = cache.current_clock()
+    with SimulatedProvider() as sim:
+        assert cache.current_clock() is sim.clock
+        sim.clock.advance(1_000)
+        assert cache.monotonic() == sim.clock.now()
+    assert cache.current_clock() is before
+    with SimulatedProvider(clock=time.monotonic):  # real time (python -m otel_context.testing): nothing swapped
+        assert cache.current_clock() is before
+
+
+def test_a_conversation_that_never_used_the_cache_has_no_cache_break_to_report(
+    instrumented: None, spans: Any, metric_reader: Any, simulated_provider: Any
+) -> None:
+    """No breakpoints at all (the provider reports zero cache figures): a compaction breaks no cache, so it
+    emits no intentional break with expected_lost_tokens=0 and counts none."""
+    window = 14_000
+    simulated_provider.set_window(MODEL, window)
+    otel_context.instrument(capture_content="NO_CONTENT", auto_compact_window=window)
+    app = ChatApp(simulated_provider.anthropic(), cache=False)
+    turn = 0
+    while not spans(semconv.COMPACT_SPAN):
+        turn += 1
+        assert turn <= 20, "the history never crossed the compaction threshold"
+        app.turn(turn)
+    app.turn(turn + 1)
+    assert all(not breaks(s) for s in spans())
+    assert break_counts(metric_reader) == {}
+
+
+def test_openai_timestamp_in_the_system_prompt_is_reported_every_call(
+    instrumented: None, simulated_provider: Any, spans: Any
+) -> None:
+    """OpenAI caches automatically and reports no writes: the previous prompt (over 1,024 tokens) counts as
+    left in the cache, so a changing system prompt is a break from the second call on (it was never seen:
+    the previous call had read nothing either)."""
+    client = simulated_provider.openai()
+    history: list[dict[str, Any]] = []
+    for number in range(1, 5):
+        history.append({"role": "user", "content": question(number)})
+        system = {"role": "system", "content": f"Now: 2026-01-0{number}T10:00:0{number}Z. {SYSTEM}"}
+        reply = client.chat.completions.create(model="gpt-4o", messages=[system, *history])
+        history.append({"role": "assistant", "content": reply.choices[0].message.content})
+    reasons = unexpected_reasons(spans)
+    assert reasons == [None] + [semconv.REASON_SYSTEM_CHANGED] * 3
+
+
+def test_openai_stable_prompt_reports_no_break(instrumented: None, simulated_provider: Any, spans: Any) -> None:
+    """The counter-case: the same growing conversation with a stable system prompt reads its prefix back."""
+    client = simulated_provider.openai()
+    history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    for number in range(1, 5):
+        history.append({"role": "user", "content": question(number)})
+        reply = client.chat.completions.create(model="gpt-4o", messages=[dict(m) for m in history])
+        history.append({"role": "assistant", "content": reply.choices[0].message.content})
+    assert unexpected_reasons(spans) == [None] * 4

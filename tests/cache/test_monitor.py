@@ -60,7 +60,7 @@ def compact(tracer: Any, parent: Any = None, outcome: str = semconv.OUTCOME_SUCC
     return span
 
 
-def test_one_line_per_turn_in_the_seeds_format(provider: TracerProvider) -> None:
+def test_one_line_per_turn_in_the_monitor_format(provider: TracerProvider) -> None:
     out = io.StringIO()
     TokenMonitor(out).attach(provider)
     tracer = provider.get_tracer("t")

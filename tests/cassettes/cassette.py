@@ -1,4 +1,4 @@
-"""Loading the recorded provider exchanges in ``../shared/data/cassettes`` (VCR YAML).
+"""Loading the recorded provider exchanges in ``tests/data/cassettes`` (VCR YAML).
 
 The cassettes come from five projects' test suites and were recorded in several formats (see their
 SOURCES.md): gzip ``!!binary`` bodies (once an SSE body), header-less recordings whose content type must be
@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
-#: Where the shared data lives beside the project checkout (``/work/shared`` next to ``/work/main``).
-CASSETTE_ROOT = Path(__file__).resolve().parents[3] / "shared" / "data" / "cassettes"
+#: The recorded exchanges, carried by the repository (their origins and licences: ``SOURCES.md`` there).
+CASSETTE_ROOT = Path(__file__).resolve().parents[1] / "data" / "cassettes"
 
 
 @dataclass(frozen=True)

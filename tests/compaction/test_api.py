@@ -80,3 +80,31 @@ async def test_sync_compact_with_an_async_client_says_what_to_do(async_anthropic
 
     with pytest.raises(TypeError, match="acompact"):
         Compactor(client=async_anthropic_client).compact(anthropic_agent(10), model="claude-sonnet-4-6")
+
+
+def test_the_readme_call_positional_client(anthropic_client: Any, otel: Otel) -> None:
+    """README: ``otel_context.Compactor(client).compact(messages, model=..., trigger="manual")``."""
+    import otel_context
+
+    history = anthropic_agent(10)
+    result = otel_context.Compactor(anthropic_client).compact(history, model="claude-sonnet-4-6", trigger="manual")
+    assert result.compacted and result.outcome == "success"
+    assert len(result.messages) < len(history)
+    (span,) = otel.compact_spans()
+    assert span.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == "manual"
+
+
+def test_settings_where_the_client_goes_is_a_clear_error() -> None:
+    import pytest
+
+    with pytest.raises(TypeError, match="first argument is the client"):
+        Compactor(Settings(keep_recent_messages=2))
+    with pytest.raises(TypeError, match=r"settings must be otel_context\.Settings"):
+        Compactor(lambda body: "x", settings={"keep_recent_messages": 2})  # type: ignore[arg-type]
+
+
+def test_no_client_says_which_call_works() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match=r"Compactor\(anthropic.Anthropic\(\)\)"):
+        Compactor()

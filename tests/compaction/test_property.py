@@ -86,7 +86,7 @@ def openai_history(turns: list[tuple[int, int, bool]]) -> list[dict[str, Any]]:
 @given(turns=st.lists(TURN, min_size=2, max_size=10), keep=st.integers(1, 8))
 def test_anthropic_results_pass_provider_validation(anthropic_client: Any, turns: list[Any], keep: int) -> None:
     history = anthropic_history(turns)
-    result = Compactor(Settings(keep_recent_messages=keep), client=lambda body: FakeSummarizer.text).compact(
+    result = Compactor(lambda body: FakeSummarizer.text, settings=Settings(keep_recent_messages=keep)).compact(
         history, model="claude-sonnet-4-6", wire_format="anthropic_messages"
     )
     assert result.compacted, result.error or result.skipped_reason
@@ -99,7 +99,7 @@ def test_anthropic_results_pass_provider_validation(anthropic_client: Any, turns
 @given(turns=st.lists(TURN, min_size=2, max_size=10), keep=st.integers(1, 8))
 def test_openai_chat_results_pass_provider_validation(openai_client: Any, turns: list[Any], keep: int) -> None:
     history = openai_history(turns)
-    result = Compactor(Settings(keep_recent_messages=keep), client=lambda body: FakeSummarizer.text).compact(
+    result = Compactor(lambda body: FakeSummarizer.text, settings=Settings(keep_recent_messages=keep)).compact(
         history, model="gpt-4o", wire_format="openai_chat"
     )
     assert result.compacted, result.error or result.skipped_reason
@@ -134,7 +134,7 @@ def responses_history(turns: list[tuple[int, int, bool]]) -> list[dict[str, Any]
 @given(turns=st.lists(TURN, min_size=2, max_size=10), keep=st.integers(1, 8))
 def test_openai_responses_results_pass_provider_validation(openai_client: Any, turns: list[Any], keep: int) -> None:
     history = responses_history(turns)
-    result = Compactor(Settings(keep_recent_messages=keep), client=lambda body: FakeSummarizer.text).compact(
+    result = Compactor(lambda body: FakeSummarizer.text, settings=Settings(keep_recent_messages=keep)).compact(
         history, model="gpt-4.1", wire_format="openai_responses"
     )
     assert result.compacted, result.error or result.skipped_reason

@@ -5,15 +5,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pytest
 import yaml
+from servers import require_binary
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = REPO / "dashboards"
@@ -29,11 +28,9 @@ LGTM_PROMETHEUS = DASHBOARDS / "prometheus" / "lgtm-prometheus.yml"
 #: Values Grafana substitutes for its built-in variables, so promtool can parse the panel queries.
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__range": "1h", "$__interval": "1m"}
 
-_INSTALL_HINT = (
-    "is not installed. Install Debian's prometheus package, which ships promtool and the server: "
-    "`apt-get install -y --no-install-recommends prometheus` (with a policy-rc.d that exits 101 so that it "
-    "does not start a server; .ci/run does exactly this)"
-)
+#: How to get promtool and prometheus: Debian's prometheus package ships both (.ci/run installs it with a
+#: policy-rc.d that exits 101, so that the package does not start a server).
+PROMETHEUS_INSTALL = "apt-get install -y --no-install-recommends prometheus"
 
 
 def load_build() -> ModuleType:
@@ -45,17 +42,14 @@ def load_build() -> ModuleType:
     return module
 
 
-def require_binary(name: str) -> str:
-    """The path of ``name`` (promtool, prometheus), or FAIL (not skip) with install instructions."""
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(f"{name} {_INSTALL_HINT}", pytrace=False)
-    return path
+def require_prometheus_binary(name: str) -> str:
+    """The path of ``name`` (promtool, prometheus); skipped when missing, failed under CI (see servers.py)."""
+    return require_binary(name, PROMETHEUS_INSTALL)
 
 
 def run_promtool(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run promtool; the result carries stdout/stderr for assertion messages."""
-    promtool = require_binary("promtool")
+    promtool = require_prometheus_binary("promtool")
     return subprocess.run(
         [promtool, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd, check=False
     )

@@ -27,7 +27,7 @@ import yaml
 
 from otel_context import semconv
 
-from .support import REPO, RULES, every_promql, require_binary
+from .support import REPO, RULES, every_promql, require_prometheus_binary
 
 EXAMPLE = REPO / "examples" / "failing_summarizer_metrics.py"
 ALERT = "OtelContextCompactionFailing"
@@ -102,7 +102,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def prometheus(app: str, tmp_path: Path) -> Iterator[str]:
     """Debian's Prometheus scraping the app every second with the shipped rules; yields its base URL."""
-    binary = require_binary("prometheus")
+    binary = require_prometheus_binary("prometheus")
     port = _free_port()
     target = app.removeprefix("http://").removesuffix("/metrics")
     config = tmp_path / "prometheus.yml"

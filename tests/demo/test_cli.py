@@ -209,3 +209,18 @@ def test_a_missing_sdk_is_named_with_the_extra_that_installs_it() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
     assert proc.returncode == EXIT_USAGE
     assert "needs the openai SDK: pip install 'otel-context[demo]'" in proc.stderr and proc.stdout == ""
+
+
+@pytest.mark.parametrize(("provider", "old"), [("anthropic", "2.9.0"), ("openai", "3.49.1")])
+def test_an_unsupported_sdk_version_stops_with_the_supported_ranges(
+    provider: str, old: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the demo ran uninstrumented and reported ``model calls 0``, ``$0.0000``."""
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: old if name == provider else real(name))
+    assert main(["demo", "--provider", provider, "--turns", "2"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"{provider} {old} is not supported" in err
+    assert "anthropic >= 2.10, < 3" in err and "openai >= 3.50, < 4" in err

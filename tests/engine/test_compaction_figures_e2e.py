@@ -1,6 +1,6 @@
 """The ``compact`` span's ``output_tokens`` is the size of the request that carried the compacted context.
 
-TELEMETRY.md §2: ``otel_context.compaction.output_tokens`` is the context after the compaction (summary +
+docs/telemetry.md (the compact span): ``otel_context.compaction.output_tokens`` is the context after the compaction (summary +
 kept messages + rehydrated files). The chat call that carries that context reports its real size
 (``gen_ai.usage.input_tokens``, counted by the simulated provider's tokenizer), so the two must agree.
 

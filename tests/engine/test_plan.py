@@ -86,7 +86,7 @@ def test_transparent_mode_compacts_once_then_reuses_the_memo(otel: Otel, summari
     assert json.dumps(sent2[: len(sent1)]) == json.dumps(sent1)  # byte-identical prefix
     assert sent2[0] is sent1[0]  # the very same summary object
     assert sent2[-1] == {"role": "user", "content": "next"}
-    # One compact span, success, with every attribute of TELEMETRY.md §2.
+    # One compact span, success, with every attribute of docs/telemetry.md (the compact span).
     (span,) = otel.compact_spans()
     for key in (
         semconv.COMPACTION_TRIGGER_SOURCE,

@@ -59,6 +59,13 @@ def test_reactive_one_compact_span_one_retry_success(
     assert len(main_retries) == 1
     chat = next(s for s in otel.spans() if s.name == "chat " + MODEL and s.parent is None)
     assert chat.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+    # One moment for the span: the estimate, the window and the utilization all describe the request sent
+    # after the compaction (the estimate was the rejected request's, ~4x; the window the assumed 60K).
+    assert chat.attributes[semconv.CONTEXT_WINDOW] == 15_000
+    estimated = chat.attributes[semconv.CONTEXT_ESTIMATED_TOKENS]
+    assert estimated == compact.attributes[semconv.COMPACTION_OUTPUT_TOKENS]
+    sent = chat.attributes[semconv.CONTEXT_UTILIZATION] * chat.attributes[semconv.CONTEXT_EFFECTIVE_WINDOW]
+    assert sent / 2 < estimated < sent * 2, (estimated, sent)
 
 
 def test_reactive_second_rejection_raises_the_original_error(

@@ -1,5 +1,5 @@
 """Realistic request bodies of the three wire formats, shaped like the recorded cassettes in
-/work/shared/data/cassettes (ids, block order, parallel calls, thinking) — the fixtures of the adapter tests."""
+tests/data/cassettes (ids, block order, parallel calls, thinking) — the fixtures of the adapter tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every request recorded against the real APIs (../shared/data/cassettes) is understood by its adapter:
+"""Every request recorded against the real APIs (tests/data/cassettes) is understood by its adapter:
 no unknown content, valid pairing, safe cuts, a positive estimate and a summarizer request without tools."""
 
 from __future__ import annotations

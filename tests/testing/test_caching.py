@@ -202,3 +202,59 @@ def test_openai_responses_cached_tokens(openai_client: Any) -> None:
     openai_client.responses.create(model=GPT, instructions=instructions, input="one")
     second = openai_client.responses.create(model=GPT, instructions=instructions, input="two")
     assert second.usage.input_tokens_details.cached_tokens == 1408  # 1503-token shared prefix, 128-token steps
+
+
+# --- automatic caching: the top-level cache_control of messages.create ------------------------------------
+
+
+def _conversation(turns: int) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    for turn in range(turns):
+        history.append({"role": "user", "content": long_text(800, f"user {turn}")})
+        history.append({"role": "assistant", "content": f"answer {turn}"})
+    return history
+
+
+def test_top_level_cache_control_marks_the_last_block_and_moves_forward(anthropic_client: Any) -> None:
+    """No block carries a marker: the top-level one caches the whole prompt, and the next, longer turn reads
+    all of it back and writes only what was appended."""
+    history = _conversation(2)[:-1]  # ends on the user's turn
+    first = anthropic_client.messages.create(
+        model=CLAUDE, max_tokens=50, system="Be brief.", messages=history, cache_control=EPHEMERAL
+    )
+    cached = count_request_tokens({"model": CLAUDE, "system": "Be brief.", "messages": history}, "anthropic_messages")
+    assert first.usage.cache_read_input_tokens == 0
+    assert first.usage.cache_creation_input_tokens == cached  # everything up to the last block
+    longer = [*history, {"role": "assistant", "content": "ok"}, {"role": "user", "content": long_text(600, "more")}]
+    second = anthropic_client.messages.create(
+        model=CLAUDE, max_tokens=50, system="Be brief.", messages=longer, cache_control=EPHEMERAL
+    )
+    assert second.usage.cache_read_input_tokens == cached
+    assert second.usage.cache_creation_input_tokens > 500  # the marker moved to the new last block
+
+
+def test_without_top_level_cache_control_nothing_is_cached(anthropic_client: Any) -> None:
+    history = _conversation(2)[:-1]
+    for _ in range(2):
+        again = anthropic_client.messages.create(model=CLAUDE, max_tokens=50, messages=history)
+    assert again.usage.cache_read_input_tokens == 0 and again.usage.cache_creation_input_tokens == 0
+
+
+def test_top_level_cache_control_with_a_1h_ttl_and_no_mutation(anthropic_client: Any, sim: Any) -> None:
+    history = _conversation(2)[:-1]
+    before = [dict(m) for m in history]
+    marker = {"type": "ephemeral", "ttl": "1h"}
+    first = anthropic_client.messages.create(model=CLAUDE, max_tokens=50, messages=history, cache_control=marker)
+    assert first.usage.cache_creation.ephemeral_1h_input_tokens == first.usage.cache_creation_input_tokens > 0
+    assert history == before and all("cache_control" not in m for m in history)
+    sim.clock.advance(600)  # past 5 minutes, within the hour
+    second = anthropic_client.messages.create(model=CLAUDE, max_tokens=50, messages=history, cache_control=marker)
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+
+
+def test_top_level_cache_control_counts_toward_the_four_breakpoints(anthropic_client: Any) -> None:
+    system = [{"type": "text", "text": long_text(300, f"part {i}"), "cache_control": EPHEMERAL} for i in range(4)]
+    with pytest.raises(anthropic.BadRequestError, match="maximum of 4 blocks"):
+        anthropic_client.messages.create(
+            model=CLAUDE, max_tokens=50, system=system, messages=_conversation(1)[:-1], cache_control=EPHEMERAL
+        )

@@ -1,4 +1,4 @@
-"""The simulated provider's JSON and SSE shapes against real recorded exchanges (../shared/data/cassettes).
+"""The simulated provider's JSON and SSE shapes against real recorded exchanges (tests/data/cassettes).
 
 The simulator's answers must carry at least the fields the real APIs send (so code that reads a real
 response works on a simulated one), with the same event sequences.
@@ -16,7 +16,7 @@ import yaml
 
 from .helpers import CLAUDE, GPT, WEATHER_TOOL, openai_tool
 
-CASSETTES = Path(__file__).resolve().parents[3] / "shared" / "data" / "cassettes"
+CASSETTES = Path(__file__).resolve().parents[1] / "data" / "cassettes"
 OPENINFERENCE_ANTHROPIC = "openinference/python/instrumentation/openinference-instrumentation-anthropic/tests/openinference/anthropic/cassettes/test_instrumentor"
 OPENINFERENCE_OPENAI = "openinference/python/instrumentation/openinference-instrumentation-openai/tests/openinference/instrumentation/openai/cassettes/test_tool_calls"
 CONTRIB = "opentelemetry-python-contrib/instrumentation-genai/opentelemetry-instrumentation-openai-v2/tests/cassettes"
@@ -26,7 +26,7 @@ def _recorded(name: str) -> Any:
     """The first response body of a cassette: parsed JSON, or a list of (event, data) for SSE."""
     path = CASSETTES / name
     if not path.exists():
-        pytest.fail(f"recorded exchange missing: {path} (../shared must sit beside the checkout)")
+        pytest.fail(f"recorded exchange missing: {path}")
     entry = yaml.safe_load(path.read_text())["interactions"][0]["response"]
     raw = entry.get("body", {}).get("string", "")
     if isinstance(raw, bytes):

@@ -1,4 +1,4 @@
-"""The usage normalizers against every real recorded response shape (../shared/data/cassettes).
+"""The usage normalizers against every real recorded response shape (tests/data/cassettes).
 
 For each recorded 200 response the expected figures are computed here straight from the recorded JSON, with
 the providers' documented rules, and compared with what the normalizers return for the plain dict and for the

@@ -1,6 +1,6 @@
 """Unit tests of the usage normalizers on hand-made shapes: dicts and the SDKs' own pydantic objects.
 
-The cases are the traps the recorded responses showed (see ../shared/data/cassettes/SOURCES.md): fields
+The cases are the traps the recorded responses showed (see tests/data/cassettes/SOURCES.md): fields
 absent in old responses, null fields, fields newer than the SDK types, figures under another spelling,
 Anthropic stream usage that is repeated and changed in the final ``message_delta``, and server-side
 compaction usage that lives only in ``usage.iterations``.
