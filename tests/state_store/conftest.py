@@ -6,26 +6,21 @@ Without the ``redis-server`` binary the Redis tests skip with the install comman
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from servers import require_binary
 
 from otel_context import semconv
 from otel_context.state_store import InProcessStore, RedisStore, StateStore, open_store
-from otel_context.testing.redis_server import INSTALL_HINT, RedisServer, find_binary
+from otel_context.testing.redis_server import RedisServer
 
 
 def require_redis_binary() -> str:
     """The redis-server path; skip without it, or fail when the environment requires the servers."""
-    binary = find_binary()
-    if binary is None:
-        if os.environ.get("OTEL_CONTEXT_REQUIRE_SERVERS") == "1":
-            pytest.fail(f"{INSTALL_HINT} (OTEL_CONTEXT_REQUIRE_SERVERS=1)", pytrace=False)
-        pytest.skip(INSTALL_HINT)
-    return binary
+    return require_binary("redis-server", "apt-get install -y --no-install-recommends redis-server")
 
 
 @pytest.fixture(scope="session")
