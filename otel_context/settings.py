@@ -57,6 +57,12 @@ class Settings:
     disable_auto_compact: bool = False
     #: OTEL_CONTEXT_SUMMARY_MODEL: the summarizer's model (default: the call's own model).
     summary_model: str | None = None
+    #: OTEL_CONTEXT_SUMMARIZER_TIMEOUT_SECONDS: the most an inline compaction's summarizer calls may add to the
+    #: app's call, all attempts together; then the compaction fails and the original request goes out.
+    summarizer_timeout_seconds: float = 60.0
+    #: OTEL_CONTEXT_SUMMARIZER_MAX_RETRIES: retries of a failed summarizer call (5xx, 429, connection errors),
+    #: each after a short back-off; never when the provider asks to wait longer than a second.
+    summarizer_max_retries: int = 1
 
     #: OTEL_CONTEXT_KEEP_RECENT_MESSAGES: messages kept verbatim after a summary.
     keep_recent_messages: int = 6
@@ -105,6 +111,8 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_DISABLE_COMPACT": ("disable_compact", "bool"),
     "OTEL_CONTEXT_DISABLE_AUTO_COMPACT": ("disable_auto_compact", "bool"),
     "OTEL_CONTEXT_SUMMARY_MODEL": ("summary_model", "str"),
+    "OTEL_CONTEXT_SUMMARIZER_TIMEOUT_SECONDS": ("summarizer_timeout_seconds", "seconds"),
+    "OTEL_CONTEXT_SUMMARIZER_MAX_RETRIES": ("summarizer_max_retries", "nonnegint"),
     "OTEL_CONTEXT_KEEP_RECENT_MESSAGES": ("keep_recent_messages", "posint"),
     "OTEL_CONTEXT_MICROCOMPACT_KEEP_RECENT": ("microcompact_keep_recent", "nonnegint"),
     "OTEL_CONTEXT_MICROCOMPACT_CLEAR_AT_LEAST": ("microcompact_clear_at_least", "nonnegint"),
@@ -159,6 +167,16 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
         if not 1 <= pct <= 100:
             raise SettingsError(f"{where}={raw!r} must be a percentage between 1 and 100")
         return pct
+    if kind == "seconds":
+        if isinstance(raw, bool):
+            raise SettingsError(f"{where}={raw!r} must be a number of seconds")
+        try:
+            seconds = float(str(raw).strip())
+        except ValueError:
+            raise SettingsError(f"{where}={raw!r} must be a number of seconds") from None
+        if not 0 < seconds < float("inf"):
+            raise SettingsError(f"{where}={raw!r} must be a positive, finite number of seconds")
+        return seconds
     if kind == "str":
         text = str(raw).strip()
         return text or None
