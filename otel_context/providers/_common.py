@@ -101,3 +101,23 @@ def merge_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             out.append(dict(msg))
     return out
+
+
+#: Per block/part/item type, the fields it needs and their JSON types (what the provider itself rejects).
+FieldRules = Mapping[str, tuple[tuple[str, type | tuple[type, ...]], ...]]
+_OPTIONAL = type(None)
+
+
+def malformed_field(entry: Mapping[str, Any], kind: str, rules: FieldRules, where: str) -> str | None:
+    """Why ``entry`` (of type ``kind``) lacks a field the provider requires, or None.
+
+    Compaction must never hide an invalid request: a malformed block that the summary would replace goes
+    to the provider unchanged, so the app's own bug stays visible (the provider rejects it as it would
+    without us).
+    """
+    for name, types in rules.get(kind, ()):
+        value = entry.get(name)
+        if not isinstance(value, types) or isinstance(value, bool):
+            shown = "missing" if name not in entry else f"a {type(value).__name__}"
+            return f"{where}.{name} is {shown} (malformed {kind!r})"
+    return None
