@@ -33,7 +33,7 @@ class Settings:
 
     #: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: whether prompts/completions go on spans/events.
     capture_content: CaptureMode = "NO_CONTENT"
-    #: OTEL_CONTEXT_CAPTURE_MAX_CHARS: cap on each captured content attribute, in characters.
+    #: OTEL_CONTEXT_CAPTURE_MAX_CHARS: cap on each captured content attribute, in UTF-8 bytes (so in characters too).
     capture_max_chars: int = 16_384
     #: OTEL_CONTEXT_ANTHROPIC_NATIVE_SPANS: keep the anthropic SDK's own span on instrumented calls
     #: (off by default, so that every call has exactly one span: ours).
