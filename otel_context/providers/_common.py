@@ -20,10 +20,29 @@ _TOO_LONG_MARKERS = (
 )
 
 
+#: Nesting kept by :func:`compact_json` when the value is too deep for ``json.dumps`` (recursive in C).
+MAX_JSON_DEPTH = 64
+
+
+def _shallow(value: Any, depth: int = 0) -> Any:
+    """``value`` with containers nested deeper than :data:`MAX_JSON_DEPTH` replaced by ``"..."``."""
+    if isinstance(value, Mapping):
+        return "..." if depth >= MAX_JSON_DEPTH else {str(k): _shallow(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return "..." if depth >= MAX_JSON_DEPTH else [_shallow(v, depth + 1) for v in value]
+    return value
+
+
 def compact_json(value: Any) -> str:
-    """``value`` as compact JSON text (for estimates and transcripts); ``str()`` for what JSON cannot encode."""
+    """``value`` as compact JSON text (for estimates and transcripts); ``str()`` for what JSON cannot encode.
+
+    A value nested near the interpreter's recursion limit (an app's tool input, say) is encoded with its deep
+    part elided: the request must still be planned and sent, never fail in our walk (issue 14).
+    """
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    except RecursionError:
+        return json.dumps(_shallow(value), ensure_ascii=False, separators=(",", ":"), default=str)
     except (TypeError, ValueError):
         return str(value)
 
