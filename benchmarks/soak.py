@@ -17,7 +17,7 @@ Invariants (each printed, any failure -> exit 1):
   dropped streams), never more than were injected; anything else (an exception of ours) fails the run;
   (the engine tracks at most ``--max-conversations`` (32) conversations, so that bound is reached in warm-up;
   Responses calls use ``store: false`` and the provider's prompt cache, exchange record and token-count memos
-  are reset at each sample:
+  are reset every 2 s:
   the provider's memory is not ours to measure);
 * no open spans at the end (spans started == spans ended, counted by a span processor);
 * RSS and thread count flat after warm-up (the first fifth of the run, at least 10 s): the last samples'
@@ -90,6 +90,19 @@ class Tally:
                 self.app_errors += 1
             else:
                 self.unexpected.append(f"{type(error).__module__}.{type(error).__qualname__}: {str(error)[:200]}")
+
+
+#: How often the simulated provider's own memory is reset (see forget_provider_memory).
+HOUSEKEEPING_SECONDS = 2.0
+
+
+def forget_provider_memory(sim: SimulatedProvider) -> None:
+    """The simulated provider's record of exchanges, prompt cache and token-count memos (up to ~100 MB) are
+    not ours to measure: reset them every few seconds so that the RSS figures are the app's and ours."""
+    sim.clear()
+    sim.reset_cache()
+    sim_tokens._pieces_long.cache_clear()
+    sim_tokens._count_long.cache_clear()
 
 
 def rss_mb() -> float:
@@ -273,13 +286,11 @@ def main() -> int:
             elapsed = time.monotonic() - started
             if elapsed >= args.seconds:
                 break
-            time.sleep(min(args.sample_every, args.seconds - elapsed))
+            next_sample = min(started + len(samples) * args.sample_every + args.sample_every, started + args.seconds)
+            while time.monotonic() < next_sample:
+                time.sleep(min(HOUSEKEEPING_SECONDS, max(0.0, next_sample - time.monotonic())))
+                forget_provider_memory(sim)
             elapsed = time.monotonic() - started
-            # The simulated provider's own record of exchanges and its prompt cache are not ours to measure.
-            sim.clear()
-            sim.reset_cache()
-            sim_tokens._pieces_long.cache_clear()  # up to ~100 MB of the provider's token-count memo
-            sim_tokens._count_long.cache_clear()
             samples.append((elapsed, tally.calls, rss_mb(), threading.active_count()))
             print(
                 f"{elapsed:>7.0f} {tally.calls:>7} {tally.app_errors:>10} {tally.injected:>8} "
