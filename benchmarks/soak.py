@@ -32,6 +32,7 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,27 +159,40 @@ async def one_async_call(clients: dict[str, Any], kind: str, history: list[dict[
     return str(response.choices[0].message.content)
 
 
+def conversation_turns(worker: int, stop: threading.Event) -> Iterator[list[dict[str, Any]]]:
+    """The history to send at each turn (a new user message appended); a new conversation every
+    :data:`TURNS_PER_CONVERSATION` turns; ends when ``stop`` is set. See :func:`settle`."""
+    conversation = 0
+    while not stop.is_set():
+        conversation += 1
+        history: list[dict[str, Any]] = []
+        for turn in range(TURNS_PER_CONVERSATION):
+            if stop.is_set():
+                return
+            history.append({"role": "user", "content": user_turn(worker, conversation, turn)})
+            yield history
+
+
+def settle(tally: Tally, history: list[dict[str, Any]], reply: str, error: BaseException | None) -> None:
+    """Count the call; keep the reply in the history, or drop the user message that failed."""
+    if error is None:
+        history.append({"role": "assistant", "content": reply or "ok"})
+    else:
+        history.pop()
+    tally.call(error)
+
+
 def sync_worker(worker: int, sim: SimulatedProvider, tally: Tally, stop: threading.Event, seed: int) -> None:
     rng = random.Random(seed)
     clients = {"anthropic": sim.anthropic(max_retries=0), "openai": sim.openai(max_retries=0)}
     kind = ("anthropic", "chat", "responses")[worker % 3]
-    conversation = 0
     try:
-        while not stop.is_set():
-            conversation += 1
-            history: list[dict[str, Any]] = []
-            for turn in range(TURNS_PER_CONVERSATION):
-                if stop.is_set():
-                    break
-                history.append({"role": "user", "content": user_turn(worker, conversation, turn)})
-                error: BaseException | None = None
-                try:
-                    reply = one_call(clients, kind, history, rng)
-                    history.append({"role": "assistant", "content": reply or "ok"})
-                except Exception as exc:
-                    error = exc
-                    history.pop()
-                tally.call(error)
+        for history in conversation_turns(worker, stop):
+            try:
+                reply, error = one_call(clients, kind, history, rng), None
+            except Exception as exc:
+                reply, error = "", exc
+            settle(tally, history, reply, error)
     finally:
         for client in clients.values():
             client.close()
@@ -188,22 +202,12 @@ def async_worker(sim: SimulatedProvider, tally: Tally, stop: threading.Event, se
     async def conversation_task(index: int, clients: dict[str, Any]) -> None:
         rng = random.Random(seed + index)
         kind = ("anthropic", "chat")[index % 2]
-        conversation = 0
-        while not stop.is_set():
-            conversation += 1
-            history: list[dict[str, Any]] = []
-            for turn in range(TURNS_PER_CONVERSATION):
-                if stop.is_set():
-                    break
-                history.append({"role": "user", "content": user_turn(100 + index, conversation, turn)})
-                error: BaseException | None = None
-                try:
-                    reply = await one_async_call(clients, kind, history, rng)
-                    history.append({"role": "assistant", "content": reply or "ok"})
-                except Exception as exc:
-                    error = exc
-                    history.pop()
-                tally.call(error)
+        for history in conversation_turns(100 + index, stop):
+            try:
+                reply, error = await one_async_call(clients, kind, history, rng), None
+            except Exception as exc:
+                reply, error = "", exc
+            settle(tally, history, reply, error)
 
     async def main() -> None:
         clients = {

@@ -16,7 +16,7 @@ import openai
 import pytest
 from compaction.support import Otel
 
-from engine.agents import SYSTEM, file_content
+from engine.agents import SYSTEM, long_history
 from otel_context import semconv
 from otel_context.pipeline import SummaryResult
 
@@ -25,14 +25,7 @@ OPENAI_MODEL = "gpt-4o"
 WINDOW = 60_000
 
 
-def _history(turns: int = 18) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    for t in range(turns):
-        messages += [
-            {"role": "user", "content": f"Turn {t}. " + file_content(f"f{t}.py", 600)},
-            {"role": "assistant", "content": f"Read f{t}.py."},
-        ]
-    return [*messages, {"role": "user", "content": "What did you learn?"}]
+_history = long_history
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from compaction.support import Otel
 
-from engine.agents import SYSTEM, file_content
+from engine.agents import SYSTEM, long_history
 from otel_context import semconv
 from otel_context.settings import SettingsError, resolve
 from otel_context.testing import Fault
@@ -23,14 +23,7 @@ MODEL = "claude-sonnet-4-6"
 OPENAI_MODEL = "gpt-4o"
 
 
-def _history(turns: int = 18) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    for t in range(turns):
-        messages += [
-            {"role": "user", "content": f"Turn {t}. " + file_content(f"f{t}.py", 600)},
-            {"role": "assistant", "content": f"Read f{t}.py."},
-        ]
-    return [*messages, {"role": "user", "content": "What did you learn?"}]
+_history = long_history
 
 
 def _summary_failed(otel: Otel) -> None:
