@@ -1,8 +1,9 @@
 """Content capture (prompts, completions) in the GenAI semconv message-parts format, size-capped.
 
 Off by default (``NO_CONTENT``). Only request and response BODIES are read: headers, and so API keys
-and auth tokens, never reach this module. Each captured attribute is a JSON string no longer than
-``capture_max_chars``: long texts are cut first, then the oldest messages are dropped.
+and auth tokens, never reach this module. Each captured attribute is a JSON string of at most
+``capture_max_chars`` UTF-8 bytes (CJK text takes 3 bytes a character): long texts are cut first, then the
+oldest messages are dropped (see :func:`fit_json`).
 """
 
 from __future__ import annotations
@@ -220,34 +221,71 @@ _OUTPUT = {"anthropic_messages": _anthropic_output, "openai_chat": _chat_output,
 # --- size cap ---------------------------------------------------------------------------------------------
 
 
-def _cut_texts(value: Any, limit: int) -> Any:
+#: Nesting kept in captured values (tool arguments); deeper parts become the truncation marker, so neither
+#: our walk nor ``json.dumps`` can hit the interpreter's recursion limit on an app's deeply nested JSON.
+MAX_DEPTH = 32
+
+
+def _cut_text(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes (never inside a character), marked when cut."""
+    if len(text) <= max_bytes // 4:  # at most 4 bytes per character: fits whatever the script
+        return text
+    head = text[:max_bytes]  # a character is at least one byte: the cut lies within these
+    encoded = head.encode("utf-8", "surrogatepass")
+    if len(encoded) <= max_bytes and len(head) == len(text):
+        return text
+    return encoded[:max_bytes].decode("utf-8", "ignore") + _TRUNCATED
+
+
+def _cut_texts(value: Any, max_bytes: int | None, depth: int = 0) -> Any:
+    """``value`` with every string cut to ``max_bytes`` (None: uncut) and nesting cut at :data:`MAX_DEPTH`."""
     if isinstance(value, str):
-        return value if len(value) <= limit else value[:limit] + _TRUNCATED
+        return value if max_bytes is None else _cut_text(value, max_bytes)
+    if depth >= MAX_DEPTH and isinstance(value, (list, dict)):
+        return _TRUNCATED
     if isinstance(value, list):
-        return [_cut_texts(v, limit) for v in value]
+        return [_cut_texts(v, max_bytes, depth + 1) for v in value]
     if isinstance(value, dict):
-        return {k: _cut_texts(v, limit) for k, v in value.items()}
+        return {k: _cut_texts(v, max_bytes, depth + 1) for k, v in value.items()}
     return value
 
 
-def fit_json(value: list[Any], max_chars: int) -> str:
-    """``value`` as JSON of at most ``max_chars`` characters: cut long strings, then drop the oldest items."""
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    if len(text) <= max_chars:
-        return text
-    limit = max(max_chars // 4, 16)
-    while limit >= 16:
-        text = json.dumps(_cut_texts(value, limit), ensure_ascii=False, default=str)
-        if len(text) <= max_chars:
-            return text
-        limit //= 2
-    items = _cut_texts(value, 16)
-    while items:
-        items = items[1:]
-        text = json.dumps(items, ensure_ascii=False, default=str)
-        if len(text) <= max_chars:
-            return text
-    return "[]"
+def _newest_that_fit(value: list[Any], max_bytes: int, text_bytes: int | None) -> tuple[list[str], bool]:
+    """The JSON of the newest items of ``value`` whose list fits ``max_bytes`` UTF-8 bytes, oldest first, and
+    whether every item fit. Walks from the newest item and stops at the first that does not fit, so the cost
+    is bounded by the cap, not by the length of the history."""
+    kept: list[str] = []
+    used = 2  # "[]"
+    for item in reversed(value):
+        text = json.dumps(_cut_texts(item, text_bytes), ensure_ascii=False, default=str)
+        size = len(text.encode("utf-8", "surrogatepass")) + (2 if kept else 0)  # ", " between items
+        if used + size > max_bytes:
+            kept.reverse()
+            return kept, False
+        kept.append(text)
+        used += size
+    kept.reverse()
+    return kept, True
+
+
+def fit_json(value: list[Any], max_bytes: int) -> str:
+    """``value`` as a JSON list of at most ``max_bytes`` UTF-8 bytes (and so as many characters).
+
+    Everything when it fits; else the same with long strings cut (to a quarter, then a sixteenth of the cap,
+    then 16 bytes), the first of those that keeps every item; else the newest items that fit with strings cut
+    to a quarter of the cap (the oldest are dropped). Linear: a 6,000-message history costs one pass over the
+    items that can fit, never a re-encoding of the whole list per dropped item (that was quadratic: 22 s).
+    """
+    fallback: list[str] | None = None
+    for text_bytes in (None, max_bytes // 4, max_bytes // 16, 16):
+        if text_bytes is not None and text_bytes < 16:
+            continue
+        kept, complete = _newest_that_fit(value, max_bytes, text_bytes)
+        if complete:
+            return "[" + ", ".join(kept) + "]"
+        if not fallback and text_bytes is not None:
+            fallback = kept
+    return "[" + ", ".join(fallback or ()) + "]"
 
 
 class Capture:

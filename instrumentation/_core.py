@@ -13,6 +13,7 @@ body, on a copy of the options).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 import weakref
@@ -32,6 +33,7 @@ from otel_context.settings import Settings
 from ._call import Call, register_error_type
 from ._content import Capture
 from ._formats import WireFormatHandler
+from ._summarizer import SummarizerBudget
 
 __all__ = ["NATIVE_OFF_KEY", "Call", "ClientInfo", "Endpoint", "Interceptor", "SDKSpec", "native_tracing_allowed"]
 
@@ -62,6 +64,10 @@ class ClientInfo:
     port: int | None
 
 
+class _NeverRaised(Exception):
+    """Default of :attr:`SDKSpec.connection_error`: an SDK that does not name one retries no connection error."""
+
+
 class SDKSpec:
     """What the generic interceptor needs to know about one SDK; ``anthropic.py`` / ``openai.py`` fill it."""
 
@@ -70,6 +76,8 @@ class SDKSpec:
     stream_types: tuple[type, ...] = ()
     response_types: tuple[type, ...] = ()
     status_error: type[BaseException] = Exception
+    #: The SDK's connection error (timeouts included): a summarizer request failing with it may be retried.
+    connection_error: type[BaseException] = _NeverRaised
     httpx_response: type = object
     #: Whether our span should keep the SDK's own span off (anthropic).
     has_native_spans: bool = False
@@ -224,7 +232,8 @@ class Interceptor:
             begun.options = begun.options.model_copy(update={"json_data": plain})
 
     def _summary_options(self, options: Any, body: Mapping[str, Any]) -> Any:
-        """The summarizer's request: the app's call options (same client, timeout, headers the app set) with
+        """The summarizer's request: the app's call options (same client, headers the app set; retries and
+        timeout are the summarizer's own, see :class:`._summarizer.SummarizerBudget`) with
         the engine's body, never streamed, and without the app's post parser (``parse()`` helpers set one),
         which would otherwise be applied to the summary's raw HTTP response."""
         clean = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
@@ -300,13 +309,23 @@ class Interceptor:
         fmt, provider, options = begun.endpoint.fmt, begun.call.provider, begun.options
         spec = self.spec
 
+        budget = SummarizerBudget(self.settings)
+
         def send(request: SummaryRequest) -> SummaryResult:
             token = pipeline.in_summarizer.set(True)
             try:
-                response = instance.request(spec.httpx_response, self._summary_options(options, request.body))
-                return self._summary_result(response, fmt, provider)
-            except Exception as exc:
-                return self._summary_error(exc)
+                attempt = 0
+                while True:
+                    try:
+                        sent = budget.options(self._summary_options(options, request.body))
+                        response = instance.request(spec.httpx_response, sent)
+                        return self._summary_result(response, fmt, provider)
+                    except Exception as exc:
+                        wait = budget.retry_wait(exc, attempt, spec.status_error, spec.connection_error)
+                        if wait is None:
+                            return self._summary_error(exc)
+                    time.sleep(wait)
+                    attempt += 1
             finally:
                 pipeline.in_summarizer.reset(token)
 
@@ -399,13 +418,23 @@ class Interceptor:
         fmt, provider, options = begun.endpoint.fmt, begun.call.provider, begun.options
         spec = self.spec
 
+        budget = SummarizerBudget(self.settings)
+
         async def send(request: SummaryRequest) -> SummaryResult:
             token = pipeline.in_summarizer.set(True)
             try:
-                response = await instance.request(spec.httpx_response, self._summary_options(options, request.body))
-                return self._summary_result(response, fmt, provider)
-            except Exception as exc:
-                return self._summary_error(exc)
+                attempt = 0
+                while True:
+                    try:
+                        sent = budget.options(self._summary_options(options, request.body))
+                        response = await instance.request(spec.httpx_response, sent)
+                        return self._summary_result(response, fmt, provider)
+                    except Exception as exc:
+                        wait = budget.retry_wait(exc, attempt, spec.status_error, spec.connection_error)
+                        if wait is None:
+                            return self._summary_error(exc)
+                    await asyncio.sleep(wait)
+                    attempt += 1
             finally:
                 pipeline.in_summarizer.reset(token)
 

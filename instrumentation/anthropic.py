@@ -53,6 +53,7 @@ class AnthropicSpec(SDKSpec):
         self.stream_types = (Stream, AsyncStream)
         self.response_types = (BaseAPIResponse,)
         self.status_error = anthropic.APIStatusError
+        self.connection_error = anthropic.APIConnectionError
         self._api_error = anthropic.APIError
         self.httpx_response = httpx2.Response
 

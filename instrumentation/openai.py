@@ -48,6 +48,7 @@ class OpenAISpec(SDKSpec):
         self.stream_types = (Stream, AsyncStream)
         self.response_types = (BaseAPIResponse, LegacyAPIResponse)
         self.status_error = openai.APIStatusError
+        self.connection_error = openai.APIConnectionError
         self._api_error = openai.APIError
         self.httpx_response = httpx2.Response
 

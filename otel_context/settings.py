@@ -45,7 +45,7 @@ class Settings:
 
     #: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: whether prompts/completions go on spans/events.
     capture_content: CaptureMode = "NO_CONTENT"
-    #: OTEL_CONTEXT_CAPTURE_MAX_CHARS: cap on each captured content attribute, in characters.
+    #: OTEL_CONTEXT_CAPTURE_MAX_CHARS: cap on each captured content attribute, in UTF-8 bytes (so in characters too).
     capture_max_chars: int = 16_384
     #: OTEL_CONTEXT_ANTHROPIC_NATIVE_SPANS: keep the anthropic SDK's own span on instrumented calls
     #: (off by default, so that every call has exactly one span: ours).
@@ -73,6 +73,12 @@ class Settings:
     disable_auto_compact: bool = False
     #: OTEL_CONTEXT_SUMMARY_MODEL: the summarizer's model (default: the call's own model).
     summary_model: str | None = None
+    #: OTEL_CONTEXT_SUMMARIZER_TIMEOUT_SECONDS: the most an inline compaction's summarizer calls may add to the
+    #: app's call, all attempts together; then the compaction fails and the original request goes out.
+    summarizer_timeout_seconds: float = 60.0
+    #: OTEL_CONTEXT_SUMMARIZER_MAX_RETRIES: retries of a failed summarizer call (5xx, 429, connection errors),
+    #: each after a short back-off; never when the provider asks to wait longer than a second.
+    summarizer_max_retries: int = 1
 
     #: OTEL_CONTEXT_KEEP_RECENT_MESSAGES: messages kept verbatim after a summary.
     keep_recent_messages: int = 6
@@ -129,6 +135,8 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_DISABLE_COMPACT": ("disable_compact", "bool"),
     "OTEL_CONTEXT_DISABLE_AUTO_COMPACT": ("disable_auto_compact", "bool"),
     "OTEL_CONTEXT_SUMMARY_MODEL": ("summary_model", "str"),
+    "OTEL_CONTEXT_SUMMARIZER_TIMEOUT_SECONDS": ("summarizer_timeout_seconds", "seconds"),
+    "OTEL_CONTEXT_SUMMARIZER_MAX_RETRIES": ("summarizer_max_retries", "nonnegint"),
     "OTEL_CONTEXT_KEEP_RECENT_MESSAGES": ("keep_recent_messages", "posint"),
     "OTEL_CONTEXT_MICROCOMPACT_KEEP_RECENT": ("microcompact_keep_recent", "nonnegint"),
     "OTEL_CONTEXT_MICROCOMPACT_CLEAR_AT_LEAST": ("microcompact_clear_at_least", "nonnegint"),

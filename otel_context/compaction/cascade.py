@@ -352,7 +352,14 @@ def call_summarizer_function(fn: Callable[..., Any], request: SummaryRequest) ->
         if close is not None:
             close()
         return SummaryResult(error=TypeError("Settings.summarizer must be a synchronous function here"))
-    return answer if isinstance(answer, SummaryResult) else SummaryResult(text=str(answer))
+    text = answer.text if isinstance(answer, SummaryResult) else answer
+    if isinstance(answer, SummaryResult) and answer.error is not None:
+        return answer
+    if not isinstance(text, str) or not text.strip():
+        # str(None) would be "None": a history replaced by four letters and reported as a success.
+        shown = repr(text) if isinstance(text, str) else type(text).__name__
+        return SummaryResult(error=TypeError(f"Settings.summarizer must return a non-empty string, got {shown}"))
+    return answer if isinstance(answer, SummaryResult) else SummaryResult(text=text)
 
 
 def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, CompactionOutcome]:

@@ -20,10 +20,29 @@ _TOO_LONG_MARKERS = (
 )
 
 
+#: Nesting kept by :func:`compact_json` when the value is too deep for ``json.dumps`` (recursive in C).
+MAX_JSON_DEPTH = 64
+
+
+def _shallow(value: Any, depth: int = 0) -> Any:
+    """``value`` with containers nested deeper than :data:`MAX_JSON_DEPTH` replaced by ``"..."``."""
+    if isinstance(value, Mapping):
+        return "..." if depth >= MAX_JSON_DEPTH else {str(k): _shallow(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return "..." if depth >= MAX_JSON_DEPTH else [_shallow(v, depth + 1) for v in value]
+    return value
+
+
 def compact_json(value: Any) -> str:
-    """``value`` as compact JSON text (for estimates and transcripts); ``str()`` for what JSON cannot encode."""
+    """``value`` as compact JSON text (for estimates and transcripts); ``str()`` for what JSON cannot encode.
+
+    A value nested near the interpreter's recursion limit (an app's tool input, say) is encoded with its deep
+    part elided: the request must still be planned and sent, never fail in our walk (issue 14).
+    """
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    except RecursionError:
+        return json.dumps(_shallow(value), ensure_ascii=False, separators=(",", ":"), default=str)
     except (TypeError, ValueError):
         return str(value)
 
@@ -101,3 +120,23 @@ def merge_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             out.append(dict(msg))
     return out
+
+
+#: Per block/part/item type, the fields it needs and their JSON types (what the provider itself rejects).
+FieldRules = Mapping[str, tuple[tuple[str, type | tuple[type, ...]], ...]]
+_OPTIONAL = type(None)
+
+
+def malformed_field(entry: Mapping[str, Any], kind: str, rules: FieldRules, where: str) -> str | None:
+    """Why ``entry`` (of type ``kind``) lacks a field the provider requires, or None.
+
+    Compaction must never hide an invalid request: a malformed block that the summary would replace goes
+    to the provider unchanged, so the app's own bug stays visible (the provider rejects it as it would
+    without us).
+    """
+    for name, types in rules.get(kind, ()):
+        value = entry.get(name)
+        if not isinstance(value, types) or isinstance(value, bool):
+            shown = "missing" if name not in entry else f"a {type(value).__name__}"
+            return f"{where}.{name} is {shown} (malformed {kind!r})"
+    return None

@@ -20,11 +20,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otel_context.providers._common import (
+    FieldRules,
     as_list,
     compact_json,
     error_fields,
     fixpoint,
     join_text,
+    malformed_field,
     mentions_too_long,
     merge_text_messages,
 )
@@ -58,6 +60,18 @@ KNOWN_BLOCK_TYPES = frozenset(
     }
 )
 _ROLES = frozenset({"user", "assistant", "system"})
+_SEQ = (list, tuple)
+#: Required fields of the blocks the compactor reads or rewrites (see _common.malformed_field).
+_BLOCK_FIELDS: FieldRules = {
+    "text": (("text", str),),
+    "tool_use": (("id", str), ("name", str), ("input", Mapping)),
+    "server_tool_use": (("id", str), ("name", str), ("input", Mapping)),
+    "tool_result": (("tool_use_id", str), ("content", (str, *_SEQ, type(None)))),
+    "thinking": (("thinking", str),),
+    "redacted_thinking": (("data", str),),
+    "image": (("source", Mapping),),
+    "document": (("source", Mapping),),
+}
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 _CALL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
@@ -235,6 +249,9 @@ class AnthropicMessagesAdapter:
                 kind = block.get("type")
                 if kind not in KNOWN_BLOCK_TYPES:
                     return f"messages.{index}.content.{pos} has unknown block type {kind!r}"
+                problem = malformed_field(block, kind, _BLOCK_FIELDS, f"messages.{index}.content.{pos}")
+                if problem:
+                    return problem
         return None
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:

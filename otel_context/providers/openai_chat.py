@@ -19,11 +19,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otel_context.providers._common import (
+    FieldRules,
     as_list,
     compact_json,
     error_fields,
     fixpoint,
     join_text,
+    malformed_field,
     mentions_too_long,
     merge_text_messages,
     parse_arguments,
@@ -35,6 +37,16 @@ _INSTRUCTION_ROLES = frozenset({"system", "developer"})
 KNOWN_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
 _MEDIA_PARTS = frozenset({"image_url", "input_audio", "file"})
 _CALL_TYPES = frozenset({"function", "custom"})
+#: Required fields the provider checks (see _common.malformed_field).
+_PART_FIELDS: FieldRules = {
+    "text": (("text", str),),
+    "image_url": (("image_url", Mapping),),
+    "input_audio": (("input_audio", Mapping),),
+    "file": (("file", Mapping),),
+    "refusal": (("refusal", str),),
+}
+_CALL_FIELDS: FieldRules = {"function": (("id", str), ("function", Mapping)), "custom": (("id", str),)}
+_FUNCTION_FIELDS: FieldRules = {"function": (("name", str), ("arguments", str))}
 
 
 def _role(item: Item) -> str:
@@ -150,13 +162,28 @@ class OpenAIChatAdapter:
             content = item.get("content")
             if content is not None and not isinstance(content, (str, list, tuple)):
                 return f"messages[{index}].content is neither a string nor a list of parts"
+            if content is None and role != "assistant":
+                return f"messages[{index}].content is missing (a {role} message needs content)"
             for pos, part in enumerate(as_list(content)):
                 if not isinstance(part, Mapping) or part.get("type") not in KNOWN_PART_TYPES:
                     kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
                     return f"messages[{index}].content[{pos}] has unknown part type {kind!r}"
+                problem = malformed_field(part, part["type"], _PART_FIELDS, f"messages[{index}].content[{pos}]")
+                if problem:
+                    return problem
+            if role == "tool" and not isinstance(item.get("tool_call_id"), str):
+                return f"messages[{index}].tool_call_id is missing (malformed tool message)"
             for pos, call in enumerate(as_list(item.get("tool_calls"))):
                 if not isinstance(call, Mapping) or call.get("type", "function") not in _CALL_TYPES:
                     return f"messages[{index}].tool_calls[{pos}] has an unknown tool call type"
+                kind = call.get("type", "function")
+                where = f"messages[{index}].tool_calls[{pos}]"
+                problem = malformed_field(call, kind, _CALL_FIELDS, where)
+                function = call.get("function")
+                if problem is None and kind == "function" and isinstance(function, Mapping):
+                    problem = malformed_field(function, "function", _FUNCTION_FIELDS, where + ".function")
+                if problem:
+                    return problem
         return None
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:

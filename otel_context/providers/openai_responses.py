@@ -19,11 +19,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otel_context.providers._common import (
+    FieldRules,
     as_list,
     compact_json,
     error_fields,
     fixpoint,
     join_text,
+    malformed_field,
     mentions_too_long,
     parse_arguments,
 )
@@ -74,6 +76,16 @@ KNOWN_ITEM_TYPES = frozenset(
 KNOWN_PART_TYPES = frozenset({"input_text", "output_text", "input_image", "input_file", "input_audio", "refusal"})
 _MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio"})
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
+#: Required fields the provider checks (see _common.malformed_field).
+_PART_FIELDS: FieldRules = {
+    "input_text": (("text", str),),
+    "output_text": (("text", str),),
+    "refusal": (("refusal", str),),
+}
+_ITEM_FIELDS: FieldRules = {
+    "function_call": (("call_id", str), ("name", str), ("arguments", str)),
+    "function_call_output": (("call_id", str), ("output", (str, list, tuple))),
+}
 
 
 def _type(item: Item) -> str:
@@ -209,6 +221,12 @@ class OpenAIResponsesAdapter:
                     if not isinstance(part, Mapping) or part.get("type") not in KNOWN_PART_TYPES:
                         part_kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
                         return f"input[{index}].content[{pos}] has unknown part type {part_kind!r}"
+                    problem = malformed_field(part, part["type"], _PART_FIELDS, f"input[{index}].content[{pos}]")
+                    if problem:
+                        return problem
+            problem = malformed_field(item, kind, _ITEM_FIELDS, f"input[{index}]")
+            if problem:
+                return problem
         return None
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:

@@ -68,6 +68,10 @@ def _flavor_for(path: str, headers: Mapping[str, str]) -> Flavor:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    #: listen() backlog. The stdlib's default of 5 made clients fail with connection errors at about 30
+    #: simultaneous connections (a burst outruns the single accept loop); load tests of agents open hundreds.
+    #: The kernel caps it at net.core.somaxconn (4096 on current Linux).
+    request_queue_size = 1024
     block_on_close = False
     allow_reuse_address = True
     sim: SimulatedProvider

@@ -92,3 +92,15 @@ def run_openai_chat_agent(client: Any, model: str, turns: int, file_lines: int =
                 path = json.loads(call.function.arguments)["path"]
                 history.append({"role": "tool", "tool_call_id": call.id, "content": file_content(path, file_lines)})
     return history
+
+
+def long_history(turns: int = 18, lines: int = 600) -> list[dict[str, Any]]:
+    """User turns carrying a file each, with short answers: ~66K estimated tokens at the defaults, over the
+    auto-compaction threshold of a 60K ``auto_compact_window`` even with a small ``max_tokens``."""
+    messages: list[dict[str, Any]] = []
+    for t in range(turns):
+        messages += [
+            {"role": "user", "content": f"Turn {t}. " + file_content(f"f{t}.py", lines)},
+            {"role": "assistant", "content": f"Read f{t}.py."},
+        ]
+    return [*messages, {"role": "user", "content": "What did you learn?"}]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -74,3 +75,31 @@ def test_concurrent_clients(sim: Any) -> None:
     assert len(set(ids)) == 40
     assert len(sim.exchanges) == 40
     assert all(x.status == 200 for x in sim.exchanges)
+
+
+def test_two_hundred_simultaneous_connections(sim: Any) -> None:
+    """200 real SDK clients, each on its own connection, released at once: every call is served.
+
+    The stdlib server's listen backlog of 5 failed a third of them with ``APIConnectionError``. The server's
+    latency keeps every connection open at the same time; the barrier makes the connects one burst.
+    """
+    sim.latency = 0.3
+    clients = 200
+    barrier = threading.Barrier(clients, timeout=60)
+
+    def call(i: int) -> str:
+        client = sim.anthropic(timeout=60) if i % 2 else sim.openai(timeout=60)
+        try:
+            barrier.wait()
+            if i % 2:
+                return str(
+                    client.messages.create(model=CLAUDE, max_tokens=5, messages=[{"role": "user", "content": "q"}]).id
+                )
+            return str(client.chat.completions.create(model=GPT, messages=[{"role": "user", "content": "q"}]).id)
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        ids = list(pool.map(call, range(clients)))
+    assert len(set(ids)) == clients
+    assert len(sim.exchanges) == clients

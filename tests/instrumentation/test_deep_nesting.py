@@ -1,0 +1,77 @@
+"""JSON nested near the interpreter's recursion limit: the instrumented call goes out as the plain one does.
+
+The SDK itself serializes the body recursively, so there is a depth beyond which even the plain call fails;
+just below it, our walks (the engine's estimate, content capture) used to raise ``RecursionError`` and drop the
+plan and the captured content. The test finds that depth with the plain SDK call and then makes the
+instrumented call a few levels below it (two levels below: our wrapper adds a few frames of its own).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from instr_support import attrs, only_span
+
+import otel_context
+from otel_context import semconv
+
+MODEL = "claude-sonnet-4-6"
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"leaf": "x"}
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+def _messages(depth: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "read it"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": _nested(depth)}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}]},
+    ]
+
+
+def _frames() -> int:
+    frame, count = sys._getframe(), 0
+    while frame is not None:
+        frame, count = frame.f_back, count + 1  # type: ignore[assignment]
+    return count
+
+
+def _deepest_plain_depth(client: Any) -> int:
+    depth = sys.getrecursionlimit() - _frames()
+    while depth > 100:
+        try:
+            client.messages.create(model=MODEL, max_tokens=10, messages=_messages(depth))
+            return depth
+        except Exception:
+            depth -= 4
+    raise AssertionError("no depth worked uninstrumented")
+
+
+def test_deep_tool_input_is_planned_captured_and_sent(simulated_provider: Any, spans: Any) -> None:
+    client = simulated_provider.anthropic()
+    depth = _deepest_plain_depth(client) - 2
+    messages = _messages(depth)
+    simulated_provider.clear()
+    spans.clear()  # the SDK's own spans of the uninstrumented probes
+    otel_context.instrument(capture_content="SPAN_ONLY")
+    try:
+        response = client.messages.create(model=MODEL, max_tokens=10, messages=messages)
+    finally:
+        otel_context.uninstrument()
+    assert response.content
+    (exchange,) = simulated_provider.exchanges
+    assert exchange.status == 200
+    assert exchange.body["messages"][0] == messages[0]
+    span_attrs = attrs(only_span(spans()))
+    assert span_attrs[semconv.CONTEXT_ESTIMATED_TOKENS] > 0  # the engine planned the call (no RecursionError)
+    captured = json.loads(span_attrs[semconv.GEN_AI_INPUT_MESSAGES])
+    assert captured[1]["parts"][0]["name"] == "read_file"  # the deep arguments are elided, not the message
