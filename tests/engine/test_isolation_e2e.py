@@ -121,7 +121,10 @@ def _client(sim: Any, fmt: str, *, is_async: bool = False) -> Any:
     return sim.async_openai() if is_async else sim.openai()
 
 
-def _alone(sim: Any, fmt: str) -> tuple[Counter[str], Counter[str]]:
+def _alone(sim: Any, instrumented: Callable[..., Any], fmt: str) -> tuple[Counter[str], Counter[str]]:
+    """Instrument, then run each conversation alone (a fresh engine each): what each does by itself."""
+    sim.set_window(MODELS[fmt], WINDOW)
+    instrumented(auto_compact_window=WINDOW)
     client = _client(sim, fmt)
     for conv in range(CONVERSATIONS):
         engine.reset()
@@ -138,9 +141,7 @@ def _alone(sim: Any, fmt: str) -> tuple[Counter[str], Counter[str]]:
 def test_concurrent_conversations_with_one_greeting_never_mix_in_threads(
     simulated_provider: Any, instrumented: Callable[..., Any], fmt: str
 ) -> None:
-    simulated_provider.set_window(MODELS[fmt], WINDOW)
-    instrumented(auto_compact_window=WINDOW)
-    alone_summaries, alone_rejected = _alone(simulated_provider, fmt)
+    alone_summaries, alone_rejected = _alone(simulated_provider, instrumented, fmt)
     assert sum(alone_summaries.values()) >= CONVERSATIONS, "each conversation must compact at least once"
 
     client = _client(simulated_provider, fmt)
@@ -163,9 +164,7 @@ def test_concurrent_conversations_with_one_greeting_never_mix_in_threads(
 def test_concurrent_conversations_with_one_greeting_never_mix_in_asyncio_tasks(
     simulated_provider: Any, instrumented: Callable[..., Any], fmt: str
 ) -> None:
-    simulated_provider.set_window(MODELS[fmt], WINDOW)
-    instrumented(auto_compact_window=WINDOW)
-    alone_summaries, alone_rejected = _alone(simulated_provider, fmt)
+    alone_summaries, alone_rejected = _alone(simulated_provider, instrumented, fmt)
 
     async def main() -> None:
         client = _client(simulated_provider, fmt, is_async=True)
