@@ -246,6 +246,12 @@ def main() -> int:
     parser.add_argument("--fault-rate", type=float, default=0.5, help="faults injected per second (default 0.5)")
     parser.add_argument("--sample-every", type=float, default=5.0, help="seconds between samples (default 5)")
     parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument(
+        "--rss-slack-mb",
+        type=float,
+        default=25.0,
+        help="RSS growth allowed after warm-up, in MB or 25 %% of the warm-up RSS, whichever is larger (25)",
+    )
     parser.add_argument("--max-conversations", type=int, default=32, help="engine's conversation bound (32)")
     args = parser.parse_args()
     if args.seconds <= 0 or args.threads < 0 or args.async_tasks < 0:
@@ -326,7 +332,7 @@ def main() -> int:
         tail = after[len(after) // 2 :]
         peak_rss = max(s[2] for s in tail)
         peak_threads = max(s[3] for s in tail)
-        if peak_rss > base_rss + max(25.0, base_rss * 0.25):
+        if peak_rss > base_rss + max(args.rss_slack_mb, base_rss * 0.25):
             failures.append(f"RSS grew after warm-up: {base_rss:.1f} MB -> {peak_rss:.1f} MB")
         if peak_threads > base_threads + 8:
             failures.append(f"threads grew after warm-up: {base_threads} -> {peak_threads}")
