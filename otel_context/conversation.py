@@ -73,6 +73,11 @@ def derive_key(provider: str, first_user_text: str | None) -> str:
     return key
 
 
+#: The byte bound's conversion: the estimator counts about 4 characters a token, and Python's strings of
+#: ASCII text take a byte a character.
+BYTES_PER_TOKEN = 4
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """What one successful call of a conversation left behind; immutable, so a call reads it once and
@@ -87,8 +92,13 @@ class Snapshot:
     items: Sequence[Mapping[str, Any]]
     usage: TokenUsage | None
     entry: MemoEntry | None = None
-    #: Approximate bytes of the app's objects this snapshot keeps alive (4 bytes per estimated token).
-    size: int = 0
+    #: Estimated tokens of ``items`` (what this snapshot keeps alive of the app's objects).
+    tokens: int = 0
+
+    @property
+    def size(self) -> int:
+        """Approximate bytes of the app's objects this snapshot keeps alive (for the store's byte bound)."""
+        return BYTES_PER_TOKEN * self.tokens
 
 
 def unchanged_prefix(
@@ -171,6 +181,16 @@ class ConversationState:
         with self.lock:
             self.estimate_factor = max(self.estimate_factor, factor)
 
+    def inherit(self, parent: ConversationState, *, factor: bool, baseline: bool) -> None:
+        """Start this branch of a derived key from ``parent``: its content-keyed memo entries (safe to
+        share: they only ever apply to a prefix with the same content), its estimate factor when
+        ``factor``, and a branch of its cache-break baseline when ``baseline``. Never its breaker."""
+        self.memo = parent.memo.copy()
+        if factor:
+            self.estimate_factor = parent.estimate_factor
+        if baseline and parent.detector is not None:
+            self.detector = parent.detector.branch()
+
 
 @dataclass(frozen=True)
 class Resolution:
@@ -232,13 +252,16 @@ class ConversationStore:
 
     def get(self, key: str, *, explicit: bool) -> ConversationState:
         """The (first) state of ``key``, created when new, marked as most recently used."""
+        gone: list[ConversationState] = []
         with self._lock:
             group = self._groups.get(key)
-            state = group[-1] if group else self._new(key, explicit)
-            return self._touch_and_evict(state)
+            state = self._touch_and_evict(group[-1] if group else self._new(key, explicit), gone)
+        self._report(gone)
+        return state
 
     def resolve(self, key: str, items: Sequence[Mapping[str, Any]], *, explicit: bool) -> Resolution:
         """The state of the call whose conversation items are ``items`` (see the class doc)."""
+        gone: list[ConversationState] = []
         with self._lock:
             group = self._groups.get(key)
             best: ConversationState | None = None
@@ -256,7 +279,8 @@ class ConversationStore:
                 best_snapshot, best_unchanged = None, 0
                 if group:
                     _inherit(best, group[:-1], items)
-            state = self._touch_and_evict(best)
+            state = self._touch_and_evict(best, gone)
+        self._report(gone)
         if state is not best:  # it had been idle too long: the conversation starts afresh
             return Resolution(state, None, 0)
         return Resolution(state, best_snapshot, max(0, best_unchanged))
@@ -281,8 +305,7 @@ class ConversationStore:
             ):
                 parent = state
                 state = self._new(state.key, False)
-                state.memo = parent.memo.copy()
-                state.estimate_factor = parent.estimate_factor
+                state.inherit(parent, factor=True, baseline=False)
             tracked = (state.key, state.serial) in self._states
             if tracked:
                 self._bytes += snapshot.size - (state.snapshot.size if state.snapshot is not None else 0)
@@ -292,11 +315,6 @@ class ConversationStore:
                 self._touch_and_evict(state, evicted)
         self._report(evicted)
         return state
-
-    def peek(self, key: str) -> ConversationState | None:
-        """The newest state of ``key`` if tracked, without touching its recency."""
-        group = self._groups.get(key)
-        return group[-1] if group else None
 
     def clear(self) -> None:
         with self._lock:
@@ -314,12 +332,11 @@ class ConversationStore:
         self._groups.setdefault(key, []).append(state)
         return state
 
-    def _touch_and_evict(
-        self, state: ConversationState, evicted: list[ConversationState] | None = None
-    ) -> ConversationState:
-        """Mark ``state`` most recently used, then expire idle states and enforce both bounds."""
+    def _touch_and_evict(self, state: ConversationState, gone: list[ConversationState]) -> ConversationState:
+        """Mark ``state`` most recently used, then expire idle states and enforce both bounds.
+
+        What goes is added to ``gone``, for the caller to report once the lock is released."""
         now = self._clock()
-        gone: list[ConversationState] = [] if evicted is None else evicted
         ident = (state.key, state.serial)
         if state.last_seen and now - state.last_seen > self.idle_seconds:
             # Idle too long: the conversation starts afresh under the same identity.
@@ -339,8 +356,6 @@ class ConversationStore:
                 gone.append(oldest)
             else:
                 break
-        if evicted is None:
-            self._report(gone)
         return state
 
     def _drop(self, ident: tuple[str, int]) -> None:
@@ -406,8 +421,5 @@ def _inherit(state: ConversationState, others: Sequence[ConversationState], item
             closest, closest_equal = other, equal
     if closest is None or closest.snapshot is None:
         return
-    state.memo = closest.memo.copy()
-    if closest_equal >= 2 and 2 * closest_equal >= len(closest.snapshot.items):
-        state.estimate_factor = closest.estimate_factor
-        if closest.detector is not None:
-            state.detector = closest.detector.branch()
+    relative = closest_equal >= 2 and 2 * closest_equal >= len(closest.snapshot.items)
+    state.inherit(closest, factor=relative, baseline=relative)

@@ -280,7 +280,7 @@ class EnginePlan(CallPlan):
         ended = time.monotonic()
         provider = self.request.provider
         anchor = usage if usage is not None and usage.input_tokens > 0 else None
-        snapshot = Snapshot(self.items, anchor, self.entry, 4 * self.history_tokens)
+        snapshot = Snapshot(self.items, anchor, self.entry, self.history_tokens)
         # The state that holds this call's history from now on (a new branch when another history of the
         # same derived key moved the one this call read): the cache check below stays on the state whose
         # detector fingerprinted the request.
@@ -426,7 +426,7 @@ def _plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, Summary
             )
         estimated = snapshot.usage.input_tokens + snapshot.usage.output_tokens + int(appended * state.estimate_factor)
         # The app's history this call keeps alive grows by what was appended (for the store's byte bound).
-        p.history_tokens = snapshot.size // 4 + appended
+        p.history_tokens = snapshot.tokens + appended
     else:
         items_tokens = budget_mod.estimate_items(adapter, p.sent_items)
         estimated = int((budget_mod.estimate_fixed(adapter, p.body) + items_tokens) * state.estimate_factor)
