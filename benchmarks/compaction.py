@@ -20,8 +20,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from otel_context import engine
 from otel_context.compaction import budget
 from otel_context.compaction.microcompact import microcompact
-from otel_context.pipeline import CallRequest, drive
-from otel_context.providers import for_format
+from otel_context.contract import CallRequest
+from otel_context.flow import drive
+from otel_context.formats import for_format
 from otel_context.settings import Settings
 from otel_context.usage import TokenUsage
 
@@ -63,7 +64,7 @@ def per_call_overhead(
                 "system": "s",
                 "messages": [dict(m) for m in messages] if copies else list(messages),
             }
-            request = CallRequest("anthropic", "anthropic_messages", body, MODEL, False, settings)
+            request = CallRequest("anthropic", "anthropic_messages", body, MODEL, settings)
             start = time.perf_counter()
             plan = drive(engine.plan(span, request), fake)
             elapsed = time.perf_counter() - start
@@ -111,7 +112,7 @@ def agent_loop_overhead(n_messages: int, copies: bool = False, calls: int = 41) 
             "messages": [dict(m) for m in history] if copies else list(history),
         }
         json.dumps(body)
-        request = CallRequest("anthropic", "anthropic_messages", body, MODEL, False, settings)
+        request = CallRequest("anthropic", "anthropic_messages", body, MODEL, settings)
         start = time.perf_counter()
         plan = drive(engine.plan(span, request), fake)
         elapsed = time.perf_counter() - start
@@ -161,7 +162,7 @@ def memory_per_conversation(n: int = 500) -> float:
     for c in range(n):
         body = {"model": MODEL, "max_tokens": 100, "messages": [{"role": "user", "content": f"conversation {c}"}]}
         plan = drive(
-            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, False, Settings())),
+            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, Settings())),
             FakeSummarizer(),
         )
         plan.on_response(span, TokenUsage(input_tokens=10, output_tokens=5), None)
@@ -185,7 +186,7 @@ def memory_of_a_long_conversation(n_messages: int = 1_000, copies: bool = False)
     before = tracemalloc.take_snapshot()
     body = {"model": MODEL, "max_tokens": 64, "messages": [dict(m) for m in history] if copies else list(history)}
     plan = drive(
-        engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, False, Settings())),
+        engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, Settings())),
         FakeSummarizer(),
     )
     plan.on_response(span, TokenUsage(input_tokens=10, output_tokens=5), None)

@@ -12,8 +12,8 @@ from typing import Any
 
 from opentelemetry.trace import Span, Status, StatusCode
 
-from otel_context import semconv, telemetry, token_counters
-from otel_context.pipeline import CallPlan
+from otel_context import engine, semconv, telemetry, token_counters
+from otel_context.contract import CallPlan
 
 from ._content import Capture
 from ._formats import Accumulator, ResponseInfo, WireFormatHandler
@@ -245,8 +245,6 @@ class Call:
     def _observe_server_compaction(self, usage: Any, response: Mapping[str, Any] | None) -> None:
         """OpenAI ``responses.compact``: the provider compacted on request; report it like any compaction."""
         try:
-            from otel_context import engine  # the engine is heavy: only compact calls need it here
-
             model = self.metric_attrs.get(semconv.GEN_AI_REQUEST_MODEL) or ""
             engine.observe_provider_compaction(self.span, self.provider, str(model), usage, response, force=True)
         except Exception:

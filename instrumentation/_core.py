@@ -26,8 +26,9 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import SpanKind
 
-from otel_context import pipeline, semconv, telemetry
-from otel_context.pipeline import CallPlan, CallRequest, SummaryRequest, SummaryResult
+from otel_context import engine, semconv, telemetry
+from otel_context.contract import CallPlan, CallRequest
+from otel_context.flow import SummaryRequest, SummaryResult, adrive, drive, in_summarizer
 from otel_context.settings import Settings
 
 from ._call import Call, register_error_type
@@ -207,7 +208,6 @@ class Interceptor:
             wire_format=fmt.wire_format,  # type: ignore[arg-type]
             body=body,
             model=model if isinstance(model, str) else None,
-            stream=begun.call.stream,
             settings=self.settings,
             headers=headers,
         )
@@ -275,7 +275,7 @@ class Interceptor:
             return wrapped(*args, **kwargs)
         call = begun.call
         try:
-            if begun.endpoint.chat and not pipeline.in_summarizer.get():
+            if begun.endpoint.chat and not in_summarizer.get():
                 self._plan_sync(begun, instance)
             elif self.settings.capture_content != "NO_CONTENT":
                 self._capture_request(begun, begun.options.json_data)
@@ -297,7 +297,7 @@ class Interceptor:
         try:
             body, prepared = self.spec.plain_body(begun.options.json_data)
             request = self._call_request(begun, body)
-            plan = pipeline.drive(pipeline.plan(begun.call.span, request), self._sync_sender(begun, instance))
+            plan = drive(engine.plan(begun.call.span, request), self._sync_sender(begun, instance))
             self._apply_plan(begun, plan, body, prepared)
             self._capture_request(begun, plan.body)  # what is sent, as plain JSON (no SDK sentinels)
         except Exception:
@@ -312,7 +312,7 @@ class Interceptor:
         budget = SummarizerBudget(self.settings)
 
         def send(request: SummaryRequest) -> SummaryResult:
-            token = pipeline.in_summarizer.set(True)
+            token = in_summarizer.set(True)
             try:
                 attempt = 0
                 while True:
@@ -327,7 +327,7 @@ class Interceptor:
                     time.sleep(wait)
                     attempt += 1
             finally:
-                pipeline.in_summarizer.reset(token)
+                in_summarizer.reset(token)
 
         return send
 
@@ -336,7 +336,7 @@ class Interceptor:
         call = begun.call
         assert call.plan is not None
         try:
-            return pipeline.drive(call.plan.on_too_long(call.span, error), self._sync_sender(begun, instance))
+            return drive(call.plan.on_too_long(call.span, error), self._sync_sender(begun, instance))
         except Exception:
             telemetry.log_once("on_too_long", "otel_context: reactive compaction failed", exc_info=True)
             return None
@@ -384,7 +384,7 @@ class Interceptor:
             return await wrapped(*args, **kwargs)
         call = begun.call
         try:
-            if begun.endpoint.chat and not pipeline.in_summarizer.get():
+            if begun.endpoint.chat and not in_summarizer.get():
                 await self._plan_async(begun, instance)
             elif self.settings.capture_content != "NO_CONTENT":
                 self._capture_request(begun, begun.options.json_data)
@@ -406,7 +406,7 @@ class Interceptor:
         try:
             body, prepared = await self.spec.aplain_body(begun.options.json_data)
             request = self._call_request(begun, body)
-            plan = await pipeline.adrive(pipeline.plan(begun.call.span, request), self._async_sender(begun, instance))
+            plan = await adrive(engine.plan(begun.call.span, request), self._async_sender(begun, instance))
             self._apply_plan(begun, plan, body, prepared)
             self._capture_request(begun, plan.body)  # what is sent, as plain JSON (no SDK sentinels)
         except Exception:
@@ -421,7 +421,7 @@ class Interceptor:
         budget = SummarizerBudget(self.settings)
 
         async def send(request: SummaryRequest) -> SummaryResult:
-            token = pipeline.in_summarizer.set(True)
+            token = in_summarizer.set(True)
             try:
                 attempt = 0
                 while True:
@@ -436,7 +436,7 @@ class Interceptor:
                     await asyncio.sleep(wait)
                     attempt += 1
             finally:
-                pipeline.in_summarizer.reset(token)
+                in_summarizer.reset(token)
 
         return send
 
@@ -445,7 +445,7 @@ class Interceptor:
         call = begun.call
         assert call.plan is not None
         try:
-            return await pipeline.adrive(call.plan.on_too_long(call.span, error), self._async_sender(begun, instance))
+            return await adrive(call.plan.on_too_long(call.span, error), self._async_sender(begun, instance))
         except Exception:
             telemetry.log_once("on_too_long", "otel_context: reactive compaction failed", exc_info=True)
             return None

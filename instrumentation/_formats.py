@@ -79,7 +79,7 @@ class Accumulator:
 class WireFormatHandler:
     """Base: a format whose responses carry nothing we read (count_tokens)."""
 
-    #: pipeline wire format name for chat formats (None: not a chat format, the engine is not involved).
+    #: contract wire format name for chat formats (None: not a chat format, the engine is not involved).
     wire_format: str | None = None
 
     def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:

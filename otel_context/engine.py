@@ -1,6 +1,6 @@
 """The context engine: conversation state, budget, the compaction cascade and cache-break checks per call.
 
-For each chat call (see :mod:`otel_context.pipeline`) :func:`plan`:
+For each chat call (see :mod:`otel_context.contract`) :func:`plan`:
 1. finds the conversation (explicit id or derived key) and its bounded state;
 2. applies the compaction memo (transparent mode: a prefix compacted on an earlier call is replaced by
    the very same summary objects, so nothing is summarized twice and the prefix stays cacheable);
@@ -31,6 +31,7 @@ from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.memo import MemoEntry, items_hash
 from otel_context.compaction.summary import parse_too_long
+from otel_context.contract import CallPlan, CallRequest
 from otel_context.conversation import (
     ConversationState,
     ConversationStore,
@@ -39,8 +40,8 @@ from otel_context.conversation import (
     current_conversation_id,
     derive_key,
 )
-from otel_context.pipeline import CallPlan, CallRequest, SummaryRequest, SummaryResult
-from otel_context.providers.base import WireFormatAdapter
+from otel_context.flow import SummaryRequest, SummaryResult
+from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings
 from otel_context.usage import TokenUsage
 
@@ -64,9 +65,9 @@ _adapters: dict[str, Any] = {}
 def _adapter(wire_format: str) -> Any:
     adapter = _adapters.get(wire_format)
     if adapter is None:
-        from otel_context import providers
+        from otel_context import formats
 
-        adapter = _adapters[wire_format] = providers.for_format(wire_format)
+        adapter = _adapters[wire_format] = formats.for_format(wire_format)
     return adapter
 
 
@@ -204,7 +205,7 @@ class EnginePlan(CallPlan):
         self.body = self.adapter.with_items(self.request.body, out.items)
         return True
 
-    # -- the pipeline hooks ---------------------------------------------------------------------------------
+    # -- the contract hooks ---------------------------------------------------------------------------------
     def on_too_long(
         self, span: Span, error: BaseException
     ) -> Generator[SummaryRequest, SummaryResult, Mapping[str, Any] | None]:
@@ -374,7 +375,7 @@ def is_too_long(adapter: WireFormatAdapter, error: BaseException) -> bool:
 
 
 def plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, SummaryResult, CallPlan]:
-    """Plan a chat call (see :mod:`otel_context.pipeline`); never raises, falls back to the no-op plan."""
+    """Plan a chat call (see :mod:`otel_context.contract`); never raises, falls back to the no-op plan."""
     try:
         return (yield from _plan(span, request))
     except Exception:

@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from otel_context.providers._common import compact_json
-from otel_context.providers.base import Body, Item, WireFormatAdapter
+from otel_context.formats._common import compact_json
+from otel_context.formats.base import Body, Item, WireFormatAdapter
 
 #: Tokens counted per image or document (a typical 1-megapixel image; PDFs pages vary, this is the floor).
 IMAGE_TOKENS = 2_000

@@ -26,9 +26,9 @@ from typing import Any
 from otel_context import semconv
 from otel_context.compaction import budget as budget_mod
 from otel_context.compaction import cascade
-from otel_context.pipeline import SummaryRequest, SummaryResult, adrive, drive, in_summarizer
-from otel_context.providers import WIRE_FORMATS
-from otel_context.providers.base import WireFormatAdapter
+from otel_context.flow import SummaryRequest, SummaryResult, adrive, drive, in_summarizer
+from otel_context.formats import WIRE_FORMATS
+from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings, resolve
 
 
@@ -250,9 +250,9 @@ class Compactor:
         if not model:
             raise ValueError("model is required (it selects the summarizer and the context window)")
         fmt = _infer_format(None if self._is_function() else self.client, wire_format)
-        from otel_context import engine, providers
+        from otel_context import engine, formats
 
-        adapter = providers.for_format(fmt)
+        adapter = formats.for_format(fmt)
         body = _body(fmt, messages, model, system, tools, max_tokens)
         items = adapter.items(body)
         skip = CompactionResult(messages=list(messages), compacted=False, trigger=trigger)
@@ -395,9 +395,9 @@ def should_compact(
     budget = budget_mod.budget_for(model, settings, max_output_tokens=max_tokens, window=window)
     if budget is None:
         return False
-    from otel_context import providers
+    from otel_context import formats
 
-    adapter = providers.for_format(wire_format)
+    adapter = formats.for_format(wire_format)
     body = _body(wire_format, messages, model, system, tools, max_tokens)
     estimated = budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, adapter.items(body))
     return estimated >= budget.auto_threshold

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_context import semconv, telemetry, tokens
-from otel_context.providers.base import WireFormatAdapter
+from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings
 
 #: Output reserve for the summary (p99.99 of production summaries is 17,387 tokens).

@@ -32,8 +32,8 @@ from otel_context.compaction.budget import Budget
 from otel_context.compaction.microcompact import microcompact_items
 from otel_context.compaction.summary import CompactionError, summarize
 from otel_context.conversation import ConversationState
-from otel_context.pipeline import SummaryRequest, SummaryResult, drive
-from otel_context.providers.base import WireFormatAdapter
+from otel_context.flow import SummaryRequest, SummaryResult, drive
+from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings
 
 Item = Mapping[str, Any]

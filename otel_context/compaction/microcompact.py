@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from otel_context.providers import for_format
-from otel_context.providers.base import CLEARED_PLACEHOLDER, Item, ToolResultRef, WireFormatAdapter
+from otel_context.formats import for_format
+from otel_context.formats.base import CLEARED_PLACEHOLDER, Item, ToolResultRef, WireFormatAdapter
 from otel_context.settings import Settings
 from otel_context.tokens import IMAGE_TOKENS, estimate_items, estimate_text
 

@@ -1,8 +1,8 @@
 """Summary compaction on plain data: where to cut, the summarizer's request and its overflow, the new head.
 
-Written "sans I/O" (see :mod:`otel_context.pipeline`): :func:`summarize` is a generator that yields a
-:class:`~otel_context.pipeline.SummaryRequest` whenever it needs the summarizer and receives a
-:class:`~otel_context.pipeline.SummaryResult`. Telemetry, the breaker and hooks live in
+Written "sans I/O" (see :mod:`otel_context.flow`): :func:`summarize` is a generator that yields a
+:class:`~otel_context.flow.SummaryRequest` whenever it needs the summarizer and receives a
+:class:`~otel_context.flow.SummaryResult`. Telemetry, the breaker and hooks live in
 :mod:`otel_context.compaction.cascade`; this module only decides and builds.
 
 Keep-recent policy: the last ``keep_recent_messages`` items (default 6) stay verbatim, and never fewer
@@ -21,8 +21,8 @@ from typing import Any
 
 from otel_context.compaction import budget as budget_mod
 from otel_context.compaction.prompt import SummaryParseError, build_prompt, parse_summary, summary_message_text
-from otel_context.pipeline import SummaryRequest, SummaryResult
-from otel_context.providers.base import WireFormatAdapter
+from otel_context.flow import SummaryRequest, SummaryResult
+from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings
 
 Item = Mapping[str, Any]

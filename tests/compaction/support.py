@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_context import semconv, telemetry
-from otel_context.pipeline import SummaryRequest, SummaryResult
+from otel_context.flow import SummaryRequest, SummaryResult
 from otel_context.usage import TokenUsage
 
 

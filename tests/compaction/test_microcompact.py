@@ -6,10 +6,10 @@ import copy
 from typing import Any
 
 import pytest
+from formats.histories import anthropic_agent_body, openai_chat_agent_body, openai_responses_agent_body
+from formats.strategies import Item, histories
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from providers.histories import anthropic_agent_body, openai_chat_agent_body, openai_responses_agent_body
-from providers.strategies import Item, histories
 
 from otel_context.compaction.microcompact import (
     MicrocompactResult,
@@ -19,7 +19,7 @@ from otel_context.compaction.microcompact import (
     microcompact_messages,
     omission_marker,
 )
-from otel_context.providers import ANTHROPIC_MESSAGES, CLEARED_PLACEHOLDER, OPENAI_CHAT, OPENAI_RESPONSES, for_format
+from otel_context.formats import ANTHROPIC_MESSAGES, CLEARED_PLACEHOLDER, OPENAI_CHAT, OPENAI_RESPONSES, for_format
 from otel_context.settings import Settings
 from otel_context.tokens import estimate_items, estimate_text
 

@@ -16,8 +16,8 @@ from otel_context.compaction.summary import (
     rehydrate_files,
     summarize,
 )
-from otel_context.pipeline import drive
-from otel_context.providers import for_format
+from otel_context.flow import drive
+from otel_context.formats import for_format
 from otel_context.settings import Settings
 
 A = for_format("anthropic_messages")
@@ -187,7 +187,7 @@ def test_summarize_falls_back_to_the_plain_transcript_when_the_shared_request_ge
     requests: list[Any] = []
 
     def summarizer(request: Any) -> Any:
-        from otel_context.pipeline import SummaryResult
+        from otel_context.flow import SummaryResult
 
         requests.append(request.body)
         return SummaryResult(text=next(answers))

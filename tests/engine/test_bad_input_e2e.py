@@ -18,7 +18,7 @@ from compaction.support import Otel
 
 from engine.agents import SYSTEM, long_history
 from otel_context import semconv
-from otel_context.pipeline import SummaryResult
+from otel_context.flow import SummaryResult
 
 MODEL = "claude-sonnet-4-6"
 OPENAI_MODEL = "gpt-4o"

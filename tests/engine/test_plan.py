@@ -16,7 +16,8 @@ from compaction.support import FakeSummarizer, Otel, anthropic_agent, openai_cha
 
 from otel_context import engine, semconv
 from otel_context.compaction.hooks import PreCompactDecision
-from otel_context.pipeline import CallPlan, CallRequest, drive
+from otel_context.contract import CallPlan, CallRequest
+from otel_context.flow import drive
 from otel_context.settings import Settings, resolve
 from otel_context.usage import TokenUsage
 
@@ -44,7 +45,7 @@ class Caller:
         provider: str = "anthropic",
     ) -> CallPlan:
         with self.tracer.start_as_current_span("chat " + str(body.get("model"))) as span:
-            request = CallRequest(provider, self.wire_format, body, body.get("model"), False, settings)  # type: ignore[arg-type]
+            request = CallRequest(provider, self.wire_format, body, body.get("model"), settings)  # type: ignore[arg-type]
             plan = drive(engine.plan(span, request), self.summarizer)
             plan.on_response(span, usage, response)
             span.set_attributes(plan.attributes)  # after on_response, as Call.end does
@@ -134,7 +135,7 @@ def test_compact_span_is_a_child_of_the_chat_span_and_parents_the_summarizer(ote
         drive(
             engine.plan(
                 chat,
-                CallRequest("anthropic", "anthropic_messages", _body(anthropic_agent(12, 8000)), MODEL, False, SMALL),
+                CallRequest("anthropic", "anthropic_messages", _body(anthropic_agent(12, 8000)), MODEL, SMALL),
             ),
             summarizer,
         )
@@ -318,9 +319,7 @@ def test_reactive_compacts_once_and_retries_once(otel: Otel, summarizer: FakeSum
     tracer = otel.tracer_provider.get_tracer("test")
     body = _body(anthropic_agent(8))  # below the threshold by our estimate
     with tracer.start_as_current_span("chat x") as span:
-        plan = drive(
-            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, False, SMALL)), summarizer
-        )
+        plan = drive(engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, SMALL)), summarizer)
         assert plan.body is body
         error = TooLong("prompt is too long: 31000 tokens > 30000 maximum")
         retry = drive(plan.on_too_long(span, error), summarizer)
@@ -335,9 +334,7 @@ def test_reactive_ignores_other_errors(otel: Otel, summarizer: FakeSummarizer) -
     tracer = otel.tracer_provider.get_tracer("test")
     body = _body(anthropic_agent(8))
     with tracer.start_as_current_span("chat x") as span:
-        plan = drive(
-            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, False, SMALL)), summarizer
-        )
+        plan = drive(engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, SMALL)), summarizer)
         assert drive(plan.on_too_long(span, TooLong("messages: field required")), summarizer) is None
     assert otel.compact_spans() == []
 
@@ -427,7 +424,7 @@ def test_engine_failure_never_reaches_the_caller(otel: Otel, summarizer: FakeSum
 
 
 def test_openai_chat_plan_compacts_valid_history(otel: Otel, summarizer: FakeSummarizer) -> None:
-    from otel_context.providers import for_format
+    from otel_context.formats import for_format
 
     body = {
         "model": "gpt-4o",
@@ -616,7 +613,7 @@ def test_kill_switches_and_reactive(otel: Otel, summarizer: FakeSummarizer, sett
     body = _body(anthropic_agent(12, 8000))
     with tracer.start_as_current_span("chat x") as span:
         plan = drive(
-            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, False, settings)), summarizer
+            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, settings)), summarizer
         )
         assert plan.body is body
         retry = drive(plan.on_too_long(span, TooLong("prompt is too long: 40000 tokens > 30000 maximum")), summarizer)

@@ -11,7 +11,8 @@ from instr_support import MODEL_A, MODEL_O, USER, attrs, only_span
 
 import otel_context
 from otel_context import engine, semconv
-from otel_context.pipeline import CallPlan, CallRequest, SummaryRequest, SummaryResult
+from otel_context.contract import CallPlan, CallRequest
+from otel_context.flow import SummaryRequest, SummaryResult
 from otel_context.usage import TokenUsage
 
 pytestmark = [pytest.mark.usefixtures("instrumented"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]

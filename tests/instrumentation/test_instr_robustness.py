@@ -80,7 +80,7 @@ def test_engine_that_raises(simulated_provider: Any, spans: Any, monkeypatch: py
 
 
 def test_engine_on_response_that_raises(simulated_provider: Any, spans: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from otel_context.pipeline import CallPlan
+    from otel_context.contract import CallPlan
 
     class BadPlan(CallPlan):
         def on_response(self, span: Any, usage: Any, response: Any) -> None:

@@ -1,15 +1,15 @@
 """Wire-format adapters: what the compactor needs to read and rewrite each provider's request bodies.
 
 ``for_format("anthropic_messages" | "openai_chat" | "openai_responses")`` returns the shared, stateless
-adapter for that format (see :class:`~otel_context.providers.base.WireFormatAdapter`).
+adapter for that format (see :class:`~otel_context.formats.base.WireFormatAdapter`).
 """
 
 from __future__ import annotations
 
-from otel_context.providers.anthropic_messages import AnthropicMessagesAdapter
-from otel_context.providers.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef, WireFormatAdapter
-from otel_context.providers.openai_chat import OpenAIChatAdapter
-from otel_context.providers.openai_responses import OpenAIResponsesAdapter
+from otel_context.formats.anthropic_messages import AnthropicMessagesAdapter
+from otel_context.formats.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef, WireFormatAdapter
+from otel_context.formats.openai_chat import OpenAIChatAdapter
+from otel_context.formats.openai_responses import OpenAIResponsesAdapter
 
 #: The adapters are stateless, so one instance of each serves every call.
 ANTHROPIC_MESSAGES = AnthropicMessagesAdapter()

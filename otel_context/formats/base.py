@@ -1,7 +1,7 @@
 """What the compactor needs to know about one wire format, as a protocol.
 
 One module per wire format implements it (``anthropic_messages``, ``openai_chat``, ``openai_responses``);
-:func:`otel_context.providers.for_format` returns the right one. Everything works on plain JSON-shaped
+:func:`otel_context.formats.for_format` returns the right one. Everything works on plain JSON-shaped
 bodies (the ``json_data`` the SDK is about to send): no SDK import. Nothing here mutates its input;
 every "with_..." function returns a new body/list sharing untouched items with the old one.
 

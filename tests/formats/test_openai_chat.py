@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from otel_context.providers import CLEARED_PLACEHOLDER, for_format
-from otel_context.providers import OPENAI_CHAT as C
-from providers.histories import openai_chat_agent_body
+from formats.histories import openai_chat_agent_body
+from otel_context.formats import CLEARED_PLACEHOLDER, for_format
+from otel_context.formats import OPENAI_CHAT as C
 
 
 def test_leading_instructions_are_not_items() -> None:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from otel_context.providers.base import Item
+from otel_context.formats.base import Item
 
 #: Parameters of a too-long rejection that every provider words the same way.
 _TOO_LONG_MARKERS = (

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from otel_context.providers._common import (
+from otel_context.formats._common import (
     FieldRules,
     as_list,
     compact_json,
@@ -30,7 +30,7 @@ from otel_context.providers._common import (
     mentions_too_long,
     merge_text_messages,
 )
-from otel_context.providers.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
+from otel_context.formats.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
 
 #: Top-level block types whose meaning for pairing and estimates this adapter knows. Anything else (e.g.
 #: ``fallback``, ``tool_addition``/``tool_removal``, ``mcp_tool_listing``, future types) makes the compactor
@@ -202,7 +202,7 @@ def _transcript_block(block: Mapping[str, Any]) -> str:
 
 
 class AnthropicMessagesAdapter:
-    """:class:`~otel_context.providers.base.WireFormatAdapter` for Anthropic Messages."""
+    """:class:`~otel_context.formats.base.WireFormatAdapter` for Anthropic Messages."""
 
     name = "anthropic_messages"
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from otel_context.providers._common import (
+from otel_context.formats._common import (
     FieldRules,
     as_list,
     compact_json,
@@ -29,7 +29,7 @@ from otel_context.providers._common import (
     mentions_too_long,
     parse_arguments,
 )
-from otel_context.providers.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
+from otel_context.formats.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
 
 #: call item type -> its output item type; both carry the same ``call_id``.
 CALL_OUTPUT_TYPES: Mapping[str, str] = {
@@ -170,7 +170,7 @@ def _reasoning_without_follower(items: Sequence[Item]) -> set[int]:
 
 
 class OpenAIResponsesAdapter:
-    """:class:`~otel_context.providers.base.WireFormatAdapter` for the OpenAI Responses API."""
+    """:class:`~otel_context.formats.base.WireFormatAdapter` for the OpenAI Responses API."""
 
     name = "openai_responses"
 

@@ -9,7 +9,7 @@ import pytest
 from cassettes.cassette import all_names, load
 
 from otel_context import tokens
-from otel_context.providers import for_format
+from otel_context.formats import for_format
 
 FORMAT_BY_PATH = {
     "/messages": "anthropic_messages",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from otel_context.providers._common import (
+from otel_context.formats._common import (
     FieldRules,
     as_list,
     compact_json,
@@ -30,7 +30,7 @@ from otel_context.providers._common import (
     merge_text_messages,
     parse_arguments,
 )
-from otel_context.providers.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
+from otel_context.formats.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _INSTRUCTION_ROLES = frozenset({"system", "developer"})
@@ -118,7 +118,7 @@ def _calling_message(items: Sequence[Item], index: int) -> Item | None:
 
 
 class OpenAIChatAdapter:
-    """:class:`~otel_context.providers.base.WireFormatAdapter` for OpenAI Chat Completions."""
+    """:class:`~otel_context.formats.base.WireFormatAdapter` for OpenAI Chat Completions."""
 
     name = "openai_chat"
 

@@ -1,0 +1,65 @@
+"""The contract between the SDK choke points (``otel_context.instrumentation``) and the context engine.
+
+The instrumentation owns the span, the SDK objects, usage extraction and streams. For every ``chat`` call
+it builds a :class:`CallRequest`, asks the engine (``otel_context.engine.plan``) for a :class:`CallPlan`,
+sends the plan's body, and tells the plan how the call ended. The engine never touches an SDK object: it
+sees plain JSON-shaped request bodies and a :class:`~otel_context.usage.TokenUsage`.
+
+This module never imports the engine: the base :class:`CallPlan` is the no-op plan (observe nothing,
+change nothing), which the instrumentation uses when the engine is not involved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from opentelemetry.trace import Span
+from opentelemetry.util.types import AttributeValue
+
+from otel_context.flow import SummaryRequest, SummaryResult
+from otel_context.settings import Settings
+from otel_context.usage import TokenUsage
+
+WireFormat = Literal["anthropic_messages", "openai_chat", "openai_responses"]
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """What the instrumentation knows about a chat call before it is sent."""
+
+    provider: str  #: gen_ai.provider.name
+    wire_format: WireFormat
+    body: Mapping[str, Any]  #: the caller's JSON body; NEVER mutate it
+    model: str | None
+    settings: Settings
+    #: Extra HTTP headers of the call (e.g. anthropic-beta), lower-cased names.
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class CallPlan:
+    """The engine's plan for one call. The base class is the no-op plan (observe nothing, change nothing)."""
+
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        #: The body to send: the caller's object itself when nothing changed.
+        self.body: Mapping[str, Any] = body
+        #: Attributes for the chat span (context, conversation id, ...); the instrumentation writes them
+        #: when the call ends, in the same write as the response's.
+        self.attributes: dict[str, AttributeValue] = {}
+
+    def on_response(self, span: Span, usage: TokenUsage | None, response: Mapping[str, Any] | None) -> None:
+        """The call succeeded (for streams: the stream ended, ``usage`` is what was seen).
+
+        ``response`` is the final response as a JSON-shaped mapping when available (non-streaming calls
+        and stream helpers' final message); the engine reads server-side compaction items from it.
+        Runs while the chat span is still open: the engine adds events to it, and attributes to
+        ``self.attributes``, which the instrumentation writes to the span right after, in one write.
+        """
+
+    def on_too_long(
+        self, span: Span, error: BaseException
+    ) -> Generator[SummaryRequest, SummaryResult, Mapping[str, Any] | None]:
+        """The provider rejected the request as too long: a body to retry ONCE, or None to re-raise."""
+        return None
+        yield  # pragma: no cover  (makes this a generator)

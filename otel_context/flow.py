@@ -1,0 +1,67 @@
+"""The sans-I/O flow between the context engine and whoever can call the summarizer model.
+
+Compaction may need an LLM call (the summarizer). To serve sync and async clients with ONE
+implementation, the engine is written "sans I/O": its entry points are generators that *yield* a
+:class:`SummaryRequest` whenever they need the summarizer and receive a :class:`SummaryResult` back. The
+instrumentation drives them with :func:`drive` (sync) or :func:`adrive` (async), sending each request
+through the same client with the recursion guard (:data:`in_summarizer`) set, so the summarizer's call
+becomes a child ``chat`` span of the ``compact`` span. The explicit ``Compactor`` API drives the same
+generators with the client it was given.
+
+This module is a leaf: it knows nothing of the engine, the wire formats or the SDKs.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from otel_context.usage import TokenUsage
+
+#: Set while the engine's own summarizer call runs: that call is never compacted nor planned.
+in_summarizer: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_context_in_summarizer", default=False)
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """A request body (same wire format as the call) the engine wants sent to the summarizer model."""
+
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """What came back: the response text and usage, or the exception the SDK raised."""
+
+    text: str = ""
+    usage: TokenUsage | None = None
+    error: BaseException | None = None
+    #: True when the provider said the summarizer's own request was too long.
+    too_long: bool = False
+
+
+T = TypeVar("T")
+
+
+def drive(steps: Generator[SummaryRequest, SummaryResult, T], send: Callable[[SummaryRequest], SummaryResult]) -> T:
+    """Run engine steps to completion with a synchronous summarizer."""
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(send(request))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def adrive(
+    steps: Generator[SummaryRequest, SummaryResult, T], send: Callable[[SummaryRequest], Awaitable[SummaryResult]]
+) -> T:
+    """Run engine steps to completion with an asynchronous summarizer."""
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(await send(request))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
