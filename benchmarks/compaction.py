@@ -18,12 +18,12 @@ from compaction.support import FakeSummarizer, anthropic_agent
 from opentelemetry.sdk.trace import TracerProvider
 
 from otel_context import engine
-from otel_context.compaction import budget
 from otel_context.compaction.microcompact import microcompact
 from otel_context.contract import CallRequest
 from otel_context.flow import drive
 from otel_context.formats import for_format
 from otel_context.settings import Settings
+from otel_context.tokens import estimate_items
 from otel_context.usage import TokenUsage
 
 A = for_format("anthropic_messages")
@@ -54,7 +54,7 @@ def per_call_overhead(
     for c in range(conversations):
         history = [{"role": "user", "content": f"conversation {c}"}, *base[1 : n_messages - 1]]
         history.append({"role": "user" if len(history) % 2 == 0 else "assistant", "content": "newest"})
-        tokens = budget.estimate_items(A, history)
+        tokens = estimate_items(A, history)
         # With ``compacted`` the window is just below the history, so the untimed call compacts.
         settings = Settings(auto_compact_window=tokens) if compacted else Settings()
         for step, messages in enumerate((history[:-1], history)):
@@ -69,7 +69,7 @@ def per_call_overhead(
             plan = drive(engine.plan(span, request), fake)
             elapsed = time.perf_counter() - start
             # What the provider would report: the size of what was actually sent.
-            usage = TokenUsage(input_tokens=budget.estimate_items(A, A.items(plan.body)), output_tokens=10)
+            usage = TokenUsage(input_tokens=estimate_items(A, A.items(plan.body)), output_tokens=10)
             start = time.perf_counter()
             plan.on_response(span, usage, None)
             elapsed += time.perf_counter() - start
@@ -116,7 +116,7 @@ def agent_loop_overhead(n_messages: int, copies: bool = False, calls: int = 41) 
         start = time.perf_counter()
         plan = drive(engine.plan(span, request), fake)
         elapsed = time.perf_counter() - start
-        usage = TokenUsage(input_tokens=budget.estimate_items(A, A.items(plan.body)), output_tokens=10)
+        usage = TokenUsage(input_tokens=estimate_items(A, A.items(plan.body)), output_tokens=10)
         json.dumps(body)
         start = time.perf_counter()
         plan.on_response(span, usage, None)

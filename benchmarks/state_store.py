@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from otel_context.state_store import StateStore, open_store
+from otel_context.conversation.state_store import StateStore, open_store
 from otel_context.testing.redis_server import RedisServer
 
 

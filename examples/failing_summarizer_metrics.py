@@ -124,7 +124,13 @@ class WritingAgent:
         n = next(self.notes)
         note = " ".join(f"FACT: chapter {n} paragraph {p} keeps the plot moving." for p in range(120))
         self.history.append({"role": "user", "content": f"Add note {n} to the draft. {note} words:20"})
-        response = self.client.messages.create(model=MODEL, max_tokens=512, messages=self.history)
+        try:
+            response = self.client.messages.create(model=MODEL, max_tokens=512, messages=self.history)
+        except anthropic.BadRequestError:
+            # With every summary failing, the breaker is open and the draft outgrows the model's real window:
+            # the provider's rejection reaches the app, as it should. This app starts a new draft and runs on.
+            self.history = []
+            return
         self.history.append(_assistant_turn(response))
 
 

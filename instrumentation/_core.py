@@ -29,6 +29,8 @@ from opentelemetry.trace import SpanKind
 from otel_context import engine, semconv, telemetry
 from otel_context.contract import CallPlan, CallRequest
 from otel_context.flow import SummaryRequest, SummaryResult, adrive, drive, in_summarizer
+from otel_context.formats import for_format
+from otel_context.formats.too_long import is_too_long
 from otel_context.settings import Settings
 
 from ._call import Call, register_error_type
@@ -247,19 +249,14 @@ class Interceptor:
         info = fmt.response_info(data, provider)
         return SummaryResult(text=fmt.response_text(data), usage=info.usage)
 
-    def _summary_error(self, exc: BaseException) -> SummaryResult:
-        too_long = False
-        if self._is_too_long_candidate(exc):
-            text = str(exc).lower()
-            too_long = any(
-                marker in text
-                for marker in ("too long", "context_length_exceeded", "maximum context", "context window")
-            )
+    def _summary_error(self, exc: BaseException, wire_format: str | None) -> SummaryResult:
+        too_long = wire_format is not None and self._is_rejection(exc) and is_too_long(for_format(wire_format), exc)
         return SummaryResult(error=exc, too_long=too_long)
 
-    def _is_too_long_candidate(self, exc: BaseException) -> bool:
-        """A status error of the kinds providers use for an over-long request; its message says the rest."""
-        return isinstance(exc, self.spec.status_error) and getattr(exc, "status_code", None) in (400, 413)
+    def _is_rejection(self, exc: BaseException) -> bool:
+        """An error the provider answered with (the plan then decides, with the one too-long classifier,
+        whether it says the request was too long); not a connection or client-side error."""
+        return isinstance(exc, self.spec.status_error)
 
     # -- sync ---------------------------------------------------------------------------------------------------
 
@@ -323,7 +320,7 @@ class Interceptor:
                     except Exception as exc:
                         wait = budget.retry_wait(exc, attempt, spec.status_error, spec.connection_error)
                         if wait is None:
-                            return self._summary_error(exc)
+                            return self._summary_error(exc, fmt.wire_format)
                     time.sleep(wait)
                     attempt += 1
             finally:
@@ -344,7 +341,7 @@ class Interceptor:
     def _retry_sync(self, begun: _Begun, instance: Any, wrapped: Callable[..., Any], exc: Exception) -> Any:
         call = begun.call
         retry_body = None
-        if call.plan is not None and self._is_too_long_candidate(exc):
+        if call.plan is not None and self._is_rejection(exc):
             retry_body = self._compacted_body_sync(begun, instance, exc)
         if retry_body is None:
             call.end(None, None, exc)
@@ -432,7 +429,7 @@ class Interceptor:
                     except Exception as exc:
                         wait = budget.retry_wait(exc, attempt, spec.status_error, spec.connection_error)
                         if wait is None:
-                            return self._summary_error(exc)
+                            return self._summary_error(exc, fmt.wire_format)
                     await asyncio.sleep(wait)
                     attempt += 1
             finally:
@@ -453,7 +450,7 @@ class Interceptor:
     async def _retry_async(self, begun: _Begun, instance: Any, wrapped: Callable[..., Any], exc: Exception) -> Any:
         call = begun.call
         retry_body = None
-        if call.plan is not None and self._is_too_long_candidate(exc):
+        if call.plan is not None and self._is_rejection(exc):
             retry_body = await self._compacted_body_async(begun, instance, exc)
         if retry_body is None:
             call.end(None, None, exc)

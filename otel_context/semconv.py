@@ -90,7 +90,7 @@ CONTEXT_STATE_BLOCKING: Final = "blocking"
 # Why a history was sent unchanged although compaction was wanted (unknown blocks, broken pairing, ...).
 CONTEXT_COMPACTION_SKIPPED_REASON: Final = "otel_context.compaction.skipped_reason"
 
-# --- shared conversation state (otel_context.state_store) ------------------------------------------------
+# --- shared conversation state (otel_context.conversation.state_store) ---------------------------------------
 # Where a call's conversation state came from: this process's memory, the shared store, or this process's
 # memory because the shared store failed (down, slow, full, garbage).
 STATE_SOURCE: Final = "otel_context.state.source"

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from otel_context import state_store
+from otel_context import store_spec
 
 CaptureMode = Literal["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"]
 CompactionMode = Literal["auto", "observe", "off"]
@@ -218,8 +218,8 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
         return seconds
     if kind == "store":
         try:
-            return state_store.validate_spec(raw)
-        except state_store.StateStoreConfigError as exc:
+            return store_spec.validate_spec(raw)
+        except store_spec.StateStoreConfigError as exc:
             raise SettingsError(f"{where}: {exc}") from None
     if kind == "str":
         text = str(raw).strip()

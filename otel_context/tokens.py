@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import math
 import os
 import tempfile
@@ -23,7 +24,6 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from otel_context.formats._common import compact_json
 from otel_context.formats.base import Body, Item, WireFormatAdapter
 
 #: Tokens counted per image or document (a typical 1-megapixel image; PDFs pages vary, this is the floor).
@@ -112,21 +112,25 @@ def estimate_text(text: str) -> int:
     return math.ceil(raw * PADDING)
 
 
+#: Tokens a provider adds per message/item (role and framing) on top of its text.
+ITEM_OVERHEAD_TOKENS = 4
+
+
+def estimate_item(adapter: WireFormatAdapter, item: Item) -> int:
+    """Estimated tokens of one conversation item: its text, :data:`IMAGE_TOKENS` per image/document, and the
+    per-item framing. A malformed item (not a mapping) is estimated from its text: the provider will say."""
+    if type(item) is not dict and not isinstance(item, Mapping):
+        return estimate_text(str(item)) + ITEM_OVERHEAD_TOKENS
+    return estimate_text(adapter.item_text(item)) + IMAGE_TOKENS * adapter.image_count(item) + ITEM_OVERHEAD_TOKENS
+
+
 def estimate_items(adapter: WireFormatAdapter, items: Sequence[Item]) -> int:
-    """Estimated tokens of conversation items: their text plus :data:`IMAGE_TOKENS` per image/document."""
-    return sum(estimate_text(adapter.item_text(item)) + IMAGE_TOKENS * adapter.image_count(item) for item in items)
+    """Estimated tokens of conversation items (the one estimator every part of the package uses)."""
+    return sum(estimate_item(adapter, item) for item in items)
 
 
-def _tools_text(tools: object) -> str:
-    """Tool definitions as the compact JSON they are estimated from (``""`` when there are none)."""
-    return compact_json(tools) if tools else ""
-
-
-def estimate_body(adapter: WireFormatAdapter, body: Body) -> int:
-    """Estimated input tokens of a whole request: system/instructions + tool definitions + items."""
-    tools = body.get("tools") if isinstance(body, Mapping) else None
-    return (
-        estimate_text(adapter.system_text(body))
-        + estimate_text(_tools_text(tools))
-        + estimate_items(adapter, adapter.items(body))
-    )
+def estimate_fixed(adapter: WireFormatAdapter, body: Body) -> int:
+    """Estimated tokens of what every request of a conversation carries besides its items: system and tools."""
+    tools = body.get("tools")
+    fixed = estimate_text(adapter.system_text(body))
+    return fixed + estimate_text(json.dumps(tools, default=str, ensure_ascii=False)) if tools else fixed

@@ -23,13 +23,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from otel_context import semconv
+from otel_context import formats, semconv
 from otel_context.compaction import budget as budget_mod
 from otel_context.compaction import cascade
+from otel_context.conversation import resolve as resolve_conversation
 from otel_context.flow import SummaryRequest, SummaryResult, adrive, drive, in_summarizer
 from otel_context.formats import WIRE_FORMATS
 from otel_context.formats.base import WireFormatAdapter
+from otel_context.formats.too_long import is_too_long
 from otel_context.settings import Settings, resolve
+from otel_context.tokens import estimate_fixed, estimate_items
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,6 @@ def _sdk_summarizer(client: Any, wire_format: str, adapter: WireFormatAdapter) -
         return client.responses.create(**body)
 
     def failed(exc: BaseException) -> SummaryResult:
-        from otel_context.engine import is_too_long
 
         return SummaryResult(error=exc, too_long=is_too_long(adapter, exc))
 
@@ -250,7 +252,6 @@ class Compactor:
         if not model:
             raise ValueError("model is required (it selects the summarizer and the context window)")
         fmt = _infer_format(None if self._is_function() else self.client, wire_format)
-        from otel_context import engine, formats
 
         adapter = formats.for_format(fmt)
         body = _body(fmt, messages, model, system, tools, max_tokens)
@@ -258,13 +259,13 @@ class Compactor:
         skip = CompactionResult(messages=list(messages), compacted=False, trigger=trigger)
         if self.settings.disable_compact or self.settings.compaction == "off":
             return dataclasses.replace(skip, skipped_reason="compaction is disabled by settings")
-        reason = cascade.understood(adapter, body, items)
+        reason = cascade.not_understood_reason(adapter, body, items)
         if reason:
             return dataclasses.replace(skip, skipped_reason=reason)
         provider = semconv.PROVIDER_ANTHROPIC if fmt == "anthropic_messages" else semconv.PROVIDER_OPENAI
-        state = engine.conversation_for(adapter, provider, items, self.settings)
+        state = resolve_conversation(adapter, provider, items, self.settings).state
         budget = budget_mod.budget_for(model, self.settings, max_output_tokens=max_tokens, window=window)
-        estimated = budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, items)
+        estimated = estimate_fixed(adapter, body) + estimate_items(adapter, items)
         cascade.precreate_counters(provider, model)
         return cascade.CompactionJob(
             adapter=adapter,
@@ -395,9 +396,8 @@ def should_compact(
     budget = budget_mod.budget_for(model, settings, max_output_tokens=max_tokens, window=window)
     if budget is None:
         return False
-    from otel_context import formats
 
     adapter = formats.for_format(wire_format)
     body = _body(wire_format, messages, model, system, tools, max_tokens)
-    estimated = budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, adapter.items(body))
+    estimated = estimate_fixed(adapter, body) + estimate_items(adapter, adapter.items(body))
     return estimated >= budget.auto_threshold

@@ -16,7 +16,6 @@ limit), and the log says once how to declare its window.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -223,29 +222,7 @@ def budget_for(
     )
 
 
-# --- estimates ------------------------------------------------------------------------------------------
-#: Images and documents count a fixed amount (see otel_context.tokens).
-IMAGE_TOKENS = tokens.IMAGE_TOKENS
-#: Per-message framing (role, separators) that no text accounts for.
-ITEM_OVERHEAD_TOKENS = 4
-
-
-def estimate_text(text: str) -> int:
-    """Characters / 4 padded by 4/3 (or a locally cached tiktoken count): pessimistic on purpose, since
-    undercounting costs a rejected call while overcounting costs a slightly early compaction."""
-    return tokens.estimate_text(text)
-
-
-def estimate_item(adapter: WireFormatAdapter, item: Mapping[str, Any]) -> int:
-    """Estimated tokens of one conversation item (text, tool calls/results, images at a flat rate)."""
-    if type(item) is not dict and not isinstance(item, Mapping):
-        return estimate_text(str(item)) + ITEM_OVERHEAD_TOKENS  # malformed: the provider will say
-    return estimate_text(adapter.item_text(item)) + IMAGE_TOKENS * adapter.image_count(item) + ITEM_OVERHEAD_TOKENS
-
-
-def estimate_items(adapter: WireFormatAdapter, items: Sequence[Mapping[str, Any]]) -> int:
-    """Estimated tokens of conversation items."""
-    return sum(estimate_item(adapter, item) for item in items)
+# --- estimates (otel_context.tokens is the one estimator) -----------------------------------------------
 
 
 def calibration(adapter: WireFormatAdapter, body: Mapping[str, Any], reported_input_tokens: int) -> float | None:
@@ -260,7 +237,7 @@ def calibration(adapter: WireFormatAdapter, body: Mapping[str, Any], reported_in
     """
     if reported_input_tokens <= 0:
         return None
-    ours = estimate_fixed(adapter, body) + estimate_items(adapter, adapter.items(body))
+    ours = tokens.estimate_fixed(adapter, body) + tokens.estimate_items(adapter, adapter.items(body))
     if ours <= 0:
         return None
     ratio = reported_input_tokens / ours
@@ -269,12 +246,3 @@ def calibration(adapter: WireFormatAdapter, body: Mapping[str, Any], reported_in
 
 #: Lowest plausible ratio of a provider's count to our padded estimate (see :func:`calibration`).
 MIN_CALIBRATION = 0.5
-
-
-def estimate_fixed(adapter: WireFormatAdapter, body: Mapping[str, Any]) -> int:
-    """Estimated tokens of what precedes the conversation: system prompt/instructions and tool definitions."""
-    tokens = estimate_text(adapter.system_text(body))
-    tools = body.get("tools")
-    if tools:
-        tokens += estimate_text(json.dumps(tools, default=str, ensure_ascii=False))
-    return tokens

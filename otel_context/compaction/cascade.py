@@ -26,7 +26,6 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_context import semconv, telemetry
-from otel_context.compaction import budget as budget_mod
 from otel_context.compaction import hooks as hooks_mod
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.microcompact import microcompact_items
@@ -35,6 +34,7 @@ from otel_context.conversation import ConversationState
 from otel_context.flow import SummaryRequest, SummaryResult, drive
 from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings
+from otel_context.tokens import estimate_fixed, estimate_items
 
 Item = Mapping[str, Any]
 
@@ -83,12 +83,12 @@ def count_skipped(trigger: str, provider: str, model: str | None) -> None:
     )
 
 
-def understood(
+def not_understood_reason(
     adapter: WireFormatAdapter, body: Mapping[str, Any], items: Sequence[Item], budget: Budget | None = None
 ) -> str | None:
     """Why this history must be left alone, or None when the compactor can work on it."""
     if budget is not None:
-        fixed = budget_mod.estimate_fixed(adapter, body)
+        fixed = estimate_fixed(adapter, body)
         if fixed >= budget.auto_threshold:
             return f"the system prompt and tools alone (~{fixed} tokens) reach the threshold ({budget.auto_threshold})"
     reason = adapter.server_state_reason(body) or adapter.has_unknown_content(items)
@@ -145,14 +145,16 @@ class CompactionOutcome:
     skipped_reason: str | None = None
     breaker_opened: bool = False
     spans: list[Span] = field(default_factory=list)
+    #: The provider compacted (the items are the provider's, not ours to send).
+    provider_done: bool = False
 
     @property
     def changed(self) -> bool:
-        return self.items is not None
+        return self.items is not None or self.provider_done
 
 
 def _context_tokens(adapter: WireFormatAdapter, body: Mapping[str, Any], items: Sequence[Item]) -> int:
-    return budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, items)
+    return estimate_fixed(adapter, body) + estimate_items(adapter, items)
 
 
 def _reported_sizes(job: CompactionJob, before: int, after: int, calibration: float | None) -> tuple[int, int]:
@@ -188,16 +190,25 @@ def _checked(adapter: WireFormatAdapter, items: list[Item]) -> list[Item]:
 
 
 def _start_span(job: CompactionJob, strategy: str) -> Span:
-    tracer = telemetry.get().tracer
-    parent_ctx = trace.set_span_in_context(job.parent) if job.parent is not None else None
-    span = tracer.start_span(semconv.COMPACT_SPAN, context=parent_ctx, kind=SpanKind.INTERNAL)
-    span.set_attribute(semconv.COMPACTION_TRIGGER_SOURCE, job.trigger)
-    span.set_attribute(semconv.COMPACTION_STRATEGY, strategy)
-    if job.conversation_id:
-        span.set_attribute(semconv.GEN_AI_CONVERSATION_ID, job.conversation_id)
-    if job.budget is not None:
-        span.set_attribute(semconv.COMPACTION_THRESHOLD_TOKENS, job.budget.auto_threshold)
+    threshold = job.budget.auto_threshold if job.budget is not None else None
+    span = _open_span(job.parent, job.trigger, strategy, job.conversation_id, threshold)
     span.set_attribute(semconv.COMPACTION_INPUT_TOKENS, job.estimated_tokens)
+    return span
+
+
+def _open_span(
+    parent: Span | None, trigger: str, strategy: str, conversation_id: str | None, threshold: int | None
+) -> Span:
+    """A ``compact`` span under ``parent`` (the current span when None), with what is known before it runs."""
+    tracer = telemetry.get().tracer
+    parent_ctx = trace.set_span_in_context(parent) if parent is not None else None
+    span = tracer.start_span(semconv.COMPACT_SPAN, context=parent_ctx, kind=SpanKind.INTERNAL)
+    span.set_attribute(semconv.COMPACTION_TRIGGER_SOURCE, trigger)
+    span.set_attribute(semconv.COMPACTION_STRATEGY, strategy)
+    if conversation_id:
+        span.set_attribute(semconv.GEN_AI_CONVERSATION_ID, conversation_id)
+    if threshold is not None:
+        span.set_attribute(semconv.COMPACTION_THRESHOLD_TOKENS, threshold)
     return span
 
 
@@ -209,7 +220,24 @@ def _finish(job: CompactionJob, span: Span, out: CompactionOutcome, started: flo
         with state.lock:  # concurrent calls of one conversation count on one breaker
             _count_on_breaker(job, out, state)
         if out.changed and state.detector is not None:
-            _announce(job, span, state)
+            _announce(span, state, job.provider, job.model)
+    _close_span(span, out, state, job.trigger, job.provider, job.model, timed=True)
+
+
+def _close_span(
+    span: Span,
+    out: CompactionOutcome,
+    state: ConversationState | None,
+    trigger: str,
+    provider: str,
+    model: str,
+    *,
+    timed: bool,
+) -> None:
+    """The figures of an attempt on its ``compact`` span, the span ended, and the compaction metrics.
+
+    ``timed``: whether we measured the attempt's duration (a compaction the provider did was not ours to time).
+    """
     span.set_attribute(semconv.COMPACTION_OUTCOME, out.outcome)
     span.set_attribute(semconv.COMPACTION_INPUT_TOKENS, out.input_tokens)  # a summary may have measured it
     span.set_attribute(semconv.COMPACTION_OUTPUT_TOKENS, out.output_tokens if out.changed else out.input_tokens)
@@ -227,20 +255,51 @@ def _finish(job: CompactionJob, span: Span, out: CompactionOutcome, started: flo
     span.end()
     out.spans.append(span)
     instruments = telemetry.get().instruments
-    instruments.compactions.add(1, _metric_attrs(job.trigger, out.strategy, out.outcome, job.provider, job.model))
-    instruments.compaction_duration.record(
-        out.duration_ms / 1000.0,
-        {
-            semconv.COMPACTION_TRIGGER_SOURCE: job.trigger,
-            semconv.COMPACTION_STRATEGY: out.strategy,
-            semconv.COMPACTION_OUTCOME: out.outcome,
-        },
-    )
-    if out.outcome == semconv.OUTCOME_SUCCESS:
+    instruments.compactions.add(1, _metric_attrs(trigger, out.strategy, out.outcome, provider, model))
+    if timed:
+        instruments.compaction_duration.record(
+            out.duration_ms / 1000.0,
+            {
+                semconv.COMPACTION_TRIGGER_SOURCE: trigger,
+                semconv.COMPACTION_STRATEGY: out.strategy,
+                semconv.COMPACTION_OUTCOME: out.outcome,
+            },
+        )
+    if out.outcome == semconv.OUTCOME_SUCCESS and out.input_tokens:
         instruments.compaction_tokens_saved.record(
             max(0, out.input_tokens - out.output_tokens),
-            {semconv.COMPACTION_TRIGGER_SOURCE: job.trigger, semconv.COMPACTION_STRATEGY: out.strategy},
+            {semconv.COMPACTION_TRIGGER_SOURCE: trigger, semconv.COMPACTION_STRATEGY: out.strategy},
         )
+
+
+def record_provider_compaction(
+    parent: Span,
+    provider: str,
+    model: str,
+    state: ConversationState | None,
+    *,
+    messages_compacted: int,
+    input_tokens: int,
+    output_tokens: int,
+) -> None:
+    """A compaction the provider did (seen in a response): its ``compact`` span with
+    ``trigger_source=provider`` under ``parent``, the cache detector told to expect the change, the metrics."""
+    precreate_counters(provider, model)
+    span = _open_span(
+        parent, semconv.TRIGGER_PROVIDER, semconv.STRATEGY_PROVIDER, state.key if state is not None else None, None
+    )
+    out = CompactionOutcome(
+        strategy=semconv.STRATEGY_PROVIDER,
+        outcome=semconv.OUTCOME_SUCCESS,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        summary_tokens=output_tokens,
+        messages_compacted=messages_compacted,
+        provider_done=True,
+    )
+    if state is not None and state.detector is not None:
+        _announce(span, state, provider, model)
+    _close_span(span, out, state, semconv.TRIGGER_PROVIDER, provider, model, timed=False)
 
 
 def _count_on_breaker(job: CompactionJob, out: CompactionOutcome, state: ConversationState) -> None:
@@ -266,13 +325,13 @@ def _breaker_closed(state: ConversationState) -> None:
     telemetry.get().instruments.breakers_open.add(-1, {semconv.GEN_AI_REQUEST_MODEL: state.breaker_model or ""})
 
 
-def _announce(job: CompactionJob, span: Span, state: ConversationState) -> None:
+def _announce(span: Span, state: ConversationState, provider: str, model: str) -> None:
     """Tell the cache detector the prefix changes on purpose, and record the intentional break."""
     try:
         from otel_context import cache
 
         expected = state.detector.announce_compaction()
-        cache.record_intentional_break(span, expected, job.provider, job.model)
+        cache.record_intentional_break(span, expected, provider, model)
     except Exception:  # cache bookkeeping must never fail a compaction
         telemetry.log_once(
             "cascade.announce", "otel_context: could not announce a compaction to the cache detector", exc_info=True
@@ -330,7 +389,7 @@ def run_microcompact(job: CompactionJob, *, clear: bool = True) -> CompactionOut
         out.cut = len(job.items)
         out.head = ()
         out.messages_compacted = done[1]
-        saved = budget_mod.estimate_items(job.adapter, job.items) - budget_mod.estimate_items(job.adapter, new_items)
+        saved = estimate_items(job.adapter, job.items) - estimate_items(job.adapter, new_items)
         out.output_tokens = max(0, job.estimated_tokens - saved)
         out.outcome = semconv.OUTCOME_SUCCESS
     except CompactionError as exc:

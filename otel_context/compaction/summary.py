@@ -14,7 +14,6 @@ still at a round boundary.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,9 @@ from otel_context.compaction import budget as budget_mod
 from otel_context.compaction.prompt import SummaryParseError, build_prompt, parse_summary, summary_message_text
 from otel_context.flow import SummaryRequest, SummaryResult
 from otel_context.formats.base import WireFormatAdapter
+from otel_context.formats.too_long import overflow_gap
 from otel_context.settings import Settings
+from otel_context.tokens import ITEM_OVERHEAD_TOKENS, estimate_fixed, estimate_item, estimate_items, estimate_text
 
 Item = Mapping[str, Any]
 
@@ -79,8 +80,8 @@ def deepen_cut(
     compaction that leaves the context above the threshold is thrashing). Then cut at later round
     boundaries, keeping at least the newest round.
     """
-    budget_for_kept = int(target_tokens * KEPT_SHARE) - budget_mod.estimate_fixed(adapter, body)
-    sizes = [budget_mod.estimate_item(adapter, item) for item in items[cut:]]
+    budget_for_kept = int(target_tokens * KEPT_SHARE) - estimate_fixed(adapter, body)
+    sizes = [estimate_item(adapter, item) for item in items[cut:]]
     kept = sum(sizes)
     if kept <= budget_for_kept:
         return cut
@@ -94,36 +95,6 @@ def deepen_cut(
     return cut
 
 
-_TOO_LONG_NUMBERS = re.compile(r"(\d[\d,]*)\s*tokens?\s*>\s*(\d[\d,]*)")
-
-
-_OPENAI_TOO_LONG = re.compile(
-    r"maximum context length is\s*(\d[\d,]*)\s*tokens.*?(?:resulted in|requested)\s*(\d[\d,]*)\s*tokens",
-    re.DOTALL | re.IGNORECASE,
-)
-
-
-def parse_too_long(message: str) -> tuple[int, int] | None:
-    """(actual, limit) from a too-long error: Anthropic ``prompt is too long: 212230 tokens > 200000
-    maximum`` or OpenAI ``maximum context length is 128000 tokens. However, your messages resulted in
-    130512 tokens``; None when the message carries no numbers."""
-    match = _TOO_LONG_NUMBERS.search(message)
-    if match is not None:
-        actual, limit = (int(g.replace(",", "")) for g in match.groups())
-        return actual, limit
-    match = _OPENAI_TOO_LONG.search(message)
-    if match is not None:
-        limit, actual = (int(g.replace(",", "")) for g in match.groups())
-        return actual, limit
-    return None
-
-
-def overflow_gap(message: str) -> int | None:
-    """Tokens over the limit, from a too-long error message; None when it does not say."""
-    numbers = parse_too_long(message)
-    return None if numbers is None else max(0, numbers[0] - numbers[1])
-
-
 def drop_oldest_rounds(
     adapter: WireFormatAdapter, transcript: Sequence[Item], tokens_to_drop: int
 ) -> list[Item] | None:
@@ -133,7 +104,7 @@ def drop_oldest_rounds(
     dropped = 0
     previous = 0
     for boundary in boundaries:
-        dropped += budget_mod.estimate_items(adapter, transcript[previous:boundary])
+        dropped += estimate_items(adapter, transcript[previous:boundary])
         previous = boundary
         if dropped >= tokens_to_drop:
             return list(transcript[boundary:])
@@ -201,7 +172,7 @@ def rehydrate_files(
         room = min(per_file, total_cap - used)
         if room <= 0:
             break
-        tokens = budget_mod.estimate_text(text)
+        tokens = estimate_text(text)
         if tokens > room:
             text = text[: room * 3] + "\n[... file content truncated after compaction ...]"
             tokens = room
@@ -244,10 +215,10 @@ def shared_prefix_request(
         return None
     if any(key in body for key in _FORCING):
         return None
-    prompt_tokens = budget_mod.estimate_text(prompt)
+    prompt_tokens = estimate_text(prompt)
     max_tokens = max_output
     if window is not None:
-        used = budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, items) + prompt_tokens
+        used = estimate_fixed(adapter, body) + estimate_items(adapter, items) + prompt_tokens
         max_tokens = min(max_output, window - used)
         if max_tokens < 1_024:
             return None
@@ -323,8 +294,8 @@ def summarize(
         if request is None:
             max_tokens = max_output
             if window is not None:
-                left = window - budget_mod.estimate_items(adapter, transcript) - budget_mod.estimate_text(prompt)
-                left -= budget_mod.estimate_fixed(adapter, body)
+                left = window - estimate_items(adapter, transcript) - estimate_text(prompt)
+                left -= estimate_fixed(adapter, body)
                 max_tokens = min(max_tokens, max(1_024, left))
             request = adapter.make_summary_request(body, transcript, prompt, max_tokens, summary_model)
         result = yield SummaryRequest(request)
@@ -345,7 +316,7 @@ def summarize(
             if result.too_long and overflow_retries < MAX_OVERFLOW_RETRIES:
                 overflow_retries += 1
                 gap = overflow_gap(str(result.error) if result.error is not None else "")
-                fraction = int(budget_mod.estimate_items(adapter, transcript) * OVERFLOW_DROP_FRACTION)
+                fraction = int(estimate_items(adapter, transcript) * OVERFLOW_DROP_FRACTION)
                 shorter = drop_oldest_rounds(adapter, transcript, max(gap or 0, fraction, 1))
                 if shorter:
                     transcript = shorter
@@ -358,13 +329,11 @@ def summarize(
             kind = type(error).__module__ + "." + type(error).__qualname__ if error is not None else "summarizer_error"
             raise CompactionError(kind, f"the summarizer call failed: {error}")
         assert summary is not None
-        summary_tokens = (
-            result.usage.output_tokens if result.usage is not None else budget_mod.estimate_text(result.text)
-        )
+        summary_tokens = result.usage.output_tokens if result.usage is not None else estimate_text(result.text)
         room = None
         if target_tokens is not None:
-            used = budget_mod.estimate_fixed(adapter, body) + budget_mod.estimate_items(adapter, items[cut:])
-            used += budget_mod.estimate_text(summary_message_text(summary)) + budget_mod.ITEM_OVERHEAD_TOKENS
+            used = estimate_fixed(adapter, body) + estimate_items(adapter, items[cut:])
+            used += estimate_text(summary_message_text(summary)) + ITEM_OVERHEAD_TOKENS
             # Keep a quarter of the remaining room free for the turns that follow.
             room = int((target_tokens - used) * 0.75)
         rehydration = rehydrate_files(adapter, items, cut, settings, window, room)

@@ -12,12 +12,12 @@ from otel_context.compaction.summary import (
     CompactionError,
     choose_cut,
     drop_oldest_rounds,
-    overflow_gap,
     rehydrate_files,
     summarize,
 )
 from otel_context.flow import drive
 from otel_context.formats import for_format
+from otel_context.formats.too_long import overflow_gap
 from otel_context.settings import Settings
 
 A = for_format("anthropic_messages")

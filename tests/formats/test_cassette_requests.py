@@ -48,7 +48,7 @@ def test_recorded_request(wire_format: str, body: dict[str, Any], interaction: A
     assert adapter.repair(items) == items
     for cut in adapter.round_boundaries(items):
         assert adapter.validate(items[:cut]) == [] and adapter.validate(items[cut:]) == []
-    assert tokens.estimate_body(adapter, body) > 0
+    assert tokens.estimate_fixed(adapter, body) + tokens.estimate_items(adapter, adapter.items(body)) > 0
     summary = adapter.make_summary_request(body, items, "Summarize in <summary>.", 1000, "m")
     assert "tools" not in summary and adapter.validate(adapter.items(summary)) == []
     if interaction.status == 200 and not interaction.is_sse:

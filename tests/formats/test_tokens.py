@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import math
 import socket
 import sys
@@ -90,7 +91,11 @@ def test_cache_disabled_by_empty_dir_variable(monkeypatch: pytest.MonkeyPatch) -
 def test_items_count_images_at_a_flat_rate() -> None:
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "A" * 40_000}}
     items = [{"role": "user", "content": [image, {"type": "text", "text": "x" * 30}]}]
-    assert tokens.estimate_items(ANTHROPIC_MESSAGES, items) == tokens.IMAGE_TOKENS + 10
+    assert tokens.estimate_items(ANTHROPIC_MESSAGES, items) == tokens.IMAGE_TOKENS + 10 + tokens.ITEM_OVERHEAD_TOKENS
+
+
+def test_a_malformed_item_is_estimated_from_its_text() -> None:
+    assert tokens.estimate_item(ANTHROPIC_MESSAGES, "x" * 30) == 10 + tokens.ITEM_OVERHEAD_TOKENS  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -101,12 +106,13 @@ def test_items_count_images_at_a_flat_rate() -> None:
         (OPENAI_RESPONSES, openai_responses_agent_body()),
     ],
 )
-def test_body_is_system_plus_tools_plus_items(adapter: WireFormatAdapter, body: dict[str, object]) -> None:
+def test_fixed_part_is_system_plus_tools(adapter: WireFormatAdapter, body: dict[str, object]) -> None:
     a = adapter
-    total = tokens.estimate_body(a, body)
-    parts = tokens.estimate_text(a.system_text(body)) + tokens.estimate_items(a, a.items(body))
-    assert total > parts > 0
-    assert total - parts == tokens.estimate_text(tokens._tools_text(body.get("tools")))
+    fixed = tokens.estimate_fixed(a, body)
+    system = tokens.estimate_text(a.system_text(body))
+    assert fixed > system > 0
+    assert fixed - system == tokens.estimate_text(json.dumps(body.get("tools"), default=str, ensure_ascii=False))
     # Adding a message never lowers the estimate.
+    total = fixed + tokens.estimate_items(a, a.items(body))
     more = a.with_items(body, [*a.items(body), a.make_user_item("one more question " * 20)])
-    assert tokens.estimate_body(a, more) > total
+    assert tokens.estimate_fixed(a, more) + tokens.estimate_items(a, a.items(more)) > total

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from otel_context.state_store import StateStore, open_store
+from otel_context.conversation.state_store import StateStore, open_store
 
 ROUNDS = 40
 

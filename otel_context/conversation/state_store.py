@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -42,9 +41,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from otel_context import semconv, telemetry
+from otel_context.store_spec import StateStoreConfigError, split_url, validate_spec
 
 log = logging.getLogger("otel_context")
 
@@ -76,15 +76,7 @@ WARN_INTERVAL_SECONDS: Final = 300.0
 #: How often a waiter looks for the value another worker is writing.
 POLL_SECONDS: Final = 0.005
 
-_SCHEMES = ("memory", "redis", "rediss", "unix")
-#: Query options of a store URL that are ours (the rest go to redis-py).
-_URL_OPTIONS = {"prefix": str, "ttl_seconds": float, "timeout_ms": float, "max_value_bytes": int}
-#: Release only the lease we hold (a lease that expired and was taken by another worker stays theirs).
 _RELEASE_SCRIPT = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
-
-
-class StateStoreConfigError(ValueError):
-    """The store specification cannot be used; the message says what is allowed."""
 
 
 @dataclass(frozen=True)
@@ -508,28 +500,6 @@ class _Writer:
         return True
 
 
-def _split_url(url: str) -> tuple[str, dict[str, Any]]:
-    """The URL without our query options, and those options (validated)."""
-    parts = urlsplit(url)
-    if parts.scheme not in _SCHEMES[1:]:
-        raise StateStoreConfigError(
-            f"state store URL scheme {parts.scheme!r} is not supported; use memory, redis://host:port/db, "
-            "rediss://user:password@host:port/db or unix:///path/to/socket"
-        )
-    ours: dict[str, Any] = {}
-    rest: list[tuple[str, str]] = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        kind = _URL_OPTIONS.get(name)
-        if kind is None:
-            rest.append((name, value))
-            continue
-        try:
-            ours[name] = kind(value)
-        except ValueError:
-            raise StateStoreConfigError(f"state store URL option {name}={value!r} is not a {kind.__name__}") from None
-    return urlunsplit(parts._replace(query=urlencode(rest))), ours
-
-
 def _safe_address(url: str) -> str:
     """host:port/db of a URL, never its credentials (for log lines)."""
     parts = urlsplit(url)
@@ -590,7 +560,7 @@ class RedisStore(StateStore):
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        bare, ours = _split_url(url)
+        bare, ours = split_url(url)
         if "timeout_ms" in ours:
             options.setdefault("timeout", ours.pop("timeout_ms") / 1000)
         for name, value in ours.items():
@@ -763,36 +733,6 @@ class RedisStore(StateStore):
 
 def _client_kwargs(timeout: float) -> dict[str, Any]:
     return {"socket_timeout": timeout, "socket_connect_timeout": timeout}
-
-
-def validate_spec(spec: Any) -> Any:
-    """Check a store specification without connecting: ``memory``, a URL, a client or a store.
-
-    Returns the normalized spec (None for the in-process store). Raises :class:`StateStoreConfigError`
-    saying what is allowed, or how to install the Redis extra.
-    """
-    if spec is None or isinstance(spec, StateStore):
-        return spec
-    if isinstance(spec, str):
-        text = spec.strip()
-        if text in ("", "memory"):
-            return None
-        if "://" not in text:
-            raise StateStoreConfigError(
-                "state store is neither 'memory' nor a URL; use memory, redis://host:port/db, "
-                "rediss://user:password@host:port/db or unix:///path/to/socket"
-            )
-        _split_url(text)
-        if importlib.util.find_spec("redis") is None:
-            raise StateStoreConfigError(
-                "a Redis state store needs the redis package: pip install 'otel-context[redis]'"
-            )
-        return text
-    if hasattr(spec, "connection_pool") and hasattr(spec, "set"):
-        return spec
-    raise StateStoreConfigError(
-        f"state store must be 'memory', a redis:// URL, a redis.Redis client or a StateStore, not {type(spec).__name__}"
-    )
 
 
 def open_store(spec: Any = None, **options: Any) -> StateStore:

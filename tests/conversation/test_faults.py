@@ -12,7 +12,7 @@ import pytest
 import redis
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from otel_context.state_store import RedisStore, StateStore
+from otel_context.conversation.state_store import RedisStore, StateStore
 from otel_context.testing.redis_server import RedisServer
 
 from .conftest import errors

@@ -1,204 +1,29 @@
-"""Conversation identity and the bounded state the engine keeps per conversation.
+"""Every tracked conversation of this process: bounded in count and in bytes, with idle expiry.
 
-Identity (docs/telemetry.md): the explicit id when the app names one (``with otel_context.conversation("id"):``),
-else a key derived from the provider and the first user message. System prompt, tools and model are
-deliberately NOT part of the derived key, so that their changes show up as changes within one
-conversation (cache breaks) rather than as new conversations.
-
-State per conversation: the last call's items and usage (the anchor of the token estimate), the
-compaction memo, the circuit breaker and the cache-break detector. The store is an LRU with idle
-expiry: memory does not grow with the number of conversations an app has ever had.
+Memory does not grow with the number of conversations an app has ever had. The process-wide store
+(:data:`STORE`) is shared by the engine (transparent mode) and the explicit ``Compactor`` API, so both see
+one breaker and one memo per conversation.
 """
 
 from __future__ import annotations
 
-import contextvars
-import hashlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from otel_context.compaction.breaker import Breaker
-from otel_context.compaction.memo import CompactionMemo, MemoEntry
-from otel_context.usage import TokenUsage
-
-_explicit_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("otel_context_conversation", default=None)
-
-
-@contextmanager
-def conversation(conversation_id: str) -> Iterator[str]:
-    """Name the conversation of every instrumented call made inside the block.
-
-    The id goes on every chat span as ``gen_ai.conversation.id`` and keys the compaction memo, breaker and
-    cache-break baseline. Nested blocks override the outer id for their duration (contextvar: threads and
-    asyncio tasks each see their own).
-    """
-    if not isinstance(conversation_id, str) or not conversation_id.strip():
-        raise ValueError(f"conversation id must be a non-empty string, got {conversation_id!r}")
-    token = _explicit_id.set(conversation_id)
-    try:
-        yield conversation_id
-    finally:
-        _explicit_id.reset(token)
-
-
-def current_conversation_id() -> str | None:
-    """The explicit conversation id in force, if any."""
-    return _explicit_id.get()
-
-
-#: Keys already derived: every call of a conversation resends the same first message (usually the very
-#: same string object, whose hash Python keeps), so a dictionary hit replaces encoding and hashing it.
-#: Bounded in entries and in the length of the texts kept (at most ~4 MB), so it never holds on to much.
-_derived: dict[tuple[str, str], str] = {}
-_DERIVED_MAX = 1_024
-_DERIVED_MAX_CHARS = 4_096
-
-
-def derive_key(provider: str, first_user_text: str | None) -> str:
-    """A stable key from the provider and the first user message (None/'' when there is none)."""
-    text = first_user_text or ""
-    key = _derived.get((provider, text))
-    if key is None:
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        key = f"{provider}:{digest}"
-        if len(text) <= _DERIVED_MAX_CHARS:
-            if len(_derived) >= _DERIVED_MAX:
-                _derived.clear()  # a miss only costs the hash again
-            _derived[provider, text] = key
-    return key
-
-
-#: The byte bound's conversion: the estimator counts about 4 characters a token, and Python's strings of
-#: ASCII text take a byte a character.
-BYTES_PER_TOKEN = 4
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What one successful call of a conversation left behind; immutable, so a call reads it once and
-    every check it makes against it holds whatever other calls do meanwhile.
-
-    ``items`` is the engine's private list of the call's items (the app's objects, never mutated by us):
-    a later call whose own items start with them is proven to be the same history up to there, by a
-    C-level list comparison rather than by hashing. ``entry`` is the memo entry the sent items started
-    with, verified against these very items, so a later call that extends them may reuse it unhashed.
-    """
-
-    items: Sequence[Mapping[str, Any]]
-    usage: TokenUsage | None
-    entry: MemoEntry | None = None
-    #: Estimated tokens of ``items`` (what this snapshot keeps alive of the app's objects).
-    tokens: int = 0
-
-    @property
-    def size(self) -> int:
-        """Approximate bytes of the app's objects this snapshot keeps alive (for the store's byte bound)."""
-        return BYTES_PER_TOKEN * self.tokens
-
-
-def unchanged_prefix(
-    snapshot: Snapshot | None, items: Sequence[Mapping[str, Any]], *, same_last_message: bool = False
-) -> int:
-    """How many leading ``items`` are known equal to the items of ``snapshot``.
-
-    All of them when the history only grew; all but the last when only that call's last item changed
-    (apps that move a ``cache_control`` breakpoint onto the newest message re-send the previous one
-    without it; with ``same_last_message`` only when that is the whole difference); else 0. A C-level
-    list comparison: the SDK copies containers but shares the app's strings, so equal items are mostly
-    compared by identity at the leaves.
-    """
-    if snapshot is None:
-        return 0
-    last = snapshot.items
-    n = len(last)
-    if not n or len(items) < n:
-        return 0
-    head = items[:n] if type(items) is list else list(items[:n])
-    if type(last) is not list:
-        last = list(last)
-    if head == last:
-        return n
-    if n > 1 and head[: n - 1] == last[: n - 1]:
-        if same_last_message and _without_markers(head[n - 1]) != _without_markers(last[n - 1]):
-            return 0
-        return n - 1
-    return 0
-
-
-def _without_markers(value: Any, depth: int = 0) -> Any:
-    """``value`` with its ``cache_control`` markers removed and text content in one shape (string content
-    as one text block), to tell a re-sent message whose marker moved from a different message."""
-    if depth > 32:
-        return object()  # never equal: deep content is not a moved marker
-    if isinstance(value, Mapping):
-        out = {k: _without_markers(v, depth + 1) for k, v in value.items() if k != "cache_control"}
-        if isinstance(out.get("content"), str):
-            out["content"] = [{"type": "text", "text": out["content"]}]
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_without_markers(v, depth + 1) for v in value]
-    return value
-
-
-def _equal_positions(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """How many positions hold equal items in both sequences (an edited history keeps most of them)."""
-    return sum(1 for x, y in zip(a, b, strict=False) if x is y or x == y)
-
-
-class ConversationState:
-    """Everything the engine remembers about one conversation (one branch of it, for derived keys).
-
-    Thread- and task-safe: the snapshot is replaced whole (:meth:`ConversationStore.commit`), memo
-    entries are immutable, and the breaker and estimate factor change under :attr:`lock`.
-    """
-
-    def __init__(self, key: str, explicit: bool, serial: int = 0) -> None:
-        self.key = key
-        self.explicit = explicit
-        #: Distinguishes the branches of one derived key (0 for explicit ids).
-        self.serial = serial
-        self.last_seen = 0.0
-        #: The last successful call, or None before the first one ended.
-        self.snapshot: Snapshot | None = None
-        #: time.monotonic() when the last call ended (cache TTL: a cold cache makes clearing free).
-        self.last_call_ended: float | None = None
-        self.memo = CompactionMemo()
-        self.breaker = Breaker()
-        #: Model whose breakers_open series counts this conversation while its breaker is open.
-        self.breaker_model: str | None = None
-        #: The cache-break detector (otel_context.cache), created lazily by the engine.
-        self.detector: Any = None
-        #: Reported / estimated tokens seen on a too-long error (>1 when our estimate undercounts).
-        self.estimate_factor = 1.0
-        self.lock = threading.Lock()
-
-    def raise_estimate_factor(self, factor: float) -> None:
-        with self.lock:
-            self.estimate_factor = max(self.estimate_factor, factor)
-
-    def inherit(self, parent: ConversationState, *, factor: bool, baseline: bool) -> None:
-        """Start this branch of a derived key from ``parent``: its content-keyed memo entries (safe to
-        share: they only ever apply to a prefix with the same content), its estimate factor when
-        ``factor``, and a branch of its cache-break baseline when ``baseline``. Never its breaker."""
-        self.memo = parent.memo.copy()
-        if factor:
-            self.estimate_factor = parent.estimate_factor
-        if baseline and parent.detector is not None:
-            self.detector = parent.detector.branch()
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """The state a call uses, the snapshot it read (once), and how much of its history that snapshot proves."""
-
-    state: ConversationState
-    snapshot: Snapshot | None
-    unchanged: int
+from otel_context import semconv, telemetry
+from otel_context.conversation.identity import current_conversation_id, derive_key, first_user_text
+from otel_context.conversation.state import (
+    ConversationState,
+    Resolution,
+    Snapshot,
+    _equal_positions,
+    unchanged_prefix,
+)
+from otel_context.formats.base import WireFormatAdapter
+from otel_context.settings import Settings
 
 
 class ConversationStore:
@@ -423,3 +248,28 @@ def _inherit(state: ConversationState, others: Sequence[ConversationState], item
         return
     relative = closest_equal >= 2 and 2 * closest_equal >= len(closest.snapshot.items)
     state.inherit(closest, factor=relative, baseline=relative)
+
+
+def _on_evict(state: ConversationState) -> None:
+    """An evicted conversation no longer counts as an open breaker."""
+    if state.breaker.open:
+        telemetry.get().instruments.breakers_open.add(-1, {semconv.GEN_AI_REQUEST_MODEL: state.breaker_model or ""})
+
+
+#: Every conversation this process tracks (LRU + idle expiry, sized from the settings of the calls).
+STORE = ConversationStore(on_evict=_on_evict)
+
+
+def resolve(
+    adapter: WireFormatAdapter, provider: str, items: Sequence[Mapping[str, Any]], settings: Settings
+) -> Resolution:
+    """The state of the conversation these items belong to (created when new) and the snapshot read for them.
+
+    An explicit id names the conversation. Without one, the derived key names a family of conversations
+    that open the same way, and the items decide which one of them this call continues (see
+    :class:`ConversationStore`).
+    """
+    explicit = current_conversation_id()
+    key = explicit if explicit is not None else derive_key(provider, first_user_text(adapter, items))
+    STORE.configure(settings.max_conversations, settings.conversation_idle_seconds, settings.max_state_bytes)
+    return STORE.resolve(key, items, explicit=explicit is not None)

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 import redis
 
+from otel_context.conversation.state_store import InProcessStore, RedisStore, StateStore, open_store
 from otel_context.settings import SettingsError, resolve
-from otel_context.state_store import InProcessStore, RedisStore, StateStore, open_store
 
 
 def test_default_is_this_process() -> None:

@@ -10,7 +10,7 @@ import time
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from otel_context.state_store import SCHEMA_VERSION, StateStore
+from otel_context.conversation.state_store import SCHEMA_VERSION, StateStore
 
 from .conftest import errors
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from otel_context.state_store import RedisStore, StateStore
+from otel_context.conversation.state_store import RedisStore, StateStore
 from otel_context.testing.redis_server import RedisServer
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from otel_context.compaction import memo as memo_mod
-from otel_context.compaction.memo import CompactionMemo, MemoEntry, items_hash
+from otel_context.conversation import memo as memo_mod
+from otel_context.conversation.memo import CompactionMemo, MemoEntry, items_hash
 
 
 def _items(n: int) -> list[dict[str, object]]:

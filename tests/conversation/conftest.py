@@ -14,7 +14,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from servers import require_binary
 
 from otel_context import semconv
-from otel_context.state_store import InProcessStore, RedisStore, StateStore, open_store
+from otel_context.conversation.state_store import InProcessStore, RedisStore, StateStore, open_store
 from otel_context.testing.redis_server import RedisServer
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otel_context.compaction.breaker import Breaker
+from otel_context.conversation.breaker import Breaker
 
 
 def test_three_consecutive_failures_open() -> None:

@@ -1,0 +1,162 @@
+"""The plan of one chat call: which conversation it continues, what to send, and what to learn after.
+
+:func:`plan` (the engine's entry point, see :mod:`otel_context.contract`):
+1. finds the conversation (explicit id or derived key) and reads its snapshot once;
+2. applies the compaction memo (transparent mode: a prefix compacted on an earlier call is replaced by
+   the very same summary objects, so nothing is summarized twice and the prefix stays cacheable);
+3. estimates the context tokens (last reported usage + what was appended since) and puts the context
+   attributes on the chat span;
+4. runs the automatic cascade when due (:mod:`otel_context.engine.auto`).
+The returned :class:`EnginePlan` compacts reactively on a too-long rejection
+(:mod:`otel_context.engine.reactive`) and, after the response, commits the conversation's new snapshot,
+records the utilization, checks for a prompt-cache break and reports a compaction the provider did.
+
+Nothing raised in here reaches the app: every entry point falls back to "send the request unchanged".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from typing import Any
+
+from opentelemetry.trace import Span
+
+from otel_context import cache, semconv, telemetry
+from otel_context.compaction import cascade
+from otel_context.contract import CallPlan, CallRequest
+from otel_context.conversation import STORE, Snapshot
+from otel_context.conversation import resolve as resolve_conversation
+from otel_context.engine import auto, budgets, reactive
+from otel_context.engine.call import EngineCall, rewrites
+from otel_context.engine.provider_compaction import observe_provider_compaction
+from otel_context.flow import SummaryRequest, SummaryResult
+from otel_context.formats import for_format
+from otel_context.tokens import estimate_fixed, estimate_item, estimate_items
+from otel_context.usage import TokenUsage
+
+
+class EnginePlan(EngineCall):
+    """The plan of one call: the contract's hooks (see :class:`~otel_context.contract.CallPlan`)."""
+
+    def on_too_long(
+        self, span: Span, error: BaseException
+    ) -> Generator[SummaryRequest, SummaryResult, Mapping[str, Any] | None]:
+        try:
+            return (yield from reactive.compact(self, span, error))
+        except Exception:
+            telemetry.log_once(
+                "engine.on_too_long", "otel_context: reactive compaction failed unexpectedly", exc_info=True
+            )
+            return None
+
+    def on_response(self, span: Span, usage: TokenUsage | None, response: Mapping[str, Any] | None) -> None:
+        try:
+            self._on_response(span, usage, response)
+        except Exception:
+            telemetry.log_once(
+                "engine.on_response", "otel_context: the context engine failed after a response", exc_info=True
+            )
+
+    def _on_response(self, span: Span, usage: TokenUsage | None, response: Mapping[str, Any] | None) -> None:
+        ended = cache.monotonic()
+        provider = self.request.provider
+        anchor = usage if usage is not None and usage.input_tokens > 0 else None
+        snapshot = Snapshot(self.items, anchor, self.entry, self.history_tokens)
+        # The state that holds this call's history from now on (a new branch when another history of the
+        # same derived key moved the one this call read): the cache check below stays on the state whose
+        # detector fingerprinted the request.
+        STORE.commit(self.resolution, snapshot, ended)
+        state = self.state
+        if usage is not None and self.budget is not None and usage.input_tokens > 0:
+            utilization = usage.input_tokens / self.budget.effective
+            # With the plan's other attributes: Call.end writes them to the span in one call after this.
+            self.attributes[semconv.CONTEXT_UTILIZATION] = utilization
+            telemetry.get().instruments.context_utilization.record(
+                utilization, {semconv.GEN_AI_PROVIDER_NAME: provider, semconv.GEN_AI_REQUEST_MODEL: self.model}
+            )
+        if usage is not None and state.detector is not None and self.fingerprint is not None:
+            try:
+                brk = state.detector.check(self.fingerprint, usage, self.started, ended)
+                if brk is not None:
+                    cache.record_unexpected_break(span, brk, provider, self.model)
+            except Exception:
+                telemetry.log_once("engine.cache_check", "otel_context: the cache-break check failed", exc_info=True)
+        observe_provider_compaction(span, provider, self.model, usage, response, state)
+
+
+def plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, SummaryResult, CallPlan]:
+    """Plan a chat call (see :mod:`otel_context.contract`); never raises, falls back to the no-op plan."""
+    try:
+        return (yield from _plan(span, request))
+    except Exception:
+        telemetry.log_once(
+            "engine.plan", "otel_context: the context engine failed; request sent unchanged", exc_info=True
+        )
+        return CallPlan(request.body)
+
+
+def _plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, SummaryResult, CallPlan]:
+    settings = request.settings
+    adapter = for_format(request.wire_format)
+    body = request.body
+    items = adapter.items(body)
+    model = str(request.model or body.get("model") or "")
+    resolution = resolve_conversation(adapter, request.provider, items, settings)
+    state, snapshot, unchanged = resolution.state, resolution.snapshot, resolution.unchanged
+    budget = budgets.budget_of(request, adapter, model)
+    p = EnginePlan(request, adapter, resolution, items, model, budget)
+    p.attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
+    p.attributes[semconv.CONVERSATION_ID_SOURCE] = (
+        semconv.ID_SOURCE_EXPLICIT if state.explicit else semconv.ID_SOURCE_DERIVED
+    )
+    cascade.precreate_counters(request.provider, model)
+    can_rewrite = rewrites(settings) and budget is not None
+
+    # Transparent mode: reuse an earlier compaction of this very prefix (proven by this call's snapshot, or
+    # by hashing this call's own items).
+    if can_rewrite and (len(state.memo) or (snapshot is not None and snapshot.entry is not None)):
+        entry = state.memo.find(items, snapshot.entry if snapshot is not None else None, unchanged)
+        if entry is not None:
+            p.entry = entry
+            p.sent_items = entry.apply(items)
+            p.body = adapter.with_items(body, p.sent_items)
+
+    # Estimate: anchored on the last reported usage when the history only grew since.
+    if snapshot is not None and snapshot.usage is not None and unchanged > 0:
+        last = snapshot.items
+        known = len(last)
+        appended = estimate_items(adapter, items[known:])
+        if unchanged < known:
+            # The previous call's last item came back changed (a moved cache_control marker): the reported
+            # usage already counts its old version, so only the difference is new. Counting it whole again
+            # overstated the context by a whole tool result (+77 % in the demo) and compacted too early.
+            appended += max(
+                0,
+                estimate_item(adapter, items[unchanged]) - estimate_item(adapter, last[unchanged]),
+            )
+        estimated = snapshot.usage.input_tokens + snapshot.usage.output_tokens + int(appended * state.estimate_factor)
+        # The app's history this call keeps alive grows by what was appended (for the store's byte bound).
+        p.history_tokens = snapshot.tokens + appended
+    else:
+        items_tokens = estimate_items(adapter, p.sent_items)
+        estimated = int((estimate_fixed(adapter, p.body) + items_tokens) * state.estimate_factor)
+        p.history_tokens = items_tokens if p.entry is None else estimate_items(adapter, items)
+    p.estimated_tokens = estimated
+    p.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = estimated
+    if state.breaker.open:
+        p.attributes[semconv.COMPACTION_BREAKER_OPEN] = True
+
+    automatic = can_rewrite and not settings.disable_auto_compact
+    if budget is not None:
+        p.attributes[semconv.CONTEXT_WINDOW] = budget.window
+        p.attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = budget.effective
+    if automatic and budget is not None:
+        yield from auto.compact(span, p, budget)
+    if budget is not None:
+        available = automatic and not state.breaker.open
+        p.attributes[semconv.CONTEXT_STATE] = budget.state(p.estimated_tokens, compaction_available=available)
+    if state.detector is None:
+        state.detector = cache.CacheBreakDetector()
+    p.refingerprint()
+    p.started = cache.monotonic()
+    return p

@@ -1,0 +1,72 @@
+"""Reactive compaction: the provider rejected a call as too long; compact once and retry once.
+
+The provider's error may state the true size and window ("prompt is too long: N tokens > M maximum"): the
+conversation's estimate factor is raised when we undercounted, and a smaller window is learned for the
+model (see :mod:`otel_context.engine.budgets`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from typing import Any
+
+from opentelemetry.trace import Span
+
+from otel_context import semconv
+from otel_context.compaction import cascade
+from otel_context.engine import budgets
+from otel_context.engine.call import EngineCall, rewrites, skip
+from otel_context.flow import SummaryRequest, SummaryResult
+from otel_context.formats.too_long import error_message, is_too_long, parse_too_long
+from otel_context.tokens import estimate_fixed, estimate_items
+
+
+def compact(
+    call: EngineCall, span: Span, error: BaseException
+) -> Generator[SummaryRequest, SummaryResult, Mapping[str, Any] | None]:
+    """The body to retry with, or None to let the error reach the app (at most once per call)."""
+    budget = call.budget
+    if call.reactive_done or not rewrites(call.request.settings) or budget is None:
+        return None
+    if not is_too_long(call.adapter, error):
+        return None
+    call.reactive_done = True
+    provider, state = call.request.provider, call.state
+    if state.breaker.open:
+        span.set_attribute(semconv.COMPACTION_BREAKER_OPEN, True)
+        cascade.count_skipped(semconv.TRIGGER_REACTIVE, provider, call.model)
+        return None
+    reason = cascade.not_understood_reason(call.adapter, call.body, call.sent_items, budget)
+    if reason:
+        skip(span, reason)
+        return None
+    estimated = call.estimated_tokens
+    numbers = parse_too_long(error_message(error))
+    if numbers is not None:
+        actual, limit = numbers
+        ours = estimate_fixed(call.adapter, call.body) + estimate_items(call.adapter, call.sent_items)
+        if actual > ours > 0:
+            # Our estimate undercounts this conversation's tokenizer: remember by how much.
+            state.raise_estimate_factor(actual / ours)
+        estimated = max(actual, estimated)
+        if 0 < limit < budget.window:
+            # The provider's window is smaller than the one we assumed: use it from now on.
+            budgets.learn_window(provider, call.model, limit)
+            budget = call.budget = budgets.budget_of(call.request, call.adapter, call.model) or budget
+    out = yield from cascade.run_summary(call.job(span, semconv.TRIGGER_REACTIVE, estimated))
+    if not call.adopt(out):
+        # The summary could not help (e.g. one tool result fills the window by itself): cap results.
+        job = call.job(span, semconv.TRIGGER_REACTIVE, estimated)
+        out = cascade.run_microcompact(job, clear=call.request.settings.microcompact)
+        if not call.adopt(out):
+            return None
+    # One moment for the span: the estimate and the window (which the provider's error may have lowered)
+    # are, like the utilization, those of the request sent after compacting.
+    call.estimated_tokens = out.output_tokens
+    call.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = out.output_tokens
+    call.attributes[semconv.CONTEXT_WINDOW] = budget.window
+    call.attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = budget.effective
+    span.set_attribute(semconv.GEN_AI_CONVERSATION_COMPACTED, True)
+    call.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
+    call.refingerprint()
+    return call.body
