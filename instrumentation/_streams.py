@@ -15,7 +15,7 @@ import inspect
 import json
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import wrapt
 
@@ -24,7 +24,18 @@ from otel_context import telemetry
 from ._formats import Accumulator
 
 if TYPE_CHECKING:
-    from ._core import Call, Interceptor
+    from otel_context.settings import Settings
+
+    from ._call import Call
+
+
+class _SDKTypes(Protocol):
+    """What :func:`wrap_result` needs to know of an SDK (``_core.SDKSpec`` provides it)."""
+
+    stream_types: tuple[type, ...]
+    response_types: tuple[type, ...]
+    httpx_response: type
+
 
 __all__ = ["AsyncStreamProxy", "SyncStreamProxy", "finish_if_proxy", "wrap_result"]
 
@@ -41,14 +52,14 @@ def _raw_mode(options: Any) -> str | None:
     return None
 
 
-def wrap_result(interceptor: Interceptor, call: Call, result: Any, options: Any) -> Any:
+def wrap_result(spec: _SDKTypes, settings: Settings, call: Call, result: Any, options: Any) -> Any:
     """Hand the SDK's result back, wrapped when its body is still to be read; end the span otherwise."""
-    spec = interceptor.spec
+    collect = settings.capture_content != "NO_CONTENT"
     try:
         if isinstance(result, spec.stream_types):
-            return make_stream_proxy(call, result, interceptor.settings.capture_content != "NO_CONTENT")
+            return make_stream_proxy(call, result, collect)
         if isinstance(result, spec.response_types):
-            return _wrap_api_response(interceptor, call, result, options)
+            return _wrap_api_response(spec, collect, call, result, options)
         if isinstance(result, spec.httpx_response):
             call.end_response(result.json())  # type: ignore[attr-defined]
             return result
@@ -204,7 +215,7 @@ class AsyncStreamProxy(_StreamProxy):
 # --- with_raw_response / with_streaming_response ----------------------------------------------------------
 
 
-def _wrap_api_response(interceptor: Interceptor, call: Call, response: Any, options: Any) -> Any:
+def _wrap_api_response(spec: _SDKTypes, collect: bool, call: Call, response: Any, options: Any) -> Any:
     if not call.stream and _raw_mode(options) != "stream":
         # with_raw_response on a plain call: the body is already read.
         try:
@@ -216,8 +227,7 @@ def _wrap_api_response(interceptor: Interceptor, call: Call, response: Any, opti
         else:
             call.end(None, None, None)
         return response
-    collect = interceptor.settings.capture_content != "NO_CONTENT"
-    stream_types = interceptor.spec.stream_types
+    stream_types = spec.stream_types
     if inspect.iscoroutinefunction(type(response).parse):
         return AsyncAPIResponseProxy(response, call, stream_types, collect)
     return SyncAPIResponseProxy(response, call, stream_types, collect)

@@ -167,34 +167,6 @@ def _sdk_summarizer(client: Any, wire_format: str, adapter: WireFormatAdapter) -
     return send
 
 
-def _callable_summarizer(fn: Callable[..., Any]) -> Callable[[SummaryRequest], Any]:
-    """Wrap ``fn(body) -> str | SummaryResult`` (sync or async); exceptions become failed results."""
-
-    def normalize(answer: Any) -> SummaryResult:
-        return answer if isinstance(answer, SummaryResult) else SummaryResult(text=str(answer))
-
-    # An object whose ``__call__`` is ``async def`` is an async summarizer too (iscoroutinefunction(obj) is
-    # False for it before Python 3.12): taking the sync path would summarize with an unawaited coroutine.
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
-
-        async def send_async(req: SummaryRequest) -> SummaryResult:
-            try:
-                return normalize(await fn(dict(req.body)))
-            except Exception as exc:
-                return SummaryResult(error=exc)
-
-        return send_async
-
-    def send(req: SummaryRequest) -> SummaryResult:
-        try:
-            answer = fn(dict(req.body))
-        except Exception as exc:
-            return SummaryResult(error=exc)
-        return normalize(answer)
-
-    return send
-
-
 #: Why a sync ``compact`` refuses an async summarizer (said before any request goes out).
 _USE_ACOMPACT = "this Compactor has an async client or function: use `await compactor.acompact(...)`"
 
@@ -231,7 +203,7 @@ class Compactor:
 
     def _summarizer(self, adapter: WireFormatAdapter) -> Callable[[SummaryRequest], Any]:
         if self._is_function():
-            return _callable_summarizer(self.client)
+            return cascade.summarizer_function(self.client)
         return _sdk_summarizer(self.client, adapter.name, adapter)
 
     def _prepare(

@@ -400,20 +400,44 @@ def run_microcompact(job: CompactionJob, *, clear: bool = True) -> CompactionOut
     return out
 
 
-def call_summarizer_function(fn: Callable[..., Any], request: SummaryRequest) -> SummaryResult:
-    """Ask a summarize function ``fn(request_body) -> str | SummaryResult``; exceptions become failed results."""
-    try:
-        answer = fn(dict(request.body))
-    except Exception as exc:
-        return SummaryResult(error=exc)
-    if inspect.isawaitable(answer):
-        close = getattr(answer, "close", None)
-        if close is not None:
-            close()
-        return SummaryResult(error=TypeError("Settings.summarizer must be a synchronous function here"))
-    text = answer.text if isinstance(answer, SummaryResult) else answer
+def summarizer_function(fn: Callable[..., Any]) -> Callable[[SummaryRequest], Any]:
+    """``fn(request_body) -> str | SummaryResult`` (``Settings.summarizer``, or the function given to a
+    ``Compactor``) as a summarizer: exceptions and answers that are not a non-empty string become failed
+    results. An ``async def`` function (or an object whose ``__call__`` is one) gives an awaitable result;
+    the caller that cannot await one (transparent mode's sync path) treats it as a failure."""
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
+        # iscoroutinefunction(obj) is False for an object with an async __call__ before Python 3.12: taking
+        # the sync path would summarize with an unawaited coroutine.
+
+        async def send_async(request: SummaryRequest) -> SummaryResult:
+            try:
+                answer = await fn(dict(request.body))
+            except Exception as exc:
+                return SummaryResult(error=exc)
+            return _summary_answer(answer)
+
+        return send_async
+
+    def send(request: SummaryRequest) -> SummaryResult:
+        try:
+            answer = fn(dict(request.body))
+        except Exception as exc:
+            return SummaryResult(error=exc)
+        if inspect.isawaitable(answer):
+            close = getattr(answer, "close", None)
+            if close is not None:
+                close()
+            return SummaryResult(error=TypeError("Settings.summarizer must be a synchronous function here"))
+        return _summary_answer(answer)
+
+    return send
+
+
+def _summary_answer(answer: Any) -> SummaryResult:
+    """A summarize function's answer as a result: a failure unless it is a non-empty string (or a result)."""
     if isinstance(answer, SummaryResult) and answer.error is not None:
         return answer
+    text = answer.text if isinstance(answer, SummaryResult) else answer
     if not isinstance(text, str) or not text.strip():
         # str(None) would be "None": a history replaced by four letters and reported as a success.
         shown = repr(text) if isinstance(text, str) else type(text).__name__
@@ -460,7 +484,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
             custom = job.settings.summarizer
             if custom is not None:
                 # Settings(summarizer=fn): the app (or a test, or the alert demo) answers summary requests.
-                result = drive(steps, lambda request: call_summarizer_function(custom, request))
+                result = drive(steps, summarizer_function(custom))
             else:
                 result = yield from steps
         head = list(result.head)
