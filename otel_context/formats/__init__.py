@@ -1,12 +1,12 @@
 """Wire formats: one module each holds everything the package knows about one request/response format.
 
 ``for_format("anthropic_messages" | "openai_chat" | "openai_responses")`` returns the shared, stateless
-:class:`~otel_context.formats.base.WireFormat` of a chat format (request adapter for the compactor, response
+:class:`~otel_context.formats.base.ChatFormat` of a chat format (request adapter for the compactor, response
 and stream reading for the instrumentation, usage, content capture, the Compactor API's bodies, the prompt
 cache's layout). :func:`endpoint_format` also knows the non-chat endpoints of those APIs, which the
 instrumentation's endpoint tables name.
 
-Adding a format: one new module implementing :class:`~otel_context.formats.base.WireFormat`, one line in
+Adding a format: one new module implementing :class:`~otel_context.formats.base.ChatFormat`, one line in
 ``_FORMATS`` below (and a line per non-chat endpoint in ``_ENDPOINTS``); the instrumentation's endpoint table
 of its SDK then names its URL path.
 """
@@ -20,10 +20,10 @@ from otel_context.formats.anthropic_messages import AnthropicMessagesAdapter
 from otel_context.formats.base import (
     CLEARED_PLACEHOLDER,
     Body,
+    ChatFormat,
     EndpointFormat,
     Item,
     ToolResultRef,
-    WireFormat,
     WireFormatAdapter,
 )
 from otel_context.formats.openai_chat import OpenAIChatAdapter
@@ -34,7 +34,7 @@ ANTHROPIC_MESSAGES = AnthropicMessagesAdapter()
 OPENAI_CHAT = OpenAIChatAdapter()
 OPENAI_RESPONSES = OpenAIResponsesAdapter()
 
-_FORMATS: dict[str, WireFormat] = {
+_FORMATS: dict[str, ChatFormat] = {
     ANTHROPIC_MESSAGES.name: ANTHROPIC_MESSAGES,
     OPENAI_CHAT.name: OPENAI_CHAT,
     OPENAI_RESPONSES.name: OPENAI_RESPONSES,
@@ -52,7 +52,7 @@ _ENDPOINTS: dict[str, EndpointFormat] = {
 WIRE_FORMATS = tuple(_FORMATS)
 
 
-def for_format(name: str) -> WireFormat:
+def for_format(name: str) -> ChatFormat:
     """The chat wire format of that name; ``ValueError`` naming the known formats otherwise."""
     try:
         return _FORMATS[name]
@@ -85,12 +85,12 @@ __all__ = [
     "WIRE_FORMATS",
     "AnthropicMessagesAdapter",
     "Body",
+    "ChatFormat",
     "EndpointFormat",
     "Item",
     "OpenAIChatAdapter",
     "OpenAIResponsesAdapter",
     "ToolResultRef",
-    "WireFormat",
     "WireFormatAdapter",
     "default_for_client",
     "endpoint_format",

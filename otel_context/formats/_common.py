@@ -170,15 +170,31 @@ def finish_reason(reason: Any) -> str | None:
     return _FINISH.get(text, text)
 
 
-def sampling_attributes(body: Mapping[str, Any], max_keys: tuple[str, ...]) -> dict[str, Any]:
-    """Max tokens (the first of ``max_keys`` the body sets: each format, and each API generation, names it
-    differently), temperature and top_p, when the body sets them to numbers."""
-    attrs: dict[str, Any] = {}
-    for key in max_keys:
+def output_cap(body: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    """The output cap a body sets: the first of ``keys`` (each format, and each API generation, names it
+    differently) that holds an int."""
+    for key in keys:
         value = body.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
-            attrs[semconv.GEN_AI_REQUEST_MAX_TOKENS] = value
-            break
+            return value
+    return None
+
+
+def with_cap(body: Mapping[str, Any], keys: tuple[str, ...], default: str, max_tokens: int) -> dict[str, Any]:
+    """A copy of ``body`` capped at ``max_tokens`` under the first of ``keys`` it already uses (its place in
+    the body kept), else under ``default``; the other spellings are dropped (a request may carry only one)."""
+    present = [k for k in keys if k in body]
+    out = {k: v for k, v in body.items() if k not in present[1:]}
+    out[present[0] if present else default] = max_tokens
+    return out
+
+
+def sampling_attributes(body: Mapping[str, Any], max_keys: tuple[str, ...]) -> dict[str, Any]:
+    """Max tokens (see :func:`output_cap`), temperature and top_p, when the body sets them to numbers."""
+    attrs: dict[str, Any] = {}
+    cap = output_cap(body, max_keys)
+    if cap is not None:
+        attrs[semconv.GEN_AI_REQUEST_MAX_TOKENS] = cap
     for key, name in (("temperature", semconv.GEN_AI_REQUEST_TEMPERATURE), ("top_p", semconv.GEN_AI_REQUEST_TOP_P)):
         value = body.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):

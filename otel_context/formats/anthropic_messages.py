@@ -39,8 +39,10 @@ from otel_context.formats._common import (
     malformed_field,
     mentions_too_long,
     merge_text_messages,
+    output_cap,
     sampling_attributes,
     text_parts,
+    with_cap,
 )
 from otel_context.formats.base import (
     CLEARED_PLACEHOLDER,
@@ -104,6 +106,8 @@ _BLOCK_FIELDS: FieldRules = {
     "document": (("source", Mapping),),
 }
 _THINKING = frozenset({"thinking", "redacted_thinking"})
+#: The output cap's name.
+_OUTPUT_CAP = ("max_tokens",)
 _CALL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
@@ -233,7 +237,7 @@ def _transcript_block(block: Mapping[str, Any]) -> str:
 
 
 class AnthropicMessagesAdapter:
-    """:class:`~otel_context.formats.base.WireFormat` for Anthropic Messages."""
+    """:class:`~otel_context.formats.base.ChatFormat` for Anthropic Messages."""
 
     name = "anthropic_messages"
     wire_format = "anthropic_messages"
@@ -261,8 +265,10 @@ class AnthropicMessagesAdapter:
         return None  # every Messages request carries its whole history
 
     def max_output_tokens(self, body: Body) -> int | None:
-        value = body.get("max_tokens")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return output_cap(body, _OUTPUT_CAP)
+
+    def with_output_cap(self, body: Body, max_tokens: int) -> dict[str, Any]:
+        return with_cap(body, _OUTPUT_CAP, "max_tokens", max_tokens)
 
     # -- structure ----------------------------------------------------------------------------------------
 
@@ -453,7 +459,7 @@ class AnthropicMessagesAdapter:
     # -- responses (the instrumentation's side) -----------------------------------------------------------
 
     def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return sampling_attributes(body, ("max_tokens",))
+        return sampling_attributes(body, _OUTPUT_CAP)
 
     def response_info(self, response: Any, provider: str) -> ResponseInfo:
         reason = finish_reason(_get(response, "stop_reason"))
@@ -637,7 +643,7 @@ def _compaction_sums(iterations: Sequence[Any] | None) -> tuple[int, int, int]:
     """
     count = input_tokens = output_tokens = 0
     for entry in iterations or ():
-        if _get(entry, "type") != "compaction":
+        if field_getter(entry)("type") != "compaction":
             continue
         count += 1
         input_tokens += (

@@ -1,13 +1,13 @@
 """What a wire format module provides, as protocols.
 
 One module per wire format holds everything the package knows about that format (``anthropic_messages``,
-``openai_chat``, ``openai_responses``), in one class implementing :class:`WireFormat`:
+``openai_chat``, ``openai_responses``), in one class implementing :class:`ChatFormat`:
 
 - :class:`EndpointFormat`: what the instrumentation reads from a call (request attributes, response facts,
   the stream accumulator, response text, content-capture parts). The non-chat endpoints of a format's API
   (count_tokens, responses.compact, embeddings) implement only this part, in the module of their format.
 - :class:`WireFormatAdapter`: what the compactor needs to read and rewrite request bodies.
-- the rest of :class:`WireFormat`: usage parsing, the bodies the ``Compactor`` API builds, the SDK method a
+- the rest of :class:`ChatFormat`: usage parsing, the bodies the ``Compactor`` API builds, the SDK method a
   summary request goes through, and the part of the prompt-cache fingerprint that depends on the format.
 
 :func:`otel_context.formats.for_format` returns the right one. Everything reads plain JSON-shaped bodies
@@ -170,6 +170,10 @@ class WireFormatAdapter(Protocol):
         """The call's own output cap (max_tokens / max_completion_tokens / max_output_tokens)."""
         ...
 
+    def with_output_cap(self, body: Body, max_tokens: int) -> dict[str, Any]:
+        """A copy of ``body`` whose output cap is ``max_tokens``, under the spelling the body already uses."""
+        ...
+
 
 # --- the instrumentation's side: one call's telemetry ---------------------------------------------------------
 
@@ -290,7 +294,7 @@ class PromptLayout(NamedTuple):
     server_state: bool
 
 
-class WireFormat(EndpointFormat, WireFormatAdapter, Protocol):
+class ChatFormat(EndpointFormat, WireFormatAdapter, Protocol):
     """Everything about one chat wire format (one module each; see the module doc)."""
 
     @property

@@ -39,9 +39,11 @@ from otel_context.formats._common import (
     mentions_too_long,
     merge_text_messages,
     openai_usage,
+    output_cap,
     parse_arguments,
     sampling_attributes,
     text_parts,
+    with_cap,
 )
 from otel_context.formats.base import (
     CLEARED_PLACEHOLDER,
@@ -62,6 +64,8 @@ _INSTRUCTION_ROLES = frozenset({"system", "developer"})
 KNOWN_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
 _MEDIA_PARTS = frozenset({"image_url", "input_audio", "file"})
 _CALL_TYPES = frozenset({"function", "custom"})
+#: The output cap's names, current first (``max_tokens`` is the older one).
+_OUTPUT_CAP = ("max_completion_tokens", "max_tokens")
 #: Required fields the provider checks (see _common.malformed_field).
 _PART_FIELDS: FieldRules = {
     "text": (("text", str),),
@@ -143,7 +147,7 @@ def _calling_message(items: Sequence[Item], index: int) -> Item | None:
 
 
 class OpenAIChatAdapter:
-    """:class:`~otel_context.formats.base.WireFormat` for OpenAI Chat Completions."""
+    """:class:`~otel_context.formats.base.ChatFormat` for OpenAI Chat Completions."""
 
     name = "openai_chat"
     wire_format = "openai_chat"
@@ -173,11 +177,11 @@ class OpenAIChatAdapter:
         return None  # Chat Completions requests always carry the whole history
 
     def max_output_tokens(self, body: Body) -> int | None:
-        for key in ("max_completion_tokens", "max_tokens"):
-            value = body.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-        return None
+        return output_cap(body, _OUTPUT_CAP)
+
+    def with_output_cap(self, body: Body, max_tokens: int) -> dict[str, Any]:
+        # A body without a cap gets the older name, which every compatible server understands.
+        return with_cap(body, _OUTPUT_CAP, "max_tokens", max_tokens)
 
     # -- structure ----------------------------------------------------------------------------------------
 
@@ -350,7 +354,7 @@ class OpenAIChatAdapter:
     # -- responses (the instrumentation's side) -----------------------------------------------------------
 
     def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return sampling_attributes(body, ("max_completion_tokens", "max_tokens"))
+        return sampling_attributes(body, _OUTPUT_CAP)
 
     def response_info(self, response: Any, provider: str) -> ResponseInfo:
         reasons = tuple(r for c in _get(response, "choices") or () if (r := finish_reason(_get(c, "finish_reason"))))

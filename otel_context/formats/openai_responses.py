@@ -37,9 +37,11 @@ from otel_context.formats._common import (
     malformed_field,
     mentions_too_long,
     openai_usage,
+    output_cap,
     parse_arguments,
     sampling_attributes,
     text_parts,
+    with_cap,
 )
 from otel_context.formats.base import (
     CLEARED_PLACEHOLDER,
@@ -101,6 +103,8 @@ KNOWN_ITEM_TYPES = frozenset(
 KNOWN_PART_TYPES = frozenset({"input_text", "output_text", "input_image", "input_file", "input_audio", "refusal"})
 _MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio"})
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
+#: The output cap's name.
+_OUTPUT_CAP = ("max_output_tokens",)
 #: Required fields the provider checks (see _common.malformed_field).
 _PART_FIELDS: FieldRules = {
     "input_text": (("text", str),),
@@ -195,7 +199,7 @@ def _reasoning_without_follower(items: Sequence[Item]) -> set[int]:
 
 
 class OpenAIResponsesAdapter:
-    """:class:`~otel_context.formats.base.WireFormat` for the OpenAI Responses API."""
+    """:class:`~otel_context.formats.base.ChatFormat` for the OpenAI Responses API."""
 
     name = "openai_responses"
     wire_format = "openai_responses"
@@ -228,8 +232,10 @@ class OpenAIResponsesAdapter:
         return None
 
     def max_output_tokens(self, body: Body) -> int | None:
-        value = body.get("max_output_tokens")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return output_cap(body, _OUTPUT_CAP)
+
+    def with_output_cap(self, body: Body, max_tokens: int) -> dict[str, Any]:
+        return with_cap(body, _OUTPUT_CAP, "max_output_tokens", max_tokens)
 
     # -- structure ----------------------------------------------------------------------------------------
 
@@ -412,7 +418,7 @@ class OpenAIResponsesAdapter:
     # -- responses (the instrumentation's side) -----------------------------------------------------------
 
     def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return sampling_attributes(body, ("max_output_tokens",))
+        return sampling_attributes(body, _OUTPUT_CAP)
 
     def response_info(self, response: Any, provider: str) -> ResponseInfo:
         usage = _get(response, "usage")
