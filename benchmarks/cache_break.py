@@ -43,6 +43,7 @@ from typing import Any
 
 from otel_context.cache import CacheBreakDetector
 from otel_context.cache_control import place_cache_breakpoints
+from otel_context.formats import ANTHROPIC_MESSAGES
 from otel_context.usage import TokenUsage
 
 LOW, HIGH = 190, 210
@@ -159,7 +160,7 @@ def measure(build: Callable[[int], dict[str, Any]], runs: int) -> list[float]:
             alive = [*alive[-1:], body]
             gc.disable()  # a collection the app's own allocations made due would land anywhere: not ours
             start = time.perf_counter_ns()
-            fp = detector.fingerprint("anthropic_messages", body)
+            fp = detector.fingerprint(ANTHROPIC_MESSAGES, body)
             brk = detector.check(fp, result)
             elapsed = time.perf_counter_ns() - start
             gc.enable()
@@ -176,13 +177,13 @@ def diagnosis(runs: int) -> list[float]:
         detector = CacheBreakDetector()
         history = [dict(m) for m in HISTORY[:200]]
         body = {**same_objects(200), "messages": history}
-        detector.check(detector.fingerprint("anthropic_messages", body), usage(200))
+        detector.check(detector.fingerprint(ANTHROPIC_MESSAGES, body), usage(200))
         history[5]["content"] = "edited in place"  # same object: only the verification can see it
         gc.collect()
         gc.disable()
         start = time.perf_counter_ns()
         brk = detector.check(
-            detector.fingerprint("anthropic_messages", body), TokenUsage(input_tokens=30_000, reported_cache=True)
+            detector.fingerprint(ANTHROPIC_MESSAGES, body), TokenUsage(input_tokens=30_000, reported_cache=True)
         )
         samples.append((time.perf_counter_ns() - start) / 1_000)
         gc.enable()

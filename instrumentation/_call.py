@@ -14,9 +14,9 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_context import engine, semconv, telemetry, token_counters
 from otel_context.contract import CallPlan
+from otel_context.formats.base import Accumulator, EndpointFormat, ResponseInfo
 
 from ._content import Capture
-from ._formats import Accumulator, ResponseInfo, WireFormatHandler
 
 __all__ = ["Call", "ModelView", "register_error_type"]
 
@@ -128,7 +128,7 @@ class Call:
     def __init__(
         self,
         span: Span,
-        fmt: WireFormatHandler,
+        fmt: EndpointFormat,
         chat: bool,
         metric_attrs: dict[str, Any],
         provider: str,

@@ -1,6 +1,8 @@
 """Content capture (prompts, completions) in the GenAI semconv message-parts format, size-capped.
 
-Off by default (``NO_CONTENT``). Only request and response BODIES are read: headers, and so API keys
+Off by default (``NO_CONTENT``). Each wire format turns its bodies into message parts
+(``capture_input`` / ``capture_output`` of its module in ``otel_context.formats``); this module caps them and
+writes them on the span. Only request and response BODIES are read: headers, and so API keys
 and auth tokens, never reach this module. Each captured attribute is a JSON string of at most
 ``capture_max_chars`` UTF-8 bytes (CJK text takes 3 bytes a character): long texts are cut first, then the
 oldest messages are dropped (see :func:`fit_json`).
@@ -14,208 +16,12 @@ from typing import Any
 
 from opentelemetry.trace import Span
 
-from otel_context import semconv, telemetry
+from otel_context import formats, semconv, telemetry
+from otel_context.formats.base import EndpointFormat
 
 __all__ = ["Capture", "fit_json"]
 
 _TRUNCATED = "...[truncated]"
-
-
-def _get(obj: Any, name: str) -> Any:
-    if obj is None:
-        return None
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, (list, tuple)):
-        return "".join(t for b in content if isinstance(t := _get(b, "text"), str))
-    return ""
-
-
-def _arguments(raw: Any) -> Any:
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
-    if hasattr(raw, "model_dump"):
-        return raw.model_dump(mode="json")
-    return raw
-
-
-# --- per wire format ---------------------------------------------------------------------------------------
-
-
-def _anthropic_part(block: Any) -> dict[str, Any] | None:
-    if isinstance(block, str):
-        return {"type": "text", "content": block}
-    kind = _get(block, "type")
-    if kind == "text":
-        return {"type": "text", "content": _get(block, "text") or ""}
-    if kind in ("tool_use", "server_tool_use"):
-        return {
-            "type": "tool_call",
-            "id": _get(block, "id"),
-            "name": _get(block, "name"),
-            "arguments": _arguments(_get(block, "input")),
-        }
-    if kind == "tool_result":
-        return {
-            "type": "tool_call_response",
-            "id": _get(block, "tool_use_id"),
-            "response": _text_of(_get(block, "content")),
-        }
-    if kind == "thinking":
-        return {"type": "reasoning", "content": _get(block, "thinking") or ""}
-    if kind == "compaction":
-        return {"type": "compaction", "content": _get(block, "content") or _text_of(_get(block, "content"))}
-    if kind in ("image", "document"):
-        return {"type": "blob", "modality": "image" if kind == "image" else "document"}
-    return {"type": str(kind)} if kind else None
-
-
-def _anthropic_parts(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "content": content}]
-    return [p for b in content or () if (p := _anthropic_part(b)) is not None]
-
-
-def _anthropic_input(body: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
-    system = body.get("system")
-    instructions = _anthropic_parts(system) if isinstance(system, (str, list, tuple)) else []
-    messages = [
-        {"role": _get(m, "role"), "parts": _anthropic_parts(_get(m, "content"))} for m in body.get("messages") or ()
-    ]
-    return messages, instructions
-
-
-def _anthropic_output(response: Any) -> list[Any]:
-    reason = _get(response, "stop_reason")
-    message: dict[str, Any] = {"role": "assistant", "parts": _anthropic_parts(_get(response, "content"))}
-    if reason:
-        message["finish_reason"] = semconv.FINISH_REASON_MAP.get(str(reason), str(reason))
-    return [message]
-
-
-def _chat_parts(message: Any) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = []
-    content = _get(message, "content")
-    if isinstance(content, str):
-        parts.append({"type": "text", "content": content})
-    elif isinstance(content, (list, tuple)):
-        for part in content:
-            kind = _get(part, "type")
-            if kind == "text":
-                parts.append({"type": "text", "content": _get(part, "text") or ""})
-            elif kind in ("image_url", "input_audio", "file"):
-                parts.append({"type": "blob", "modality": "image" if kind == "image_url" else str(kind)})
-    for call in _get(message, "tool_calls") or ():
-        function = _get(call, "function")
-        parts.append(
-            {
-                "type": "tool_call",
-                "id": _get(call, "id"),
-                "name": _get(function, "name"),
-                "arguments": _arguments(_get(function, "arguments")),
-            }
-        )
-    return parts
-
-
-def _chat_input(body: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
-    messages: list[Any] = []
-    instructions: list[Any] = []
-    for m in body.get("messages") or ():
-        role = _get(m, "role")
-        if role in ("system", "developer"):
-            instructions.extend(_chat_parts(m))
-        elif role == "tool":
-            messages.append(
-                {
-                    "role": "tool",
-                    "parts": [
-                        {
-                            "type": "tool_call_response",
-                            "id": _get(m, "tool_call_id"),
-                            "response": _text_of(_get(m, "content")),
-                        }
-                    ],
-                }
-            )
-        else:
-            messages.append({"role": role, "parts": _chat_parts(m)})
-    return messages, instructions
-
-
-def _chat_output(response: Any) -> list[Any]:
-    out = []
-    for choice in _get(response, "choices") or ():
-        reason = _get(choice, "finish_reason")
-        message: dict[str, Any] = {"role": "assistant", "parts": _chat_parts(_get(choice, "message"))}
-        if reason:
-            message["finish_reason"] = semconv.FINISH_REASON_MAP.get(str(reason), str(reason))
-        out.append(message)
-    return out
-
-
-def _responses_item(item: Any) -> dict[str, Any] | None:
-    kind = _get(item, "type")
-    role = _get(item, "role")
-    if kind in (None, "message") and role is not None:
-        content = _get(item, "content")
-        if isinstance(content, str):
-            parts = [{"type": "text", "content": content}]
-        else:
-            parts = [
-                {"type": "text", "content": _get(c, "text") or ""}
-                for c in content or ()
-                if _get(c, "type") in ("input_text", "output_text", "text")
-            ]
-        return {"role": role, "parts": parts}
-    if kind == "function_call":
-        part = {
-            "type": "tool_call",
-            "id": _get(item, "call_id"),
-            "name": _get(item, "name"),
-            "arguments": _arguments(_get(item, "arguments")),
-        }
-        return {"role": "assistant", "parts": [part]}
-    if kind == "function_call_output":
-        output = _get(item, "output")
-        part = {
-            "type": "tool_call_response",
-            "id": _get(item, "call_id"),
-            "response": output if isinstance(output, str) else _text_of(output),
-        }
-        return {"role": "tool", "parts": [part]}
-    if kind == "reasoning":
-        text = "".join(_get(s, "text") or "" for s in _get(item, "summary") or ())
-        return {"role": "assistant", "parts": [{"type": "reasoning", "content": text}]}
-    if kind == "compaction":
-        return {"role": "assistant", "parts": [{"type": "compaction", "content": ""}]}
-    return None
-
-
-def _responses_input(body: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
-    instructions = body.get("instructions")
-    system = [{"type": "text", "content": instructions}] if isinstance(instructions, str) else []
-    raw = body.get("input")
-    if isinstance(raw, str):
-        return [{"role": "user", "parts": [{"type": "text", "content": raw}]}], system
-    return [m for item in raw or () if (m := _responses_item(item)) is not None], system
-
-
-def _responses_output(response: Any) -> list[Any]:
-    return [m for item in _get(response, "output") or () if (m := _responses_item(item)) is not None]
-
-
-_INPUT = {"anthropic_messages": _anthropic_input, "openai_chat": _chat_input, "openai_responses": _responses_input}
-_OUTPUT = {"anthropic_messages": _anthropic_output, "openai_chat": _chat_output, "openai_responses": _responses_output}
 
 
 # --- size cap ---------------------------------------------------------------------------------------------
@@ -291,24 +97,22 @@ def fit_json(value: list[Any], max_bytes: int) -> str:
 class Capture:
     """The captured content of one call; attributes and/or the details event are written when it ends."""
 
-    __slots__ = ("input", "instructions", "max_chars", "mode", "output", "wire_format")
+    __slots__ = ("format", "input", "instructions", "max_chars", "mode", "output", "wire_format")
 
     def __init__(self, mode: str, max_chars: int, wire_format: str | None, body: Any) -> None:
         self.mode = mode
         self.max_chars = max_chars
         self.wire_format = wire_format
+        #: The chat format whose parts are captured (None: an endpoint whose content is not captured).
+        self.format: EndpointFormat | None = formats.for_format(wire_format) if wire_format is not None else None
         self.output: list[Any] | None = None
-        reader = _INPUT.get(wire_format or "")
-        if reader is not None and isinstance(body, Mapping):
-            self.input, self.instructions = reader(body)
-        else:
-            self.input, self.instructions = [], []
+        captured = self.format.capture_input(body) if self.format is not None and isinstance(body, Mapping) else None
+        self.input, self.instructions = captured if captured is not None else ([], [])
 
     def set_response(self, response: Any) -> None:
-        writer = _OUTPUT.get(self.wire_format or "")
-        if writer is not None:
+        if self.format is not None:
             try:
-                self.output = writer(response)
+                self.output = self.format.capture_output(response)
             except Exception:
                 telemetry.log_once("capture_output", "otel_context: could not capture a response", exc_info=True)
 

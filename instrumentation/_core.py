@@ -30,12 +30,12 @@ from otel_context import engine, semconv, telemetry
 from otel_context.contract import CallPlan, CallRequest
 from otel_context.flow import SummaryRequest, SummaryResult, in_summarizer
 from otel_context.formats import for_format
+from otel_context.formats.base import EndpointFormat
 from otel_context.formats.too_long import is_too_long
 from otel_context.settings import Settings
 
 from ._call import Call, register_error_type
 from ._content import Capture
-from ._formats import WireFormatHandler
 from ._streams import wrap_result
 from ._summarizer import SummarizerBudget
 
@@ -55,7 +55,7 @@ class Endpoint:
     """One row of the endpoint table."""
 
     operation: str  #: gen_ai.operation.name
-    fmt: WireFormatHandler
+    fmt: EndpointFormat
     chat: bool  #: whether the context engine plans this call
 
 
@@ -271,7 +271,7 @@ class Interceptor:
             update={"json_data": clean, "headers": kept, "post_parser": _NOT_GIVEN_PARSER(options)}
         )
 
-    def _summary_result(self, response: Any, fmt: WireFormatHandler, provider: str) -> SummaryResult:
+    def _summary_result(self, response: Any, fmt: EndpointFormat, provider: str) -> SummaryResult:
         data = response.json()
         info = fmt.response_info(data, provider)
         return SummaryResult(text=fmt.response_text(data), usage=info.usage)

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import wrapt
 
 from otel_context import telemetry
-
-from ._formats import Accumulator
+from otel_context.formats.base import Accumulator
 
 if TYPE_CHECKING:
     from otel_context.settings import Settings

@@ -12,9 +12,9 @@ import functools
 from typing import Any
 
 from otel_context import semconv
+from otel_context.formats import endpoint_format
 
 from ._core import Endpoint, Interceptor, SDKSpec, native_tracing_allowed
-from ._formats import FORMATS
 from ._instrumentor import SDKInstrumentor
 from ._json_native import JsonNativeMemo
 
@@ -47,8 +47,10 @@ class AnthropicSpec(SDKSpec):
         self._sentinels: tuple[type, ...] = (NotGiven, Omit)
         self._native = JsonNativeMemo()
         self.endpoints = {
-            "/v1/messages": Endpoint(semconv.OP_CHAT, FORMATS["anthropic_messages"], True),
-            "/v1/messages/count_tokens": Endpoint(semconv.OP_COUNT_TOKENS, FORMATS["anthropic_count_tokens"], False),
+            "/v1/messages": Endpoint(semconv.OP_CHAT, endpoint_format("anthropic_messages"), True),
+            "/v1/messages/count_tokens": Endpoint(
+                semconv.OP_COUNT_TOKENS, endpoint_format("anthropic_count_tokens"), False
+            ),
         }
         self.stream_types = (Stream, AsyncStream)
         self.response_types = (BaseAPIResponse,)

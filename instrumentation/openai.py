@@ -11,10 +11,10 @@ import functools
 from typing import Any
 
 from otel_context import semconv
+from otel_context.formats import endpoint_format
 from otel_context.usage import is_deepseek
 
 from ._core import Endpoint, Interceptor, SDKSpec
-from ._formats import FORMATS
 from ._instrumentor import SDKInstrumentor
 from ._streams import finish_if_proxy
 
@@ -40,10 +40,10 @@ class OpenAISpec(SDKSpec):
         except ImportError:
             self._azure = ()
         self.endpoints = {
-            "/chat/completions": Endpoint(semconv.OP_CHAT, FORMATS["openai_chat"], True),
-            "/responses": Endpoint(semconv.OP_CHAT, FORMATS["openai_responses"], True),
-            "/responses/compact": Endpoint(semconv.OP_COMPACT, FORMATS["openai_compact"], False),
-            "/embeddings": Endpoint(semconv.OP_EMBEDDINGS, FORMATS["openai_embeddings"], False),
+            "/chat/completions": Endpoint(semconv.OP_CHAT, endpoint_format("openai_chat"), True),
+            "/responses": Endpoint(semconv.OP_CHAT, endpoint_format("openai_responses"), True),
+            "/responses/compact": Endpoint(semconv.OP_COMPACT, endpoint_format("openai_compact"), False),
+            "/embeddings": Endpoint(semconv.OP_EMBEDDINGS, endpoint_format("openai_embeddings"), False),
         }
         self.stream_types = (Stream, AsyncStream)
         self.response_types = (BaseAPIResponse, LegacyAPIResponse)

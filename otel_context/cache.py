@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from opentelemetry.trace import Span
 
@@ -78,8 +78,39 @@ DEFAULT_TTL_SECONDS = 300.0
 _MARKER_KEYS = frozenset({"cache_control", "prompt_cache_breakpoint"})
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_OPENAI_SYSTEM_ROLES = frozenset({"system", "developer"})
-_WIRE_FORMATS = ("anthropic_messages", "openai_chat", "openai_responses")
+
+# --- what the detector needs from a wire format ---------------------------------------------------------------
+
+
+class PromptLayoutView(Protocol):
+    """Where a request puts what the prompt cache keys on (``otel_context.formats.base.PromptLayout``)."""
+
+    @property
+    def system(self) -> Sequence[Any]: ...
+    @property
+    def tools(self) -> Sequence[Any]: ...
+    @property
+    def items(self) -> Sequence[Any]: ...
+    @property
+    def leading_system_items(self) -> int: ...
+    @property
+    def ttl(self) -> Any: ...
+    @property
+    def whole_prompt_marker(self) -> bool: ...
+    @property
+    def server_state(self) -> bool: ...
+
+
+class CacheFormat(Protocol):
+    """The part of a wire format the detector reads (every ``otel_context.formats`` format provides it; this
+    module does not import them: the engine hands the format in)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def automatic_caching(self) -> bool: ...
+    def prompt_layout(self, body: Mapping[str, Any]) -> PromptLayoutView: ...
+
 
 # --- the clock ------------------------------------------------------------------------------------------
 
@@ -162,6 +193,8 @@ class RequestFingerprint(NamedTuple):
     server_state: bool
     #: The detector's clock when the fingerprint was taken (just before the request went out).
     taken_at: float
+    #: The provider caches prefixes without being asked (OpenAI): see :func:`_left_in_cache`.
+    automatic_caching: bool = False
 
     def cached_item_limit(self) -> int:
         """How many leading conversation items this request could have written to the cache."""
@@ -358,19 +391,6 @@ def _marker_ttl(marker: Any) -> float:
     return ttl if ttl is not None else DEFAULT_TTL_SECONDS
 
 
-def _as_list(value: Any) -> list[Any]:
-    """A body field as a list of items; absent values (None, the SDKs' ``omit``/``NOT_GIVEN``) are empty."""
-    if isinstance(value, list):
-        return value
-    if value is None:
-        return []
-    if isinstance(value, (str, Mapping)):
-        return [value]
-    if isinstance(value, tuple):
-        return list(value)
-    return []
-
-
 def _betas(body: Mapping[str, Any], headers: Mapping[str, str] | None) -> tuple[str, ...]:
     flags: set[str] = set()
     if headers:
@@ -436,7 +456,7 @@ class CacheBreakDetector:
 
     def fingerprint(
         self,
-        wire_format: str,
+        wire_format: CacheFormat,
         body: Mapping[str, Any],
         *,
         headers: Mapping[str, str] | None = None,
@@ -444,79 +464,68 @@ class CacheBreakDetector:
     ) -> RequestFingerprint:
         """Fingerprint the body about to be sent (never mutated).
 
-        ``headers``: the call's extra HTTP headers, where the Anthropic SDK puts beta flags. ``items``: the
-        body's conversation items as a sequence of the caller's own that nobody changes afterwards (the
-        engine's private copy): kept as is, it saves copying the whole history on every call.
+        ``wire_format``: the body's format (``otel_context.formats.for_format(name)``), which says where the
+        system prompt, tools and items sit. ``headers``: the call's extra HTTP headers, where the Anthropic SDK
+        puts beta flags. ``items``: the body's conversation items as a sequence of the caller's own that nobody
+        changes afterwards (the engine's private copy): kept as is, it saves copying the whole history on
+        every call.
         """
-        if wire_format not in _WIRE_FORMATS:
-            raise ValueError(f"unknown wire format {wire_format!r}; expected one of {', '.join(_WIRE_FORMATS)}")
+        layout_of = getattr(wire_format, "prompt_layout", None)
+        if layout_of is None:
+            raise TypeError(
+                "fingerprint() needs the body's wire format, otel_context.formats.for_format(name), "
+                f"not {type(wire_format).__name__}"
+            )
         if type(body) is not dict and not isinstance(body, Mapping):
             raise TypeError(f"fingerprint() needs the JSON request body as a mapping, got {type(body).__name__}")
-        given_items = items
-        extra_ttl: float | None = None
-        server_state = False
-        leading_system = 0
-        if wire_format == "anthropic_messages":
-            system, items = _as_list(body.get("system")), _as_list(body.get("messages"))
-            top = body.get("cache_control")
-            if top is not None and isinstance(top, Mapping):
-                extra_ttl = _marker_ttl(top)
-        else:
-            options = body.get("prompt_cache_options")
-            if isinstance(options, Mapping):
-                extra_ttl = _parse_ttl(options.get("ttl"))
-            if wire_format == "openai_chat":
-                system, items = [], _as_list(body.get("messages"))
-                for item in items:
-                    if not (isinstance(item, Mapping) and item.get("role") in _OPENAI_SYSTEM_ROLES):
-                        break
-                    leading_system += 1
-            else:
-                system, items = _as_list(body.get("instructions")), _as_list(body.get("input"))
-                server_state = isinstance(body.get("previous_response_id"), str) or isinstance(
-                    body.get("conversation"), (str, Mapping)
-                )
-        tools = _as_list(body.get("tools"))
+        layout = layout_of(body)
+        system, tools, sent = layout.system, layout.tools, layout.items
+        extra_ttl = _parse_ttl(layout.ttl)
+        if extra_ttl is None and layout.whole_prompt_marker:
+            extra_ttl = DEFAULT_TTL_SECONDS
+        automatic = wire_format.automatic_caching
+        name = wire_format.name
         model = body.get("model")
         items_kept: Sequence[Any] = (
-            given_items
-            if given_items is not None
-            and len(given_items) == len(items)
-            and (not items or (given_items[0] is items[0] and given_items[-1] is items[-1]))
-            else tuple(items)
+            items
+            if items is not None
+            and len(items) == len(sent)
+            and (not sent or (items[0] is sent[0] and items[-1] is sent[-1]))
+            else tuple(sent)
         )
         with self._lock:
-            if wire_format != self._wire_format:
-                self._wire_format = wire_format
+            if name != self._wire_format:
+                self._wire_format = name
                 self._system, self._tools, self._items = _Section(), _Section(), _Section()
             sys_memo, tool_memo, item_memo = self._system, self._tools, self._items
             sys_memo.update(system)
             tool_memo.update(tools)
-            item_memo.update(items)
+            item_memo.update(sent)
             if self._resnap:
                 self._resnap = False
                 sys_memo.resnap(system)
                 tool_memo.resnap(tools)
-                item_memo.resnap(items)
+                item_memo.resnap(sent)
             ttl = extra_ttl
             for memo in (sys_memo, tool_memo, item_memo):
                 if memo.marks:
                     shortest = min(memo.marks.values())
                     ttl = shortest if ttl is None else min(ttl, shortest)
             return RequestFingerprint(
-                wire_format,
+                name,
                 model if isinstance(model, str) else None,
                 _betas(body, headers),
                 tuple(system),
                 tuple(tools),
                 items_kept,
-                leading_system,
+                layout.leading_system_items,
                 item_memo.breakpoints(),
                 len(sys_memo.marks) + len(tool_memo.marks),
-                wire_format != "anthropic_messages" or extra_ttl is not None,
+                automatic or extra_ttl is not None,
                 DEFAULT_TTL_SECONDS if ttl is None else ttl,
-                server_state,
+                layout.server_state,
                 self._clock(),
+                automatic,
             )
 
     def check(
@@ -628,11 +637,7 @@ def _left_in_cache(fp: RequestFingerprint, usage: TokenUsage) -> int:
     writes, so there the call's whole input counts once it was long enough to be cached: without that, a
     changing system prompt (a timestamp) was seen only when the previous call had itself read the cache."""
     left = usage.cache_read_tokens + usage.cache_write_tokens
-    if (
-        fp.wire_format != "anthropic_messages"
-        and not usage.cache_write_tokens
-        and usage.input_tokens >= AUTOMATIC_CACHE_MIN_TOKENS
-    ):
+    if fp.automatic_caching and not usage.cache_write_tokens and usage.input_tokens >= AUTOMATIC_CACHE_MIN_TOKENS:
         left = max(left, usage.input_tokens)
     return left
 

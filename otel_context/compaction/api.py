@@ -28,8 +28,7 @@ from otel_context.compaction import budget as budget_mod
 from otel_context.compaction import cascade
 from otel_context.conversation import resolve as resolve_conversation
 from otel_context.flow import SummaryRequest, SummaryResult, adrive, drive, in_summarizer
-from otel_context.formats import WIRE_FORMATS
-from otel_context.formats.base import WireFormatAdapter
+from otel_context.formats import WIRE_FORMATS, ChatFormat, WireFormatAdapter, default_for_client
 from otel_context.formats.too_long import is_too_long
 from otel_context.settings import Settings, resolve
 from otel_context.tokens import estimate_fixed, estimate_items
@@ -60,81 +59,32 @@ def _infer_format(client: Any, wire_format: str | None) -> str:
         if wire_format not in WIRE_FORMATS:
             raise ValueError(f"wire_format={wire_format!r} is not supported; use one of {', '.join(WIRE_FORMATS)}")
         return wire_format
-    module = type(client).__module__ if client is not None else ""
-    if module.startswith("anthropic"):
-        return "anthropic_messages"
-    if module.startswith("openai"):
-        return "openai_chat"
-    raise ValueError(
-        "wire_format is required when the client is not an anthropic or openai SDK client; "
-        f"use one of {', '.join(WIRE_FORMATS)}"
-    )
+    inferred = default_for_client(client)
+    if inferred is None:
+        raise ValueError(
+            "wire_format is required when the client is not an anthropic or openai SDK client; "
+            f"use one of {', '.join(WIRE_FORMATS)}"
+        )
+    return inferred
 
 
-def _body(
-    wire_format: str,
-    messages: Sequence[Any],
-    model: str,
-    system: str | None,
-    tools: Sequence[Any] | None,
-    max_tokens: int | None,
-) -> dict[str, Any]:
-    """A request body in ``wire_format`` around the caller's messages (for the adapter to work on)."""
+def _check_messages(messages: Any) -> Sequence[Any]:
+    """The caller's messages, when they are a list of messages (a clear error otherwise)."""
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
-    body: dict[str, Any] = {"model": model}
-    if wire_format == "anthropic_messages":
-        body["messages"] = list(messages)
-        body["max_tokens"] = max_tokens or 4_096
-        if system:
-            body["system"] = system
-    elif wire_format == "openai_chat":
-        lead = [{"role": "system", "content": system}] if system else []
-        body["messages"] = [*lead, *messages]
-        if max_tokens:
-            body["max_completion_tokens"] = max_tokens
-    else:
-        body["input"] = list(messages)
-        if system:
-            body["instructions"] = system
-        if max_tokens:
-            body["max_output_tokens"] = max_tokens
-    if tools:
-        body["tools"] = list(tools)
-    return body
-
-
-def _messages_of(wire_format: str, body: Mapping[str, Any], had_system_lead: bool) -> list[Any]:
-    if wire_format == "openai_responses":
-        return list(body.get("input") or [])
-    messages = list(body.get("messages") or [])
-    if wire_format == "openai_chat" and had_system_lead:
-        messages = messages[1:]  # the system message we put in front for the adapter
     return messages
 
 
-def _sdk_summarizer(client: Any, wire_format: str, adapter: WireFormatAdapter) -> Callable[[SummaryRequest], Any]:
+def _sdk_summarizer(client: Any, adapter: ChatFormat) -> Callable[[SummaryRequest], Any]:
     """Send summary requests through an SDK client (its chat span becomes a child of ``compact``)."""
 
     def result_of(response: Any) -> SummaryResult:
         data = response.model_dump() if hasattr(response, "model_dump") else dict(response)
-        from otel_context import usage as usage_mod
-
-        raw = data.get("usage") or {}
-        if wire_format == "anthropic_messages":
-            usage = usage_mod.usage_from_anthropic(raw)
-        elif wire_format == "openai_chat":
-            usage = usage_mod.usage_from_openai_chat(raw)
-        else:
-            usage = usage_mod.usage_from_openai_responses(raw)
+        usage = adapter.usage(data.get("usage") or {}, adapter.provider)
         return SummaryResult(text=adapter.response_text(data), usage=usage)
 
     def create(body: Mapping[str, Any]) -> Any:
-        if wire_format == "anthropic_messages":
-            return client.messages.create(**body)
-        if wire_format == "openai_chat":
-            return client.chat.completions.create(**body)
-        return client.responses.create(**body)
+        return adapter.sdk_create(client)(**body)
 
     def failed(exc: BaseException) -> SummaryResult:
 
@@ -204,7 +154,7 @@ class Compactor:
     def _summarizer(self, adapter: WireFormatAdapter) -> Callable[[SummaryRequest], Any]:
         if self._is_function():
             return cascade.summarizer_function(self.client)
-        return _sdk_summarizer(self.client, adapter.name, adapter)
+        return _sdk_summarizer(self.client, formats.for_format(adapter.name))
 
     def _prepare(
         self,
@@ -226,7 +176,7 @@ class Compactor:
         fmt = _infer_format(None if self._is_function() else self.client, wire_format)
 
         adapter = formats.for_format(fmt)
-        body = _body(fmt, messages, model, system, tools, max_tokens)
+        body = adapter.compactor_body(_check_messages(messages), model, system, tools, max_tokens)
         items = adapter.items(body)
         skip = CompactionResult(messages=list(messages), compacted=False, trigger=trigger)
         if self.settings.disable_compact or self.settings.compaction == "off":
@@ -234,7 +184,7 @@ class Compactor:
         reason = cascade.not_understood_reason(adapter, body, items)
         if reason:
             return dataclasses.replace(skip, skipped_reason=reason)
-        provider = semconv.PROVIDER_ANTHROPIC if fmt == "anthropic_messages" else semconv.PROVIDER_OPENAI
+        provider = adapter.provider
         state = resolve_conversation(adapter, provider, items, self.settings).state
         budget = budget_mod.budget_for(model, self.settings, max_output_tokens=max_tokens, window=window)
         estimated = estimate_fixed(adapter, body) + estimate_items(adapter, items)
@@ -256,14 +206,12 @@ class Compactor:
 
     @staticmethod
     def _result(
-        job: cascade.CompactionJob, out: cascade.CompactionOutcome, messages: Sequence[Any]
+        job: cascade.CompactionJob, out: cascade.CompactionOutcome, messages: Sequence[Any], system: str | None
     ) -> CompactionResult:
         new_messages = list(messages)
         if out.changed and out.items is not None:
-            fmt, body = job.adapter.name, job.body
-            new_body = job.adapter.with_items(body, out.items)
-            added_lead = fmt == "openai_chat" and len(body["messages"]) == len(messages) + 1
-            new_messages = _messages_of(fmt, new_body, added_lead)
+            fmt = formats.for_format(job.adapter.name)
+            new_messages = fmt.compactor_messages(job.adapter.with_items(job.body, out.items), system)
         return CompactionResult(
             messages=new_messages,
             compacted=out.changed,
@@ -313,7 +261,7 @@ class Compactor:
             return answer
 
         out = drive(cascade.run_summary(job), send_sync)
-        return self._result(job, out, messages)
+        return self._result(job, out, messages, system)
 
     async def acompact(
         self,
@@ -342,7 +290,7 @@ class Compactor:
             return answer
 
         out = await adrive(cascade.run_summary(job), send_any)
-        return self._result(job, out, messages)
+        return self._result(job, out, messages, system)
 
 
 def should_compact(
@@ -368,8 +316,7 @@ def should_compact(
     budget = budget_mod.budget_for(model, settings, max_output_tokens=max_tokens, window=window)
     if budget is None:
         return False
-
     adapter = formats.for_format(wire_format)
-    body = _body(wire_format, messages, model, system, tools, max_tokens)
+    body = adapter.compactor_body(_check_messages(messages), model, system, tools, max_tokens)
     estimated = estimate_fixed(adapter, body) + estimate_items(adapter, adapter.items(body))
     return estimated >= budget.auto_threshold

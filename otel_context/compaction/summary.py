@@ -187,11 +187,6 @@ def rehydrate_files(
 
 #: Request parameters that would make a cache-sharing summary request fail or call a tool.
 _FORCING = ("thinking", "reasoning", "response_format", "text", "parallel_tool_calls", "previous_response_id")
-_MAX_TOKENS_KEYS = {
-    "anthropic_messages": ("max_tokens",),
-    "openai_chat": ("max_completion_tokens", "max_tokens"),
-    "openai_responses": ("max_output_tokens",),
-}
 
 
 def shared_prefix_request(
@@ -225,12 +220,7 @@ def shared_prefix_request(
     request = dict(adapter.with_items(body, [*items, adapter.make_user_item(prompt)]))
     for key in ("stream", "stream_options", "n", "stop", "stop_sequences"):
         request.pop(key, None)
-    keys = _MAX_TOKENS_KEYS[adapter.name]
-    present = [k for k in keys if k in request]
-    for key in present[1:]:
-        request.pop(key)
-    request[present[0] if present else keys[-1] if adapter.name == "openai_chat" else keys[0]] = max_tokens
-    return request
+    return adapter.with_output_cap(request, max_tokens)
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ class EngineCall(CallPlan):
         if self.state.detector is not None:
             try:
                 self.fingerprint = self.state.detector.fingerprint(
-                    self.request.wire_format, self.body, headers=self.request.headers, items=self.sent_items
+                    self.adapter, self.body, headers=self.request.headers, items=self.sent_items
                 )
             except Exception:
                 telemetry.log_once("engine.fingerprint", "otel_context: cache fingerprint failed", exc_info=True)

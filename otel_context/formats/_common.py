@@ -1,4 +1,4 @@
-"""Small helpers shared by the three wire-format adapters (JSON-shaped data only, never mutated)."""
+"""Small helpers shared by the wire-format modules (never mutating what they read)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from otel_context import semconv
 from otel_context.formats.base import Item
+from otel_context.usage import TokenUsage, field_getter, first_count, first_count_of, get_field, or_zero
 
 #: Parameters of a too-long rejection that every provider words the same way.
 _TOO_LONG_MARKERS = (
@@ -58,6 +60,19 @@ def parse_arguments(arguments: Any) -> Mapping[str, Any] | None:
             return None
         return parsed if isinstance(parsed, Mapping) else None
     return None
+
+
+def as_field_list(value: Any) -> list[Any]:
+    """A body field as a list of entries; absent values (None, the SDKs' ``omit``/``NOT_GIVEN``) are empty."""
+    if isinstance(value, list):
+        return value
+    if value is None:
+        return []
+    if isinstance(value, (str, Mapping)):
+        return [value]
+    if isinstance(value, tuple):
+        return list(value)
+    return []
 
 
 def join_text(parts: Iterable[str]) -> str:
@@ -140,3 +155,110 @@ def malformed_field(entry: Mapping[str, Any], kind: str, rules: FieldRules, wher
             shown = "missing" if name not in entry else f"a {type(value).__name__}"
             return f"{where}.{name} is {shown} (malformed {kind!r})"
     return None
+
+
+# --- the response side: span attributes, usage, content capture ----------------------------------------------
+
+_FINISH = semconv.FINISH_REASON_MAP
+
+
+def finish_reason(reason: Any) -> str | None:
+    """A provider's stop/finish reason in the GenAI semconv vocabulary (unknown ones as they are)."""
+    if reason is None:
+        return None
+    text = str(reason)
+    return _FINISH.get(text, text)
+
+
+def output_cap(body: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    """The output cap a body sets: the first of ``keys`` (each format, and each API generation, names it
+    differently) that holds an int."""
+    for key in keys:
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def with_cap(body: Mapping[str, Any], keys: tuple[str, ...], default: str, max_tokens: int) -> dict[str, Any]:
+    """A copy of ``body`` capped at ``max_tokens`` under the first of ``keys`` it already uses (its place in
+    the body kept), else under ``default``; the other spellings are dropped (a request may carry only one)."""
+    present = [k for k in keys if k in body]
+    out = {k: v for k, v in body.items() if k not in present[1:]}
+    out[present[0] if present else default] = max_tokens
+    return out
+
+
+def sampling_attributes(body: Mapping[str, Any], max_keys: tuple[str, ...]) -> dict[str, Any]:
+    """Max tokens (see :func:`output_cap`), temperature and top_p, when the body sets them to numbers."""
+    attrs: dict[str, Any] = {}
+    cap = output_cap(body, max_keys)
+    if cap is not None:
+        attrs[semconv.GEN_AI_REQUEST_MAX_TOKENS] = cap
+    for key, name in (("temperature", semconv.GEN_AI_REQUEST_TEMPERATURE), ("top_p", semconv.GEN_AI_REQUEST_TOP_P)):
+        value = body.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            attrs[name] = float(value)
+    return attrs
+
+
+def text_parts(content: Any, kinds: Iterable[str]) -> str:
+    """The ``text`` of the parts of ``content`` whose type is one of ``kinds``, concatenated as a stream's
+    deltas would be (a string content is its own text)."""
+    if isinstance(content, str):
+        return content
+    wanted = frozenset(kinds)
+    return "".join(
+        t
+        for part in (content if isinstance(content, (list, tuple)) else ())
+        if get_field(part, "type") in wanted and isinstance(t := get_field(part, "text"), str)
+    )
+
+
+def captured_text(content: Any) -> str:
+    """Captured text of a tool result's content: the string, or every part's ``text`` concatenated."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        return "".join(t for b in content if isinstance(t := get_field(b, "text"), str))
+    return ""
+
+
+def captured_arguments(raw: Any) -> Any:
+    """A tool call's arguments for capture: parsed when they are a JSON string, plain data when an SDK model."""
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    if hasattr(raw, "model_dump"):
+        return raw.model_dump(mode="json")
+    return raw
+
+
+def openai_usage(
+    u: Any,
+    *,
+    input_names: tuple[str, ...],
+    output_names: tuple[str, ...],
+    input_details: tuple[str, ...],
+    output_details: tuple[str, ...],
+) -> TokenUsage:
+    """The OpenAI family's usage (Chat Completions, Responses, compatibles): input totals already include
+    cached tokens; each spelling lists the names of one figure, preferred first."""
+    get = field_getter(u)  # one type decision for every read below (this runs on every call)
+    input_tokens = first_count_of(get, *input_names)
+    details = field_getter(next((d for name in input_details if (d := get(name)) is not None), None))
+    cache_read = first_count_of(details, "cached_tokens", "cache_read_tokens")
+    cache_write = first_count_of(details, "cache_write_tokens", "cache_creation_tokens")
+    out_details = next((d for name in output_details if (d := get(name)) is not None), None)
+    reasoning = first_count(out_details, "reasoning_tokens")
+    return TokenUsage(
+        input_tokens=or_zero(input_tokens),
+        output_tokens=or_zero(first_count_of(get, *output_names)),
+        cache_read_tokens=or_zero(cache_read),
+        cache_write_tokens=or_zero(cache_write),
+        reasoning_tokens=or_zero(reasoning),
+        reported_cache=cache_read is not None or cache_write is not None,
+        reported_reasoning=reasoning is not None,
+    )

@@ -12,25 +12,58 @@ Server tools (``server_tool_use`` / ``mcp_tool_use``) carry their results in the
 they never cross a message boundary and are not paired here. With extended thinking, an assistant message
 holding thinking + ``tool_use``, the user message with its results and the assistant continuation are one
 unit: the API checks the thinking blocks of the tool loop it continues, so a cut never lands inside.
+
+The response side lives here too: usage (``usage_from_anthropic``, the stream's ``merge_stream_usage``), the
+stream accumulator, content-capture parts, and the ``count_tokens`` endpoint (a Messages body whose response
+carries nothing the span reads: :data:`COUNT_TOKENS`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, NamedTuple
 
+from otel_context import semconv
 from otel_context.formats._common import (
     FieldRules,
+    as_field_list,
     as_list,
+    captured_arguments,
+    captured_text,
     compact_json,
     error_fields,
+    finish_reason,
     fixpoint,
     join_text,
     malformed_field,
     mentions_too_long,
     merge_text_messages,
+    output_cap,
+    sampling_attributes,
+    text_parts,
+    with_cap,
 )
-from otel_context.formats.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
+from otel_context.formats.base import (
+    CLEARED_PLACEHOLDER,
+    Accumulator,
+    Body,
+    CapturedInput,
+    Item,
+    PlainEndpoint,
+    PromptLayout,
+    ResponseInfo,
+    ToolResultRef,
+)
+from otel_context.usage import (
+    TokenUsage,
+    as_count,
+    as_sequence,
+    field_getter,
+    first_count,
+    or_zero,
+)
+from otel_context.usage import get_field as _get
 
 #: Top-level block types whose meaning for pairing and estimates this adapter knows. Anything else (e.g.
 #: ``fallback``, ``tool_addition``/``tool_removal``, ``mcp_tool_listing``, future types) makes the compactor
@@ -73,6 +106,8 @@ _BLOCK_FIELDS: FieldRules = {
     "document": (("source", Mapping),),
 }
 _THINKING = frozenset({"thinking", "redacted_thinking"})
+#: The output cap's name.
+_OUTPUT_CAP = ("max_tokens",)
 _CALL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
@@ -202,9 +237,13 @@ def _transcript_block(block: Mapping[str, Any]) -> str:
 
 
 class AnthropicMessagesAdapter:
-    """:class:`~otel_context.formats.base.WireFormatAdapter` for Anthropic Messages."""
+    """:class:`~otel_context.formats.base.ChatFormat` for Anthropic Messages."""
 
     name = "anthropic_messages"
+    wire_format = "anthropic_messages"
+    automatic_caching = False  # only what cache_control marks is cached
+    default_for_sdk: str | None = "anthropic"
+    provider = semconv.PROVIDER_ANTHROPIC
 
     # -- body ---------------------------------------------------------------------------------------------
 
@@ -226,8 +265,10 @@ class AnthropicMessagesAdapter:
         return None  # every Messages request carries its whole history
 
     def max_output_tokens(self, body: Body) -> int | None:
-        value = body.get("max_tokens")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return output_cap(body, _OUTPUT_CAP)
+
+    def with_output_cap(self, body: Body, max_tokens: int) -> dict[str, Any]:
+        return with_cap(body, _OUTPUT_CAP, "max_tokens", max_tokens)
 
     # -- structure ----------------------------------------------------------------------------------------
 
@@ -415,11 +456,79 @@ class AnthropicMessagesAdapter:
             request["system"] = body["system"]
         return request
 
-    def response_text(self, response: Mapping[str, Any]) -> str:
-        return "".join(
-            str(b.get("text", ""))
-            for b in as_list(response.get("content"))
-            if isinstance(b, Mapping) and b.get("type") == "text"
+    # -- responses (the instrumentation's side) -----------------------------------------------------------
+
+    def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return sampling_attributes(body, _OUTPUT_CAP)
+
+    def response_info(self, response: Any, provider: str) -> ResponseInfo:
+        reason = finish_reason(_get(response, "stop_reason"))
+        usage = _get(response, "usage")
+        return ResponseInfo(
+            response_id=_get(response, "id"),
+            response_model=_get(response, "model"),
+            finish_reasons=(reason,) if reason else (),
+            usage=usage_from_anthropic(usage) if usage is not None else None,
+        )
+
+    def new_accumulator(self, provider: str) -> Accumulator:
+        return _MessagesAccumulator()
+
+    def response_text(self, response: Any) -> str:
+        return text_parts(_get(response, "content"), ("text",))
+
+    def usage(self, raw: Any, provider: str) -> TokenUsage:
+        return usage_from_anthropic(raw)
+
+    def capture_input(self, body: Mapping[str, Any]) -> CapturedInput:
+        system = body.get("system")
+        instructions = _captured_parts(system) if isinstance(system, (str, list, tuple)) else []
+        messages = [
+            {"role": _get(m, "role"), "parts": _captured_parts(_get(m, "content"))} for m in body.get("messages") or ()
+        ]
+        return messages, instructions
+
+    def capture_output(self, response: Any) -> list[Any]:
+        reason = _get(response, "stop_reason")
+        message: dict[str, Any] = {"role": "assistant", "parts": _captured_parts(_get(response, "content"))}
+        if reason:
+            message["finish_reason"] = finish_reason(reason)
+        return [message]
+
+    # -- the Compactor API, summary requests, the prompt cache -------------------------------------------
+
+    def compactor_body(
+        self,
+        messages: Sequence[Any],
+        model: str,
+        system: str | None,
+        tools: Sequence[Any] | None,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": model, "messages": list(messages), "max_tokens": max_tokens or 4_096}
+        if system:
+            body["system"] = system
+        if tools:
+            body["tools"] = list(tools)
+        return body
+
+    def compactor_messages(self, body: Mapping[str, Any], system: str | None) -> list[Any]:
+        return list(body.get("messages") or [])
+
+    def sdk_create(self, client: Any) -> Callable[..., Any]:
+        return client.messages.create  # type: ignore[no-any-return]
+
+    def prompt_layout(self, body: Mapping[str, Any]) -> PromptLayout:
+        top = body.get("cache_control")
+        marker = isinstance(top, Mapping)
+        return PromptLayout(
+            system=as_field_list(body.get("system")),
+            tools=as_field_list(body.get("tools")),
+            items=as_field_list(body.get("messages")),
+            leading_system_items=0,
+            ttl=top.get("ttl") if isinstance(top, Mapping) else None,
+            whole_prompt_marker=marker,
+            server_state=False,
         )
 
     def is_too_long_error(self, status: int | None, error_body: Mapping[str, Any] | None, message: str) -> bool:
@@ -485,3 +594,213 @@ def _drop_unanswered_uses(items: list[Item]) -> list[Item]:
         if new is not None:
             out.append(new)
     return out if changed else items
+
+
+# --- Anthropic ----------------------------------------------------------------------------------------------
+
+
+class _AnthropicFields(NamedTuple):
+    """The raw Anthropic figures, None where the provider did not report them (needed to merge streams)."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read: int | None
+    cache_write: int | None
+    write_5m: int | None
+    write_1h: int | None
+    reasoning: int | None
+    iterations: Sequence[Any] | None
+
+
+def _anthropic_fields(u: Any) -> _AnthropicFields:
+    get = field_getter(u)  # one type decision for the ten reads below (this runs on every call)
+    cache_creation = field_getter(get("cache_creation"))
+    write_5m = as_count(cache_creation("ephemeral_5m_input_tokens"))
+    write_1h = as_count(cache_creation("ephemeral_1h_input_tokens"))
+    cache_write = as_count(get("cache_creation_input_tokens"))
+    if cache_write is None and (write_5m is not None or write_1h is not None):
+        # Only the TTL breakdown was reported: the total is its sum, not 0.
+        cache_write = or_zero(write_5m) + or_zero(write_1h)
+    iterations = get("iterations")
+    return _AnthropicFields(
+        input_tokens=as_count(get("input_tokens")),
+        output_tokens=as_count(get("output_tokens")),
+        cache_read=as_count(get("cache_read_input_tokens")),
+        cache_write=cache_write,
+        write_5m=write_5m,
+        write_1h=write_1h,
+        # Claude reports thinking under output_tokens_details.thinking_tokens (included in output_tokens).
+        reasoning=first_count(get("output_tokens_details"), "thinking_tokens", "reasoning_tokens"),
+        iterations=as_sequence(iterations) if iterations is not None else None,
+    )
+
+
+def _compaction_sums(iterations: Sequence[Any] | None) -> tuple[int, int, int]:
+    """(count, input incl. cache, output) of the ``compaction`` entries of ``usage.iterations``.
+
+    With server-side compaction the top-level usage counts only the final (``message``) pass; the
+    compaction pass (often a large cache write or read) is reported only here.
+    """
+    count = input_tokens = output_tokens = 0
+    for entry in iterations or ():
+        if field_getter(entry)("type") != "compaction":
+            continue
+        count += 1
+        input_tokens += (
+            or_zero(first_count(entry, "input_tokens"))
+            + or_zero(first_count(entry, "cache_read_input_tokens"))
+            + or_zero(first_count(entry, "cache_creation_input_tokens"))
+        )
+        output_tokens += or_zero(first_count(entry, "output_tokens"))
+    return count, input_tokens, output_tokens
+
+
+def _from_anthropic_fields(f: _AnthropicFields) -> TokenUsage:
+    cache_read = or_zero(f.cache_read)
+    cache_write = or_zero(f.cache_write)
+    count, compaction_in, compaction_out = _compaction_sums(f.iterations)
+    return TokenUsage(
+        input_tokens=or_zero(f.input_tokens) + cache_read + cache_write,
+        output_tokens=or_zero(f.output_tokens),
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        cache_write_5m_tokens=or_zero(f.write_5m),
+        cache_write_1h_tokens=or_zero(f.write_1h),
+        reasoning_tokens=or_zero(f.reasoning),
+        compaction_input_tokens=compaction_in,
+        compaction_output_tokens=compaction_out,
+        reported_cache=f.cache_read is not None or f.cache_write is not None,
+        reported_reasoning=f.reasoning is not None,
+        compaction_iterations=count,
+    )
+
+
+def usage_from_anthropic(u: Any) -> TokenUsage:
+    """Normalize an Anthropic ``usage`` (``Usage``, ``BetaUsage``, ``MessageDeltaUsage`` or a dict).
+
+    ``input_tokens`` becomes ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``;
+    server-side compaction passes (``usage.iterations`` of type ``compaction``) go to the
+    ``compaction_*`` fields and are NOT added to the top-level figures, which describe the final pass
+    (the context the conversation now has).
+    """
+    return _from_anthropic_fields(_anthropic_fields(u))
+
+
+def merge_stream_usage(previous: TokenUsage | None, new: Any) -> TokenUsage:
+    """Fold the usage of one Anthropic stream event (``message_start`` or ``message_delta``) into ``previous``.
+
+    ``message_delta`` usage is cumulative, not an increment: old streams send only ``output_tokens`` there,
+    newer ones repeat ``input_tokens`` and the cache figures, and those can differ from ``message_start``
+    (server tools, server-side compaction). So per field the later non-null value wins; ``output_tokens``
+    is the last one reported (``message_start`` only carries a placeholder). ``new`` is the raw usage of the
+    event (SDK object or dict); ``previous`` is what earlier events gave (None before the first).
+    """
+    f = _anthropic_fields(new)
+    if previous is None:
+        return _from_anthropic_fields(f)
+    prev_raw_input = previous.input_tokens - previous.cache_read_tokens - previous.cache_write_tokens
+    cache_write = f.cache_write if f.cache_write is not None else previous.cache_write_tokens
+    write_5m, write_1h = f.write_5m, f.write_1h
+    if write_5m is None and write_1h is None:
+        if f.cache_write is None or f.cache_write == previous.cache_write_tokens:
+            write_5m, write_1h = previous.cache_write_5m_tokens, previous.cache_write_1h_tokens
+        else:
+            # A new total without a breakdown: the old split no longer describes it.
+            write_5m, write_1h = 0, 0
+    merged = _AnthropicFields(
+        input_tokens=f.input_tokens if f.input_tokens is not None else prev_raw_input,
+        output_tokens=f.output_tokens if f.output_tokens is not None else previous.output_tokens,
+        cache_read=f.cache_read if f.cache_read is not None else previous.cache_read_tokens,
+        cache_write=cache_write,
+        write_5m=write_5m,
+        write_1h=write_1h,
+        reasoning=f.reasoning if f.reasoning is not None else previous.reasoning_tokens,
+        iterations=f.iterations,
+    )
+    result = _from_anthropic_fields(merged)
+    reported_cache = previous.reported_cache or f.cache_read is not None or f.cache_write is not None
+    reported_reasoning = previous.reported_reasoning or f.reasoning is not None
+    if f.iterations is None:  # this event said nothing about iterations: keep what an earlier one said
+        return replace(
+            result,
+            compaction_input_tokens=previous.compaction_input_tokens,
+            compaction_output_tokens=previous.compaction_output_tokens,
+            compaction_iterations=previous.compaction_iterations,
+            reported_cache=reported_cache,
+            reported_reasoning=reported_reasoning,
+        )
+    return replace(result, reported_cache=reported_cache, reported_reasoning=reported_reasoning)
+
+
+# --- streams ----------------------------------------------------------------------------------------------------
+
+
+class _MessagesAccumulator(Accumulator):
+    __slots__ = ()
+
+    def add(self, event: Any) -> None:
+        kind = _get(event, "type")
+        info = self.info
+        if kind == "message_start":
+            message = _get(event, "message")
+            info.response_id = _get(message, "id")
+            info.response_model = _get(message, "model")
+            usage = _get(message, "usage")
+            if usage is not None:
+                info.usage = merge_stream_usage(None, usage)
+            self.summary = {"id": info.response_id, "model": info.response_model, "content": []}
+        elif kind == "message_delta":
+            reason = finish_reason(_get(_get(event, "delta"), "stop_reason"))
+            if reason:
+                info.finish_reasons = (reason,)
+            usage = _get(event, "usage")
+            if usage is not None:
+                info.usage = merge_stream_usage(info.usage, usage)
+        elif kind == "content_block_start" and self.summary is not None:
+            block_type = _get(_get(event, "content_block"), "type")
+            self.summary["content"].append({"type": block_type})
+        elif kind == "content_block_delta" and self.texts is not None:
+            text = _get(_get(event, "delta"), "text")
+            if isinstance(text, str):
+                self.texts.append(text)
+
+
+# --- content capture (GenAI semconv message parts) -----------------------------------------------------------
+
+
+def _captured_part(block: Any) -> dict[str, Any] | None:
+    if isinstance(block, str):
+        return {"type": "text", "content": block}
+    kind = _get(block, "type")
+    if kind == "text":
+        return {"type": "text", "content": _get(block, "text") or ""}
+    if kind in ("tool_use", "server_tool_use"):
+        return {
+            "type": "tool_call",
+            "id": _get(block, "id"),
+            "name": _get(block, "name"),
+            "arguments": captured_arguments(_get(block, "input")),
+        }
+    if kind == "tool_result":
+        return {
+            "type": "tool_call_response",
+            "id": _get(block, "tool_use_id"),
+            "response": captured_text(_get(block, "content")),
+        }
+    if kind == "thinking":
+        return {"type": "reasoning", "content": _get(block, "thinking") or ""}
+    if kind == "compaction":
+        return {"type": "compaction", "content": _get(block, "content") or captured_text(_get(block, "content"))}
+    if kind in ("image", "document"):
+        return {"type": "blob", "modality": "image" if kind == "image" else "document"}
+    return {"type": str(kind)} if kind else None
+
+
+def _captured_parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    return [p for b in content or () if (p := _captured_part(b)) is not None]
+
+
+#: ``POST /v1/messages/count_tokens``: a Messages body; its response (``input_tokens``) goes on no span attribute.
+COUNT_TOKENS = PlainEndpoint()

@@ -1,9 +1,19 @@
-"""What the compactor needs to know about one wire format, as a protocol.
+"""What a wire format module provides, as protocols.
 
-One module per wire format implements it (``anthropic_messages``, ``openai_chat``, ``openai_responses``);
-:func:`otel_context.formats.for_format` returns the right one. Everything works on plain JSON-shaped
-bodies (the ``json_data`` the SDK is about to send): no SDK import. Nothing here mutates its input;
-every "with_..." function returns a new body/list sharing untouched items with the old one.
+One module per wire format holds everything the package knows about that format (``anthropic_messages``,
+``openai_chat``, ``openai_responses``), in one class implementing :class:`ChatFormat`:
+
+- :class:`EndpointFormat`: what the instrumentation reads from a call (request attributes, response facts,
+  the stream accumulator, response text, content-capture parts). The non-chat endpoints of a format's API
+  (count_tokens, responses.compact, embeddings) implement only this part, in the module of their format.
+- :class:`WireFormatAdapter`: what the compactor needs to read and rewrite request bodies.
+- the rest of :class:`ChatFormat`: usage parsing, the bodies the ``Compactor`` API builds, the SDK method a
+  summary request goes through, and the part of the prompt-cache fingerprint that depends on the format.
+
+:func:`otel_context.formats.for_format` returns the right one. Everything reads plain JSON-shaped bodies
+(the ``json_data`` the SDK is about to send) and, on the response side, SDK objects and JSON dicts alike
+(:func:`otel_context.usage.get_field`); no SDK import. Nothing here mutates its input; every "with_..."
+function returns a new body/list sharing untouched items with the old one.
 
 Vocabulary:
 - *item*: one element of the conversation list (Anthropic ``messages[i]``, OpenAI chat ``messages[i]``
@@ -15,9 +25,11 @@ Vocabulary:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
+
+from otel_context.usage import TokenUsage, get_field
 
 Item = Mapping[str, Any]
 Body = Mapping[str, Any]
@@ -145,10 +157,6 @@ class WireFormatAdapter(Protocol):
         """
         ...
 
-    def response_text(self, response: Mapping[str, Any]) -> str:
-        """The text of a (non-streamed) response of this format."""
-        ...
-
     def is_too_long_error(self, status: int | None, error_body: Mapping[str, Any] | None, message: str) -> bool:
         """Whether an API error says the request exceeded the context window.
 
@@ -160,4 +168,172 @@ class WireFormatAdapter(Protocol):
 
     def max_output_tokens(self, body: Body) -> int | None:
         """The call's own output cap (max_tokens / max_completion_tokens / max_output_tokens)."""
+        ...
+
+    def with_output_cap(self, body: Body, max_tokens: int) -> dict[str, Any]:
+        """A copy of ``body`` whose output cap is ``max_tokens``, under the spelling the body already uses."""
+        ...
+
+
+# --- the instrumentation's side: one call's telemetry ---------------------------------------------------------
+
+
+@dataclass
+class ResponseInfo:
+    """The facts of one response that go on the span (all optional: old or odd responses lack fields)."""
+
+    response_id: str | None = None
+    response_model: str | None = None
+    finish_reasons: tuple[str, ...] = ()
+    usage: TokenUsage | None = None
+
+
+class Accumulator:
+    """Folds stream events into a :class:`ResponseInfo`; keeps what was seen when the consumer stops early.
+
+    ``add`` runs once per streamed chunk: implementations keep it to a few field reads.
+    """
+
+    __slots__ = ("info", "summary", "texts")
+
+    def __init__(self) -> None:
+        self.info = ResponseInfo()
+        #: Output text deltas, collected only when content capture is on.
+        self.texts: list[str] | None = None
+        #: A small JSON-shaped summary of the streamed response for the engine (id, model, usage, blocks).
+        self.summary: dict[str, Any] | None = None
+
+    def add(self, event: Any) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+#: Content capture in the GenAI semconv message-parts shape: ``(messages, system instructions)``.
+CapturedInput = tuple[list[Any], list[Any]]
+
+
+class EndpointFormat(Protocol):
+    """What the instrumentation reads from one endpoint's calls (chat or not); never raises on odd shapes
+    beyond what the interceptor's guards absorb."""
+
+    @property
+    def wire_format(self) -> str | None:
+        """The chat wire format name the engine plans with; None for endpoints the engine leaves alone."""
+        ...
+
+    def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Span attributes of the request (max tokens, temperature, top_p)."""
+        ...
+
+    def response_info(self, response: Any, provider: str) -> ResponseInfo:
+        """Id, model, finish reasons and usage of a complete response (SDK object or JSON dict)."""
+        ...
+
+    def new_accumulator(self, provider: str) -> Accumulator | None:
+        """A fresh stream accumulator (None: the endpoint does not stream)."""
+        ...
+
+    def response_text(self, response: Any) -> str:
+        """The text the model wrote in a complete response: the summarizer's result and what a stream's text
+        deltas add up to (thinking, refusals and tool calls are not text)."""
+        ...
+
+    def capture_input(self, body: Mapping[str, Any]) -> CapturedInput | None:
+        """The request's messages and system instructions as message parts (None: nothing is captured)."""
+        ...
+
+    def capture_output(self, response: Any) -> list[Any] | None:
+        """The response's messages as message parts (None: nothing is captured)."""
+        ...
+
+
+class PlainEndpoint:
+    """:class:`EndpointFormat` of an endpoint whose calls carry nothing we read but the id and model."""
+
+    wire_format: str | None = None
+
+    def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def response_info(self, response: Any, provider: str) -> ResponseInfo:
+        return ResponseInfo(response_id=get_field(response, "id"), response_model=get_field(response, "model"))
+
+    def new_accumulator(self, provider: str) -> Accumulator | None:
+        return None
+
+    def response_text(self, response: Any) -> str:
+        return ""
+
+    def capture_input(self, body: Mapping[str, Any]) -> CapturedInput | None:
+        return None
+
+    def capture_output(self, response: Any) -> list[Any] | None:
+        return None
+
+
+# --- the cache fingerprint's format-specific part -------------------------------------------------------------
+
+
+class PromptLayout(NamedTuple):
+    """Where a request puts what the provider's prompt cache keys on (``otel_context.cache`` reads it;
+    it never imports the formats, the engine hands it the format)."""
+
+    #: The system prompt's blocks (Anthropic ``system``, Responses ``instructions``; [] for chat).
+    system: list[Any]
+    #: The tool definitions, in order.
+    tools: list[Any]
+    #: The conversation items (chat: every message, its leading system/developer messages included).
+    items: list[Any]
+    #: Leading items that are the system prompt (OpenAI chat's system/developer messages).
+    leading_system_items: int
+    #: The lifetime the request asks for at the top level, as sent ("5m", "1h"), or None.
+    ttl: Any
+    #: The request carries a top-level marker that caches the whole prompt (Anthropic's ``cache_control``):
+    #: its TTL is the default when it names none.
+    whole_prompt_marker: bool
+    #: The items continue a conversation stored at the provider (Responses ``previous_response_id``).
+    server_state: bool
+
+
+class ChatFormat(EndpointFormat, WireFormatAdapter, Protocol):
+    """Everything about one chat wire format (one module each; see the module doc)."""
+
+    @property
+    def wire_format(self) -> str:
+        """A chat format's name (its :attr:`name`)."""
+        ...
+
+    #: The provider caches prompt prefixes without being asked (OpenAI): everything sent counts as cached
+    #: once long enough, and no cache writes are reported.
+    automatic_caching: bool
+    #: The SDK (top-level package of the client class) whose clients speak this format by default, if any.
+    default_for_sdk: str | None
+    #: ``gen_ai.provider.name`` of an explicit ``Compactor`` call in this format.
+    provider: str
+
+    def usage(self, raw: Any, provider: str) -> TokenUsage:
+        """The response's ``usage`` (SDK object or dict) normalized; ``provider`` picks a compatible API's
+        spelling (DeepSeek speaks OpenAI chat with its own cache fields)."""
+        ...
+
+    def prompt_layout(self, body: Mapping[str, Any]) -> PromptLayout:
+        """What the prompt-cache fingerprint of ``body`` needs from this format."""
+        ...
+
+    def compactor_body(
+        self,
+        messages: Sequence[Any],
+        model: str,
+        system: str | None,
+        tools: Sequence[Any] | None,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        """A request body around a ``Compactor`` caller's messages (for the adapter to work on)."""
+        ...
+
+    def compactor_messages(self, body: Mapping[str, Any], system: str | None) -> list[Any]:
+        """The caller's messages back out of a body :meth:`compactor_body` built with the same ``system``."""
+        ...
+
+    def sdk_create(self, client: Any) -> Callable[..., Any]:
+        """The create method of ``client`` (an SDK client) that sends a request body of this format."""
         ...

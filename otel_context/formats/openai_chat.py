@@ -11,32 +11,61 @@ answers one call with ``tool_call_id``. The API rejects with a 400:
 - a ``tool`` message that is not a response to a preceding message with ``tool_calls``.
 
 The conversation items are the messages after the leading system/developer messages, which stay put.
+
+The response side lives here too: usage (``usage_from_openai_chat``, and ``usage_from_deepseek`` for DeepSeek,
+which speaks this format with its own cache fields), the stream accumulator, content-capture parts, and the
+embeddings endpoint, whose usage is spelled like this format's (:data:`EMBEDDINGS`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+from otel_context import semconv
 from otel_context.formats._common import (
     FieldRules,
+    as_field_list,
     as_list,
+    captured_arguments,
+    captured_text,
     compact_json,
     error_fields,
+    finish_reason,
     fixpoint,
     join_text,
     malformed_field,
     mentions_too_long,
     merge_text_messages,
+    openai_usage,
+    output_cap,
     parse_arguments,
+    sampling_attributes,
+    text_parts,
+    with_cap,
 )
-from otel_context.formats.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
+from otel_context.formats.base import (
+    CLEARED_PLACEHOLDER,
+    Accumulator,
+    Body,
+    CapturedInput,
+    Item,
+    PlainEndpoint,
+    PromptLayout,
+    ResponseInfo,
+    ToolResultRef,
+)
+from otel_context.usage import TokenUsage, first_count, or_zero
+from otel_context.usage import get_field as _get
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _INSTRUCTION_ROLES = frozenset({"system", "developer"})
 KNOWN_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
 _MEDIA_PARTS = frozenset({"image_url", "input_audio", "file"})
 _CALL_TYPES = frozenset({"function", "custom"})
+#: The output cap's names, current first (``max_tokens`` is the older one).
+_OUTPUT_CAP = ("max_completion_tokens", "max_tokens")
 #: Required fields the provider checks (see _common.malformed_field).
 _PART_FIELDS: FieldRules = {
     "text": (("text", str),),
@@ -118,9 +147,13 @@ def _calling_message(items: Sequence[Item], index: int) -> Item | None:
 
 
 class OpenAIChatAdapter:
-    """:class:`~otel_context.formats.base.WireFormatAdapter` for OpenAI Chat Completions."""
+    """:class:`~otel_context.formats.base.ChatFormat` for OpenAI Chat Completions."""
 
     name = "openai_chat"
+    wire_format = "openai_chat"
+    automatic_caching = True  # OpenAI caches long prompt prefixes by itself
+    default_for_sdk: str | None = "openai"
+    provider = semconv.PROVIDER_OPENAI
 
     # -- body ---------------------------------------------------------------------------------------------
 
@@ -144,11 +177,11 @@ class OpenAIChatAdapter:
         return None  # Chat Completions requests always carry the whole history
 
     def max_output_tokens(self, body: Body) -> int | None:
-        for key in ("max_completion_tokens", "max_tokens"):
-            value = body.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-        return None
+        return output_cap(body, _OUTPUT_CAP)
+
+    def with_output_cap(self, body: Body, max_tokens: int) -> dict[str, Any]:
+        # A body without a cap gets the older name, which every compatible server understands.
+        return with_cap(body, _OUTPUT_CAP, "max_tokens", max_tokens)
 
     # -- structure ----------------------------------------------------------------------------------------
 
@@ -318,12 +351,98 @@ class OpenAIChatAdapter:
         )
         return {"model": model, "messages": messages, limit_key: max_tokens}
 
-    def response_text(self, response: Mapping[str, Any]) -> str:
-        choices = as_list(response.get("choices"))
-        if not choices or not isinstance(choices[0], Mapping):
-            return ""
-        message = choices[0].get("message")
-        return _content_text(message.get("content")) if isinstance(message, Mapping) else ""
+    # -- responses (the instrumentation's side) -----------------------------------------------------------
+
+    def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return sampling_attributes(body, _OUTPUT_CAP)
+
+    def response_info(self, response: Any, provider: str) -> ResponseInfo:
+        reasons = tuple(r for c in _get(response, "choices") or () if (r := finish_reason(_get(c, "finish_reason"))))
+        usage = _get(response, "usage")
+        return ResponseInfo(
+            response_id=_get(response, "id"),
+            response_model=_get(response, "model"),
+            finish_reasons=reasons,
+            usage=self.usage(usage, provider) if usage is not None else None,
+        )
+
+    def new_accumulator(self, provider: str) -> Accumulator:
+        return _ChatAccumulator(self, provider)
+
+    def response_text(self, response: Any) -> str:
+        # The first choice that has text (n > 1 answers alike; a choice with only tool calls or a refusal has
+        # none), its content a string or text parts (compatible servers send parts).
+        for choice in _get(response, "choices") or ():
+            text = text_parts(_get(_get(choice, "message"), "content"), ("text",))
+            if text:
+                return text
+        return ""
+
+    def usage(self, raw: Any, provider: str) -> TokenUsage:
+        return usage_from_deepseek(raw) if provider == semconv.PROVIDER_DEEPSEEK else usage_from_openai_chat(raw)
+
+    def capture_input(self, body: Mapping[str, Any]) -> CapturedInput:
+        messages: list[Any] = []
+        instructions: list[Any] = []
+        for m in body.get("messages") or ():
+            role = _get(m, "role")
+            if role in ("system", "developer"):
+                instructions.extend(_captured_parts(m))
+            elif role == "tool":
+                response = captured_text(_get(m, "content"))
+                part = {"type": "tool_call_response", "id": _get(m, "tool_call_id"), "response": response}
+                messages.append({"role": "tool", "parts": [part]})
+            else:
+                messages.append({"role": role, "parts": _captured_parts(m)})
+        return messages, instructions
+
+    def capture_output(self, response: Any) -> list[Any]:
+        out = []
+        for choice in _get(response, "choices") or ():
+            reason = _get(choice, "finish_reason")
+            message: dict[str, Any] = {"role": "assistant", "parts": _captured_parts(_get(choice, "message"))}
+            if reason:
+                message["finish_reason"] = finish_reason(reason)
+            out.append(message)
+        return out
+
+    # -- the Compactor API, summary requests, the prompt cache -------------------------------------------
+
+    def compactor_body(
+        self,
+        messages: Sequence[Any],
+        model: str,
+        system: str | None,
+        tools: Sequence[Any] | None,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        lead = [{"role": "system", "content": system}] if system else []
+        body: dict[str, Any] = {"model": model, "messages": [*lead, *messages]}
+        if max_tokens:
+            body["max_completion_tokens"] = max_tokens
+        if tools:
+            body["tools"] = list(tools)
+        return body
+
+    def compactor_messages(self, body: Mapping[str, Any], system: str | None) -> list[Any]:
+        messages = list(body.get("messages") or [])
+        return messages[1:] if system else messages  # without the system message compactor_body put in front
+
+    def sdk_create(self, client: Any) -> Callable[..., Any]:
+        return client.chat.completions.create  # type: ignore[no-any-return]
+
+    def prompt_layout(self, body: Mapping[str, Any]) -> PromptLayout:
+        options = body.get("prompt_cache_options")
+        items = as_field_list(body.get("messages"))
+        return PromptLayout(
+            system=[],
+            tools=as_field_list(body.get("tools")),
+            items=items,
+            leading_system_items=_leading_instructions(items),
+            ttl=options.get("ttl") if isinstance(options, Mapping) else None,
+            whole_prompt_marker=False,
+            server_state=False,
+        )
 
     def is_too_long_error(self, status: int | None, error_body: Mapping[str, Any] | None, message: str) -> bool:
         _kind, code, text = error_fields(error_body)
@@ -362,3 +481,120 @@ def _drop_unanswered_calls(items: list[Item]) -> list[Item]:
             continue  # nothing left to say: drop the message
         out.append(new)
     return out if changed else items
+
+
+# --- usage --------------------------------------------------------------------------------------------------
+
+
+def usage_from_openai_chat(u: Any) -> TokenUsage:
+    """Normalize a Chat Completions (or legacy Completions, or Embeddings) ``usage``.
+
+    ``prompt_tokens`` already includes cached reads and writes; ``prompt_tokens_details.cached_tokens`` /
+    ``cache_write_tokens`` and ``completion_tokens_details.reasoning_tokens`` where reported. A usage in
+    the Responses spelling (``input_tokens``), as some compatible servers send, is read too.
+    """
+    return openai_usage(
+        u,
+        input_names=("prompt_tokens", "input_tokens"),
+        output_names=("completion_tokens", "output_tokens"),
+        input_details=("prompt_tokens_details", "input_tokens_details"),
+        output_details=("completion_tokens_details", "output_tokens_details"),
+    )
+
+
+def usage_from_deepseek(u: Any) -> TokenUsage:
+    """Normalize a DeepSeek (OpenAI-compatible chat) ``usage``.
+
+    DeepSeek reports cache reads as ``prompt_cache_hit_tokens`` (and misses as ``prompt_cache_miss_tokens``);
+    ``prompt_tokens`` is hit + miss. When ``prompt_tokens`` is missing the input is rebuilt from hit + miss.
+    """
+    hit = first_count(u, "prompt_cache_hit_tokens")
+    miss = first_count(u, "prompt_cache_miss_tokens")
+    usage = openai_usage(
+        u,
+        input_names=("prompt_tokens", "input_tokens"),
+        output_names=("completion_tokens", "output_tokens"),
+        input_details=("prompt_tokens_details",),
+        output_details=("completion_tokens_details",),
+    )
+    changes: dict[str, Any] = {}
+    if hit is not None:
+        changes["cache_read_tokens"] = hit
+        changes["reported_cache"] = True
+    if first_count(u, "prompt_tokens", "input_tokens") is None and (hit is not None or miss is not None):
+        changes["input_tokens"] = or_zero(hit) + or_zero(miss)
+    return replace(usage, **changes) if changes else usage
+
+
+# --- streams ------------------------------------------------------------------------------------------------
+
+
+class _ChatAccumulator(Accumulator):
+    __slots__ = ("_format", "_provider", "_reasons")
+
+    def __init__(self, fmt: OpenAIChatAdapter, provider: str) -> None:
+        super().__init__()
+        self._format = fmt
+        self._provider = provider
+        self._reasons: dict[int, str] = {}
+
+    def add(self, event: Any) -> None:
+        info = self.info
+        if info.response_id is None:
+            info.response_id = _get(event, "id")
+            info.response_model = _get(event, "model")
+        for choice in _get(event, "choices") or ():
+            if self.texts is not None and not _get(choice, "index"):
+                text = _get(_get(choice, "delta"), "content")
+                if isinstance(text, str):
+                    self.texts.append(text)
+            reason = _get(choice, "finish_reason")
+            if reason is not None:
+                self._reasons[_get(choice, "index") or 0] = finish_reason(reason) or ""
+                info.finish_reasons = tuple(self._reasons[i] for i in sorted(self._reasons))
+        usage = _get(event, "usage")
+        if usage is not None:
+            info.usage = self._format.usage(usage, self._provider)
+
+
+# --- content capture (GenAI semconv message parts) -----------------------------------------------------------
+
+
+def _captured_parts(message: Any) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    content = _get(message, "content")
+    if isinstance(content, str):
+        parts.append({"type": "text", "content": content})
+    elif isinstance(content, (list, tuple)):
+        for part in content:
+            kind = _get(part, "type")
+            if kind == "text":
+                parts.append({"type": "text", "content": _get(part, "text") or ""})
+            elif kind in ("image_url", "input_audio", "file"):
+                parts.append({"type": "blob", "modality": "image" if kind == "image_url" else str(kind)})
+    for call in _get(message, "tool_calls") or ():
+        function = _get(call, "function")
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": _get(call, "id"),
+                "name": _get(function, "name"),
+                "arguments": captured_arguments(_get(function, "arguments")),
+            }
+        )
+    return parts
+
+
+# --- the embeddings endpoint ---------------------------------------------------------------------------------
+
+
+class _Embeddings(PlainEndpoint):
+    """``POST /v1/embeddings``: the model and a usage in this format's spelling (``prompt_tokens``)."""
+
+    def response_info(self, response: Any, provider: str) -> ResponseInfo:
+        usage = _get(response, "usage")
+        tokens = usage_from_openai_chat(usage) if usage is not None else None
+        return ResponseInfo(response_model=_get(response, "model"), usage=tokens)
+
+
+EMBEDDINGS = _Embeddings()

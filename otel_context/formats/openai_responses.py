@@ -11,25 +11,52 @@ from server-side compaction) and ``item_reference`` (an id of an item stored at 
 The API rejects with a 400: an output whose ``call_id`` matches no earlier call ("No tool call found for
 function call output"), a call without output ("No tool output found for function call"), and a reasoning
 item not followed by the item it produced ("provided without its required following item").
+
+The response side lives here too: usage (``usage_from_openai_responses``), finish reasons (a Response has a
+status, not a finish reason), the stream accumulator, content-capture parts, and ``responses.compact``
+(server-side compaction: a Responses body and usage, :data:`COMPACT`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from otel_context import semconv
 from otel_context.formats._common import (
     FieldRules,
+    as_field_list,
     as_list,
+    captured_arguments,
+    captured_text,
     compact_json,
     error_fields,
+    finish_reason,
     fixpoint,
     join_text,
     malformed_field,
     mentions_too_long,
+    openai_usage,
+    output_cap,
     parse_arguments,
+    sampling_attributes,
+    text_parts,
+    with_cap,
 )
-from otel_context.formats.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
+from otel_context.formats.base import (
+    CLEARED_PLACEHOLDER,
+    Accumulator,
+    Body,
+    CapturedInput,
+    EndpointFormat,
+    Item,
+    PlainEndpoint,
+    PromptLayout,
+    ResponseInfo,
+    ToolResultRef,
+)
+from otel_context.usage import TokenUsage
+from otel_context.usage import get_field as _get
 
 #: call item type -> its output item type; both carry the same ``call_id``.
 CALL_OUTPUT_TYPES: Mapping[str, str] = {
@@ -76,6 +103,8 @@ KNOWN_ITEM_TYPES = frozenset(
 KNOWN_PART_TYPES = frozenset({"input_text", "output_text", "input_image", "input_file", "input_audio", "refusal"})
 _MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio"})
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
+#: The output cap's name.
+_OUTPUT_CAP = ("max_output_tokens",)
 #: Required fields the provider checks (see _common.malformed_field).
 _PART_FIELDS: FieldRules = {
     "input_text": (("text", str),),
@@ -170,9 +199,13 @@ def _reasoning_without_follower(items: Sequence[Item]) -> set[int]:
 
 
 class OpenAIResponsesAdapter:
-    """:class:`~otel_context.formats.base.WireFormatAdapter` for the OpenAI Responses API."""
+    """:class:`~otel_context.formats.base.ChatFormat` for the OpenAI Responses API."""
 
     name = "openai_responses"
+    wire_format = "openai_responses"
+    automatic_caching = True  # OpenAI caches long prompt prefixes by itself
+    default_for_sdk: str | None = None  # an openai client means Chat Completions unless told otherwise
+    provider = semconv.PROVIDER_OPENAI
 
     # -- body ---------------------------------------------------------------------------------------------
 
@@ -199,8 +232,10 @@ class OpenAIResponsesAdapter:
         return None
 
     def max_output_tokens(self, body: Body) -> int | None:
-        value = body.get("max_output_tokens")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return output_cap(body, _OUTPUT_CAP)
+
+    def with_output_cap(self, body: Body, max_tokens: int) -> dict[str, Any]:
+        return with_cap(body, _OUTPUT_CAP, "max_output_tokens", max_tokens)
 
     # -- structure ----------------------------------------------------------------------------------------
 
@@ -380,13 +415,85 @@ class OpenAIResponsesAdapter:
             request["instructions"] = body["instructions"]
         return request
 
-    def response_text(self, response: Mapping[str, Any]) -> str:
-        if isinstance(response.get("output_text"), str):
-            return str(response["output_text"])
+    # -- responses (the instrumentation's side) -----------------------------------------------------------
+
+    def request_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return sampling_attributes(body, _OUTPUT_CAP)
+
+    def response_info(self, response: Any, provider: str) -> ResponseInfo:
+        usage = _get(response, "usage")
+        return ResponseInfo(
+            response_id=_get(response, "id"),
+            response_model=_get(response, "model"),
+            finish_reasons=_finish_reasons(response),
+            usage=usage_from_openai_responses(usage) if usage is not None else None,
+        )
+
+    def new_accumulator(self, provider: str) -> Accumulator:
+        return _ResponsesAccumulator(self)
+
+    def response_text(self, response: Any) -> str:
+        # The SDK's ``Response.output_text`` (a property; compatible servers may send the field): every
+        # ``output_text`` part of the message items, concatenated. Refusals and reasoning are not text.
+        shortcut = _get(response, "output_text")
+        if isinstance(shortcut, str):
+            return shortcut
         return "".join(
-            _parts_text(item.get("content"))
-            for item in as_list(response.get("output"))
-            if isinstance(item, Mapping) and item.get("type") == "message"
+            text_parts(_get(item, "content"), ("output_text",))
+            for item in _get(response, "output") or ()
+            if _get(item, "type") == "message"
+        )
+
+    def usage(self, raw: Any, provider: str) -> TokenUsage:
+        return usage_from_openai_responses(raw)
+
+    def capture_input(self, body: Mapping[str, Any]) -> CapturedInput:
+        instructions = body.get("instructions")
+        system = [{"type": "text", "content": instructions}] if isinstance(instructions, str) else []
+        raw = body.get("input")
+        if isinstance(raw, str):
+            return [{"role": "user", "parts": [{"type": "text", "content": raw}]}], system
+        return [m for item in raw or () if (m := _captured_item(item)) is not None], system
+
+    def capture_output(self, response: Any) -> list[Any]:
+        return [m for item in _get(response, "output") or () if (m := _captured_item(item)) is not None]
+
+    # -- the Compactor API, summary requests, the prompt cache -------------------------------------------
+
+    def compactor_body(
+        self,
+        messages: Sequence[Any],
+        model: str,
+        system: str | None,
+        tools: Sequence[Any] | None,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": model, "input": list(messages)}
+        if system:
+            body["instructions"] = system
+        if max_tokens:
+            body["max_output_tokens"] = max_tokens
+        if tools:
+            body["tools"] = list(tools)
+        return body
+
+    def compactor_messages(self, body: Mapping[str, Any], system: str | None) -> list[Any]:
+        return list(body.get("input") or [])
+
+    def sdk_create(self, client: Any) -> Callable[..., Any]:
+        return client.responses.create  # type: ignore[no-any-return]
+
+    def prompt_layout(self, body: Mapping[str, Any]) -> PromptLayout:
+        options = body.get("prompt_cache_options")
+        return PromptLayout(
+            system=as_field_list(body.get("instructions")),
+            tools=as_field_list(body.get("tools")),
+            items=as_field_list(body.get("input")),
+            leading_system_items=0,
+            ttl=options.get("ttl") if isinstance(options, Mapping) else None,
+            whole_prompt_marker=False,
+            server_state=isinstance(body.get("previous_response_id"), str)
+            or isinstance(body.get("conversation"), (str, Mapping)),
         )
 
     def is_too_long_error(self, status: int | None, error_body: Mapping[str, Any] | None, message: str) -> bool:
@@ -426,3 +533,130 @@ def _drop_unanswered_calls(items: list[Item]) -> list[Item]:
 def _drop_lonely_reasoning(items: list[Item]) -> list[Item]:
     drop = _reasoning_without_follower(items)
     return [it for i, it in enumerate(items) if i not in drop] if drop else items
+
+
+# --- usage and finish reasons ---------------------------------------------------------------------------------
+
+
+def usage_from_openai_responses(u: Any) -> TokenUsage:
+    """Normalize a Responses API ``usage``: ``input_tokens`` includes cached tokens.
+
+    ``input_tokens_details.cached_tokens`` / ``cache_write_tokens`` and
+    ``output_tokens_details.reasoning_tokens`` where reported (older responses lack the cache-write field).
+    """
+    return openai_usage(
+        u,
+        input_names=("input_tokens", "prompt_tokens"),
+        output_names=("output_tokens", "completion_tokens"),
+        input_details=("input_tokens_details", "prompt_tokens_details"),
+        output_details=("output_tokens_details", "completion_tokens_details"),
+    )
+
+
+_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
+
+
+def _finish_reasons(response: Any) -> tuple[str, ...]:
+    """A Response's status as GenAI finish reasons (a completed response that calls a function: tool_calls)."""
+    status = _get(response, "status")
+    if status == "completed":
+        for item in _get(response, "output") or ():
+            if _get(item, "type") == "function_call":
+                return (finish_reason("tool_calls") or "tool_call",)
+        return ("stop",)
+    if status == "incomplete":
+        reason = _get(_get(response, "incomplete_details"), "reason")
+        return (_INCOMPLETE.get(str(reason), str(reason)),) if reason else ("incomplete",)
+    if status == "failed":
+        return ("error",)
+    return ()
+
+
+# --- streams ------------------------------------------------------------------------------------------------
+
+
+class _ResponsesAccumulator(Accumulator):
+    __slots__ = ("_format", "final")
+
+    _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+    _START = frozenset({"response.created", "response.in_progress"})
+
+    def __init__(self, fmt: EndpointFormat) -> None:
+        super().__init__()
+        self._format = fmt
+        #: The final Response object of the stream, when it arrived.
+        self.final: Any = None
+
+    def add(self, event: Any) -> None:
+        kind = _get(event, "type")
+        if kind in self._FINAL:
+            response = _get(event, "response")
+            self.final = response
+            self.info = self._format.response_info(response, "")
+        elif kind in self._START and self.info.response_id is None:
+            response = _get(event, "response")
+            self.info.response_id = _get(response, "id")
+            self.info.response_model = _get(response, "model")
+
+
+# --- content capture (GenAI semconv message parts) -----------------------------------------------------------
+
+
+def _captured_item(item: Any) -> dict[str, Any] | None:
+    kind = _get(item, "type")
+    role = _get(item, "role")
+    if kind in (None, "message") and role is not None:
+        content = _get(item, "content")
+        if isinstance(content, str):
+            parts = [{"type": "text", "content": content}]
+        else:
+            parts = [
+                {"type": "text", "content": _get(c, "text") or ""}
+                for c in content or ()
+                if _get(c, "type") in ("input_text", "output_text", "text")
+            ]
+        return {"role": role, "parts": parts}
+    if kind == "function_call":
+        part = {
+            "type": "tool_call",
+            "id": _get(item, "call_id"),
+            "name": _get(item, "name"),
+            "arguments": captured_arguments(_get(item, "arguments")),
+        }
+        return {"role": "assistant", "parts": [part]}
+    if kind == "function_call_output":
+        output = _get(item, "output")
+        part = {
+            "type": "tool_call_response",
+            "id": _get(item, "call_id"),
+            "response": output if isinstance(output, str) else captured_text(output),
+        }
+        return {"role": "tool", "parts": [part]}
+    if kind == "reasoning":
+        text = "".join(_get(s, "text") or "" for s in _get(item, "summary") or ())
+        return {"role": "assistant", "parts": [{"type": "reasoning", "content": text}]}
+    if kind == "compaction":
+        return {"role": "assistant", "parts": [{"type": "compaction", "content": ""}]}
+    return None
+
+
+# --- the responses.compact endpoint --------------------------------------------------------------------------
+
+
+class _Compact(PlainEndpoint):
+    """``POST /v1/responses/compact``: server-side compaction; its usage reads like a Responses usage and it
+    finishes with no reason. The engine does not plan it and its content is not captured."""
+
+    def response_info(self, response: Any, provider: str) -> ResponseInfo:
+        usage = _get(response, "usage")
+        return ResponseInfo(
+            response_id=_get(response, "id"),
+            response_model=_get(response, "model"),
+            usage=usage_from_openai_responses(usage) if usage is not None else None,
+        )
+
+    def new_accumulator(self, provider: str) -> Accumulator:
+        return _ResponsesAccumulator(self)
+
+
+COMPACT = _Compact()

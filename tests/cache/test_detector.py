@@ -14,6 +14,9 @@ import pytest
 
 from otel_context import semconv
 from otel_context.cache import CacheBreak, CacheBreakDetector, RequestFingerprint, use_clock
+from otel_context.formats import ANTHROPIC_MESSAGES as ANTHROPIC
+from otel_context.formats import OPENAI_CHAT as CHAT
+from otel_context.formats import OPENAI_RESPONSES as RESPONSES
 from otel_context.usage import TokenUsage
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -76,7 +79,7 @@ def usage(read: int, write: int = 0, fresh: int = 50) -> TokenUsage:
 
 
 def call(detector: CacheBreakDetector, request: dict[str, Any], result: TokenUsage) -> CacheBreak | None:
-    fp = detector.fingerprint("anthropic_messages", request)
+    fp = detector.fingerprint(ANTHROPIC, request)
     return detector.check(fp, result)
 
 
@@ -191,10 +194,10 @@ def test_injected_clock_wins_over_the_stamps_passed_in() -> None:
     """The engine stamps calls with time.monotonic(); a test moving a manual clock must still see the gap."""
     clock = Clock()
     detector = CacheBreakDetector(clock=clock)
-    fp = detector.fingerprint("anthropic_messages", body(with_last_marked(history(2))))
+    fp = detector.fingerprint(ANTHROPIC, body(with_last_marked(history(2))))
     assert detector.check(fp, usage(0, 10_000), started=1.0, ended=1.5) is None
     clock.now += 1_000
-    fp = detector.fingerprint("anthropic_messages", body(with_last_marked(history(3))))
+    fp = detector.fingerprint(ANTHROPIC, body(with_last_marked(history(3))))
     brk = detector.check(fp, usage(0, 10_400), started=2.0, ended=2.5)
     assert brk is not None and brk.reason == semconv.REASON_TTL_EXPIRED
 
@@ -211,9 +214,9 @@ def test_use_clock_moves_default_detectors() -> None:
 
 def test_explicit_stamps_measure_the_gap_with_the_default_clock() -> None:
     detector = CacheBreakDetector()
-    fp = detector.fingerprint("anthropic_messages", body(with_last_marked(history(2))))
+    fp = detector.fingerprint(ANTHROPIC, body(with_last_marked(history(2))))
     detector.check(fp, usage(0, 10_000), started=100.0, ended=101.0)
-    fp = detector.fingerprint("anthropic_messages", body(with_last_marked(history(3))))
+    fp = detector.fingerprint(ANTHROPIC, body(with_last_marked(history(3))))
     brk = detector.check(fp, usage(0, 10_400), started=500.0, ended=501.0)
     assert brk is not None and brk.reason == semconv.REASON_TTL_EXPIRED
 
@@ -285,10 +288,10 @@ def test_usage_without_cache_figures_is_never_judged() -> None:
 def test_beta_flags_are_fingerprinted_and_a_change_is_betas_changed() -> None:
     detector = CacheBreakDetector(clock=Clock())
     request = body(with_last_marked(history(2)))
-    fp = detector.fingerprint("anthropic_messages", request, headers={"anthropic-beta": "b2, a1"})
+    fp = detector.fingerprint(ANTHROPIC, request, headers={"anthropic-beta": "b2, a1"})
     assert fp.betas == ("a1", "b2")
     detector.check(fp, usage(0, 10_000))
-    fp = detector.fingerprint("anthropic_messages", request, headers={"anthropic-beta": "a1"})
+    fp = detector.fingerprint(ANTHROPIC, request, headers={"anthropic-beta": "a1"})
     brk = detector.check(fp, usage(0, 10_000))
     assert brk is not None and brk.reason == semconv.REASON_BETAS_CHANGED
 
@@ -298,8 +301,8 @@ def test_beta_flags_are_fingerprinted_and_a_change_is_betas_changed() -> None:
 
 def test_moving_the_conversation_breakpoint_keeps_the_prefix() -> None:
     detector = CacheBreakDetector(clock=Clock())
-    first = detector.fingerprint("anthropic_messages", body(with_last_marked(history(3))))
-    second = detector.fingerprint("anthropic_messages", body(with_last_marked(history(4))))
+    first = detector.fingerprint(ANTHROPIC, body(with_last_marked(history(3))))
+    second = detector.fingerprint(ANTHROPIC, body(with_last_marked(history(4))))
     assert first.item_breakpoints == (6,) and second.item_breakpoints == (8,)
     # Only the appended items differ: the marker that moved off item 6 is not a change.
     assert first.first_difference(second) == {"items": 7}
@@ -310,37 +313,37 @@ def test_rebuilt_objects_are_compared_by_content() -> None:
     detector = CacheBreakDetector(clock=Clock())
     messages = history(5)
     request = body(messages, cache_control=dict(EPHEMERAL))
-    a = detector.fingerprint("anthropic_messages", request)
+    a = detector.fingerprint(ANTHROPIC, request)
     for other in (
         copy.deepcopy(request),
         {**request, "messages": tuple(copy.deepcopy(messages))},
         json.loads(json.dumps(request)),
     ):
-        assert a.first_difference(detector.fingerprint("anthropic_messages", other)) == {}
+        assert a.first_difference(detector.fingerprint(ANTHROPIC, other)) == {}
 
 
 def test_moving_breakpoint_over_a_history_loaded_from_json() -> None:
     """Nothing shared by identity (every string is new): content still decides."""
     detector = CacheBreakDetector(clock=Clock())
-    first = detector.fingerprint("anthropic_messages", json.loads(json.dumps(body(with_last_marked(history(3))))))
-    second = detector.fingerprint("anthropic_messages", json.loads(json.dumps(body(with_last_marked(history(4))))))
+    first = detector.fingerprint(ANTHROPIC, json.loads(json.dumps(body(with_last_marked(history(3))))))
+    second = detector.fingerprint(ANTHROPIC, json.loads(json.dumps(body(with_last_marked(history(4))))))
     assert first.first_difference(second) == {"items": 7} and second.item_breakpoints == (8,)
     edited = json.loads(json.dumps(body(with_last_marked(history(5)))))
     edited["messages"][6]["content"] = "question 3?"
-    third = detector.fingerprint("anthropic_messages", edited)
+    third = detector.fingerprint(ANTHROPIC, edited)
     assert first.first_difference(third) == {"items": 6}
 
 
 def test_differences_per_section() -> None:
     detector = CacheBreakDetector(clock=Clock())
     messages = history(5)
-    a = detector.fingerprint("anthropic_messages", body(messages))
+    a = detector.fingerprint(ANTHROPIC, body(messages))
     edited = copy.deepcopy(messages)
     edited[4]["content"] = "question 2, edited"
     tools = [TOOLS[0], {**TOOLS[1], "description": "changed"}]
-    b = detector.fingerprint("anthropic_messages", body(edited, tools=tools, system="other"))
+    b = detector.fingerprint(ANTHROPIC, body(edited, tools=tools, system="other"))
     assert a.first_difference(b) == {"system": 0, "tools": 1, "items": 4}
-    shorter = detector.fingerprint("anthropic_messages", body(messages[:3]))
+    shorter = detector.fingerprint(ANTHROPIC, body(messages[:3]))
     assert a.first_difference(shorter) == {"items": 3}
 
 
@@ -348,17 +351,15 @@ def test_ttl_in_force_is_the_shortest_breakpoint_lifetime() -> None:
     detector = CacheBreakDetector(clock=Clock())
     one_hour = {"type": "ephemeral", "ttl": "1h"}
     fp = detector.fingerprint(
-        "anthropic_messages", body(history(1), system=[{"type": "text", "text": "s", "cache_control": one_hour}])
+        ANTHROPIC, body(history(1), system=[{"type": "text", "text": "s", "cache_control": one_hour}])
     )
     assert fp.ttl_seconds == 3_600 and fp.cached_item_limit() == 0
     fp = detector.fingerprint(
-        "anthropic_messages",
+        ANTHROPIC,
         body(with_last_marked(history(1)), system=[{"type": "text", "text": "s", "cache_control": one_hour}]),
     )
     assert fp.ttl_seconds == 300 and fp.cached_item_limit() == 3
-    fp = detector.fingerprint(
-        "anthropic_messages", body(history(1), system="s", cache_control={"type": "ephemeral", "ttl": "1h"})
-    )
+    fp = detector.fingerprint(ANTHROPIC, body(history(1), system="s", cache_control={"type": "ephemeral", "ttl": "1h"}))
     assert fp.ttl_seconds == 3_600 and fp.caches_whole_prompt and fp.cached_item_limit() == 3
 
 
@@ -366,9 +367,9 @@ def test_fingerprint_never_mutates_the_body() -> None:
     request = body(with_last_marked(history(3)))
     before = copy.deepcopy(request)
     detector = CacheBreakDetector()
-    detector.fingerprint("anthropic_messages", request)
-    detector.fingerprint("anthropic_messages", body(with_last_marked(history(4))))
-    detector.fingerprint("anthropic_messages", request)
+    detector.fingerprint(ANTHROPIC, request)
+    detector.fingerprint(ANTHROPIC, body(with_last_marked(history(4))))
+    detector.fingerprint(ANTHROPIC, request)
     assert request == before
 
 
@@ -378,17 +379,19 @@ def test_sdk_sentinels_and_missing_fields_are_empty() -> None:
             return False
 
     fp = CacheBreakDetector().fingerprint(
-        "anthropic_messages", {"model": "m", "messages": [], "system": Omit(), "tools": Omit(), "cache_control": Omit()}
+        ANTHROPIC, {"model": "m", "messages": [], "system": Omit(), "tools": Omit(), "cache_control": Omit()}
     )
     assert fp.system == () and fp.tools == () and fp.items == () and not fp.caches_whole_prompt
 
 
 def test_bad_input_is_rejected_with_a_clear_message() -> None:
     detector = CacheBreakDetector()
-    with pytest.raises(ValueError, match="unknown wire format 'gemini'"):
-        detector.fingerprint("gemini", {})
+    with pytest.raises(
+        TypeError, match=r"needs the body's wire format, otel_context.formats.for_format\(name\), not str"
+    ):
+        detector.fingerprint("anthropic_messages", {})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="mapping"):
-        detector.fingerprint("anthropic_messages", [("model", "m")])  # type: ignore[arg-type]
+        detector.fingerprint(ANTHROPIC, [("model", "m")])  # type: ignore[arg-type]
 
 
 def test_openai_chat_leading_system_message_and_edits() -> None:
@@ -400,7 +403,7 @@ def test_openai_chat_leading_system_message_and_edits() -> None:
             question = "q0, edited" if edit and i == 0 else f"q{i}"
             messages += [{"role": "user", "content": question}, {"role": "assistant", "content": f"a{i}"}]
         messages.append({"role": "user", "content": "next"})
-        return detector.fingerprint("openai_chat", {"model": "gpt-5", "messages": messages})
+        return detector.fingerprint(CHAT, {"model": "gpt-5", "messages": messages})
 
     fp = chat(SYSTEM, 2)
     assert fp.leading_system_items == 1 and fp.caches_whole_prompt
@@ -416,7 +419,7 @@ def test_openai_chat_leading_system_message_and_edits() -> None:
 def test_openai_responses_instructions_and_server_state() -> None:
     detector = CacheBreakDetector(clock=Clock())
     first = {"model": "gpt-5", "instructions": SYSTEM, "input": "hello", "prompt_cache_options": {"ttl": "30m"}}
-    fp = detector.fingerprint("openai_responses", first)
+    fp = detector.fingerprint(RESPONSES, first)
     assert fp.ttl_seconds == 1_800 and len(fp.system) == 1 and len(fp.items) == 1
     detector.check(fp, usage(9_000))
     chained = {
@@ -425,28 +428,28 @@ def test_openai_responses_instructions_and_server_state() -> None:
         "input": [{"role": "user", "content": "more"}],
         "previous_response_id": "resp_1",
     }
-    brk = detector.check(detector.fingerprint("openai_responses", chained), usage(0))
+    brk = detector.check(detector.fingerprint(RESPONSES, chained), usage(0))
     # Only the new items are sent when chaining: their difference explains nothing.
     assert brk is not None and brk.reason == semconv.REASON_UNKNOWN
-    detector.check(detector.fingerprint("openai_responses", first), usage(9_000))
-    brk = detector.check(detector.fingerprint("openai_responses", {**first, "instructions": "other"}), usage(0))
+    detector.check(detector.fingerprint(RESPONSES, first), usage(9_000))
+    brk = detector.check(detector.fingerprint(RESPONSES, {**first, "instructions": "other"}), usage(0))
     assert brk is not None and brk.reason == semconv.REASON_SYSTEM_CHANGED
 
 
 def test_switching_wire_format_starts_a_new_memo() -> None:
     detector = CacheBreakDetector(clock=Clock())
-    detector.check(detector.fingerprint("anthropic_messages", body(history(2))), usage(0, 9_000))
-    fp = detector.fingerprint("openai_chat", {"model": "gpt-5", "messages": history(2)})
+    detector.check(detector.fingerprint(ANTHROPIC, body(history(2))), usage(0, 9_000))
+    fp = detector.fingerprint(CHAT, {"model": "gpt-5", "messages": history(2)})
     brk = detector.check(fp, usage(0))
     assert brk is not None and brk.reason == semconv.REASON_UNKNOWN
 
 
 def test_an_edit_where_the_breakpoint_was_is_still_an_edit() -> None:
     detector = CacheBreakDetector(clock=Clock())
-    first = detector.fingerprint("anthropic_messages", body(with_last_marked(history(3))))
+    first = detector.fingerprint(ANTHROPIC, body(with_last_marked(history(3))))
     messages = history(4)
     messages[6] = {"role": "user", "content": "question 3, edited after the fact"}
-    second = detector.fingerprint("anthropic_messages", body(with_last_marked(messages)))
+    second = detector.fingerprint(ANTHROPIC, body(with_last_marked(messages)))
     assert first.first_difference(second) == {"items": 6}
     assert second.item_breakpoints == (8,)
 
@@ -461,12 +464,12 @@ def test_sdk_model_objects_in_the_history_are_compared_as_they_are() -> None:
         {"role": "user", "content": "question 0"},
         {"role": "assistant", "content": reply},
     ]
-    a = detector.fingerprint("anthropic_messages", body([*messages, {"role": "user", "content": "q1"}]))
+    a = detector.fingerprint(ANTHROPIC, body([*messages, {"role": "user", "content": "q1"}]))
     rebuilt = [dict(m) for m in messages]
-    b = detector.fingerprint("anthropic_messages", body([*rebuilt, {"role": "user", "content": "q1"}]))
+    b = detector.fingerprint(ANTHROPIC, body([*rebuilt, {"role": "user", "content": "q1"}]))
     assert a.first_difference(b) == {}
     rebuilt[1] = {"role": "assistant", "content": [TextBlock(type="text", text="answer 0, regenerated")]}
-    c = detector.fingerprint("anthropic_messages", body([*rebuilt, {"role": "user", "content": "q1"}]))
+    c = detector.fingerprint(ANTHROPIC, body([*rebuilt, {"role": "user", "content": "q1"}]))
     assert a.first_difference(c) == {"items": 1}
 
 

@@ -63,10 +63,10 @@ def test_metrics_that_raise(simulated_provider: Any, spans: Any, monkeypatch: py
 
 
 def test_response_extraction_that_raises(simulated_provider: Any, spans: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from otel_context.instrumentation import _formats
+    from otel_context.formats import anthropic_messages, openai_chat
 
-    monkeypatch.setattr(_formats.AnthropicMessages, "response_info", _boom)
-    monkeypatch.setattr(_formats._OpenAIChatAccumulator, "add", _boom)
+    monkeypatch.setattr(anthropic_messages.AnthropicMessagesAdapter, "response_info", _boom)
+    monkeypatch.setattr(openai_chat._ChatAccumulator, "add", _boom)
     message, chunks = _call_both(simulated_provider)
     assert message.content and chunks
     assert {s.name for s in spans()} == {f"chat {MODEL_A}", f"chat {MODEL_O}"}
@@ -98,10 +98,11 @@ def test_engine_on_response_that_raises(simulated_provider: Any, spans: Any, mon
 
 
 def test_content_capture_that_raises(simulated_provider: Any, spans: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from otel_context.formats.anthropic_messages import AnthropicMessagesAdapter
     from otel_context.instrumentation import _content
 
     otel_context.instrument(capture_content="SPAN_AND_EVENT")
-    monkeypatch.setattr(_content, "_anthropic_input", _boom)
+    monkeypatch.setattr(AnthropicMessagesAdapter, "capture_input", _boom)
     monkeypatch.setattr(_content, "fit_json", _boom)
     message, chunks = _call_both(simulated_provider)
     assert message.content and chunks

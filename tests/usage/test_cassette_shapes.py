@@ -21,13 +21,10 @@ from openai.types import Completion, CreateEmbeddingResponse
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response
 
-from otel_context.usage import (
-    TokenUsage,
-    merge_stream_usage,
-    usage_from_anthropic,
-    usage_from_openai_chat,
-    usage_from_openai_responses,
-)
+from otel_context.formats.anthropic_messages import merge_stream_usage, usage_from_anthropic
+from otel_context.formats.openai_chat import usage_from_openai_chat
+from otel_context.formats.openai_responses import usage_from_openai_responses
+from otel_context.usage import TokenUsage
 
 
 def _successes() -> list[Any]:

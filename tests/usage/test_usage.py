@@ -19,15 +19,10 @@ from openai._models import construct_type as openai_construct
 from openai.types import CompletionUsage
 from openai.types.responses import ResponseUsage
 
-from otel_context.usage import (
-    TokenUsage,
-    is_deepseek,
-    merge_stream_usage,
-    usage_from_anthropic,
-    usage_from_deepseek,
-    usage_from_openai_chat,
-    usage_from_openai_responses,
-)
+from otel_context.formats.anthropic_messages import merge_stream_usage, usage_from_anthropic
+from otel_context.formats.openai_chat import usage_from_deepseek, usage_from_openai_chat
+from otel_context.formats.openai_responses import usage_from_openai_responses
+from otel_context.usage import TokenUsage, is_deepseek
 
 # --- Anthropic ------------------------------------------------------------------------------------------------
 
