@@ -12,9 +12,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compaction.support import FakeSummarizer, anthropic_agent
 from opentelemetry.sdk.trace import TracerProvider
 
 from otel_context import engine
@@ -25,6 +24,7 @@ from otel_context.formats import for_format
 from otel_context.settings import Settings
 from otel_context.tokens import estimate_items
 from otel_context.usage import TokenUsage
+from tests.compaction.support import FakeSummarizer, anthropic_agent
 
 A = for_format("anthropic_messages")
 MODEL = "claude-sonnet-4-6"
@@ -200,7 +200,7 @@ def memory_of_a_long_conversation(n_messages: int = 1_000, copies: bool = False)
 
 def billed(compaction: bool) -> dict[str, Any]:
     """Run the 60-turn agent on the simulated provider and price its tokens (input = 1.0)."""
-    from engine.agents import run_anthropic_agent
+    from tests.engine.agents import run_anthropic_agent
 
     import otel_context
     from otel_context.testing import SimulatedProvider

@@ -19,7 +19,6 @@ from typing import IO
 __all__ = ["build_parser", "live_cost_ceiling", "main"]
 
 EXIT_OK = 0
-EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from servers import REQUIRE_SERVERS_ENV, require_binary
+
+from tests.servers import REQUIRE_SERVERS_ENV, require_binary
 
 
 def test_a_missing_program_skips_with_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from compaction.support import FakeSummarizer, Otel, make_otel
 from otel_context import engine
+from tests.compaction.support import FakeSummarizer, Otel, make_otel
 
 
 @pytest.fixture

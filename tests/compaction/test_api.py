@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from compaction.support import FakeSummarizer, Otel, anthropic_agent
 from otel_context import Compactor, semconv, should_compact
 from otel_context.settings import Settings
+from tests.compaction.support import FakeSummarizer, Otel, anthropic_agent
 
 
 def test_should_compact_follows_the_budget() -> None:
@@ -64,7 +64,7 @@ def test_failed_summarizer_returns_the_original_messages() -> None:
 
 
 async def test_acompact_with_the_real_async_openai_client(async_openai_client: Any, otel: Otel) -> None:
-    from compaction.support import openai_chat_agent
+    from tests.compaction.support import openai_chat_agent
 
     history = openai_chat_agent(8)
     result = await Compactor(client=async_openai_client).acompact(history, model="gpt-4o", system="Be brief.")

@@ -6,8 +6,6 @@ import copy
 from typing import Any
 
 import pytest
-from formats.histories import anthropic_agent_body, openai_chat_agent_body, openai_responses_agent_body
-from formats.strategies import Item, histories
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +20,8 @@ from otel_context.compaction.microcompact import (
 from otel_context.formats import ANTHROPIC_MESSAGES, CLEARED_PLACEHOLDER, OPENAI_CHAT, OPENAI_RESPONSES, for_format
 from otel_context.settings import Settings
 from otel_context.tokens import estimate_items, estimate_text
+from tests.formats.histories import anthropic_agent_body, openai_chat_agent_body, openai_responses_agent_body
+from tests.formats.strategies import Item, histories
 
 
 def _anthropic_loop(sizes: list[int], tool: str = "read_file", prefix: str = "toolu") -> list[Item]:

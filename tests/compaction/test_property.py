@@ -12,9 +12,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction.support import FakeSummarizer
 from otel_context import Compactor
 from otel_context.settings import Settings
+from tests.compaction.support import FakeSummarizer
 
 TURN = st.tuples(st.integers(0, 3), st.integers(0, 2), st.booleans())  # parallel calls, extra loops, final text
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from compaction.support import FakeSummarizer, anthropic_agent, openai_chat_agent
 from otel_context.compaction.summary import (
     CompactionError,
     choose_cut,
@@ -19,6 +18,7 @@ from otel_context.flow import drive
 from otel_context.formats import for_format
 from otel_context.formats.too_long import overflow_gap
 from otel_context.settings import Settings
+from tests.compaction.support import FakeSummarizer, anthropic_agent, openai_chat_agent
 
 A = for_format("anthropic_messages")
 C = for_format("openai_chat")

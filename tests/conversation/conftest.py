@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from servers import require_binary
 
 from otel_context import semconv
 from otel_context.conversation.state_store import InProcessStore, RedisStore, StateStore, open_store
 from otel_context.testing.redis_server import RedisServer
+from tests.servers import require_binary
 
 
 def require_redis_binary() -> str:

@@ -12,7 +12,8 @@ from types import ModuleType
 from typing import Any
 
 import yaml
-from servers import require_binary
+
+from tests.servers import require_binary
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = REPO / "dashboards"

@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from compaction.conftest import _fresh_engine, otel, summarizer  # the compactor tests' fixtures, shared
-from compaction.support import Otel
 
 import otel_context
+from tests.compaction.conftest import _fresh_engine, otel, summarizer  # the compactor tests' fixtures, shared
+from tests.compaction.support import Otel
 
 __all__ = ["_fresh_engine", "instrumented", "otel", "summarizer"]
 

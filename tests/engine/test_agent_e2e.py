@@ -12,10 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from compaction.support import Otel
 
-from engine.agents import run_anthropic_agent, run_openai_chat_agent, user_turn
 from otel_context import semconv
+from tests.compaction.support import Otel
+from tests.engine.agents import run_anthropic_agent, run_openai_chat_agent, user_turn
 
 WINDOW = 30_000
 TURNS = 60

@@ -6,10 +6,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from compaction.support import Otel
-
-from engine.agents import ANTHROPIC_TOOLS, OPENAI_TOOLS, SYSTEM, file_content, user_turn, with_breakpoint
 from otel_context import semconv
+from tests.compaction.support import Otel
+from tests.engine.agents import ANTHROPIC_TOOLS, OPENAI_TOOLS, SYSTEM, file_content, user_turn, with_breakpoint
 
 WINDOW = 30_000
 

@@ -14,11 +14,11 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from compaction.support import Otel
 
-from engine.agents import SYSTEM, long_history
 from otel_context import semconv
 from otel_context.flow import SummaryResult
+from tests.compaction.support import Otel
+from tests.engine.agents import SYSTEM, long_history
 
 MODEL = "claude-sonnet-4-6"
 OPENAI_MODEL = "gpt-4o"

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from compaction.support import Otel
 
-from engine.agents import run_anthropic_agent, run_openai_chat_agent
 from otel_context import semconv
+from tests.compaction.support import Otel
+from tests.engine.agents import run_anthropic_agent, run_openai_chat_agent
 
 WINDOW = 30_000
 TURNS = 14

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from compaction.support import Otel
 
-from engine.agents import run_anthropic_agent
 from otel_context import semconv
+from tests.compaction.support import Otel
+from tests.engine.agents import run_anthropic_agent
 
 
 @pytest.mark.parametrize("extra", [{}, {"OTEL_CONTEXT_SUMMARY_MODEL": "claude-haiku-4-5"}])

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from compaction.support import Otel
 
 import otel_context
-from engine.agents import run_anthropic_agent, run_openai_chat_agent
 from otel_context import semconv
+from tests.compaction.support import Otel
+from tests.engine.agents import run_anthropic_agent, run_openai_chat_agent
 
 
 def _windows(otel: Otel) -> dict[str, int | None]:

@@ -12,7 +12,6 @@ import json
 from typing import Any
 
 import pytest
-from compaction.support import FakeSummarizer, Otel, anthropic_agent, openai_chat_agent
 
 from otel_context import engine, semconv
 from otel_context.compaction.hooks import PreCompactDecision
@@ -21,6 +20,7 @@ from otel_context.conversation import STORE
 from otel_context.flow import drive
 from otel_context.settings import Settings, resolve
 from otel_context.usage import TokenUsage
+from tests.compaction.support import FakeSummarizer, Otel, anthropic_agent, openai_chat_agent
 
 MODEL = "claude-sonnet-4-6"
 

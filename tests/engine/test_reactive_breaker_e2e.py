@@ -6,10 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import anthropic
-from compaction.support import Otel
 
-from engine.agents import ANTHROPIC_TOOLS, SYSTEM, file_content
 from otel_context import semconv
+from tests.compaction.support import Otel
+from tests.engine.agents import ANTHROPIC_TOOLS, SYSTEM, file_content
 
 MODEL = "claude-sonnet-4-6"
 

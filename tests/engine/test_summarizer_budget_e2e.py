@@ -12,12 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from compaction.support import Otel
 
-from engine.agents import SYSTEM, long_history
 from otel_context import semconv
 from otel_context.settings import SettingsError, resolve
 from otel_context.testing import Fault
+from tests.compaction.support import Otel
+from tests.engine.agents import SYSTEM, long_history
 
 MODEL = "claude-sonnet-4-6"
 OPENAI_MODEL = "gpt-4o"

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formats.histories import anthropic_agent_body, openai_chat_agent_body, openai_responses_agent_body
-from formats.strategies import FORMATS, TOOL_NAMES, Item, histories
 from otel_context.compaction.microcompact import microcompact
 from otel_context.formats import for_format
 from otel_context.testing import SimulatedProvider
+from tests.formats.histories import anthropic_agent_body, openai_chat_agent_body, openai_responses_agent_body
+from tests.formats.strategies import FORMATS, TOOL_NAMES, Item, histories
 
 MODELS = {"anthropic_messages": "claude-sonnet-4-6", "openai_chat": "gpt-4o-mini", "openai_responses": "gpt-4.1-mini"}
 _SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}

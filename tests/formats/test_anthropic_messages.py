@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 
-from formats.histories import anthropic_agent_body
 from otel_context.formats import ANTHROPIC_MESSAGES as A
 from otel_context.formats import CLEARED_PLACEHOLDER, for_format
+from tests.formats.histories import anthropic_agent_body
 
 
 def test_registry_returns_the_singleton() -> None:

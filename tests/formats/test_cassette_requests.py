@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from cassettes.cassette import all_names, load
 
 from otel_context import tokens
 from otel_context.formats import for_format
+from tests.cassettes.cassette import all_names, load
 
 FORMAT_BY_PATH = {
     "/messages": "anthropic_messages",

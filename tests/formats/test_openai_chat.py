@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from formats.histories import openai_chat_agent_body
 from otel_context.formats import CLEARED_PLACEHOLDER, for_format
 from otel_context.formats import OPENAI_CHAT as C
+from tests.formats.histories import openai_chat_agent_body
 
 
 def test_leading_instructions_are_not_items() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 import itertools
 
-from formats.histories import openai_responses_agent_body
 from otel_context.formats import CLEARED_PLACEHOLDER, for_format
 from otel_context.formats import OPENAI_RESPONSES as R
+from tests.formats.histories import openai_responses_agent_body
 
 
 def test_items_and_body() -> None:

@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formats.strategies import FORMATS, Item, histories
 from otel_context import tokens
 from otel_context.formats import for_format
+from tests.formats.strategies import FORMATS, Item, histories
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from formats.histories import anthropic_agent_body, openai_chat_agent_body, openai_responses_agent_body
 from otel_context import tokens
 from otel_context.formats import ANTHROPIC_MESSAGES, OPENAI_CHAT, OPENAI_RESPONSES, WireFormatAdapter
+from tests.formats.histories import anthropic_agent_body, openai_chat_agent_body, openai_responses_agent_body
 
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 

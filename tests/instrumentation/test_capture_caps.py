@@ -6,11 +6,10 @@ import json
 import time
 from typing import Any
 
-from instr_support import MODEL_A, attrs, only_span
-from otel_context.instrumentation._content import fit_json
-
 import otel_context
 from otel_context import semconv
+from otel_context.instrumentation._content import fit_json
+from tests.instrumentation.instr_support import MODEL_A, attrs, only_span
 
 CJK = "上下文压缩测试"  # 3 UTF-8 bytes a character
 

@@ -12,10 +12,9 @@ import json
 import sys
 from typing import Any
 
-from instr_support import attrs, only_span
-
 import otel_context
 from otel_context import semconv
+from tests.instrumentation.instr_support import attrs, only_span
 
 MODEL = "claude-sonnet-4-6"
 

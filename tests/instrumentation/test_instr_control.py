@@ -6,11 +6,11 @@ import logging
 from typing import Any
 
 import pytest
-from instr_support import MODEL_A, MODEL_O, USER, attrs, only_span
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 
 import otel_context
 from otel_context import SettingsError, semconv, telemetry
+from tests.instrumentation.instr_support import MODEL_A, MODEL_O, USER, attrs, only_span
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -95,6 +95,7 @@ def test_instrumenting_twice_does_not_stack(simulated_provider: Any, otel: Any) 
 
 def test_instrumentor_classes(simulated_provider: Any, otel: Any) -> None:
     from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+
     from otel_context.instrumentation.anthropic import AnthropicInstrumentor
     from otel_context.instrumentation.openai import OpenAIInstrumentor
 
@@ -170,6 +171,7 @@ def test_azure_client_is_azure_provider(simulated_provider: Any, otel: Any) -> N
 
 def test_deepseek_by_base_url() -> None:
     import openai
+
     from otel_context.instrumentation.openai import OpenAISpec
 
     spec = OpenAISpec()

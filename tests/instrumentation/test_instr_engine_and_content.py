@@ -7,13 +7,13 @@ from collections.abc import Generator, Mapping
 from typing import Any
 
 import pytest
-from instr_support import MODEL_A, MODEL_O, USER, attrs, only_span
 
 import otel_context
 from otel_context import engine, semconv
 from otel_context.contract import CallPlan, CallRequest
 from otel_context.flow import SummaryRequest, SummaryResult
 from otel_context.usage import TokenUsage
+from tests.instrumentation.instr_support import MODEL_A, MODEL_O, USER, attrs, only_span
 
 pytestmark = [pytest.mark.usefixtures("instrumented"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

@@ -7,11 +7,11 @@ import logging
 from typing import Any
 
 import pytest
-from instr_support import MODEL_A, MODEL_O, attrs, metric_points, only_span
 from opentelemetry.trace import StatusCode
 
 from otel_context import semconv
 from otel_context.testing import Fault
+from tests.instrumentation.instr_support import MODEL_A, MODEL_O, attrs, metric_points, only_span
 
 pytestmark = [pytest.mark.usefixtures("instrumented"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

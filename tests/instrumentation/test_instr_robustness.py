@@ -6,10 +6,10 @@ import logging
 from typing import Any
 
 import pytest
-from instr_support import MODEL_A, MODEL_O, USER, attrs, only_span
 
 import otel_context
 from otel_context import engine, semconv, telemetry
+from tests.instrumentation.instr_support import MODEL_A, MODEL_O, USER, attrs, only_span
 
 pytestmark = [pytest.mark.usefixtures("instrumented"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

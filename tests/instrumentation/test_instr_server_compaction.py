@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from instr_support import MODEL_O, attrs, counter_total, only_span
 
 from otel_context import semconv
+from tests.instrumentation.instr_support import MODEL_O, attrs, counter_total, only_span
 
 pytestmark = [pytest.mark.usefixtures("instrumented"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

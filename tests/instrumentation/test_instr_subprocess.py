@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from instr_support import MODEL_A, MODEL_O
 
 from otel_context import semconv
+from tests.instrumentation.instr_support import MODEL_A, MODEL_O
 
 BIN = Path(sys.executable).parent
 

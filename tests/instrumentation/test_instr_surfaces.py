@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from instr_support import MODEL_A, MODEL_O, USER, assert_usage_matches, attrs, only_span
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_context import semconv
+from tests.instrumentation.instr_support import MODEL_A, MODEL_O, USER, assert_usage_matches, attrs, only_span
 
 pytestmark = [pytest.mark.usefixtures("instrumented"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

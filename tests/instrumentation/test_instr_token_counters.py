@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from instr_support import MODEL_A, MODEL_O, USER, metric_points
 from opentelemetry.sdk.metrics import MeterProvider, ObservableCounter
 from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader, Sum
 
 import otel_context
 from otel_context import semconv, telemetry
+from tests.instrumentation.instr_support import MODEL_A, MODEL_O, USER, metric_points
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from instr_support import MODEL_A, attrs, only_span
-from otel_context.instrumentation._json_native import JsonNativeMemo, is_json_native
 
 import otel_context
 from otel_context import semconv
+from otel_context.instrumentation._json_native import JsonNativeMemo, is_json_native
+from tests.instrumentation.instr_support import MODEL_A, attrs, only_span
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -15,7 +15,6 @@ import pytest
 from anthropic._models import construct_type as anthropic_construct
 from anthropic.lib.streaming._beta_messages import accumulate_event
 from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
-from cassettes.cassette import Interaction, all_names, load, short_id
 from openai._models import construct_type as openai_construct
 from openai.types import Completion, CreateEmbeddingResponse
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
@@ -25,6 +24,7 @@ from otel_context.formats.anthropic_messages import merge_stream_usage, usage_fr
 from otel_context.formats.openai_chat import usage_from_openai_chat
 from otel_context.formats.openai_responses import usage_from_openai_responses
 from otel_context.usage import TokenUsage
+from tests.cassettes.cassette import Interaction, all_names, load, short_id
 
 
 def _successes() -> list[Any]:
