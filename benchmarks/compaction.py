@@ -200,10 +200,9 @@ def memory_of_a_long_conversation(n_messages: int = 1_000, copies: bool = False)
 
 def billed(compaction: bool) -> dict[str, Any]:
     """Run the 60-turn agent on the simulated provider and price its tokens (input = 1.0)."""
-    from tests.engine.agents import run_anthropic_agent
-
     import otel_context
     from otel_context.testing import SimulatedProvider
+    from tests.engine.agents import run_anthropic_agent
 
     engine.reset()
     window = 30_000

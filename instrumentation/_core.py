@@ -406,70 +406,84 @@ class Interceptor:
     def sync_request(
         self, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        try:
-            begun = self.begin(instance, args, kwargs)
-        except Exception:
-            telemetry.log_once("begin", "otel_context: could not start a span", exc_info=True)
-            begun = None
+        begun = self._begin(instance, args, kwargs)
         if begun is None:
             return wrapped(*args, **kwargs)
         try:
             flow = self._call(begun)
-            value: Any = None
-            error: BaseException | None = None
-            while True:
+            step = _advance(flow, None, None)
+            while not isinstance(step, _Finished):
                 try:
-                    op = flow.send(value) if error is None else flow.throw(error)
-                except StopIteration as done:
-                    return done.value
-                value = error = None
-                try:
-                    if isinstance(op, _Send):
-                        value = wrapped(begun.cast_to, op.options, **begun.rest)
-                    elif isinstance(op, _Prepare):
-                        value = self.spec.plain_body(op.body)
-                    elif isinstance(op, _SendRaw):
-                        value = instance.request(self.spec.httpx_response, op.options)
-                    else:
-                        time.sleep(op.seconds)
+                    value, error = self._perform(step, begun, wrapped, instance), None
                 except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
-                    error = exc
+                    value, error = None, exc
+                step = _advance(flow, value, error)
+            return step.value
         finally:
             otel_context.detach(begun.token)
 
     async def async_request(
         self, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        try:
-            begun = self.begin(instance, args, kwargs)
-        except Exception:
-            telemetry.log_once("begin", "otel_context: could not start a span", exc_info=True)
-            begun = None
+        begun = self._begin(instance, args, kwargs)
         if begun is None:
             return await wrapped(*args, **kwargs)
         try:
             flow = self._call(begun)
-            value: Any = None
-            error: BaseException | None = None
-            while True:
+            step = _advance(flow, None, None)
+            while not isinstance(step, _Finished):
                 try:
-                    op = flow.send(value) if error is None else flow.throw(error)
-                except StopIteration as done:
-                    return done.value
-                value = error = None
-                try:
-                    if isinstance(op, _Send):
-                        value = await wrapped(begun.cast_to, op.options, **begun.rest)
-                    elif isinstance(op, _Prepare):
-                        value = await self.spec.aplain_body(op.body)
-                    elif isinstance(op, _SendRaw):
-                        value = await instance.request(self.spec.httpx_response, op.options)
-                    else:
-                        await asyncio.sleep(op.seconds)
+                    value, error = await self._aperform(step, begun, wrapped, instance), None
                 except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
-                    error = exc
+                    value, error = None, exc
+                step = _advance(flow, value, error)
+            return step.value
         finally:
             otel_context.detach(begun.token)
+
+    def _begin(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Begun | None:
+        try:
+            return self.begin(instance, args, kwargs)
+        except Exception:
+            telemetry.log_once("begin", "otel_context: could not start a span", exc_info=True)
+            return None
+
+    def _perform(self, op: _Op, begun: _Begun, wrapped: Callable[..., Any], instance: Any) -> Any:
+        """Do one step of I/O for the flow, synchronously."""
+        if isinstance(op, _Send):
+            return wrapped(begun.cast_to, op.options, **begun.rest)
+        if isinstance(op, _Prepare):
+            return self.spec.plain_body(op.body)
+        if isinstance(op, _SendRaw):
+            return instance.request(self.spec.httpx_response, op.options)
+        time.sleep(op.seconds)
+        return None
+
+    async def _aperform(self, op: _Op, begun: _Begun, wrapped: Callable[..., Any], instance: Any) -> Any:
+        """Do one step of I/O for the flow, on the event loop."""
+        if isinstance(op, _Send):
+            return await wrapped(begun.cast_to, op.options, **begun.rest)
+        if isinstance(op, _Prepare):
+            return await self.spec.aplain_body(op.body)
+        if isinstance(op, _SendRaw):
+            return await instance.request(self.spec.httpx_response, op.options)
+        await asyncio.sleep(op.seconds)
+        return None
+
+
+class _Finished(NamedTuple):
+    """The flow of a call returned ``value`` (what the wrapper hands back to the app)."""
+
+    value: Any
+
+
+def _advance(flow: Generator[_Op, Any, Any], value: Any, error: BaseException | None) -> _Op | _Finished:
+    """Resume the flow with the result of its last step (or the exception it raised): its next step, or
+    its end. An exception the flow raises (the app's own error) propagates to the app."""
+    try:
+        return flow.send(value) if error is None else flow.throw(error)
+    except StopIteration as done:
+        return _Finished(done.value)
 
 
 class ContextWindowExceeded(Exception):

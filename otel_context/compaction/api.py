@@ -21,7 +21,7 @@ import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from otel_context import formats, semconv
 from otel_context.compaction import budget as budget_mod
@@ -32,6 +32,9 @@ from otel_context.formats import WIRE_FORMATS, ChatFormat, WireFormatAdapter, de
 from otel_context.formats.too_long import is_too_long
 from otel_context.settings import Settings, resolve
 from otel_context.tokens import estimate_fixed, estimate_items
+
+if TYPE_CHECKING:
+    from typing_extensions import Required, Unpack
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,27 @@ def _sdk_summarizer(client: Any, adapter: ChatFormat) -> Callable[[SummaryReques
 _USE_ACOMPACT = "this Compactor has an async client or function: use `await compactor.acompact(...)`"
 
 
+class CompactOptions(TypedDict, total=False):
+    """The options of :meth:`Compactor.compact` and :meth:`Compactor.acompact` (keyword arguments)."""
+
+    #: The model the conversation runs on (required): it selects the summarizer and the context window.
+    model: Required[str]
+    #: ``anthropic_messages``, ``openai_chat`` or ``openai_responses``; inferred from an SDK client.
+    wire_format: str | None
+    #: The system prompt (Anthropic) or instructions the conversation is sent with.
+    system: str | None
+    #: The tool definitions the conversation is sent with (they count in the window).
+    tools: Sequence[Any] | None
+    #: The output cap the conversation's calls use (it counts in the window).
+    max_tokens: int | None
+    #: ``manual`` (default: closes an open breaker on success) or ``auto``.
+    trigger: str
+    #: The context window to assume instead of the model's.
+    window: int | None
+    #: Extra instructions for the summarizer.
+    instructions: str | None
+
+
 class Compactor:
     """Compacts a history on request. ``client``: an anthropic/openai SDK client, or a function
     ``summarize(request_body) -> str | SummaryResult`` (sync or async) that answers the summary request."""
@@ -156,19 +180,16 @@ class Compactor:
             return cascade.summarizer_function(self.client)
         return _sdk_summarizer(self.client, formats.for_format(adapter.name))
 
-    def _prepare(
-        self,
-        messages: Sequence[Any],
-        wire_format: str | None,
-        model: str,
-        system: str | None,
-        tools: Sequence[Any] | None,
-        max_tokens: int | None,
-        trigger: str,
-        window: int | None,
-        instructions: str | None,
-    ) -> cascade.CompactionJob | CompactionResult:
+    def _prepare(self, messages: Sequence[Any], options: CompactOptions) -> cascade.CompactionJob | CompactionResult:
         """The job to run, or the result when there is nothing to run (disabled, or a history left alone)."""
+        unknown = sorted(set(options) - set(CompactOptions.__annotations__))
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(unknown)}; use {', '.join(CompactOptions.__annotations__)}")
+        model = options.get("model", "")
+        wire_format = options.get("wire_format")
+        system, tools, max_tokens = options.get("system"), options.get("tools"), options.get("max_tokens")
+        trigger = options.get("trigger", semconv.TRIGGER_MANUAL)
+        window, instructions = options.get("window"), options.get("instructions")
         if trigger not in (semconv.TRIGGER_MANUAL, semconv.TRIGGER_AUTO):
             raise ValueError(f"trigger={trigger!r}; use 'manual' or 'auto'")
         if not model:
@@ -229,21 +250,9 @@ class Compactor:
             skipped_reason=out.skipped_reason,
         )
 
-    def compact(
-        self,
-        messages: Sequence[Any],
-        *,
-        model: str,
-        wire_format: str | None = None,
-        system: str | None = None,
-        tools: Sequence[Any] | None = None,
-        max_tokens: int | None = None,
-        trigger: str = semconv.TRIGGER_MANUAL,
-        window: int | None = None,
-        instructions: str | None = None,
-    ) -> CompactionResult:
+    def compact(self, messages: Sequence[Any], **options: Unpack[CompactOptions]) -> CompactionResult:
         """Summarize all but the recent messages of ``messages``; see :class:`CompactionResult`."""
-        job = self._prepare(messages, wire_format, model, system, tools, max_tokens, trigger, window, instructions)
+        job = self._prepare(messages, options)
         if isinstance(job, CompactionResult):
             return job
         if self._is_async():
@@ -261,23 +270,11 @@ class Compactor:
             return answer
 
         out = drive(cascade.run_summary(job), send_sync)
-        return self._result(job, out, messages, system)
+        return self._result(job, out, messages, options.get("system"))
 
-    async def acompact(
-        self,
-        messages: Sequence[Any],
-        *,
-        model: str,
-        wire_format: str | None = None,
-        system: str | None = None,
-        tools: Sequence[Any] | None = None,
-        max_tokens: int | None = None,
-        trigger: str = semconv.TRIGGER_MANUAL,
-        window: int | None = None,
-        instructions: str | None = None,
-    ) -> CompactionResult:
+    async def acompact(self, messages: Sequence[Any], **options: Unpack[CompactOptions]) -> CompactionResult:
         """:meth:`compact` for async clients and async summarize functions (sync ones work too)."""
-        job = self._prepare(messages, wire_format, model, system, tools, max_tokens, trigger, window, instructions)
+        job = self._prepare(messages, options)
         if isinstance(job, CompactionResult):
             return job
         send = self._summarizer(job.adapter)
@@ -290,7 +287,7 @@ class Compactor:
             return answer
 
         out = await adrive(cascade.run_summary(job), send_any)
-        return self._result(job, out, messages, system)
+        return self._result(job, out, messages, options.get("system"))
 
 
 def should_compact(
