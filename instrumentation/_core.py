@@ -234,7 +234,7 @@ class Interceptor:
         fmt = begun.endpoint.fmt
         return CallRequest(
             provider=begun.call.provider,
-            wire_format=fmt.wire_format,  # type: ignore[arg-type]
+            wire_format=fmt.wire_format or "",
             body=body,
             model=model if isinstance(model, str) else None,
             settings=self.settings,

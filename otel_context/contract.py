@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
@@ -22,7 +22,9 @@ from otel_context.flow import SummaryRequest, SummaryResult
 from otel_context.settings import Settings
 from otel_context.usage import TokenUsage
 
-WireFormat = Literal["anthropic_messages", "openai_chat", "openai_responses"]
+#: The name of a wire format registered in :mod:`otel_context.formats` (``anthropic_messages``, ``openai_chat``,
+#: ``openai_responses``, ...): a plain string, so that adding a format touches only the formats package.
+WireFormat = str
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from otel_context import semconv
 from otel_context.cache_control import place_cache_breakpoints
-from otel_context.contract import WireFormat
 from otel_context.demo.scenario import Turn
 from otel_context.demo.tools import LATE_TOOL_SPECS, TOOL_SPECS, ToolResult, ToolSpec, Workspace
+from otel_context.testing.tokens import WireFormat
 
 __all__ = [
     "AGENT_NAME",

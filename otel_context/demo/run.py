@@ -30,13 +30,13 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_context import semconv
-from otel_context.contract import WireFormat
 from otel_context.demo import telemetry as demo_telemetry
 from otel_context.demo.agent import AnthropicBackend, Backend, CodingAgent, OpenAIBackend, ToolCall, TurnOutcome
 from otel_context.demo.pricing import PRICES, CostEstimate, estimate
 from otel_context.demo.scenario import FACTS, build_script
 from otel_context.demo.stats import KIND_REACTIVE, RunStats, TurnStats, turn_stats
 from otel_context.demo.tools import ToolResult, Workspace
+from otel_context.testing.tokens import WireFormat
 
 __all__ = ["DEFAULT_TURNS", "DEFAULT_WINDOW", "DemoOptions", "DemoResult", "run"]
 
