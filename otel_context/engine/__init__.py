@@ -5,7 +5,7 @@ with a plan whose body may be compacted, and whose hooks compact reactively on a
 learn from the response. The engine is sans I/O (:mod:`otel_context.flow`): it yields when it needs the
 summarizer, so one implementation serves sync and async clients.
 
-- :mod:`~otel_context.engine.plan`: the plan of one call (conversation, memo, estimate, after the response);
+- :mod:`~otel_context.engine.planner`: the plan of one call (conversation, memo, estimate, after the response);
 - :mod:`~otel_context.engine.call`: one call's state and how a compaction's result is adopted;
 - :mod:`~otel_context.engine.auto`: the threshold-triggered cascade (microcompact, then the summary);
 - :mod:`~otel_context.engine.reactive`: the retry after "prompt is too long";
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from otel_context.conversation import STORE
 from otel_context.engine import budgets
-from otel_context.engine.plan import EnginePlan, plan
+from otel_context.engine.planner import EnginePlan, plan
 from otel_context.engine.provider_compaction import observe_provider_compaction
 
 __all__ = ["EnginePlan", "observe_provider_compaction", "plan", "reset"]

@@ -349,7 +349,8 @@ def test_provider_compaction_is_reported(otel: Otel, summarizer: FakeSummarizer)
         compaction_iterations=1,
     )
     response = {"content": [{"type": "compaction", "content": "..."}, {"type": "text", "text": "Hello!"}]}
-    Caller(otel, summarizer).call(_body(anthropic_agent(1)), SMALL, usage=usage, response=response)
+    body = {**_body(anthropic_agent(1)), "context_management": {"edits": [{"type": "compact_20260112"}]}}
+    Caller(otel, summarizer).call(body, SMALL, usage=usage, response=response)
     (compact,) = otel.compact_spans()
     assert compact.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == "provider"
     assert compact.attributes[semconv.COMPACTION_STRATEGY] == "provider"
@@ -362,7 +363,7 @@ def test_provider_compaction_is_reported(otel: Otel, summarizer: FakeSummarizer)
 def test_openai_compaction_item_and_context_editing_are_reported(otel: Otel, summarizer: FakeSummarizer) -> None:
     caller = Caller(otel, summarizer)
     caller.call(
-        _body(anthropic_agent(1)),
+        {**_body(anthropic_agent(1)), "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}},
         SMALL,
         usage=TokenUsage(input_tokens=10),
         response={
@@ -374,7 +375,11 @@ def test_openai_compaction_item_and_context_editing_are_reported(otel: Otel, sum
         },
     )
     caller = Caller(otel, summarizer, wire_format="openai_responses")
-    body = {"model": "gpt-5", "input": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": "gpt-5",
+        "input": [{"role": "user", "content": "hi"}],
+        "context_management": [{"type": "compaction", "compact_threshold": 100_000}],
+    }
     caller.call(
         body,
         SMALL,
@@ -385,6 +390,30 @@ def test_openai_compaction_item_and_context_editing_are_reported(otel: Otel, sum
     spans = otel.compact_spans()
     assert len(spans) == 2
     assert spans[0].attributes[semconv.COMPACTION_MESSAGES_COMPACTED] == 3
+
+
+def test_a_response_is_read_for_provider_compaction_only_when_the_request_asked_for_it(
+    otel: Otel, summarizer: FakeSummarizer
+) -> None:
+    """Without ``context_management`` or a compaction beta the provider cannot have compacted: the response's
+    blocks are not read (a per-call saving); usage's compaction figures are still reported."""
+    blocks = {"content": [{"type": "compaction", "content": "..."}, {"type": "text", "text": "Hello!"}]}
+    caller = Caller(otel, summarizer)
+    caller.call(_body(anthropic_agent(1)), SMALL, usage=TokenUsage(input_tokens=10), response=blocks)
+    assert otel.compact_spans() == []
+    iterations = TokenUsage(input_tokens=10, compaction_input_tokens=500, compaction_iterations=1)
+    caller.call(_body(anthropic_agent(2)), SMALL, usage=iterations, response=None)
+    (compact,) = otel.compact_spans()
+    assert compact.attributes[semconv.COMPACTION_INPUT_TOKENS] == 500
+    beta = Caller(otel, summarizer)
+    with beta.tracer.start_as_current_span("chat with beta") as span:
+        body = _body(anthropic_agent(3))
+        request = CallRequest(
+            "anthropic", "anthropic_messages", body, MODEL, SMALL, {"anthropic-beta": "compact-2026-01-12"}
+        )
+        plan = drive(engine.plan(span, request), beta.summarizer)
+        plan.on_response(span, TokenUsage(input_tokens=10), blocks)
+    assert len(otel.compact_spans()) == 2
 
 
 def test_utilization_metric_and_attribute(otel: Otel, summarizer: FakeSummarizer) -> None:

@@ -81,7 +81,20 @@ class EnginePlan(EngineCall):
                     cache.record_unexpected_break(span, brk, provider, self.model)
             except Exception:
                 telemetry.log_once("engine.cache_check", "otel_context: the cache-break check failed", exc_info=True)
-        observe_provider_compaction(span, provider, self.model, usage, response, state)
+        # The response is read for compaction blocks and edits only when the request asked the provider to
+        # manage its context (usage's compaction figures, which cost nothing to look at, are always read).
+        read = response if _asks_provider_to_compact(self.request) else None
+        observe_provider_compaction(span, provider, self.model, usage, read, state)
+
+
+def _asks_provider_to_compact(request: CallRequest) -> bool:
+    """Whether the response can carry a compaction the provider did: only when the request asked for it,
+    with ``context_management`` (Anthropic context editing and compaction, OpenAI server-side compaction)
+    or an Anthropic compaction / context-management beta flag."""
+    if "context_management" in request.body:
+        return True
+    betas = request.headers.get("anthropic-beta") or request.body.get("betas")
+    return bool(betas) and ("compact" in str(betas) or "context-management" in str(betas))
 
 
 def plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, SummaryResult, CallPlan]:
