@@ -164,7 +164,9 @@ def _with_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = list(messages)
     last = dict(out[-1])
     content = last["content"]
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content]
+    blocks: list[dict[str, Any]] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content]
+    )
     blocks[-1]["cache_control"] = {"type": "ephemeral"}
     last["content"] = blocks
     out[-1] = last
