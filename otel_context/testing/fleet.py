@@ -151,7 +151,7 @@ class Fleet:
         return response
 
 
-def file_content(path: str, lines: int) -> str:
+def file_content(path: str, lines: int = 400) -> str:
     return f"# {path}\n" + "".join(f"line {i} of {path}\n" for i in range(lines))
 
 
@@ -159,7 +159,7 @@ def user_turn(turn: int) -> str:
     return f"Turn {turn}. FACT: fact-{turn}. Now read the file. tool:read_file" + json.dumps({"path": f"f{turn}.py"})
 
 
-def _with_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A copy with a cache_control breakpoint on the newest block (the usual incremental-caching pattern)."""
     out = list(messages)
     last = dict(out[-1])
@@ -189,7 +189,7 @@ def run_agent(fleet: Fleet, model: str, turns: int, file_lines: int = 120) -> li
                     max_tokens=1024,
                     system=SYSTEM,
                     tools=ANTHROPIC_TOOLS,
-                    messages=_with_breakpoint(history),
+                    messages=with_breakpoint(history),
                 )
                 history.append({"role": "assistant", "content": response["content"]})
                 uses = [b for b in response["content"] if b.get("type") == "tool_use"]
