@@ -1,25 +1,49 @@
-"""State-store benchmark (not a test): per-operation latency of the Redis store on loopback next to the
-in-process store, in one run, on a redis-server this script starts (no persistence) and stops.
+"""State-store benchmark (not a test), on a redis-server this script starts (no persistence) and stops.
 
-Operations, each on a value the size of a conversation's state (a memo holding one summary of ~``--kb``
-KB): ``get``, ``put``, ``put_later`` (what the caller waits for: encoding and a hand-off to the writer
-thread), ``acquire+release`` (the lock a threshold crossing takes), and ``aget`` from an event loop. The
-engine-level per-call figure (and the 4-worker table) come with the engine wiring.
+1. Per operation: latency of the Redis store on loopback next to the in-process store, on a value the size
+   of a conversation's state (a memo holding one summary of ~``--kb`` KB): ``get``, ``put``, ``put_later``
+   (what the caller waits for: encoding and a hand-off to the writer thread), ``acquire+release`` (the lock
+   a threshold crossing takes), and ``aget`` from an event loop.
+2. Per call, at the engine: ``plan`` + ``on_response`` of an appended turn of a compacted conversation
+   (the memo replays a summary), in-process default vs the Redis store, side by side.
+3. Four workers, one conversation (``otel_context.testing.fleet``): 80 turns of a tool-using agent on a
+   30,000-token window, each call served by the next of N spawned worker processes against one simulated
+   provider; workers 1 vs 4, each process's own state (before) vs the Redis store (after).
 
-Run: ``.venv/bin/python benchmarks/state_store.py`` (``--markdown FILE`` writes the table).
+Run: ``.venv/bin/python benchmarks/state_store.py`` (``--markdown FILE`` writes the tables; ``--skip-fleet``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from compaction.support import FakeSummarizer, anthropic_agent
+from opentelemetry.sdk.trace import TracerProvider
+
+from otel_context import engine
+from otel_context.contract import CallRequest
+from otel_context.conversation import shared
 from otel_context.conversation.state_store import StateStore, open_store
+from otel_context.flow import drive
+from otel_context.formats import for_format
+from otel_context.settings import Settings
+from otel_context.testing import SimulatedProvider
+from otel_context.testing.fleet import Figures, Fleet, run_agent
 from otel_context.testing.redis_server import RedisServer
+from otel_context.tokens import estimate_items
+
+MODEL = "claude-sonnet-4-6"
+A = for_format("anthropic_messages")
 
 
 def _state(kb: int) -> dict[str, Any]:
@@ -87,11 +111,71 @@ def _fmt(samples: list[float]) -> str:
     return f"{statistics.median(samples):.0f} µs (p90 {q[89]:.0f})"
 
 
+def per_call(url: str | None, turns: int = 300, n_messages: int = 60) -> list[float]:
+    """µs of ``plan`` + ``on_response`` for each appended turn of one compacted conversation."""
+    engine.reset()
+    span = TracerProvider().get_tracer("bench").start_span("chat")
+    fake = FakeSummarizer()
+    base = anthropic_agent(n_messages // 4 + 1, result_chars=300)[: n_messages - 1]
+    settings = Settings(auto_compact_window=estimate_items(A, base), state_store=url)
+    history = list(base)
+    timings: list[float] = []
+    gc.disable()
+    for turn in range(turns):
+        history.append({"role": "user" if len(history) % 2 == 0 else "assistant", "content": f"turn {turn}"})
+        body = {"model": MODEL, "max_tokens": 64, "system": "s", "messages": list(history)}
+        request = CallRequest("anthropic", "anthropic_messages", body, MODEL, settings)
+        start = time.perf_counter_ns()
+        plan = drive(engine.plan(span, request), fake)
+        plan.on_response(span, engine_usage(plan.body), None)
+        timings.append((time.perf_counter_ns() - start) / 1000)
+        if turn % 50 == 0:
+            gc.collect()
+    gc.enable()
+    store = shared.store_for(settings)
+    if store is not None:
+        store.flush(10)
+    assert fake.calls >= 1, "the conversation was meant to be compacted"
+    return timings[20:]  # steady state: after the compaction and the connections are warm
+
+
+def engine_usage(body: Any) -> Any:
+    from otel_context.usage import TokenUsage
+
+    return TokenUsage(input_tokens=estimate_items(A, A.items(body)), output_tokens=10)
+
+
+def fleet_table(url: str, turns: int = 80) -> list[str]:
+    """The 4-worker table: summarizer calls, distinct heads of the last 20 turns, cache reads / input."""
+    model = "claude-sonnet-4-6"
+    rows = []
+    for label, store in (("each process's own state (before)", None), ("Redis store (after)", url)):
+        for workers in (1, 4):
+            settings: dict[str, Any] = {"auto_compact_window": 30_000}
+            if store is not None:
+                settings["state_store"] = store + "?timeout_ms=500"
+            with SimulatedProvider() as sim:
+                sim.set_window(model, 30_000)
+                with Fleet(workers, sim.base_url, "anthropic", **settings) as fleet:
+                    run_agent(fleet, model, turns)
+                f = Figures.of(sim.exchanges)
+            rows.append(
+                f"| {label} | {workers} | {f.summarizer_calls} | {f.distinct_heads} | "
+                f"{100 * f.cache_read_fraction:.1f} % | {f.rejected} |"
+            )
+    return [
+        "| state | workers | summarizer calls | distinct heads, last 20 turns | cache reads / input | rejected |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=2_000, help="samples per operation")
     parser.add_argument("--kb", type=int, default=8, help="size of the summary in the value, KB")
     parser.add_argument("--markdown", help="write the table to this file")
+    parser.add_argument("--skip-fleet", action="store_true", help="leave out the 4-worker table")
     args = parser.parse_args()
     value = _state(args.kb)
     with RedisServer() as server:
@@ -99,6 +183,10 @@ def main() -> None:
         redis_store = open_store(server.url)
         redis_results = measure(redis_store, value, args.n)
         redis_store.close()
+        calls_memory = per_call(None)
+        calls_redis = per_call(server.url)
+        server.command("FLUSHALL")
+        fleet = [] if args.skip_fleet else fleet_table(server.url)
     size = len(open_store(None)._encode(value) or b"")
     lines = [
         f"Value: {size:,} bytes encoded; {args.n} samples per operation; median (p90), wall clock.",
@@ -107,6 +195,18 @@ def main() -> None:
         "|---|---|---|",
     ]
     lines += [f"| {op} | {_fmt(memory[op])} | {_fmt(redis_results[op])} |" for op in memory]
+    added = statistics.median(calls_redis) - statistics.median(calls_memory)
+    lines += [
+        "",
+        "Per call at the engine (plan + on_response, an appended turn of a compacted 60-message conversation):",
+        "",
+        "| store | per call | added |",
+        "|---|---|---|",
+        f"| in-process (default) | {_fmt(calls_memory)} | |",
+        f"| Redis (loopback) | {_fmt(calls_redis)} | +{added:.0f} µs |",
+    ]
+    if fleet:
+        lines += ["", "One conversation, 80 turns, 30,000-token window, each call on the next worker:", "", *fleet]
     text = "\n".join(lines)
     print(text)
     if args.markdown:

@@ -28,7 +28,7 @@ from opentelemetry.trace import SpanKind
 
 from otel_context import engine, semconv, telemetry
 from otel_context.contract import CallPlan, CallRequest
-from otel_context.flow import SummaryRequest, SummaryResult, in_summarizer
+from otel_context.flow import Step, StoreRequest, SummaryRequest, SummaryResult, in_summarizer
 from otel_context.formats import for_format
 from otel_context.formats.base import EndpointFormat
 from otel_context.formats.too_long import is_too_long
@@ -121,13 +121,19 @@ class _Prepare(NamedTuple):
     body: Any
 
 
+class _Store(NamedTuple):
+    """A shared-store operation of the engine (``flow.StoreRequest``): run, or awaited on the loop."""
+
+    request: StoreRequest
+
+
 class _Sleep(NamedTuple):
     """Wait before retrying a summary request."""
 
     seconds: float
 
 
-_Op = _Send | _SendRaw | _Prepare | _Sleep
+_Op = _Send | _SendRaw | _Prepare | _Store | _Sleep
 T = TypeVar("T")
 
 
@@ -323,17 +329,19 @@ class Interceptor:
                 "plan", "otel_context: the context engine failed; sending the call unchanged", exc_info=True
             )
 
-    def _with_summarizer(
-        self, begun: _Begun, steps: Generator[SummaryRequest, SummaryResult, T]
-    ) -> Generator[_Op, Any, T]:
+    def _with_summarizer(self, begun: _Begun, steps: Generator[Step, Any, T]) -> Generator[_Op, Any, T]:
         """Run engine steps, sending each summary request through the app's own client (see
-        :meth:`_summarize`); one retry budget for all the summarizer calls of these steps."""
+        :meth:`_summarize`; one retry budget for all the summarizer calls of these steps) and handing each
+        shared-store request to the driver (blocking for sync clients, awaited for async ones)."""
         budget = SummarizerBudget(self.settings)
         try:
             request = next(steps)
             while True:
-                result = yield from self._summarize(begun, budget, request)
-                request = steps.send(result)
+                if isinstance(request, StoreRequest):
+                    reply = yield _Store(request)
+                else:
+                    reply = yield from self._summarize(begun, budget, request)
+                request = steps.send(reply)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
@@ -456,6 +464,8 @@ class Interceptor:
             return self.spec.plain_body(op.body)
         if isinstance(op, _SendRaw):
             return instance.request(self.spec.httpx_response, op.options)
+        if isinstance(op, _Store):
+            return op.request.run()
         time.sleep(op.seconds)
         return None
 
@@ -467,6 +477,8 @@ class Interceptor:
             return await self.spec.aplain_body(op.body)
         if isinstance(op, _SendRaw):
             return await instance.request(self.spec.httpx_response, op.options)
+        if isinstance(op, _Store):
+            return await op.request.arun()
         await asyncio.sleep(op.seconds)
         return None
 

@@ -23,14 +23,6 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None, **settin
     stacks wrappers). Returns the settings in force.
     """
     resolved = resolve(settings)
-    if resolved.state_store is not None and resolved.state_store != "memory":
-        from otel_context import telemetry
-
-        telemetry.log_once(
-            "state_store.not_wired",
-            "otel_context: a state store is configured, but this version keeps conversation state in each "
-            "process; sharing it through the store is not available yet (see docs/deploying.md)",
-        )
     from otel_context.instrumentation import instrument_all
 
     instrument_all(resolved, tracer_provider=tracer_provider, meter_provider=meter_provider)

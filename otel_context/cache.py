@@ -41,6 +41,8 @@ inside a compaction.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import threading
 import time
@@ -421,6 +423,39 @@ class _Baseline(NamedTuple):
     ended: float
 
 
+class _SharedBaseline(NamedTuple):
+    """The previous call's baseline as another worker left it in the shared store: figures and hashes
+    (no objects to compare), enough to see a break and name its cause section by section."""
+
+    left: int
+    wire_format: str
+    model: str | None
+    betas: tuple[str, ...]
+    system: str
+    tools: str
+    ttl: float
+    #: When that call ended, on this process's monotonic clock.
+    ended: float
+    #: Whether this call's items were proven (by hashes) to continue that call's items.
+    intact: bool
+
+
+def _content_hash(values: Sequence[Any]) -> str:
+    """A hash of content, cache markers aside (a moved marker is not a change of the prefix)."""
+    text = json.dumps(
+        [_unmarked(v) for v in values], sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _unmarked(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _unmarked(v) for k, v in value.items() if k not in _MARKER_KEYS}
+    if isinstance(value, (list, tuple)):
+        return [_unmarked(v) for v in value]
+    return value
+
+
 class CacheBreakDetector:
     """Cache-break detection for ONE conversation: small, no SDK imports, safe to call from threads.
 
@@ -436,7 +471,48 @@ class CacheBreakDetector:
         self._items = _Section()
         self._resnap = False
         self._baseline: _Baseline | None = None
+        self._shared: _SharedBaseline | None = None
         self._compaction_announced = False
+
+    def shared_baseline(self) -> dict[str, Any] | None:
+        """The baseline as JSON-able figures for the shared store (None without cache figures), so that a
+        break between two calls served by different workers is still seen and explained."""
+        with self._lock:
+            baseline = self._baseline
+        if baseline is None or baseline.usage is None:
+            return None
+        fp = baseline.fingerprint
+        return {
+            "left": _left_in_cache(fp, baseline.usage),
+            "format": fp.wire_format,
+            "model": fp.model,
+            "betas": list(fp.betas),
+            "system": _content_hash(fp.system),
+            "tools": _content_hash(fp.tools),
+            "ttl": fp.ttl_seconds,
+            "ended": time.time() - max(0.0, self._clock() - baseline.ended),
+        }
+
+    def adopt_shared_baseline(self, figures: Mapping[str, Any], *, intact: bool) -> None:
+        """Compare the next call with the baseline another worker left (see :meth:`shared_baseline`);
+        ``intact``: this call's items continue that call's items. Values not of that shape are ignored."""
+        try:
+            shared = _SharedBaseline(
+                int(figures["left"]),
+                str(figures["format"]),
+                None if figures["model"] is None else str(figures["model"]),
+                tuple(str(b) for b in figures["betas"]),
+                str(figures["system"]),
+                str(figures["tools"]),
+                float(figures["ttl"]),
+                self._clock() - max(0.0, time.time() - float(figures["ended"])),
+                intact,
+            )
+        except (KeyError, TypeError, ValueError):
+            return
+        with self._lock:
+            self._shared = shared
+            self._compaction_announced = False
 
     def branch(self) -> CacheBreakDetector:
         """A detector for a branch of this conversation (an edited or rewound history): it starts from this
@@ -555,8 +631,14 @@ class CacheBreakDetector:
         with self._lock:
             previous = self._baseline
             announced = self._compaction_announced
+            shared, self._shared = self._shared, None
             self._baseline = _Baseline(fp, usage if reported else None, ended)
             self._compaction_announced = False
+            if shared is not None and not announced and usage is not None and reported:
+                lost = shared.left - usage.cache_read_tokens
+                if lost <= shared.left * BREAK_MIN_FRACTION or lost <= BREAK_MIN_TOKENS:
+                    return None
+                return CacheBreak(_diagnose_shared(shared, fp, started - shared.ended), lost)
             if announced or previous is None or previous.usage is None or usage is None or not reported:
                 return None
             left_in_cache = _left_in_cache(previous.fingerprint, previous.usage)
@@ -579,7 +661,9 @@ class CacheBreakDetector:
         with self._lock:
             self._compaction_announced = True
             self._resnap = True  # the history is about to be rewritten: fresh snapshots for the new one
-            baseline = self._baseline
+            baseline, shared = self._baseline, self._shared
+        if shared is not None:
+            return shared.left or None
         if baseline is None or baseline.usage is None:
             return None
         return _left_in_cache(baseline.fingerprint, baseline.usage) or None
@@ -626,6 +710,25 @@ class CacheBreakDetector:
         if edited is not None:
             self._resnap = True
         return edited
+
+
+def _diagnose_shared(previous: _SharedBaseline, current: RequestFingerprint, gap: float) -> str:
+    """:meth:`CacheBreakDetector._diagnose` against a baseline of hashes, in the same order of causes."""
+    if previous.wire_format != current.wire_format:
+        return semconv.REASON_UNKNOWN
+    if previous.model != current.model:
+        return semconv.REASON_MODEL_CHANGED
+    if previous.tools != _content_hash(current.tools):
+        return semconv.REASON_TOOLS_CHANGED
+    if previous.system != _content_hash(current.system):
+        return semconv.REASON_SYSTEM_CHANGED
+    if not previous.intact and not current.server_state:
+        return semconv.REASON_MESSAGES_CHANGED
+    if gap > previous.ttl:
+        return semconv.REASON_TTL_EXPIRED
+    if previous.betas != current.betas:
+        return semconv.REASON_BETAS_CHANGED
+    return semconv.REASON_UNKNOWN
 
 
 #: OpenAI caches a prompt automatically once it has this many tokens (and reports no cache writes).

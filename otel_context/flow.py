@@ -8,6 +8,12 @@ through the same client with the recursion guard (:data:`in_summarizer`) set, so
 becomes a child ``chat`` span of the ``compact`` span. The explicit ``Compactor`` API drives the same
 generators with the client it was given.
 
+When conversation state lives in a shared store (Redis), the engine also yields a :class:`StoreRequest`:
+the store operation it needs, as a blocking callable and an awaitable one. :func:`drive` runs the first
+(a sync client's thread may block, for the store's short timeout), :func:`adrive` awaits the second, so an
+async client never blocks its event loop on the store, and the engine itself stays one sans-I/O
+implementation. A generator that never yields one (the in-process default) is driven exactly as before.
+
 This module is a leaf: it knows nothing of the engine, the wire formats or the SDKs.
 """
 
@@ -42,26 +48,40 @@ class SummaryResult:
     too_long: bool = False
 
 
+@dataclass(frozen=True)
+class StoreRequest:
+    """A shared-store operation the engine waits for: the driver sends back what ``run()`` returns (sync)
+    or what ``arun()`` resolves to (async). Both never raise (the store falls back on any failure)."""
+
+    run: Callable[[], Any]
+    arun: Callable[[], Awaitable[Any]]
+
+
+#: What the engine's generators yield: a summarizer request, or (with a shared store) a store request.
+Step = SummaryRequest | StoreRequest
+
 T = TypeVar("T")
 
 
-def drive(steps: Generator[SummaryRequest, SummaryResult, T], send: Callable[[SummaryRequest], SummaryResult]) -> T:
-    """Run engine steps to completion with a synchronous summarizer."""
+def drive(steps: Generator[Step, Any, T], send: Callable[[SummaryRequest], SummaryResult]) -> T:
+    """Run engine steps to completion with a synchronous summarizer (and blocking store calls)."""
     try:
         request = next(steps)
         while True:
-            request = steps.send(send(request))
+            reply = request.run() if isinstance(request, StoreRequest) else send(request)
+            request = steps.send(reply)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
 
-async def adrive(
-    steps: Generator[SummaryRequest, SummaryResult, T], send: Callable[[SummaryRequest], Awaitable[SummaryResult]]
-) -> T:
-    """Run engine steps to completion with an asynchronous summarizer."""
+async def adrive(steps: Generator[Step, Any, T], send: Callable[[SummaryRequest], Awaitable[SummaryResult]]) -> T:
+    """Run engine steps to completion with an asynchronous summarizer (and awaited store calls)."""
     try:
         request = next(steps)
         while True:
-            request = steps.send(await send(request))
+            if isinstance(request, StoreRequest):
+                request = steps.send(await request.arun())
+            else:
+                request = steps.send(await send(request))
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]

@@ -16,7 +16,7 @@ TEXT_FILES = sorted(
     p
     for pattern in ("*.md", "*.py", "*.toml", "*.sh", "*.yml", "Makefile")
     for p in REPO.rglob(pattern)
-    if not ({".venv", ".git", "build", "dist"} & set(p.relative_to(REPO).parts))
+    if not any(part.startswith(".venv") or part in (".git", "build", "dist") for part in p.relative_to(REPO).parts)
     and not p.is_relative_to(REPO / "tests" / "data")  # the recorded exchanges: third-party files, as they were
     and p != Path(__file__)
 )
@@ -25,7 +25,7 @@ OUTSIDE = re.compile(r"\.\./shared|/work/|TELEMETRY\.md|COMPACTION\.md|ENGINE_AP
 
 
 def test_the_text_files_were_found() -> None:
-    assert REPO / "README.md" in TEXT_FILES and REPO / "otel_context" / "engine" / "plan.py" in TEXT_FILES
+    assert REPO / "README.md" in TEXT_FILES and REPO / "otel_context" / "engine" / "planner.py" in TEXT_FILES
 
 
 @pytest.mark.parametrize("path", TEXT_FILES, ids=lambda p: str(p.relative_to(REPO)))

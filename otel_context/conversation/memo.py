@@ -80,6 +80,17 @@ class CompactionMemo:
         """A memo with the same entries (for a branch of the conversation)."""
         return CompactionMemo(self._max, self._entries)
 
+    @property
+    def entries(self) -> tuple[MemoEntry, ...]:
+        """Every entry, newest first."""
+        return self._entries
+
+    def merge(self, newer: Sequence[MemoEntry]) -> None:
+        """Take entries another worker made (content-keyed, so safe to share), in front of ours."""
+        with self._lock:
+            hashes = {e.prefix_hash for e in newer}
+            self._entries = (*newer, *(e for e in self._entries if e.prefix_hash not in hashes))[: self._max]
+
     def remember(self, entry: MemoEntry) -> None:
         """Record a compaction made on the current call."""
         with self._lock:

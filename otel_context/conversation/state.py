@@ -37,6 +37,9 @@ class Snapshot:
     entry: MemoEntry | None = None
     #: Estimated tokens of ``items`` (what this snapshot keeps alive of the app's objects).
     tokens: int = 0
+    #: With a shared store only: the chained content hash after each item (see
+    #: :mod:`otel_context.conversation.shared`), so the next commit hashes only what was appended.
+    chain: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -118,6 +121,10 @@ class ConversationState:
         self.detector: Any = None
         #: Reported / estimated tokens seen on a too-long error (>1 when our estimate undercounts).
         self.estimate_factor = 1.0
+        #: With a shared store only: the revision of the shared value this state last wrote or read
+        #: (a sequence number and the writer's token), to tell when another worker moved it on.
+        self.shared_seq = 0
+        self.shared_rev = ""
         self.lock = threading.Lock()
 
     def raise_estimate_factor(self, factor: float) -> None:

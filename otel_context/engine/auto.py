@@ -9,6 +9,7 @@ goes on the span) or while the conversation's breaker is open.
 from __future__ import annotations
 
 from collections.abc import Generator
+from typing import Any
 
 from opentelemetry.trace import Span
 
@@ -16,8 +17,9 @@ from otel_context import semconv
 from otel_context.cache import DEFAULT_TTL_SECONDS, monotonic
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
+from otel_context.engine import fleet
 from otel_context.engine.call import EngineCall, skip
-from otel_context.flow import SummaryRequest, SummaryResult
+from otel_context.flow import Step, SummaryRequest, SummaryResult
 
 
 def micro_due(call: EngineCall, budget: Budget) -> bool:
@@ -30,7 +32,7 @@ def micro_due(call: EngineCall, budget: Budget) -> bool:
     return ended is not None and monotonic() - ended > DEFAULT_TTL_SECONDS
 
 
-def compact(span: Span, call: EngineCall, budget: Budget) -> Generator[SummaryRequest, SummaryResult, None]:
+def compact(span: Span, call: EngineCall, budget: Budget) -> Generator[Step, Any, None]:
     """The automatic cascade for one call (threshold-triggered)."""
     due = micro_due(call, budget)
     if call.estimated_tokens < budget.auto_threshold and not due:
@@ -50,10 +52,17 @@ def compact(span: Span, call: EngineCall, budget: Budget) -> Generator[SummaryRe
         _adopt(call, cascade.run_microcompact(job, clear=due))
     if call.estimated_tokens < budget.auto_threshold:
         return
-    out = yield from cascade.run_summary(call.job(span, semconv.TRIGGER_AUTO, call.estimated_tokens))
-    _adopt(call, out)
+    if call.store is None:
+        yield from _summary(span, call)
+    else:  # a shared store: one summary per threshold crossing across the fleet
+        yield from fleet.once(span, call, budget, _summary(span, call))
     if state.breaker.open:
         call.attributes[semconv.COMPACTION_BREAKER_OPEN] = True
+
+
+def _summary(span: Span, call: EngineCall) -> Generator[SummaryRequest, SummaryResult, None]:
+    out = yield from cascade.run_summary(call.job(span, semconv.TRIGGER_AUTO, call.estimated_tokens))
+    _adopt(call, out)
 
 
 def _adopt(call: EngineCall, out: cascade.CompactionOutcome) -> None:

@@ -30,6 +30,11 @@ def learn_window(provider: str, model: str, window: int) -> None:
     _learned_windows[provider, model] = window
 
 
+def learned_window(provider: str, model: str) -> int | None:
+    """The window a provider stated for ``model``, if it told us one."""
+    return _learned_windows.get((provider, model))
+
+
 def budget_of(request: CallRequest, adapter: WireFormatAdapter, model: str) -> Budget | None:
     """The call's budget, with the window capped by what the provider told about this model (memoized)."""
     max_output = adapter.max_output_tokens(request.body)

@@ -4,7 +4,7 @@ of the engine (the plan, the automatic cascade, the reactive retry) uses to run 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import Span
 
@@ -17,6 +17,9 @@ from otel_context.conversation import Resolution
 from otel_context.conversation.memo import MemoEntry, items_hash
 from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings
+
+if TYPE_CHECKING:
+    from otel_context.conversation.state_store import StateStore
 
 Item = Mapping[str, Any]
 
@@ -63,6 +66,8 @@ class EngineCall(CallPlan):
         self.started = monotonic()
         #: Set once a reactive compaction was attempted: a call is compacted and retried at most once.
         self.reactive_done = False
+        #: The shared state store, when one is configured (None: this process's state only).
+        self.store: StateStore | None = None
 
     def job(self, span: Span | None, trigger: str, estimated: int) -> cascade.CompactionJob:
         """A compaction of what this call would send now."""

@@ -24,12 +24,12 @@ from opentelemetry.trace import Span
 from otel_context import cache, semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.contract import CallPlan, CallRequest
-from otel_context.conversation import STORE, Snapshot
+from otel_context.conversation import STORE, Snapshot, shared
 from otel_context.conversation import resolve as resolve_conversation
-from otel_context.engine import auto, budgets, reactive
+from otel_context.engine import auto, budgets, fleet, reactive
 from otel_context.engine.call import EngineCall, rewrites
 from otel_context.engine.provider_compaction import observe_provider_compaction
-from otel_context.flow import SummaryRequest, SummaryResult
+from otel_context.flow import Step, SummaryRequest, SummaryResult
 from otel_context.formats import for_format
 from otel_context.tokens import estimate_fixed, estimate_item, estimate_items
 from otel_context.usage import TokenUsage
@@ -61,7 +61,9 @@ class EnginePlan(EngineCall):
         ended = cache.monotonic()
         provider = self.request.provider
         anchor = usage if usage is not None and usage.input_tokens > 0 else None
-        snapshot = Snapshot(self.items, anchor, self.entry, self.history_tokens)
+        store = self.store
+        chain = shared.chain_for(self.resolution, self.items) if store is not None else ()
+        snapshot = Snapshot(self.items, anchor, self.entry, self.history_tokens, chain)
         # The state that holds this call's history from now on (a new branch when another history of the
         # same derived key moved the one this call read): the cache check below stays on the state whose
         # detector fingerprinted the request.
@@ -85,6 +87,8 @@ class EnginePlan(EngineCall):
         # manage its context (usage's compaction figures, which cost nothing to look at, are always read).
         read = response if _asks_provider_to_compact(self.request) else None
         observe_provider_compaction(span, provider, self.model, usage, read, state)
+        if store is not None:
+            fleet.commit(self, store, snapshot)
 
 
 def _asks_provider_to_compact(request: CallRequest) -> bool:
@@ -97,7 +101,7 @@ def _asks_provider_to_compact(request: CallRequest) -> bool:
     return bool(betas) and ("compact" in str(betas) or "context-management" in str(betas))
 
 
-def plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, SummaryResult, CallPlan]:
+def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
     """Plan a chat call (see :mod:`otel_context.contract`); never raises, falls back to the no-op plan."""
     try:
         return (yield from _plan(span, request))
@@ -108,16 +112,24 @@ def plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, SummaryR
         return CallPlan(request.body)
 
 
-def _plan(span: Span, request: CallRequest) -> Generator[SummaryRequest, SummaryResult, CallPlan]:
+def _plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
     settings = request.settings
     adapter = for_format(request.wire_format)
     body = request.body
     items = adapter.items(body)
     model = str(request.model or body.get("model") or "")
     resolution = resolve_conversation(adapter, request.provider, items, settings)
+    source = semconv.STATE_SOURCE_MEMORY
+    store = shared.store_for(settings) if settings.state_store is not None else None
+    if store is not None:  # another worker may have moved this conversation on: one read of the store
+        resolution, source = yield from fleet.take(store, request.provider, resolution, items)
+    elif settings.state_store is not None:
+        source = semconv.STATE_SOURCE_FALLBACK
     state, snapshot, unchanged = resolution.state, resolution.snapshot, resolution.unchanged
     budget = budgets.budget_of(request, adapter, model)
     p = EnginePlan(request, adapter, resolution, items, model, budget)
+    p.store = store
+    p.attributes[semconv.STATE_SOURCE] = source
     p.attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
     p.attributes[semconv.CONVERSATION_ID_SOURCE] = (
         semconv.ID_SOURCE_EXPLICIT if state.explicit else semconv.ID_SOURCE_DERIVED

@@ -5,44 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-ANTHROPIC_TOOLS = [
-    {
-        "name": "read_file",
-        "description": "Read a file",
-        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-    }
-]
-OPENAI_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a file",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-        },
-    }
-]
-SYSTEM = "You are a coding agent. Use the tools."
+from otel_context.testing.fleet import (
+    ANTHROPIC_TOOLS,
+    OPENAI_TOOLS,
+    SYSTEM,
+    file_content,
+    user_turn,
+)
+from otel_context.testing.fleet import with_breakpoint as with_breakpoint
 
-
-def file_content(path: str, lines: int = 400) -> str:
-    return f"# {path}\n" + "".join(f"line {i} of {path}\n" for i in range(lines))
-
-
-def user_turn(turn: int) -> str:
-    return f"Turn {turn}. FACT: fact-{turn}. Now read the file. tool:read_file" + json.dumps({"path": f"f{turn}.py"})
-
-
-def with_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A copy with a cache_control breakpoint on the newest block (the usual incremental-caching pattern)."""
-    out = list(messages)
-    last = dict(out[-1])
-    content = last["content"]
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content]
-    blocks[-1]["cache_control"] = {"type": "ephemeral"}
-    last["content"] = blocks
-    out[-1] = last
-    return out
+__all__ = ["ANTHROPIC_TOOLS", "OPENAI_TOOLS", "SYSTEM", "file_content", "user_turn", "with_breakpoint"]
 
 
 def run_anthropic_agent(client: Any, model: str, turns: int, file_lines: int = 400) -> list[dict[str, Any]]:

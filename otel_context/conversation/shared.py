@@ -1,0 +1,252 @@
+"""A conversation's state in a store many workers share: what is written after a call, and how a worker
+that did not serve the previous call takes it up.
+
+Why: consecutive turns of one conversation land on different processes. Each worker keeps its in-process
+:class:`~otel_context.conversation.state.ConversationState` (the fast path, exactly as with no store); the
+shared value (one per conversation key, in a :class:`~otel_context.conversation.state_store.StateStore`)
+brings it up to date when another worker moved the conversation on since this one last saw it.
+
+What the value holds (JSON, under the store's schema version):
+
+* ``seq`` / ``rev``: a sequence number and the writer's token. A worker whose own state has the same
+  revision has nothing to take (the common case of one worker: one ``GET`` and a comparison); a lower
+  ``seq`` is an older write still on its way and is ignored.
+* ``anchor``: the usage of the last call and what proves a later call continues it, by CONTENT, never
+  by object identity: the number of items and a chained hash after the last and the second-to-last item
+  (a re-sent last message whose ``cache_control`` marker moved still matches), plus the hash of the last
+  item without its markers. A worker hashes only the items it has not hashed itself (its own snapshot
+  keeps the chain), so verifying costs what was appended since it last served the conversation.
+* ``memo``: the compaction memo's entries with their JSON replacements. They are keyed by a content hash
+  of the prefix they replace, so a worker that never saw the conversation verifies and reuses them, and
+  sends byte-identical summaries (the provider's prompt cache keeps hitting whoever answers).
+* the breaker's counters, the estimate factor, the window a provider stated for the model, the time the
+  last call ended, and the cache-break baseline (an opaque digest of :mod:`otel_context.cache`).
+
+Two conversations never share state (docs/conversations.md): memo entries apply only to their own
+content; the rest is taken only for an explicit id, or when the anchor's hashes prove that this call's
+items continue that very history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from otel_context import semconv, telemetry
+from otel_context.conversation.memo import MemoEntry
+from otel_context.conversation.state import ConversationState, Resolution, Snapshot, _without_markers
+from otel_context.conversation.state_store import Loaded, StateStore, open_store
+from otel_context.settings import Settings
+from otel_context.usage import TokenUsage
+
+__all__ = ["Taken", "chain_for", "store_for", "take", "value_of"]
+
+Item = Mapping[str, Any]
+
+_opened: dict[int, tuple[Any, StateStore | None]] = {}
+_opened_lock = threading.Lock()
+
+
+def store_for(settings: Settings) -> StateStore | None:
+    """The shared store the settings name, opened once per spec; None for the in-process default (and when
+    the store cannot be opened, e.g. redis-py missing: said once, the process goes on alone)."""
+    spec = settings.state_store
+    if spec is None:
+        return None
+    known = _opened.get(id(spec))
+    if known is not None and known[0] is spec:
+        return known[1]
+    with _opened_lock:
+        known = _opened.get(id(spec))
+        if known is not None and known[0] is spec:
+            return known[1]
+        store: StateStore | None
+        try:
+            store = open_store(spec)
+        except Exception as exc:
+            telemetry.log_once(
+                "state_store.open",
+                "otel_context: the state store could not be opened (%s); conversation state stays in each process",
+                type(exc).__name__,
+            )
+            store = None
+        if len(_opened) >= 16:  # bounded whatever an app does with instrument(): reopening is cheap
+            _opened.clear()
+        _opened[id(spec)] = (spec, store)  # the spec is kept alive with it, so its id is not reused
+        return store
+
+
+def _digest(item: Any) -> bytes:
+    return json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def _extend(chain: Sequence[str], items: Sequence[Item], start: int, stop: int) -> tuple[str, ...]:
+    """``chain[:start]`` extended to ``stop`` items: link ``i`` hashes link ``i-1`` and item ``i``."""
+    out = list(chain[:start])
+    previous = out[-1] if out else ""
+    for i in range(len(out), stop):
+        previous = hashlib.sha256(previous.encode() + _digest(items[i])).hexdigest()
+        out.append(previous)
+    return tuple(out)
+
+
+def chain_for(resolution: Resolution, items: Sequence[Item]) -> tuple[str, ...]:
+    """The hash chain of ``items``, reusing the links of the snapshot the call read for its unchanged part."""
+    snapshot = resolution.snapshot
+    known = snapshot.chain if snapshot is not None else ()
+    return _extend(known, items, min(resolution.unchanged, len(known)), len(items))
+
+
+@dataclass(frozen=True)
+class Taken:
+    """What a call takes from the shared value: its resolution (with a snapshot rebuilt from the anchor when
+    that proves more of the history than this worker knew), where the state came from, and the parts the
+    engine applies itself (the learned window, the cache-break baseline) when they are this history's."""
+
+    resolution: Resolution
+    source: str
+    window: tuple[str, str, int] | None = None
+    cache: Mapping[str, Any] | None = None
+
+
+def _newer(value: Mapping[str, Any], state: ConversationState) -> bool:
+    seq = value["seq"]
+    return bool(seq > state.shared_seq or (seq == state.shared_seq and value["rev"] != state.shared_rev))
+
+
+def _entries(raw: Any) -> list[MemoEntry]:
+    return [
+        MemoEntry(int(e["len"]), str(e["hash"]), tuple(e["head"]), str(e.get("summary", "")))
+        for e in raw
+        if isinstance(e, dict) and isinstance(e.get("head"), list) and all(isinstance(h, dict) for h in e["head"])
+    ]
+
+
+def _verify(anchor: Mapping[str, Any], resolution: Resolution, items: Sequence[Item]) -> tuple[int, tuple[str, ...]]:
+    """How many leading ``items`` the anchor's hashes prove equal to the last call's items, and their chain."""
+    n = int(anchor["n"])
+    if n <= 0 or n > len(items):
+        return 0, ()
+    snapshot = resolution.snapshot
+    known = snapshot.chain if snapshot is not None else ()
+    chain = _extend(known, items, min(resolution.unchanged, len(known), n), n)
+    if chain[n - 1] == anchor["chain"]:
+        return n, chain
+    if n > 1 and chain[n - 2] == anchor["prev"]:
+        bare = hashlib.sha256(_digest(_without_markers(items[n - 1]))).hexdigest()
+        if resolution.state.explicit or bare == anchor["bare"]:
+            return n - 1, chain[: n - 1]
+    return 0, ()
+
+
+def take(resolution: Resolution, loaded: Loaded, items: Sequence[Item]) -> Taken:
+    """Bring ``resolution``'s state up to date with the shared value ``loaded`` (never raises)."""
+    value = loaded.value
+    if value is None:
+        return Taken(resolution, loaded.source)
+    try:
+        return _take(resolution, value, loaded.source, items)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        telemetry.get().instruments.state_store_errors.add(
+            1, {semconv.STATE_STORE_OPERATION: "get", semconv.ERROR_TYPE: "garbage"}
+        )
+        telemetry.log_once(
+            "state_store.shape", "otel_context: a shared conversation state is not of our shape; ignored"
+        )
+        return Taken(resolution, semconv.STATE_SOURCE_FALLBACK)
+
+
+def _take(resolution: Resolution, value: Mapping[str, Any], source: str, items: Sequence[Item]) -> Taken:
+    state = resolution.state
+    if not _newer(value, state):
+        return Taken(resolution, source)
+    entries = _entries(value["memo"])
+    anchor = value["anchor"]
+    unchanged, chain = _verify(anchor, resolution, items) if anchor else (0, ())
+    if entries:
+        state.memo.merge(entries)
+    state.shared_seq, state.shared_rev = int(value["seq"]), str(value["rev"])
+    if not (state.explicit or unchanged):
+        return Taken(resolution, source)  # another history of this derived key: only its memo applies
+    failures, thrashing = (int(x) for x in value["breaker"])
+    with state.lock:
+        was_open = state.breaker.open
+        state.breaker.consecutive_failures, state.breaker.consecutive_thrashing = failures, thrashing
+        state.estimate_factor = max(state.estimate_factor, float(value["factor"]))
+    if state.breaker.open != was_open:
+        if not was_open:
+            state.breaker_model = str(value.get("breaker_model") or "")
+        telemetry.get().instruments.breakers_open.add(
+            1 if state.breaker.open else -1, {semconv.GEN_AI_REQUEST_MODEL: state.breaker_model or ""}
+        )
+    if anchor:
+        state.last_call_ended = time.monotonic() - max(0.0, time.time() - float(anchor["ended"]))
+    if unchanged > resolution.unchanged:
+        found = anchor.get("entry")
+        entry = next((e for e in state.memo.entries if e.prefix_hash == found), None) if found else None
+        usage = TokenUsage(input_tokens=int(anchor["input"]), output_tokens=int(anchor["output"]))
+        n = int(anchor["n"])
+        snapshot = Snapshot(items[:n], usage if usage.input_tokens > 0 else None, entry, int(anchor["tokens"]), chain)
+        resolution = Resolution(state, snapshot, unchanged)
+    window = value.get("window")
+    return Taken(
+        resolution,
+        source,
+        (str(window[0]), str(window[1]), int(window[2])) if window else None,
+        value.get("cache") if unchanged else None,
+    )
+
+
+def value_of(
+    state: ConversationState,
+    snapshot: Snapshot,
+    *,
+    window: tuple[str, str, int] | None,
+    cache: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The shared value after a call that left ``snapshot`` (its ``chain`` covers its items); it moves the
+    state's revision on, so this worker does not take its own write back."""
+    items, chain = snapshot.items, snapshot.chain
+    n = len(items)
+    usage = snapshot.usage
+    anchor = (
+        {
+            "n": n,
+            "chain": chain[n - 1],
+            "prev": chain[n - 2] if n > 1 else "",
+            "bare": hashlib.sha256(_digest(_without_markers(items[n - 1]))).hexdigest(),
+            "input": usage.input_tokens if usage is not None else 0,
+            "output": usage.output_tokens if usage is not None else 0,
+            "tokens": snapshot.tokens,
+            "entry": snapshot.entry.prefix_hash if snapshot.entry is not None else None,
+            "ended": time.time(),
+        }
+        if n and len(chain) == n
+        else None
+    )
+    with state.lock:
+        state.shared_seq += 1
+        state.shared_rev = secrets.token_hex(6)
+        breaker = [state.breaker.consecutive_failures, state.breaker.consecutive_thrashing]
+        return {
+            "seq": state.shared_seq,
+            "rev": state.shared_rev,
+            "anchor": anchor,
+            "memo": [
+                {"len": e.prefix_len, "hash": e.prefix_hash, "head": list(e.replacement), "summary": e.summary}
+                for e in state.memo.entries
+            ],
+            "breaker": breaker,
+            "breaker_model": state.breaker_model,
+            "factor": state.estimate_factor,
+            "window": list(window) if window else None,
+            "cache": cache,
+        }

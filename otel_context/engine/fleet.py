@@ -1,0 +1,145 @@
+"""The engine's side of a shared state store: many workers serve one conversation as one process would.
+
+Only used when ``OTEL_CONTEXT_STATE_STORE`` / ``instrument(state_store=...)`` names a store; with the
+in-process default none of this runs (the plan checks one attribute).
+
+Why it yields :class:`~otel_context.flow.StoreRequest` instead of calling the store: the engine is sans
+I/O, and one implementation serves sync and async clients. The driver runs the store's blocking call on a
+sync client's thread and awaits its asyncio twin on an async client's loop, so the loop never blocks on
+the store; the store itself bounds every call by its short timeout and falls back when it fails. (A
+prefetch before planning would have needed the conversation key outside the engine, and could not take the
+summary lock, which is only known to be needed in the middle of the plan.)
+
+Round trips: one ``GET`` before the request goes out; the write after the response goes through
+``put_later`` (a background thread: the caller never waits for it). A threshold crossing adds the lock
+(``SET NX PX``), one synchronous write of the new summary before the lock is let go (so the next worker
+finds it), and the release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from functools import partial
+from typing import Any
+
+from opentelemetry.trace import Span
+
+from otel_context import semconv
+from otel_context.compaction.budget import Budget
+from otel_context.conversation import Resolution, Snapshot, shared
+from otel_context.conversation.state_store import StateStore
+from otel_context.engine import budgets
+from otel_context.engine.call import EngineCall
+from otel_context.flow import StoreRequest
+from otel_context.tokens import estimate_fixed, estimate_items
+
+Steps = Generator[Any, Any, Any]
+
+#: Beyond the summarizer's own time budget, how long a lease outlives a summary that is under way.
+LEASE_MARGIN_SECONDS = 5.0
+
+
+def take(
+    store: StateStore, provider: str, resolution: Resolution, items: Any
+) -> Generator[StoreRequest, Any, tuple[Resolution, str]]:
+    """Read the conversation's shared value (one round trip) and bring the local state up to date."""
+    key = resolution.state.key
+    loaded = yield StoreRequest(partial(store.get, key), partial(store.aget, key))
+    taken = shared.take(resolution, loaded, items)
+    if taken.window is not None:
+        w_provider, model, tokens = taken.window
+        known = budgets.learned_window(w_provider, model)
+        if w_provider == provider and (known is None or tokens < known):
+            budgets.learn_window(w_provider, model, tokens)
+    if taken.cache is not None:
+        from otel_context.cache import CacheBreakDetector
+
+        state, snapshot = taken.resolution.state, taken.resolution.snapshot
+        if state.detector is None:
+            state.detector = CacheBreakDetector()
+        intact = snapshot is not None and taken.resolution.unchanged >= len(snapshot.items) - 1
+        state.detector.adopt_shared_baseline(taken.cache, intact=intact)
+    return taken.resolution, taken.source
+
+
+def _value(call: EngineCall, snapshot: Snapshot) -> dict[str, Any]:
+    provider = call.request.provider
+    window = budgets.learned_window(provider, call.model)
+    detector = call.state.detector
+    cache = detector.shared_baseline() if detector is not None else None
+    return shared.value_of(
+        call.state, snapshot, window=(provider, call.model, window) if window is not None else None, cache=cache
+    )
+
+
+def commit(call: EngineCall, store: StateStore, snapshot: Snapshot) -> None:
+    """After the response: the conversation's new shared value, written off the caller's path."""
+    store.put_later(call.state.key, _value(call, snapshot))
+
+
+def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
+    """Run ``summary`` (the summary step of the automatic cascade) as the one summary of this threshold
+    crossing across the fleet.
+
+    The worker that takes the conversation's lock summarizes, writes the result before letting go, and the
+    others never make a second, different summary of the same prefix: a worker that finds the lock taken
+    sends its request unchanged when it still fits the window (the summary will be in the memo for the next
+    call), else waits (bounded by the summarizer's time budget) for the holder's summary and sends that.
+    Only when none comes in time, and the request cannot be sent as it is, does it summarize itself.
+    """
+    store = call.store
+    assert store is not None
+    key = call.state.key
+    settings = call.request.settings
+    lease_seconds = settings.summarizer_timeout_seconds * (settings.summarizer_max_retries + 1) + LEASE_MARGIN_SECONDS
+    lease = yield StoreRequest(
+        partial(store.acquire, key, lease_seconds=lease_seconds),
+        partial(store.aacquire, key, lease_seconds=lease_seconds),
+    )
+    if lease is None:
+        if call.estimated_tokens < budget.blocking_limit:
+            return
+        if (yield from _theirs(call, store, lease_seconds)):
+            return
+        yield from summary
+        return
+    release = StoreRequest(partial(store.release, lease), partial(store.arelease, lease))
+    try:
+        yield from summary
+    except Exception:
+        yield release
+        raise
+    if lease.exclusive and call.entry is not None:
+        # Before the lock goes: the next worker must find this summary, not make its own.
+        value = _value(call, call.resolution.snapshot or Snapshot((), None))
+        yield StoreRequest(partial(store.put, key, value), partial(store.aput, key, value))
+    yield release
+
+
+def _theirs(call: EngineCall, store: StateStore, timeout: float) -> Generator[StoreRequest, Any, bool]:
+    """Wait for the lock holder's summary and send it; True when it applies to this call's items."""
+    state, key = call.state, call.state.key
+    seen = state.shared_seq
+
+    def newer(value: Mapping[str, Any]) -> bool:
+        return isinstance(value.get("seq"), int) and value["seq"] > seen
+
+    loaded = yield StoreRequest(
+        partial(store.wait_for, key, newer, timeout), partial(store.await_for, key, newer, timeout)
+    )
+    if loaded.value is None:
+        loaded = yield StoreRequest(partial(store.get, key), partial(store.aget, key))
+    shared.take(call.resolution, loaded, call.items)
+    entry = state.memo.find(call.items)
+    if entry is None or (call.entry is not None and entry.prefix_len <= call.entry.prefix_len):
+        return False
+    adapter = call.adapter
+    call.entry = entry
+    call.sent_items = entry.apply(call.items)
+    call.body = adapter.with_items(call.request.body, call.sent_items)
+    call.estimated_tokens = int(
+        (estimate_fixed(adapter, call.body) + estimate_items(adapter, call.sent_items)) * state.estimate_factor
+    )
+    call.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = call.estimated_tokens
+    call.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
+    return True

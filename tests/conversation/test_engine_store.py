@@ -1,0 +1,182 @@
+"""The engine with a shared store, through real SDK calls: where a span's state came from, the async path,
+and faults of a real redis-server (shut down, restarted, paused, a value overwritten with garbage): no call
+fails, one warning, the metric counts, and the state goes back to the store when it answers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import otel_context
+from otel_context import semconv
+from otel_context.conversation import shared
+from otel_context.conversation.state_store import StateStore
+from otel_context.testing import SimulatedProvider
+from otel_context.testing.redis_server import RedisServer
+from tests.compaction.conftest import _fresh_engine, otel
+from tests.compaction.support import Otel
+
+__all__ = ["_fresh_engine", "otel"]
+
+MODEL = "claude-sonnet-4-6"
+#: Above this machine's scheduling noise (its cores are shared), far below what a paused server costs.
+TIMEOUT_MS = 300
+
+
+@pytest.fixture
+def store_url(own_redis: RedisServer) -> Iterator[str]:
+    yield f"{own_redis.url}?timeout_ms={TIMEOUT_MS}"
+    otel_context.uninstrument()
+
+
+def _store(url: str) -> StateStore:
+    settings = otel_context.Settings(state_store=url)
+    store = shared.store_for(settings)
+    assert store is not None
+    return store
+
+
+class Chat:
+    """One conversation with an explicit id, a turn per call, through a real anthropic client."""
+
+    def __init__(self, client: Any, otel: Otel) -> None:
+        self.client, self.otel = client, otel
+        self.history: list[dict[str, Any]] = []
+
+    def turn(self, text: str) -> tuple[str, float]:
+        """One call; the state source on its chat span and how long it took."""
+        self.history.append({"role": "user", "content": text})
+        started = time.perf_counter()
+        with otel_context.conversation("faulty"):
+            response = self.client.messages.create(model=MODEL, max_tokens=64, messages=self.history)
+        took = time.perf_counter() - started
+        self.history.append({"role": "assistant", "content": response.content[0].text})
+        chat = self.otel.spans()[-1]
+        return str((chat.attributes or {})[semconv.STATE_SOURCE]), took
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name == "otel_context"]
+
+
+def test_default_spans_say_memory(simulated_provider: SimulatedProvider, otel: Otel) -> None:
+    otel_context.instrument(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    try:
+        chat = Chat(simulated_provider.anthropic(), otel)
+        assert chat.turn("hello")[0] == semconv.STATE_SOURCE_MEMORY
+    finally:
+        otel_context.uninstrument()
+
+
+def test_redis_faults_never_fail_a_call(
+    simulated_provider: SimulatedProvider,
+    otel: Otel,
+    own_redis: RedisServer,
+    store_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="otel_context")
+    otel_context.instrument(
+        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, state_store=store_url
+    )
+    store = _store(store_url)
+    chat = Chat(simulated_provider.anthropic(), otel)
+    errors = semconv.METRIC_STATE_STORE_ERRORS
+
+    assert chat.turn("one")[0] == semconv.STATE_SOURCE_STORE
+    assert chat.turn("two")[0] == semconv.STATE_SOURCE_STORE
+    assert store.flush(5)
+    assert store.get("faulty").value is not None  # the conversation's state is in the store
+    assert _warnings(caplog) == []
+
+    # Shut down: calls go on with this process's state; one warning for the outage; the metric counts.
+    own_redis.stop()
+    sources = [chat.turn(f"down {i}")[0] for i in range(3)]
+    assert sources[0] == semconv.STATE_SOURCE_FALLBACK
+    assert set(sources) == {semconv.STATE_SOURCE_FALLBACK}
+    assert len(_warnings(caplog)) == 1
+    assert otel.counter_value(errors, **{semconv.STATE_STORE_OPERATION: "get"}) >= 1
+
+    # Restarted (empty): after the back-off the store is used again and the state is written back.
+    own_redis.start()
+    time.sleep(1.1)
+    assert chat.turn("back")[0] == semconv.STATE_SOURCE_STORE
+    assert store.flush(5)
+    assert store.get("faulty").value is not None
+    assert len(_warnings(caplog)) == 1  # still the one warning of the outage
+
+    # Paused (DEBUG SLEEP): the call waits at most about one timeout, never the pause.
+    time.sleep(1.1)
+    paused = own_redis.pause(3)
+    source, took = chat.turn("paused")
+    assert source == semconv.STATE_SOURCE_FALLBACK
+    assert took < 2.0
+    paused.join()
+    time.sleep(1.1)
+    assert chat.turn("awake")[0] == semconv.STATE_SOURCE_STORE
+    assert otel.counter_value(errors, **{semconv.ERROR_TYPE: "timeout"}) >= 1
+
+    # Garbage under the conversation's key: ignored (one more warning, of its own kind), counted, and the
+    # next write puts a good value back.
+    assert store.flush(5)
+    before = len(_warnings(caplog))
+    assert own_redis.command("SET", store.key("faulty"), "not json") == "+OK"
+    assert chat.turn("garbage")[0] == semconv.STATE_SOURCE_FALLBACK
+    assert otel.counter_value(errors, **{semconv.ERROR_TYPE: "garbage"}) == 1
+    assert len(_warnings(caplog)) == before + 1
+    assert store.flush(5)
+    assert chat.turn("healed")[0] == semconv.STATE_SOURCE_STORE
+    assert otel.counter_value(errors, **{semconv.ERROR_TYPE: "garbage"}) == 1
+
+
+def test_a_worker_takes_up_state_another_left(
+    simulated_provider: SimulatedProvider, otel: Otel, store_url: str
+) -> None:
+    """What another worker left (here: this process's state forgotten between two calls) is taken back
+    from the store by content hashes: the usage anchor (the estimate is not recomputed from scratch) and
+    the breaker."""
+    otel_context.instrument(
+        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, state_store=store_url
+    )
+    store = _store(store_url)
+    chat = Chat(simulated_provider.anthropic(), otel)
+    chat.turn("one")
+    chat.turn("two")
+    assert store.flush(5)
+    value = store.get("faulty").value
+    assert value is not None and value["anchor"]["n"] == 3
+    # Another worker opened the breaker meanwhile.
+    store.put("faulty", {**value, "seq": value["seq"] + 1, "rev": "other", "breaker": [3, 0]})
+    otel_context.engine.reset()  # this process forgets the conversation, as a worker that never saw it
+    chat.turn("three")
+    span = otel.spans()[-1]
+    assert (span.attributes or {}).get(semconv.COMPACTION_BREAKER_OPEN) is True
+    assert (span.attributes or {})[semconv.STATE_SOURCE] == semconv.STATE_SOURCE_STORE
+
+
+def test_async_clients_await_the_store(simulated_provider: SimulatedProvider, otel: Otel, store_url: str) -> None:
+    otel_context.instrument(
+        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, state_store=store_url
+    )
+    store = _store(store_url)
+    client = simulated_provider.async_anthropic()
+
+    async def run() -> None:
+        history: list[dict[str, Any]] = []
+        for text in ("one", "two"):
+            history.append({"role": "user", "content": text})
+            with otel_context.conversation("async"):
+                response = await client.messages.create(model=MODEL, max_tokens=64, messages=history)
+            history.append({"role": "assistant", "content": response.content[0].text})
+
+    asyncio.run(run())
+    sources = [(s.attributes or {}).get(semconv.STATE_SOURCE) for s in otel.spans() if s.name.startswith("chat")]
+    assert sources == [semconv.STATE_SOURCE_STORE] * 2
+    assert store.flush(5)
+    value = store.get("async").value
+    assert value is not None and value["anchor"]["n"] == 3
