@@ -28,8 +28,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
+import ctypes.util
+import gc
+import os
 import random
+import re
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -110,6 +116,78 @@ def rss_mb() -> float:
     with open("/proc/self/statm") as f:
         pages = int(f.read().split()[1])
     return pages * 4096 / 1e6
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in [
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        ]
+    ]
+
+
+def _libc() -> Any:
+    """glibc, or None elsewhere (the memory detail and the trim are glibc's)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _libc()
+
+
+def malloc_trim() -> bool:
+    """glibc's ``malloc_trim(0)``: give the free memory of every malloc arena back to the system."""
+    return bool(_LIBC is not None and _LIBC.malloc_trim(0))
+
+
+def _pymalloc_mb() -> tuple[float, float]:
+    """(MB of pymalloc arenas mapped, MB in blocks in use), parsed from ``sys._debugmallocstats`` (writes to the
+    C stderr, so fd 2 is pointed at a temporary file for the moment; a benchmark-only probe)."""
+    with tempfile.TemporaryFile(mode="w+") as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(out.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read()
+
+    def number(label: str) -> float:
+        found = re.search(re.escape(label) + r"\s*=\s*([\d,]+)", text)
+        return int(found.group(1).replace(",", "")) / 1e6 if found else float("nan")
+
+    return number("bytes/arena"), number("# bytes in allocated blocks")
+
+
+def memory_detail() -> dict[str, float]:
+    """Where the RSS is: Python objects alive (count), pymalloc's arenas and what is in use in them, and glibc
+    malloc's in-use and free-but-kept bytes (all arenas; ``mallinfo2``). RSS growing with ``malloc free`` and
+    flat objects and in-use bytes is the allocator keeping freed memory (fragmentation), not a leak."""
+    detail = {"objects": float(len(gc.get_objects()))}
+    detail["pymalloc_mb"], detail["pymalloc_used_mb"] = _pymalloc_mb()
+    if _LIBC is not None:
+        info = _LIBC.mallinfo2()
+        detail["malloc_used_mb"] = (info.uordblks + info.hblkhd) / 1e6
+        detail["malloc_free_mb"] = info.fordblks / 1e6
+    return detail
 
 
 def user_turn(worker: int, conversation: int, turn: int) -> str:
@@ -253,6 +331,18 @@ def main() -> int:
         help="RSS growth allowed after warm-up, in MB or 25 %% of the warm-up RSS, whichever is larger (25)",
     )
     parser.add_argument("--max-conversations", type=int, default=32, help="engine's conversation bound (32)")
+    parser.add_argument(
+        "--memory-detail",
+        action="store_true",
+        help="per sample also: Python objects alive, pymalloc arenas (MB mapped / in use), glibc malloc in use "
+        "and free-but-kept (MB); tells a leak from allocator fragmentation",
+    )
+    parser.add_argument(
+        "--malloc-trim",
+        action="store_true",
+        help="call glibc's malloc_trim(0) every 2 s (with the provider's housekeeping), so RSS follows what is "
+        "in use; see benchmarks/README.md, soak",
+    )
     args = parser.parse_args()
     if args.seconds <= 0 or args.threads < 0 or args.async_tasks < 0:
         parser.error("--seconds must be positive, --threads and --async-tasks at least 0")
@@ -291,7 +381,10 @@ def main() -> int:
         started = time.monotonic()
         for thread in threads:
             thread.start()
-        print(f"{'t (s)':>7} {'calls':>7} {'app errors':>10} {'injected':>8} {'RSS MB':>7} {'threads':>7}", flush=True)
+        header = f"{'t (s)':>7} {'calls':>7} {'app errors':>10} {'injected':>8} {'RSS MB':>7} {'threads':>7}"
+        if args.memory_detail:
+            header += f" {'objects':>9} {'pymalloc MB':>11} {'in use':>7} {'malloc MB':>9} {'free':>7}"
+        print(header, flush=True)
         while True:
             elapsed = time.monotonic() - started
             if elapsed >= args.seconds:
@@ -300,17 +393,30 @@ def main() -> int:
             while time.monotonic() < next_sample:
                 time.sleep(min(HOUSEKEEPING_SECONDS, max(0.0, next_sample - time.monotonic())))
                 forget_provider_memory(sim)
+                if args.malloc_trim:
+                    malloc_trim()
             elapsed = time.monotonic() - started
             samples.append((elapsed, tally.calls, rss_mb(), threading.active_count()))
-            print(
+            line = (
                 f"{elapsed:>7.0f} {tally.calls:>7} {tally.app_errors:>10} {tally.injected:>8} "
-                f"{samples[-1][2]:>7.1f} {samples[-1][3]:>7}",
-                flush=True,
+                f"{samples[-1][2]:>7.1f} {samples[-1][3]:>7}"
             )
+            if args.memory_detail:
+                d = memory_detail()
+                line += (
+                    f" {d['objects']:>9.0f} {d['pymalloc_mb']:>11.1f} {d['pymalloc_used_mb']:>7.1f}"
+                    f" {d.get('malloc_used_mb', float('nan')):>9.1f} {d.get('malloc_free_mb', float('nan')):>7.1f}"
+                )
+            print(line, flush=True)
         stop.set()
         for thread in threads:
             thread.join(timeout=60)
         sim.clear_faults()
+        forget_provider_memory(sim)
+        gc.collect()
+        before_trim = rss_mb()
+        if malloc_trim():
+            print(f"at the end, after gc.collect(): RSS {before_trim:.1f} MB, {rss_mb():.1f} MB after malloc_trim(0)")
     otel_context.uninstrument()
 
     failures: list[str] = []
