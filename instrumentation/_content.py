@@ -29,6 +29,13 @@ def _get(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
+def _seq(value: Any) -> list[Any] | tuple[Any, ...]:
+    """``value`` if it is a list or tuple, else empty: an app's malformed content (``True``, ``42``, a dict
+    where a list belongs) is captured as no parts rather than failing the whole capture (or iterating a
+    dict's keys)."""
+    return value if isinstance(value, (list, tuple)) else ()
+
+
 def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -82,14 +89,14 @@ def _anthropic_part(block: Any) -> dict[str, Any] | None:
 def _anthropic_parts(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "content": content}]
-    return [p for b in content or () if (p := _anthropic_part(b)) is not None]
+    return [p for b in _seq(content) if (p := _anthropic_part(b)) is not None]
 
 
 def _anthropic_input(body: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
     system = body.get("system")
     instructions = _anthropic_parts(system) if isinstance(system, (str, list, tuple)) else []
     messages = [
-        {"role": _get(m, "role"), "parts": _anthropic_parts(_get(m, "content"))} for m in body.get("messages") or ()
+        {"role": _get(m, "role"), "parts": _anthropic_parts(_get(m, "content"))} for m in _seq(body.get("messages"))
     ]
     return messages, instructions
 
@@ -114,7 +121,7 @@ def _chat_parts(message: Any) -> list[dict[str, Any]]:
                 parts.append({"type": "text", "content": _get(part, "text") or ""})
             elif kind in ("image_url", "input_audio", "file"):
                 parts.append({"type": "blob", "modality": "image" if kind == "image_url" else str(kind)})
-    for call in _get(message, "tool_calls") or ():
+    for call in _seq(_get(message, "tool_calls")):
         function = _get(call, "function")
         parts.append(
             {
@@ -130,7 +137,7 @@ def _chat_parts(message: Any) -> list[dict[str, Any]]:
 def _chat_input(body: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
     messages: list[Any] = []
     instructions: list[Any] = []
-    for m in body.get("messages") or ():
+    for m in _seq(body.get("messages")):
         role = _get(m, "role")
         if role in ("system", "developer"):
             instructions.extend(_chat_parts(m))
@@ -173,7 +180,7 @@ def _responses_item(item: Any) -> dict[str, Any] | None:
         else:
             parts = [
                 {"type": "text", "content": _get(c, "text") or ""}
-                for c in content or ()
+                for c in _seq(content)
                 if _get(c, "type") in ("input_text", "output_text", "text")
             ]
         return {"role": role, "parts": parts}
@@ -194,7 +201,7 @@ def _responses_item(item: Any) -> dict[str, Any] | None:
         }
         return {"role": "tool", "parts": [part]}
     if kind == "reasoning":
-        text = "".join(_get(s, "text") or "" for s in _get(item, "summary") or ())
+        text = "".join(t for s in _seq(_get(item, "summary")) if isinstance(t := _get(s, "text"), str))
         return {"role": "assistant", "parts": [{"type": "reasoning", "content": text}]}
     if kind == "compaction":
         return {"role": "assistant", "parts": [{"type": "compaction", "content": ""}]}
@@ -207,7 +214,7 @@ def _responses_input(body: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
     raw = body.get("input")
     if isinstance(raw, str):
         return [{"role": "user", "parts": [{"type": "text", "content": raw}]}], system
-    return [m for item in raw or () if (m := _responses_item(item)) is not None], system
+    return [m for item in _seq(raw) if (m := _responses_item(item)) is not None], system
 
 
 def _responses_output(response: Any) -> list[Any]:

@@ -1,0 +1,57 @@
+"""What the fuzz suite found, kept as explicit examples (each failed before its fix; see fuzz.harness.check)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .bodies import CLAUDE, DUE_CHARS, GPT, Case
+from .harness import Rig, check, make_rig
+
+
+@pytest.fixture(scope="module")
+def rig() -> Iterator[Rig]:
+    yield from make_rig()
+
+
+def _tool_loop(tail: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An Anthropic tool call whose result is over the window on its own, then ``tail``."""
+    return [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_0", "name": "read_file", "input": {}}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_0", "content": "0" * (DUE_CHARS // 2)}],
+        },
+        *tail,
+    ]
+
+
+# Content capture iterated whatever stood where a list belongs: ``True`` or ``42`` failed the whole capture
+# (logged, the span had no messages at all); a dict was captured as its keys.
+@pytest.mark.parametrize(
+    "case",
+    [
+        Case(
+            "anthropic", {"model": CLAUDE, "max_tokens": 64, "messages": [{"role": "user", "content": 42}]}, True, False
+        ),
+        Case(
+            "anthropic",
+            {"model": CLAUDE, "max_tokens": 64, "messages": [{"role": "user", "content": True}]},
+            True,
+            False,
+        ),
+        Case(
+            "chat",
+            {"model": GPT, "max_tokens": 64, "messages": [{"role": "assistant", "content": "x", "tool_calls": True}]},
+            True,
+            False,
+        ),
+        Case("responses", {"model": GPT, "input": [{"role": "user", "content": 42}]}, True, False),
+        Case("responses", {"model": GPT, "input": [{"type": "reasoning", "id": "rs_1", "summary": 7}]}, True, False),
+    ],
+    ids=["anthropic-int", "anthropic-bool", "chat-tool_calls-bool", "responses-int", "responses-summary-int"],
+)
+def test_odd_content_is_still_captured(rig: Rig, case: Case) -> None:
+    check(rig, case, "sync")
