@@ -232,6 +232,7 @@ class AnthropicMessagesAdapter:
     # -- structure ----------------------------------------------------------------------------------------
 
     def has_unknown_content(self, items: Sequence[Item]) -> str | None:
+        last = len(items) - 1
         for index, item in enumerate(items):
             if not isinstance(item, Mapping):
                 return f"messages.{index} is not an object"
@@ -239,10 +240,17 @@ class AnthropicMessagesAdapter:
             if role not in _ROLES:
                 return f"messages.{index} has unknown role {role!r}"
             content = item.get("content")
+            # The API rejects empty content and blank text blocks except in a final assistant message (a
+            # prefill): compacted, such a request would be rejected at an index of ours, not the app's.
+            may_be_empty = index == last and role == "assistant"
             if isinstance(content, str):
+                if not content and not may_be_empty:
+                    return f"messages.{index}.content is empty (malformed message)"
                 continue
             if not isinstance(content, (list, tuple)):
                 return f"messages.{index}.content is neither a string nor a list of blocks"
+            if not content and not may_be_empty:
+                return f"messages.{index}.content is empty (malformed message)"
             for pos, block in enumerate(content):
                 if not isinstance(block, Mapping):
                     return f"messages.{index}.content.{pos} is not an object"
@@ -252,6 +260,8 @@ class AnthropicMessagesAdapter:
                 problem = malformed_field(block, kind, _BLOCK_FIELDS, f"messages.{index}.content.{pos}")
                 if problem:
                     return problem
+                if kind == "text" and not block["text"].strip() and not may_be_empty:
+                    return f"messages.{index}.content.{pos}.text is blank (malformed 'text')"
         return None
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:

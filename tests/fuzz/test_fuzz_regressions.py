@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from otel_context import semconv
+
 from .bodies import CLAUDE, DUE_CHARS, GPT, Case
 from .harness import Rig, check, make_rig
 
@@ -55,3 +57,31 @@ def _tool_loop(tail: list[dict[str, Any]]) -> list[dict[str, Any]]:
 )
 def test_odd_content_is_still_captured(rig: Rig, case: Case) -> None:
     check(rig, case, "sync")
+
+
+# Anthropic rejects empty content and blank text blocks (except in a final assistant message). Such a history
+# over the threshold was compacted, and the provider then rejected OUR request, at an index of ours.
+@pytest.mark.parametrize(
+    "tail",
+    [
+        [{"role": "user", "content": ""}],
+        [{"role": "user", "content": []}],
+        [{"role": "user", "content": [{"type": "text", "text": " \n"}]}],
+        [{"role": "user", "content": ""}, {"role": "user", "content": "next"}],
+    ],
+    ids=["empty-string", "empty-list", "blank-text-block", "empty-then-more"],
+)
+@pytest.mark.parametrize("mode", ["sync", "async_stream"])
+def test_empty_anthropic_content_is_sent_unchanged(rig: Rig, tail: list[dict[str, Any]], mode: str) -> None:
+    case = Case("anthropic", {"model": CLAUDE, "max_tokens": 64, "messages": _tool_loop(tail)}, True, True)
+    check(rig, case, mode)
+
+
+def test_an_empty_final_assistant_prefill_is_not_malformed(rig: Rig) -> None:
+    tail = [{"role": "user", "content": "go on"}, {"role": "assistant", "content": ""}]
+    case = Case("anthropic", {"model": CLAUDE, "max_tokens": 64, "messages": _tool_loop(tail)}, False, True)
+    check(rig, case, "sync")
+    spans = rig.exporter.get_finished_spans()
+    (chat,) = [s for s in spans if s.parent is None]
+    assert semconv.CONTEXT_COMPACTION_SKIPPED_REASON not in (chat.attributes or {})
+    assert [s.name for s in spans if s.name == semconv.COMPACT_SPAN]  # compacted, not left alone
