@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -120,6 +121,27 @@ def merge_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             out.append(dict(msg))
     return out
+
+
+def non_finite_item(items: Sequence[Item], where: str) -> str | None:
+    """Why the first item holding a float JSON cannot carry (inf, nan) is malformed, or None.
+
+    The SDKs refuse to serialize such a request (``ValueError``); compacted, the number could be summarized
+    away and the call succeed, hiding the app's bug. ``where`` names an item from its index (``"input[{}]"``).
+    Iterative, so any nesting is fine; walked only when a compaction is due.
+    """
+    for index, item in enumerate(items):
+        stack = [item]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, float):
+                if not math.isfinite(value):
+                    return f"{where.format(index)} holds {value!r}, which JSON cannot carry (malformed)"
+            elif isinstance(value, Mapping):
+                stack.extend(value.values())
+            elif isinstance(value, (list, tuple)):
+                stack.extend(value)
+    return None
 
 
 #: Per block/part/item type, the fields it needs and their JSON types (what the provider itself rejects).

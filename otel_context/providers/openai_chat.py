@@ -28,6 +28,7 @@ from otel_context.providers._common import (
     malformed_field,
     mentions_too_long,
     merge_text_messages,
+    non_finite_item,
     parse_arguments,
 )
 from otel_context.providers.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
@@ -184,7 +185,7 @@ class OpenAIChatAdapter:
                     problem = malformed_field(function, "function", _FUNCTION_FIELDS, where + ".function")
                 if problem:
                     return problem
-        return None
+        return non_finite_item(items, "messages[{}]")
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:
         n = len(items)

@@ -85,3 +85,38 @@ def test_an_empty_final_assistant_prefill_is_not_malformed(rig: Rig) -> None:
     (chat,) = [s for s in spans if s.parent is None]
     assert semconv.CONTEXT_COMPACTION_SKIPPED_REASON not in (chat.attributes or {})
     assert [s.name for s in spans if s.name == semconv.COMPACT_SPAN]  # compacted, not left alone
+
+
+# The SDKs refuse to serialize inf and nan (ValueError: "Out of range float values are not JSON compliant").
+# A history over the threshold holding one was compacted, the number summarized away, and the call succeeded:
+# the app's bug was hidden. Now such a history is not understood, so the SDK raises as it does without us.
+@pytest.mark.parametrize("number", [float("inf"), float("-inf"), float("nan")], ids=repr)
+@pytest.mark.parametrize("fmt", ["anthropic", "chat", "responses"])
+def test_a_number_json_cannot_carry_is_not_summarized_away(rig: Rig, fmt: str, number: float) -> None:
+    filler = "0" * (DUE_CHARS // 2)
+    odd = {"type": "text", "text": "see", "x_extra": number}
+    if fmt == "anthropic":
+        history: list[dict[str, Any]] = [
+            {"role": "user", "content": [odd]},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": filler},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "go on"},
+        ]
+        case = Case(fmt, {"model": CLAUDE, "max_tokens": 64, "messages": history}, True, True)
+    elif fmt == "chat":
+        history = [
+            {"role": "user", "content": [odd]},
+            {"role": "user", "content": filler},
+            {"role": "user", "content": "go"},
+        ]
+        case = Case(fmt, {"model": GPT, "max_tokens": 64, "messages": history}, True, True)
+    else:
+        odd = {"type": "input_text", "text": "see", "x_extra": number}
+        history = [
+            {"role": "user", "content": [odd]},
+            {"role": "user", "content": filler},
+            {"role": "user", "content": "go"},
+        ]
+        case = Case(fmt, {"model": GPT, "max_output_tokens": 64, "input": history}, True, True)
+    check(rig, case, "sync")
