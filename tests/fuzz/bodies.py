@@ -148,8 +148,9 @@ def _anthropic_turns(draw: st.DrawFn) -> list[dict[str, Any]]:
     return [_maybe_extra(draw, {"role": role, "content": content})]
 
 
-#: Ways to break one Anthropic message; each is a contract violation the product promises to detect.
-def _anthropic_malformations(draw: st.DrawFn) -> dict[str, Any]:
+@st.composite
+def _anthropic_malformations(draw: st.DrawFn) -> Any:
+    """One broken Anthropic message; each is a contract violation the product promises to detect."""
     bad_block = draw(
         st.sampled_from(
             [
@@ -175,19 +176,27 @@ def _anthropic_malformations(draw: st.DrawFn) -> dict[str, Any]:
     if shape == "content":
         return {"role": "user", "content": draw(st.sampled_from([None, 42, {"type": "text", "text": "x"}, True]))}
     if shape == "item":
-        return draw(st.sampled_from([{"content": "no role"}, "a bare string", None, [1, 2]]))  # type: ignore[arg-type]
+        return draw(st.sampled_from([{"content": "no role"}, "a bare string", None, [1, 2]]))
     return {"role": "user", "content": [{"type": "text", "text": "before"}, bad_block]}
+
+
+def _history(
+    draw: st.DrawFn, turns: st.SearchStrategy[list[Any]], malformation: st.SearchStrategy[Any]
+) -> tuple[list[Any], bool]:
+    """A few turns and a last user message; one time in four a malformed entry somewhere (and True)."""
+    history: list[Any] = []
+    for turn in draw(st.lists(turns, min_size=1, max_size=5)):
+        history.extend(turn)
+    history.append({"role": "user", "content": draw(st.one_of(_filler(), _word_text))})
+    malformed = draw(st.integers(0, 3)) == 0
+    if malformed:
+        history.insert(draw(st.integers(0, len(history) - 1)), draw(malformation))
+    return history, malformed
 
 
 @st.composite
 def anthropic_case(draw: st.DrawFn) -> Case:
-    messages: list[Any] = []
-    for turn in draw(st.lists(_anthropic_turns(), min_size=1, max_size=5)):
-        messages.extend(turn)
-    messages.append({"role": "user", "content": draw(st.one_of(_filler(), _word_text))})
-    malformed = draw(st.integers(0, 3)) == 0
-    if malformed:
-        messages.insert(draw(st.integers(0, len(messages) - 1)), _anthropic_malformations(draw))
+    messages, malformed = _history(draw, _anthropic_turns(), _anthropic_malformations())
     kwargs: dict[str, Any] = {
         "model": CLAUDE,
         "max_tokens": draw(st.sampled_from([64, 64, 1, 4096])),
@@ -249,40 +258,29 @@ def _chat_turns(draw: st.DrawFn) -> list[dict[str, Any]]:
     return [_maybe_extra(draw, message)]
 
 
-def _chat_malformations(draw: st.DrawFn) -> Any:
-    return draw(
-        st.sampled_from(
-            [
-                {"role": "user", "content": [{"type": "text", "text": None}]},
-                {"role": "user", "content": [{"type": "text"}]},
-                {"role": "user", "content": [{"type": "no_such_part", "x": 1}]},
-                {"role": "user", "content": ["bare string part"]},
-                {"role": "user", "content": 42},
-                {"role": "user", "content": None},
-                {"role": "user"},
-                {"role": "tool", "content": "no id"},
-                {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "id": "c1"}]},
-                {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "f"}}]},
-                {"role": "assistant", "content": None, "tool_calls": [{"type": "nope", "id": "c1"}]},
-                {"role": "bogus", "content": "hi"},
-                {"content": "no role"},
-                "a bare string",
-            ]
-        )
-    )
+_CHAT_MALFORMED: list[Any] = [
+    {"role": "user", "content": [{"type": "text", "text": None}]},
+    {"role": "user", "content": [{"type": "text"}]},
+    {"role": "user", "content": [{"type": "no_such_part", "x": 1}]},
+    {"role": "user", "content": ["bare string part"]},
+    {"role": "user", "content": 42},
+    {"role": "user", "content": None},
+    {"role": "user"},
+    {"role": "tool", "content": "no id"},
+    {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "id": "c1"}]},
+    {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "f"}}]},
+    {"role": "assistant", "content": None, "tool_calls": [{"type": "nope", "id": "c1"}]},
+    {"role": "bogus", "content": "hi"},
+    {"content": "no role"},
+    "a bare string",
+]
 
 
 @st.composite
 def chat_case(draw: st.DrawFn) -> Case:
-    messages: list[Any] = []
+    messages, malformed = _history(draw, _chat_turns(), st.sampled_from(_CHAT_MALFORMED))
     if draw(st.booleans()):
-        messages.append({"role": "system", "content": draw(_any_text)})
-    for turn in draw(st.lists(_chat_turns(), min_size=1, max_size=5)):
-        messages.extend(turn)
-    messages.append({"role": "user", "content": draw(st.one_of(_filler(), _word_text))})
-    malformed = draw(st.integers(0, 3)) == 0
-    if malformed:
-        messages.insert(draw(st.integers(0, len(messages) - 1)), _chat_malformations(draw))
+        messages.insert(0, {"role": "system", "content": draw(_any_text)})
     kwargs: dict[str, Any] = {"model": GPT, "messages": messages}
     kwargs[draw(st.sampled_from(["max_tokens", "max_completion_tokens"]))] = draw(st.sampled_from([64, 1, 4096]))
     if draw(st.booleans()):
@@ -327,35 +325,24 @@ def _responses_items(draw: st.DrawFn) -> list[dict[str, Any]]:
     return [_maybe_extra(draw, item)]
 
 
-def _responses_malformations(draw: st.DrawFn) -> Any:
-    return draw(
-        st.sampled_from(
-            [
-                {"role": "user", "content": [{"type": "input_text", "text": None}]},
-                {"role": "user", "content": [{"type": "input_text"}]},
-                {"role": "user", "content": [{"type": "no_such_part"}]},
-                {"role": "user", "content": 42},
-                {"role": "user", "content": None},
-                {"role": "bogus", "content": "hi"},
-                {"type": "function_call", "name": "f", "arguments": "{}"},
-                {"type": "function_call_output", "output": "no call id"},
-                {"type": "function_call_output", "call_id": "c", "output": 5},
-                {"type": "no_such_item", "x": 1},
-                "a bare string",
-            ]
-        )
-    )
+_RESPONSES_MALFORMED: list[Any] = [
+    {"role": "user", "content": [{"type": "input_text", "text": None}]},
+    {"role": "user", "content": [{"type": "input_text"}]},
+    {"role": "user", "content": [{"type": "no_such_part"}]},
+    {"role": "user", "content": 42},
+    {"role": "user", "content": None},
+    {"role": "bogus", "content": "hi"},
+    {"type": "function_call", "name": "f", "arguments": "{}"},
+    {"type": "function_call_output", "output": "no call id"},
+    {"type": "function_call_output", "call_id": "c", "output": 5},
+    {"type": "no_such_item", "x": 1},
+    "a bare string",
+]
 
 
 @st.composite
 def responses_case(draw: st.DrawFn) -> Case:
-    items: list[Any] = []
-    for turn in draw(st.lists(_responses_items(), min_size=1, max_size=5)):
-        items.extend(turn)
-    items.append({"role": "user", "content": draw(st.one_of(_filler(), _word_text))})
-    malformed = draw(st.integers(0, 3)) == 0
-    if malformed:
-        items.insert(draw(st.integers(0, len(items) - 1)), _responses_malformations(draw))
+    items, malformed = _history(draw, _responses_items(), st.sampled_from(_RESPONSES_MALFORMED))
     kwargs: dict[str, Any] = {"model": GPT, "input": items, "max_output_tokens": draw(st.sampled_from([64, 16, 4096]))}
     if draw(st.booleans()):
         kwargs["instructions"] = draw(_any_text)

@@ -40,21 +40,22 @@ from .bodies import CLAUDE, GPT, WINDOW, Case
 MODES = ("sync", "stream", "async", "async_stream")
 
 
-class CountingProcessor(SpanProcessor):
-    """Spans started and ended (an open span is a difference)."""
+class OpenSpans(SpanProcessor):
+    """The spans started and not yet ended (by id, with their names for the failure message)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.open: dict[int, str] = {}
         self.started = 0
-        self.ended = 0
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         with self.lock:
+            self.open[span.context.span_id] = span.name
             self.started += 1
 
     def on_end(self, span: Any) -> None:
         with self.lock:
-            self.ended += 1
+            self.open.pop(span.context.span_id, None)
 
 
 @dataclass
@@ -63,21 +64,21 @@ class Rig:
 
     sim: SimulatedProvider
     exporter: InMemorySpanExporter
-    counter: CountingProcessor
+    spans: OpenSpans
     tracer_provider: TracerProvider
     meter_provider: MeterProvider
 
 
 def make_rig() -> Iterator[Rig]:
     exporter = InMemorySpanExporter()
-    counter = CountingProcessor()
+    open_spans = OpenSpans()
     tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(counter)
+    tracer_provider.add_span_processor(open_spans)
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     with SimulatedProvider(windows={CLAUDE: WINDOW, GPT: WINDOW}) as sim:
         try:
-            yield Rig(sim, exporter, counter, tracer_provider, meter_provider)
+            yield Rig(sim, exporter, open_spans, tracer_provider, meter_provider)
         finally:
             otel_context.uninstrument()
             tracer_provider.shutdown()
@@ -179,7 +180,7 @@ def check(rig: Rig, case: Case, mode: str) -> None:
         microcompact=True,
     )
     before = copy.deepcopy(case.kwargs)
-    started = rig.counter.started
+    started = rig.spans.started
     try:
         outcome = call(rig.sim, case, mode)
     finally:
@@ -190,8 +191,8 @@ def check(rig: Rig, case: Case, mode: str) -> None:
     assert case.kwargs == before, "the caller's arguments were mutated"
     if outcome != baseline:
         assert baseline.too_long and outcome.error is None, f"instrumented {outcome}, uninstrumented {baseline}"
-    assert rig.counter.started == rig.counter.ended, "a span was left open"
-    assert rig.counter.started - started == len(spans)
+    assert not rig.spans.open, f"spans left open: {sorted(rig.spans.open.values())}"
+    assert rig.spans.started - started == len(spans)
     _check_spans(spans, case, expect_chat=bool(base_bodies) or baseline.error is None)
     for exchange in exchanges:
         if not base_bodies or exchange.body != base_bodies[0]:
