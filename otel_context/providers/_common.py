@@ -123,18 +123,25 @@ def merge_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def non_finite_item(items: Sequence[Item], where: str) -> str | None:
-    """Why the first item holding a float JSON cannot carry (inf, nan) is malformed, or None.
+def unsendable_item(items: Sequence[Item], where: str) -> str | None:
+    """Why the first item the SDKs refuse to send is malformed, or None: a float JSON cannot carry (inf, nan:
+    ``ValueError``) or a string with a lone surrogate, which UTF-8 cannot carry (``UnicodeEncodeError``).
 
-    The SDKs refuse to serialize such a request (``ValueError``); compacted, the number could be summarized
-    away and the call succeed, hiding the app's bug. ``where`` names an item from its index (``"input[{}]"``).
-    Iterative, so any nesting is fine; walked only when a compaction is due.
+    Compacted, such a value could be summarized or cleared away and the call succeed, hiding the app's bug.
+    ``where`` names an item from its index (``"input[{}]"``). Iterative, so any nesting is fine; walked only
+    when a compaction is due.
     """
     for index, item in enumerate(items):
         stack = [item]
         while stack:
             value = stack.pop()
-            if isinstance(value, float):
+            if isinstance(value, str):
+                if not value.isascii():
+                    try:
+                        value.encode("utf-8")
+                    except UnicodeEncodeError:
+                        return f"{where.format(index)} holds a lone surrogate, which UTF-8 cannot carry (malformed)"
+            elif isinstance(value, float):
                 if not math.isfinite(value):
                     return f"{where.format(index)} holds {value!r}, which JSON cannot carry (malformed)"
             elif isinstance(value, Mapping):

@@ -29,7 +29,7 @@ from otel_context.providers._common import (
     malformed_field,
     mentions_too_long,
     merge_text_messages,
-    non_finite_item,
+    unsendable_item,
 )
 from otel_context.providers.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
 
@@ -263,7 +263,7 @@ class AnthropicMessagesAdapter:
                     return problem
                 if kind == "text" and not block["text"].strip() and not may_be_empty:
                     return f"messages.{index}.content.{pos}.text is blank (malformed 'text')"
-        return non_finite_item(items, "messages.{}")
+        return unsendable_item(items, "messages.{}")
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:
         n = len(items)

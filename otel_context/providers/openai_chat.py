@@ -28,8 +28,8 @@ from otel_context.providers._common import (
     malformed_field,
     mentions_too_long,
     merge_text_messages,
-    non_finite_item,
     parse_arguments,
+    unsendable_item,
 )
 from otel_context.providers.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
 
@@ -185,7 +185,7 @@ class OpenAIChatAdapter:
                     problem = malformed_field(function, "function", _FUNCTION_FIELDS, where + ".function")
                 if problem:
                     return problem
-        return non_finite_item(items, "messages[{}]")
+        return unsendable_item(items, "messages[{}]")
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:
         n = len(items)

@@ -27,8 +27,8 @@ from otel_context.providers._common import (
     join_text,
     malformed_field,
     mentions_too_long,
-    non_finite_item,
     parse_arguments,
+    unsendable_item,
 )
 from otel_context.providers.base import CLEARED_PLACEHOLDER, Body, Item, ToolResultRef
 
@@ -228,7 +228,7 @@ class OpenAIResponsesAdapter:
             problem = malformed_field(item, kind, _ITEM_FIELDS, f"input[{index}]")
             if problem:
                 return problem
-        return non_finite_item(items, "input[{}]")
+        return unsendable_item(items, "input[{}]")
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:
         n = len(items)

@@ -9,6 +9,7 @@ on and a small window (:data:`bodies.WINDOW`, the same in the engine and the pro
 * the call made exactly one root span, the chat span, every other span (compaction, summarizer) under it, and
   every span started has ended;
 * the caller's arguments are equal to a deep copy taken before the call;
+* none of our code failed and logged it (the app's call going on is not enough);
 * every request body the provider received is the baseline's (the app's own) or one the provider accepted;
 * the chat span carries the captured input messages (content capture never fails on odd content);
 * a malformed history reaches the provider exactly as the baseline's did, with the skipped reason on the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 import re
 import threading
 from collections.abc import Iterator
@@ -32,7 +34,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_context
-from otel_context import engine, semconv
+from otel_context import engine, semconv, telemetry
 from otel_context.testing import SimulatedProvider
 
 from .bodies import CLAUDE, GPT, WINDOW, Case
@@ -56,6 +58,30 @@ class OpenSpans(SpanProcessor):
     def on_end(self, span: Any) -> None:
         with self.lock:
             self.open.pop(span.context.span_id, None)
+
+
+class Failures(logging.Handler):
+    """Log records of ours that carry an exception: a failure our code caught and logged (the app's call went
+    on) is still a bug the fuzzer should report, not a warning to scroll past."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.records.append(record)
+
+    def __enter__(self) -> Failures:
+        telemetry._logged.clear()  # log_once: every kind of failure is logged again for this call
+        logging.getLogger("otel_context").addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("otel_context").removeHandler(self)
+
+    def summary(self) -> list[str]:
+        return [f"{r.getMessage()}: {r.exc_info[1]!r}" for r in self.records if r.exc_info]
 
 
 @dataclass
@@ -182,13 +208,15 @@ def check(rig: Rig, case: Case, mode: str) -> None:
     before = copy.deepcopy(case.kwargs)
     started = rig.spans.started
     try:
-        outcome = call(rig.sim, case, mode)
+        with Failures() as failures:
+            outcome = call(rig.sim, case, mode)
     finally:
         otel_context.uninstrument()
     exchanges = rig.sim.exchanges
     spans = list(rig.exporter.get_finished_spans())
 
     assert case.kwargs == before, "the caller's arguments were mutated"
+    assert not failures.records, f"our code failed (caught and logged): {failures.summary()}"
     if outcome != baseline:
         assert baseline.too_long and outcome.error is None, f"instrumented {outcome}, uninstrumented {baseline}"
     assert not rig.spans.open, f"spans left open: {sorted(rig.spans.open.values())}"

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from otel_context import semconv
+from otel_context.compaction.memo import items_hash
 
 from .bodies import CLAUDE, DUE_CHARS, GPT, Case
 from .harness import Rig, check, make_rig
@@ -120,3 +121,30 @@ def test_a_number_json_cannot_carry_is_not_summarized_away(rig: Rig, fmt: str, n
         ]
         case = Case(fmt, {"model": GPT, "max_output_tokens": 64, "input": history}, True, True)
     check(rig, case, "sync")
+
+
+# A lone surrogate (valid in a Python str) cannot be encoded: the SDKs raise UnicodeEncodeError. Over the
+# threshold, microcompact cleared old tool results and the memo's content hash raised on the surrogate: the
+# engine gave up on the call (logged). Hashing it would have been worse: with the surrogate cleared away the
+# call would have succeeded, hiding the app's bug. Now such a history is not understood and is sent unchanged.
+@pytest.mark.parametrize("fmt", ["anthropic", "chat"])
+def test_a_lone_surrogate_is_not_compacted_away(rig: Rig, fmt: str) -> None:
+    history: list[dict[str, Any]] = [{"role": "user", "content": "read them \ud800"}]
+    for i in range(6):
+        if fmt == "anthropic":
+            use = {"type": "tool_use", "id": f"toolu_{i}", "name": "read_file", "input": {}}
+            result = {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": "0" * 6_000}
+            history += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [result]}]
+        else:
+            call = {"id": f"c{i}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+            history += [
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"c{i}", "content": "0" * 6_000},
+            ]
+    history.append({"role": "user" if fmt == "chat" else "assistant", "content": "go on"})
+    model = CLAUDE if fmt == "anthropic" else GPT
+    check(rig, Case(fmt, {"model": model, "max_tokens": 64, "messages": history}, True, True), "sync")
+
+
+def test_the_memo_hash_takes_a_lone_surrogate() -> None:
+    assert items_hash([{"content": "\ud800"}]) != items_hash([{"content": "\udfff"}])
