@@ -11,6 +11,11 @@ Content capture is on. Faults are injected at random (500, 529/503, 429 with no 
 the clients have ``max_retries=0``, so each injected fault reaches whichever call takes it: the app asked for
 those errors.
 
+Memory: the run limits glibc to two malloc arenas (``--arenas``). With glibc's default (per-thread arenas) the
+memory the workers free stays in their arenas, and RSS creeps up after warm-up with nothing leaking: see
+benchmarks/README.md, soak. ``--memory-detail`` prints where the RSS is at each sample (Python objects alive,
+pymalloc arenas, glibc malloc in use and free-but-kept); ``--malloc-trim`` returns free memory every 2 s.
+
 Invariants (each printed, any failure -> exit 1):
 
 * errors that reached the app: only the injected kinds (status errors 429/500/503/529, connection errors of
@@ -142,12 +147,28 @@ def _libc() -> Any:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         libc.mallinfo2.restype = _MallInfo2
         libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
         return libc
     except (OSError, AttributeError):
         return None
 
 
 _LIBC = _libc()
+
+
+#: glibc's mallopt parameter for the number of malloc arenas (MALLOC_ARENA_MAX).
+_M_ARENA_MAX = -8
+
+
+def limit_malloc_arenas(arenas: int) -> bool:
+    """At most ``arenas`` glibc malloc arenas (as ``MALLOC_ARENA_MAX`` would), set before any thread starts.
+
+    With glibc's default (up to 8 per core) every worker thread allocates from an arena of its own, and the
+    memory each one frees stays in that arena: a 20-minute run's RSS kept rising by ~20 MB after warm-up with
+    Python objects and the bytes in use flat, and one ``malloc_trim(0)`` gave 46 MB back (benchmarks/README.md,
+    soak). Two arenas keep that retained memory at ~40 MB instead of ~90 MB. False where there is no glibc.
+    """
+    return bool(_LIBC is not None and _LIBC.mallopt(_M_ARENA_MAX, arenas))
 
 
 def malloc_trim() -> bool:
@@ -338,6 +359,13 @@ def main() -> int:
         "and free-but-kept (MB); tells a leak from allocator fragmentation",
     )
     parser.add_argument(
+        "--arenas",
+        type=int,
+        default=2,
+        help="glibc malloc arenas (mallopt M_ARENA_MAX; default 2, 0 = glibc's own default, up to 8 per core); "
+        "ignored when MALLOC_ARENA_MAX is set; see benchmarks/README.md, soak",
+    )
+    parser.add_argument(
         "--malloc-trim",
         action="store_true",
         help="call glibc's malloc_trim(0) every 2 s (with the provider's housekeeping), so RSS follows what is "
@@ -346,6 +374,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.seconds <= 0 or args.threads < 0 or args.async_tasks < 0:
         parser.error("--seconds must be positive, --threads and --async-tasks at least 0")
+    if args.arenas > 0 and "MALLOC_ARENA_MAX" not in os.environ and limit_malloc_arenas(args.arenas):
+        print(f"glibc malloc arenas: at most {args.arenas} (--arenas)")
 
     processor = CountingProcessor()
     tracer_provider = TracerProvider()
