@@ -11,6 +11,11 @@ Content capture is on. Faults are injected at random (500, 529/503, 429 with no 
 the clients have ``max_retries=0``, so each injected fault reaches whichever call takes it: the app asked for
 those errors.
 
+Memory: the run limits glibc to two malloc arenas (``--arenas``). With glibc's default (per-thread arenas) the
+memory the workers free stays in their arenas, and RSS creeps up after warm-up with nothing leaking: see
+benchmarks/README.md, soak. ``--memory-detail`` prints where the RSS is at each sample (Python objects alive,
+pymalloc arenas, glibc malloc in use and free-but-kept); ``--malloc-trim`` returns free memory every 2 s.
+
 Invariants (each printed, any failure -> exit 1):
 
 * errors that reached the app: only the injected kinds (status errors 429/500/503/529, connection errors of
@@ -28,8 +33,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
+import ctypes.util
+import gc
+import os
 import random
+import re
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -110,6 +121,94 @@ def rss_mb() -> float:
     with open("/proc/self/statm") as f:
         pages = int(f.read().split()[1])
     return pages * 4096 / 1e6
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in [
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        ]
+    ]
+
+
+def _libc() -> Any:
+    """glibc, or None elsewhere (the memory detail and the trim are glibc's)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _libc()
+
+
+#: glibc's mallopt parameter for the number of malloc arenas (MALLOC_ARENA_MAX).
+_M_ARENA_MAX = -8
+
+
+def limit_malloc_arenas(arenas: int) -> bool:
+    """At most ``arenas`` glibc malloc arenas (as ``MALLOC_ARENA_MAX`` would), set before any thread starts.
+
+    With glibc's default (up to 8 per core) every worker thread allocates from an arena of its own, and the
+    memory each one frees stays in that arena: a 20-minute run's RSS kept rising by ~20 MB after warm-up with
+    Python objects and the bytes in use flat, and one ``malloc_trim(0)`` gave 46 MB back (benchmarks/README.md,
+    soak). Two arenas keep that retained memory at ~40 MB instead of ~90 MB. False where there is no glibc.
+    """
+    return bool(_LIBC is not None and _LIBC.mallopt(_M_ARENA_MAX, arenas))
+
+
+def malloc_trim() -> bool:
+    """glibc's ``malloc_trim(0)``: give the free memory of every malloc arena back to the system."""
+    return bool(_LIBC is not None and _LIBC.malloc_trim(0))
+
+
+def _pymalloc_mb() -> tuple[float, float]:
+    """(MB of pymalloc arenas mapped, MB in blocks in use), parsed from ``sys._debugmallocstats`` (writes to the
+    C stderr, so fd 2 is pointed at a temporary file for the moment; a benchmark-only probe)."""
+    with tempfile.TemporaryFile(mode="w+") as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(out.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read()
+
+    def number(label: str) -> float:
+        found = re.search(re.escape(label) + r"\s*=\s*([\d,]+)", text)
+        return int(found.group(1).replace(",", "")) / 1e6 if found else float("nan")
+
+    return number("bytes/arena"), number("# bytes in allocated blocks")
+
+
+def memory_detail() -> dict[str, float]:
+    """Where the RSS is: Python objects alive (count), pymalloc's arenas and what is in use in them, and glibc
+    malloc's in-use and free-but-kept bytes (all arenas; ``mallinfo2``). RSS growing with ``malloc free`` and
+    flat objects and in-use bytes is the allocator keeping freed memory (fragmentation), not a leak."""
+    detail = {"objects": float(len(gc.get_objects()))}
+    detail["pymalloc_mb"], detail["pymalloc_used_mb"] = _pymalloc_mb()
+    if _LIBC is not None:
+        info = _LIBC.mallinfo2()
+        detail["malloc_used_mb"] = (info.uordblks + info.hblkhd) / 1e6
+        detail["malloc_free_mb"] = info.fordblks / 1e6
+    return detail
 
 
 def user_turn(worker: int, conversation: int, turn: int) -> str:
@@ -253,9 +352,30 @@ def main() -> int:
         help="RSS growth allowed after warm-up, in MB or 25 %% of the warm-up RSS, whichever is larger (25)",
     )
     parser.add_argument("--max-conversations", type=int, default=32, help="engine's conversation bound (32)")
+    parser.add_argument(
+        "--memory-detail",
+        action="store_true",
+        help="per sample also: Python objects alive, pymalloc arenas (MB mapped / in use), glibc malloc in use "
+        "and free-but-kept (MB); tells a leak from allocator fragmentation",
+    )
+    parser.add_argument(
+        "--arenas",
+        type=int,
+        default=2,
+        help="glibc malloc arenas (mallopt M_ARENA_MAX; default 2, 0 = glibc's own default, up to 8 per core); "
+        "ignored when MALLOC_ARENA_MAX is set; see benchmarks/README.md, soak",
+    )
+    parser.add_argument(
+        "--malloc-trim",
+        action="store_true",
+        help="call glibc's malloc_trim(0) every 2 s (with the provider's housekeeping), so RSS follows what is "
+        "in use; see benchmarks/README.md, soak",
+    )
     args = parser.parse_args()
     if args.seconds <= 0 or args.threads < 0 or args.async_tasks < 0:
         parser.error("--seconds must be positive, --threads and --async-tasks at least 0")
+    if args.arenas > 0 and "MALLOC_ARENA_MAX" not in os.environ and limit_malloc_arenas(args.arenas):
+        print(f"glibc malloc arenas: at most {args.arenas} (--arenas)")
 
     processor = CountingProcessor()
     tracer_provider = TracerProvider()
@@ -291,7 +411,10 @@ def main() -> int:
         started = time.monotonic()
         for thread in threads:
             thread.start()
-        print(f"{'t (s)':>7} {'calls':>7} {'app errors':>10} {'injected':>8} {'RSS MB':>7} {'threads':>7}", flush=True)
+        header = f"{'t (s)':>7} {'calls':>7} {'app errors':>10} {'injected':>8} {'RSS MB':>7} {'threads':>7}"
+        if args.memory_detail:
+            header += f" {'objects':>9} {'pymalloc MB':>11} {'in use':>7} {'malloc MB':>9} {'free':>7}"
+        print(header, flush=True)
         while True:
             elapsed = time.monotonic() - started
             if elapsed >= args.seconds:
@@ -300,17 +423,30 @@ def main() -> int:
             while time.monotonic() < next_sample:
                 time.sleep(min(HOUSEKEEPING_SECONDS, max(0.0, next_sample - time.monotonic())))
                 forget_provider_memory(sim)
+                if args.malloc_trim:
+                    malloc_trim()
             elapsed = time.monotonic() - started
             samples.append((elapsed, tally.calls, rss_mb(), threading.active_count()))
-            print(
+            line = (
                 f"{elapsed:>7.0f} {tally.calls:>7} {tally.app_errors:>10} {tally.injected:>8} "
-                f"{samples[-1][2]:>7.1f} {samples[-1][3]:>7}",
-                flush=True,
+                f"{samples[-1][2]:>7.1f} {samples[-1][3]:>7}"
             )
+            if args.memory_detail:
+                d = memory_detail()
+                line += (
+                    f" {d['objects']:>9.0f} {d['pymalloc_mb']:>11.1f} {d['pymalloc_used_mb']:>7.1f}"
+                    f" {d.get('malloc_used_mb', float('nan')):>9.1f} {d.get('malloc_free_mb', float('nan')):>7.1f}"
+                )
+            print(line, flush=True)
         stop.set()
         for thread in threads:
             thread.join(timeout=60)
         sim.clear_faults()
+        forget_provider_memory(sim)
+        gc.collect()
+        before_trim = rss_mb()
+        if malloc_trim():
+            print(f"at the end, after gc.collect(): RSS {before_trim:.1f} MB, {rss_mb():.1f} MB after malloc_trim(0)")
     otel_context.uninstrument()
 
     failures: list[str] = []

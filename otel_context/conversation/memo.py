@@ -36,7 +36,8 @@ def items_hash(items: Sequence[Item]) -> str:
     """A content hash of conversation items (canonical JSON, so key order does not matter)."""
     digest = hashlib.sha256()
     for item in items:
-        digest.update(json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+        text = json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        digest.update(text.encode("utf-8", "surrogatepass"))  # a lone surrogate must not make the hash raise
         digest.update(b"\x1e")
     return digest.hexdigest()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -135,6 +136,34 @@ def merge_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             out.append(dict(msg))
     return out
+
+
+def unsendable_item(items: Sequence[Item], where: str) -> str | None:
+    """Why the first item the SDKs refuse to send is malformed, or None: a float JSON cannot carry (inf, nan:
+    ``ValueError``) or a string with a lone surrogate, which UTF-8 cannot carry (``UnicodeEncodeError``).
+
+    Compacted, such a value could be summarized or cleared away and the call succeed, hiding the app's bug.
+    ``where`` names an item from its index (``"input[{}]"``). Iterative, so any nesting is fine; walked only
+    when a compaction is due.
+    """
+    for index, item in enumerate(items):
+        stack = [item]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, str):
+                if not value.isascii():
+                    try:
+                        value.encode("utf-8")
+                    except UnicodeEncodeError:
+                        return f"{where.format(index)} holds a lone surrogate, which UTF-8 cannot carry (malformed)"
+            elif isinstance(value, float):
+                if not math.isfinite(value):
+                    return f"{where.format(index)} holds {value!r}, which JSON cannot carry (malformed)"
+            elif isinstance(value, Mapping):
+                stack.extend(value.values())
+            elif isinstance(value, (list, tuple)):
+                stack.extend(value)
+    return None
 
 
 #: Per block/part/item type, the fields it needs and their JSON types (what the provider itself rejects).

@@ -42,6 +42,7 @@ from otel_context.formats._common import (
     output_cap,
     sampling_attributes,
     text_parts,
+    unsendable_item,
     with_cap,
 )
 from otel_context.formats.base import (
@@ -273,6 +274,7 @@ class AnthropicMessagesAdapter:
     # -- structure ----------------------------------------------------------------------------------------
 
     def has_unknown_content(self, items: Sequence[Item]) -> str | None:
+        last = len(items) - 1
         for index, item in enumerate(items):
             if not isinstance(item, Mapping):
                 return f"messages.{index} is not an object"
@@ -280,10 +282,17 @@ class AnthropicMessagesAdapter:
             if role not in _ROLES:
                 return f"messages.{index} has unknown role {role!r}"
             content = item.get("content")
+            # The API rejects empty content and blank text blocks except in a final assistant message (a
+            # prefill): compacted, such a request would be rejected at an index of ours, not the app's.
+            may_be_empty = index == last and role == "assistant"
             if isinstance(content, str):
+                if not content and not may_be_empty:
+                    return f"messages.{index}.content is empty (malformed message)"
                 continue
             if not isinstance(content, (list, tuple)):
                 return f"messages.{index}.content is neither a string nor a list of blocks"
+            if not content and not may_be_empty:
+                return f"messages.{index}.content is empty (malformed message)"
             for pos, block in enumerate(content):
                 if not isinstance(block, Mapping):
                     return f"messages.{index}.content.{pos} is not an object"
@@ -293,7 +302,9 @@ class AnthropicMessagesAdapter:
                 problem = malformed_field(block, kind, _BLOCK_FIELDS, f"messages.{index}.content.{pos}")
                 if problem:
                     return problem
-        return None
+                if kind == "text" and not block["text"].strip() and not may_be_empty:
+                    return f"messages.{index}.content.{pos}.text is blank (malformed 'text')"
+        return unsendable_item(items, "messages.{}")
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:
         n = len(items)
@@ -484,7 +495,8 @@ class AnthropicMessagesAdapter:
         system = body.get("system")
         instructions = _captured_parts(system) if isinstance(system, (str, list, tuple)) else []
         messages = [
-            {"role": _get(m, "role"), "parts": _captured_parts(_get(m, "content"))} for m in body.get("messages") or ()
+            {"role": _get(m, "role"), "parts": _captured_parts(_get(m, "content"))}
+            for m in as_list(body.get("messages"))
         ]
         return messages, instructions
 
@@ -799,7 +811,7 @@ def _captured_part(block: Any) -> dict[str, Any] | None:
 def _captured_parts(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "content": content}]
-    return [p for b in content or () if (p := _captured_part(b)) is not None]
+    return [p for b in as_list(content) if (p := _captured_part(b)) is not None]
 
 
 #: ``POST /v1/messages/count_tokens``: a Messages body; its response (``input_tokens``) goes on no span attribute.

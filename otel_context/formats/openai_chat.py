@@ -43,6 +43,7 @@ from otel_context.formats._common import (
     parse_arguments,
     sampling_attributes,
     text_parts,
+    unsendable_item,
     with_cap,
 )
 from otel_context.formats.base import (
@@ -217,7 +218,7 @@ class OpenAIChatAdapter:
                     problem = malformed_field(function, "function", _FUNCTION_FIELDS, where + ".function")
                 if problem:
                     return problem
-        return None
+        return unsendable_item(items, "messages[{}]")
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:
         n = len(items)
@@ -384,7 +385,7 @@ class OpenAIChatAdapter:
     def capture_input(self, body: Mapping[str, Any]) -> CapturedInput:
         messages: list[Any] = []
         instructions: list[Any] = []
-        for m in body.get("messages") or ():
+        for m in as_list(body.get("messages")):
             role = _get(m, "role")
             if role in ("system", "developer"):
                 instructions.extend(_captured_parts(m))
@@ -572,7 +573,7 @@ def _captured_parts(message: Any) -> list[dict[str, Any]]:
                 parts.append({"type": "text", "content": _get(part, "text") or ""})
             elif kind in ("image_url", "input_audio", "file"):
                 parts.append({"type": "blob", "modality": "image" if kind == "image_url" else str(kind)})
-    for call in _get(message, "tool_calls") or ():
+    for call in as_list(_get(message, "tool_calls")):
         function = _get(call, "function")
         parts.append(
             {

@@ -41,6 +41,7 @@ from otel_context.formats._common import (
     parse_arguments,
     sampling_attributes,
     text_parts,
+    unsendable_item,
     with_cap,
 )
 from otel_context.formats.base import (
@@ -262,7 +263,7 @@ class OpenAIResponsesAdapter:
             problem = malformed_field(item, kind, _ITEM_FIELDS, f"input[{index}]")
             if problem:
                 return problem
-        return None
+        return unsendable_item(items, "input[{}]")
 
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:
         n = len(items)
@@ -453,7 +454,7 @@ class OpenAIResponsesAdapter:
         raw = body.get("input")
         if isinstance(raw, str):
             return [{"role": "user", "parts": [{"type": "text", "content": raw}]}], system
-        return [m for item in raw or () if (m := _captured_item(item)) is not None], system
+        return [m for item in as_list(raw) if (m := _captured_item(item)) is not None], system
 
     def capture_output(self, response: Any) -> list[Any]:
         return [m for item in _get(response, "output") or () if (m := _captured_item(item)) is not None]
@@ -612,7 +613,7 @@ def _captured_item(item: Any) -> dict[str, Any] | None:
         else:
             parts = [
                 {"type": "text", "content": _get(c, "text") or ""}
-                for c in content or ()
+                for c in as_list(content)
                 if _get(c, "type") in ("input_text", "output_text", "text")
             ]
         return {"role": role, "parts": parts}
@@ -633,7 +634,7 @@ def _captured_item(item: Any) -> dict[str, Any] | None:
         }
         return {"role": "tool", "parts": [part]}
     if kind == "reasoning":
-        text = "".join(_get(s, "text") or "" for s in _get(item, "summary") or ())
+        text = "".join(t for s in as_list(_get(item, "summary")) if isinstance(t := _get(s, "text"), str))
         return {"role": "assistant", "parts": [{"type": "reasoning", "content": text}]}
     if kind == "compaction":
         return {"role": "assistant", "parts": [{"type": "compaction", "content": ""}]}
