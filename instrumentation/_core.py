@@ -33,6 +33,7 @@ from otel_context.formats import for_format
 from otel_context.formats.too_long import is_too_long
 from otel_context.settings import Settings
 
+from ._background import route_async, route_sync
 from ._call import Call, register_error_type
 from ._content import Capture
 from ._formats import WireFormatHandler
@@ -212,6 +213,7 @@ class Interceptor:
             model=model if isinstance(model, str) else None,
             settings=self.settings,
             headers=headers,
+            background=True,  # the plan's drivers below run background summaries (._background)
         )
 
     def _capture_request(self, begun: _Begun, body: Any) -> None:
@@ -294,7 +296,8 @@ class Interceptor:
         try:
             body, prepared = self.spec.plain_body(begun.options.json_data)
             request = self._call_request(begun, body)
-            plan = drive(engine.plan(begun.call.span, request), self._sync_sender(begun, instance))
+            send = route_sync(self._sync_sender(begun, instance), lambda: self._sync_sender(begun, instance))
+            plan = drive(engine.plan(begun.call.span, request), send)
             self._apply_plan(begun, plan, body, prepared)
             self._capture_request(begun, plan.body)  # what is sent, as plain JSON (no SDK sentinels)
         except Exception:
@@ -403,7 +406,8 @@ class Interceptor:
         try:
             body, prepared = await self.spec.aplain_body(begun.options.json_data)
             request = self._call_request(begun, body)
-            plan = await adrive(engine.plan(begun.call.span, request), self._async_sender(begun, instance))
+            send = route_async(self._async_sender(begun, instance), lambda: self._async_sender(begun, instance))
+            plan = await adrive(engine.plan(begun.call.span, request), send)
             self._apply_plan(begun, plan, body, prepared)
             self._capture_request(begun, plan.body)  # what is sent, as plain JSON (no SDK sentinels)
         except Exception:
