@@ -98,8 +98,10 @@ def maybe_start(span: Span, call: EngineCall, budget: Budget) -> Generator[Summa
     with _lock:
         existing = _prepared.get(state)
     if existing is not None:
-        if not existing.done.is_set() or (existing.entry is not None and _covers(existing, call)):
-            return  # one at a time; a ready one waits for the threshold
+        if not existing.done.is_set() or existing.entry is None or _covers(existing, call):
+            # One at a time; a ready one waits for the threshold; after a failed one the threshold compacts
+            # inline (the breaker counted the failure; retrying in the background on every call would not).
+            return
         _drop(existing)
     if cascade.not_understood_reason(call.adapter, call.body, call.sent_items, budget):
         return  # the threshold reports the reason (and compacts nothing) as today
