@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 from compaction.support import Otel
+from otel_context.instrumentation import _background
 
 import otel_context
 from otel_context import engine, semconv
 from otel_context.conversation import STORE
 from otel_context.engine import background
-from otel_context.instrumentation import _background
 
 MODEL = "claude-sonnet-4-6"
 OPENAI_MODEL = "gpt-4o"
