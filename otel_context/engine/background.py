@@ -24,6 +24,7 @@ One prepared summary per conversation state at a time, so never two summaries of
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Generator, Mapping, Sequence
@@ -36,7 +37,7 @@ from otel_context import semconv, telemetry
 from otel_context.cache import monotonic
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
-from otel_context.compaction.summary import CompactionError
+from otel_context.compaction.summary import KEPT_SHARE, CompactionError
 from otel_context.conversation import STORE, ConversationState
 from otel_context.conversation.memo import MemoEntry, items_hash
 from otel_context.engine.call import EngineCall
@@ -107,6 +108,11 @@ def maybe_start(span: Span, call: EngineCall, budget: Budget) -> Generator[Summa
         return  # the threshold reports the reason (and compacts nothing) as today
     job = call.job(span, semconv.TRIGGER_AUTO, call.estimated_tokens)
     job.mode, job.deferred = semconv.MODE_BACKGROUND, True
+    # The turns appended until the threshold are kept too: aim the cut so that what is kept then is what
+    # an inline compaction at the threshold would keep (else the result is larger and compacts sooner again).
+    growth = max(0, budget.auto_threshold - call.estimated_tokens)
+    target = max(1, budget.auto_threshold - int(growth / KEPT_SHARE))
+    job.budget = dataclasses.replace(budget, auto_threshold=target)
     prepared = Prepared(job, call.items, call.entry)
     with _lock:
         if state in _prepared:  # another call of this conversation started one meanwhile
@@ -232,6 +238,7 @@ def apply(
     call.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = call.estimated_tokens
     call.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
     compact_span = out.open_span
+    compact_span.set_attribute(semconv.COMPACTION_THRESHOLD_TOKENS, budget.auto_threshold)
     try:
         span.add_link(compact_span.get_span_context())
     except Exception:
