@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from engine import agents
 from opentelemetry.sdk.trace import TracerProvider
+from otel_context.instrumentation import _background
 
 import otel_context
 from otel_context import engine
-from otel_context.instrumentation import _background
 from otel_context.testing import SimulatedProvider
 
 MODEL = "claude-sonnet-4-6"
