@@ -293,7 +293,7 @@ def test_reactive_path_uses_a_prepared_summary(
     chat = Chat(simulated_provider.anthropic())
     for turn in range(1, 30):
         chat.turn(turn)
-        time.sleep(0.05)
+        _wait_idle()  # a started summary has landed before the next call (deterministic under load)
         if any(e.status != 200 for e in simulated_provider.exchanges):
             break
     rejected = [e for e in simulated_provider.exchanges if e.status != 200]
