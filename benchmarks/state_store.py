@@ -25,9 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compaction.support import FakeSummarizer, anthropic_agent
 from opentelemetry.sdk.trace import TracerProvider
 
 from otel_context import engine
@@ -41,6 +40,7 @@ from otel_context.testing import SimulatedProvider
 from otel_context.testing.fleet import Figures, Fleet, run_agent
 from otel_context.testing.redis_server import RedisServer
 from otel_context.tokens import estimate_items
+from tests.compaction.support import FakeSummarizer, anthropic_agent
 
 MODEL = "claude-sonnet-4-6"
 A = for_format("anthropic_messages")

@@ -30,7 +30,9 @@ spans = InMemorySpanExporter()
 provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(spans))
 # What `import otel_context.auto` does, with a setting from code: a small pretend window.
-otel_context.instrument(tracer_provider=provider, auto_compact_window=8_000)
+# Inline compaction: the summary is made on the call that crosses the threshold, so the printout shows it
+# there (by default it is prepared in the background and applied when it lands).
+otel_context.instrument(tracer_provider=provider, auto_compact_window=8_000, background_compaction=False)
 
 MODEL = "claude-sonnet-4-6"
 FILES = {

@@ -48,3 +48,6 @@ def uninstrument_all() -> None:
     for inst in instrumentors():
         if inst.is_instrumented_by_opentelemetry:
             inst.uninstrument()
+    from ._background import shutdown
+
+    shutdown()  # pending background summaries are cancelled or abandoned, never applied

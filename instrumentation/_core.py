@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import threading
 import time
 import weakref
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
@@ -28,12 +30,21 @@ from opentelemetry.trace import SpanKind
 
 from otel_context import engine, semconv, telemetry
 from otel_context.contract import CallPlan, CallRequest
-from otel_context.flow import Step, StoreRequest, SummaryRequest, SummaryResult, in_summarizer
+from otel_context.flow import (
+    BackgroundStart,
+    BackgroundWait,
+    Step,
+    StoreRequest,
+    SummaryRequest,
+    SummaryResult,
+    in_summarizer,
+)
 from otel_context.formats import for_format
 from otel_context.formats.base import EndpointFormat
 from otel_context.formats.too_long import is_too_long
 from otel_context.settings import Settings
 
+from . import _background
 from ._call import Call, register_error_type
 from ._content import Capture
 from ._streams import wrap_result
@@ -127,13 +138,27 @@ class _Store(NamedTuple):
     request: StoreRequest
 
 
+class _Background(NamedTuple):
+    """Run ``flow`` (a summary the engine prepares ahead) in the background: a worker thread for a sync
+    client, a task on the running loop for an async one (``._background`` owns their lifecycle)."""
+
+    flow: Generator[Any, Any, Any]
+
+
+class _Wait(NamedTuple):
+    """Wait until ``done`` is set or ``timeout`` seconds passed (without blocking an event loop)."""
+
+    done: threading.Event
+    timeout: float
+
+
 class _Sleep(NamedTuple):
     """Wait before retrying a summary request."""
 
     seconds: float
 
 
-_Op = _Send | _SendRaw | _Prepare | _Store | _Sleep
+_Op = _Send | _SendRaw | _Prepare | _Store | _Background | _Wait | _Sleep
 T = TypeVar("T")
 
 
@@ -245,6 +270,7 @@ class Interceptor:
             model=model if isinstance(model, str) else None,
             settings=self.settings,
             headers=headers,
+            background=True,  # the plan's drivers below run background summaries (._background)
         )
 
     def _capture_request(self, begun: _Begun, body: Any) -> None:
@@ -339,11 +365,21 @@ class Interceptor:
             while True:
                 if isinstance(request, StoreRequest):
                     reply = yield _Store(request)
+                elif isinstance(request, BackgroundStart):
+                    yield _Background(self._with_summarizer(begun, request.steps))
+                    reply = SummaryResult()
+                elif isinstance(request, BackgroundWait):
+                    yield _Wait(request.done, request.timeout)
+                    reply = SummaryResult()
                 else:
                     reply = yield from self._summarize(begun, budget, request)
                 request = steps.send(reply)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
+        finally:
+            # A flow given up midway (a background summary abandoned by uninstrument()) ends the engine's
+            # steps now, so their compact span ends as discarded; finished steps ignore this.
+            steps.close()
 
     def _summarize(
         self, begun: _Begun, budget: SummarizerBudget, request: SummaryRequest
@@ -418,15 +454,7 @@ class Interceptor:
         if begun is None:
             return wrapped(*args, **kwargs)
         try:
-            flow = self._call(begun)
-            step = _advance(flow, None, None)
-            while not isinstance(step, _Finished):
-                try:
-                    value, error = self._perform(step, begun, wrapped, instance), None
-                except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
-                    value, error = None, exc
-                step = _advance(flow, value, error)
-            return step.value
+            return self._drive(self._call(begun), lambda op: self._perform(op, begun, wrapped, instance))
         finally:
             otel_context.detach(begun.token)
 
@@ -437,17 +465,43 @@ class Interceptor:
         if begun is None:
             return await wrapped(*args, **kwargs)
         try:
-            flow = self._call(begun)
-            step = _advance(flow, None, None)
-            while not isinstance(step, _Finished):
-                try:
-                    value, error = await self._aperform(step, begun, wrapped, instance), None
-                except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
-                    value, error = None, exc
-                step = _advance(flow, value, error)
-            return step.value
+            return await self._adrive(self._call(begun), lambda op: self._aperform(op, begun, wrapped, instance))
         finally:
             otel_context.detach(begun.token)
+
+    @staticmethod
+    def _drive(
+        flow: Generator[_Op, Any, Any], perform: Callable[[_Op], Any], stopped: Callable[[], bool] | None = None
+    ) -> Any:
+        """Run a flow to its end, doing its I/O synchronously; ``stopped``: give up after the current step."""
+        step = _advance(flow, None, None)
+        while not isinstance(step, _Finished):
+            try:
+                value, error = perform(step), None
+            except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
+                value, error = None, exc
+            if stopped is not None and stopped():
+                return None
+            step = _advance(flow, value, error)
+        return step.value
+
+    @staticmethod
+    async def _adrive(
+        flow: Generator[_Op, Any, Any],
+        perform: Callable[[_Op], Awaitable[Any]],
+        stopped: Callable[[], bool] | None = None,
+    ) -> Any:
+        """:meth:`_drive` on the event loop."""
+        step = _advance(flow, None, None)
+        while not isinstance(step, _Finished):
+            try:
+                value, error = await perform(step), None
+            except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
+                value, error = None, exc
+            if stopped is not None and stopped():
+                return None
+            step = _advance(flow, value, error)
+        return step.value
 
     def _begin(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Begun | None:
         try:
@@ -466,6 +520,13 @@ class Interceptor:
             return instance.request(self.spec.httpx_response, op.options)
         if isinstance(op, _Store):
             return op.request.run()
+        if isinstance(op, _Background):
+            perform = functools.partial(self._perform, begun=begun, wrapped=wrapped, instance=instance)
+            _background.start_thread(op.flow, lambda flow, stopped: self._drive(flow, perform, stopped))
+            return None
+        if isinstance(op, _Wait):
+            op.done.wait(op.timeout)
+            return None
         time.sleep(op.seconds)
         return None
 
@@ -479,6 +540,13 @@ class Interceptor:
             return await instance.request(self.spec.httpx_response, op.options)
         if isinstance(op, _Store):
             return await op.request.arun()
+        if isinstance(op, _Background):
+            perform = functools.partial(self._aperform, begun=begun, wrapped=wrapped, instance=instance)
+            _background.start_task(op.flow, lambda flow, stopped: self._adrive(flow, perform, stopped))
+            return None
+        if isinstance(op, _Wait):
+            await _background.wait_on_loop(op.done, op.timeout)
+            return None
         await asyncio.sleep(op.seconds)
         return None
 

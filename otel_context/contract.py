@@ -38,6 +38,10 @@ class CallRequest:
     settings: Settings
     #: Extra HTTP headers of the call (e.g. anthropic-beta), lower-cased names.
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: Whether the driver of the plan runs :class:`~otel_context.flow.BackgroundStart` and
+    #: :class:`~otel_context.flow.BackgroundWait` requests (the instrumentation does); without it the engine
+    #: compacts inline only.
+    background: bool = False
 
 
 class CallPlan:

@@ -20,6 +20,7 @@ This module is a leaf: it knows nothing of the engine, the wire formats or the S
 from __future__ import annotations
 
 import contextvars
+import threading
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -59,6 +60,26 @@ class StoreRequest:
 
 #: What the engine's generators yield: a summarizer request, or (with a shared store) a store request.
 Step = SummaryRequest | StoreRequest
+
+
+@dataclass(frozen=True)
+class BackgroundStart(SummaryRequest):
+    """Not a summarizer request: run ``steps`` to completion in the background (a worker thread for a sync
+    client, a task on the running loop for an async one), sending its summary requests through the same
+    client, and answer at once with an empty result. Only yielded when the driver said it can
+    (:attr:`otel_context.contract.CallRequest.background`)."""
+
+    steps: Generator[SummaryRequest, SummaryResult, Any]
+
+
+@dataclass(frozen=True)
+class BackgroundWait(SummaryRequest):
+    """Not a summarizer request: wait until ``done`` is set or ``timeout`` seconds passed (without
+    blocking an event loop), then answer with an empty result."""
+
+    done: threading.Event
+    timeout: float
+
 
 T = TypeVar("T")
 

@@ -119,6 +119,12 @@ COMPACTION_CONSECUTIVE_FAILURES: Final = "otel_context.compaction.consecutive_fa
 COMPACTION_FILES_REHYDRATED: Final = "otel_context.compaction.files_rehydrated"
 COMPACTION_THRESHOLD_TOKENS: Final = "otel_context.compaction.threshold_tokens"
 COMPACTION_BREAKER_OPEN: Final = "otel_context.compaction.breaker_open"
+# Whether the summary was prepared in the background before the threshold (``background``) or made while
+# the caller waited (``inline``); on compact spans and on the compactions counter.
+COMPACTION_MODE: Final = "otel_context.compaction.mode"
+MODE_INLINE: Final = "inline"
+MODE_BACKGROUND: Final = "background"
+COMPACTION_MODES: Final = (MODE_INLINE, MODE_BACKGROUND)
 
 TRIGGER_AUTO: Final = "auto"
 TRIGGER_MANUAL: Final = "manual"
@@ -136,6 +142,9 @@ OUTCOME_SUCCESS: Final = "success"
 OUTCOME_FAILURE: Final = "failure"
 OUTCOME_SKIPPED: Final = "skipped"
 OUTCOMES: Final = (OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_SKIPPED)
+#: A background summary that was never applied (the history was rewound or edited below its cut, a newer
+#: compaction replaced it, the conversation was forgotten, or the instrumentation was removed).
+OUTCOME_DISCARDED: Final = "discarded"
 
 # --- cache-break events -----------------------------------------------------------------------------------
 CACHE_BREAK_EVENT: Final = "otel_context.cache_break"
@@ -195,6 +204,9 @@ METRIC_BREAKERS_OPEN: Final = "otel_context.compaction.breakers_open"
 METRIC_CACHE_BREAKS: Final = "otel_context.cache_breaks"
 METRIC_CONTEXT_UTILIZATION: Final = "otel_context.context.utilization"
 METRIC_STATE_STORE_ERRORS: Final = "otel_context.state_store.errors"
+#: Seconds a caller's request waited for a compaction before it went out (0 when a background summary was
+#: ready), by mode and trigger_source: what background compaction takes off the critical path.
+METRIC_COMPACTION_WAIT: Final = "otel_context.compaction.wait"
 
 
 # Prometheus-side names (after the OTLP/Prometheus exporters' translation), used by dashboards and rules.
@@ -205,6 +217,7 @@ PROM_BREAKERS_OPEN: Final = "otel_context_compaction_breakers_open"
 PROM_CACHE_BREAKS_TOTAL: Final = "otel_context_cache_breaks_total"
 PROM_CONTEXT_UTILIZATION: Final = "otel_context_context_utilization"
 PROM_STATE_STORE_ERRORS_TOTAL: Final = "otel_context_state_store_errors_total"
+PROM_COMPACTION_WAIT: Final = "otel_context_compaction_wait_seconds"
 
 # Prometheus-side names of the standard metrics (UnderscoreEscapingWithSuffixes, what
 # opentelemetry-exporter-prometheus and Prometheus 3's OTLP receiver produce by default), for dashboards and

@@ -79,6 +79,13 @@ class Settings:
     #: OTEL_CONTEXT_SUMMARIZER_MAX_RETRIES: retries of a failed summarizer call (5xx, 429, connection errors),
     #: each after a short back-off; never when the provider asks to wait longer than a second.
     summarizer_max_retries: int = 1
+    #: OTEL_CONTEXT_BACKGROUND_COMPACTION: prepare the summary in the background once the estimate passes
+    #: ``background_start_pct`` of the auto threshold, so the call that crosses the threshold applies it
+    #: without waiting for the summarizer (transparent mode only; the explicit Compactor is unchanged).
+    #: False: today's inline compaction, exactly.
+    background_compaction: bool = True
+    #: OTEL_CONTEXT_BACKGROUND_START_PCT: where the background summary starts, percent of the auto threshold.
+    background_start_pct: float = 80.0
 
     #: OTEL_CONTEXT_KEEP_RECENT_MESSAGES: messages kept verbatim after a summary.
     keep_recent_messages: int = 6
@@ -137,6 +144,8 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_SUMMARY_MODEL": ("summary_model", "str"),
     "OTEL_CONTEXT_SUMMARIZER_TIMEOUT_SECONDS": ("summarizer_timeout_seconds", "seconds"),
     "OTEL_CONTEXT_SUMMARIZER_MAX_RETRIES": ("summarizer_max_retries", "nonnegint"),
+    "OTEL_CONTEXT_BACKGROUND_COMPACTION": ("background_compaction", "bool"),
+    "OTEL_CONTEXT_BACKGROUND_START_PCT": ("background_start_pct", "pct"),
     "OTEL_CONTEXT_KEEP_RECENT_MESSAGES": ("keep_recent_messages", "posint"),
     "OTEL_CONTEXT_MICROCOMPACT_KEEP_RECENT": ("microcompact_keep_recent", "nonnegint"),
     "OTEL_CONTEXT_MICROCOMPACT_CLEAR_AT_LEAST": ("microcompact_clear_at_least", "nonnegint"),

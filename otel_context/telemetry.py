@@ -39,6 +39,7 @@ class Instruments:
     cache_breaks: Counter
     context_utilization: Histogram
     state_store_errors: Counter
+    compaction_wait: Histogram
     legacy_operation_duration: Histogram | None
     legacy_token_usage: Histogram | None
 
@@ -92,6 +93,12 @@ def _instruments(meter: Meter, legacy: bool) -> Instruments:
             semconv.METRIC_STATE_STORE_ERRORS,
             unit="{error}",
             description="Failed operations of the shared state store (the call went on with local state)",
+        ),
+        compaction_wait=meter.create_histogram(
+            semconv.METRIC_COMPACTION_WAIT,
+            unit="s",
+            description="Time a caller's request waited for a compaction before it was sent",
+            explicit_bucket_boundaries_advisory=[0.0, *semconv.DURATION_BUCKETS],
         ),
         legacy_operation_duration=meter.create_histogram(
             semconv.METRIC_LEGACY_OPERATION_DURATION,

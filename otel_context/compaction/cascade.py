@@ -63,14 +63,23 @@ def precreate_counters(provider: str, model: str | None) -> None:
     for trigger, strategies in TRIGGER_STRATEGIES.items():
         for strategy in strategies:
             for outcome in semconv.OUTCOMES:
-                counter.add(0, _metric_attrs(trigger, strategy, outcome, provider, model))
+                counter.add(0, _metric_attrs(trigger, strategy, outcome, provider, model, semconv.MODE_INLINE))
+    # Only the automatic summary is ever prepared in the background.
+    for outcome in (*semconv.OUTCOMES, semconv.OUTCOME_DISCARDED):
+        attrs = _metric_attrs(
+            semconv.TRIGGER_AUTO, semconv.STRATEGY_SUMMARY, outcome, provider, model, semconv.MODE_BACKGROUND
+        )
+        counter.add(0, attrs)
 
 
-def _metric_attrs(trigger: str, strategy: str, outcome: str, provider: str, model: str | None) -> dict[str, Any]:
+def _metric_attrs(
+    trigger: str, strategy: str, outcome: str, provider: str, model: str | None, mode: str
+) -> dict[str, Any]:
     return {
         semconv.COMPACTION_TRIGGER_SOURCE: trigger,
         semconv.COMPACTION_STRATEGY: strategy,
         semconv.COMPACTION_OUTCOME: outcome,
+        semconv.COMPACTION_MODE: mode,
         semconv.GEN_AI_PROVIDER_NAME: provider,
         semconv.GEN_AI_REQUEST_MODEL: model or "",
     }
@@ -79,7 +88,15 @@ def _metric_attrs(trigger: str, strategy: str, outcome: str, provider: str, mode
 def count_skipped(trigger: str, provider: str, model: str | None) -> None:
     """Count a compaction that was due but not attempted (breaker open, veto)."""
     telemetry.get().instruments.compactions.add(
-        1, _metric_attrs(trigger, semconv.STRATEGY_SUMMARY, semconv.OUTCOME_SKIPPED, provider, model)
+        1,
+        _metric_attrs(trigger, semconv.STRATEGY_SUMMARY, semconv.OUTCOME_SKIPPED, provider, model, semconv.MODE_INLINE),
+    )
+
+
+def record_wait(seconds: float, trigger: str, mode: str) -> None:
+    """How long a caller's request waited for a compaction before it went out (0: a prepared summary)."""
+    telemetry.get().instruments.compaction_wait.record(
+        max(0.0, seconds), {semconv.COMPACTION_MODE: mode, semconv.COMPACTION_TRIGGER_SOURCE: trigger}
     )
 
 
@@ -121,6 +138,12 @@ class CompactionJob:
     parent: Span | None = None
     #: Extra summarizer instructions (explicit API); merged with the pre_compact hook's.
     instructions: str | None = None
+    #: ``inline`` (the caller waits) or ``background`` (prepared before the threshold).
+    mode: str = semconv.MODE_INLINE
+    #: Background: a successful summary leaves its ``compact`` span open (``out.open_span``) until it is
+    #: applied or discarded (:func:`settle`): the breaker, the cache announcement and the figures belong
+    #: to the moment it changes what is sent.
+    deferred: bool = False
 
 
 @dataclass
@@ -147,6 +170,8 @@ class CompactionOutcome:
     spans: list[Span] = field(default_factory=list)
     #: The provider compacted (the items are the provider's, not ours to send).
     provider_done: bool = False
+    #: A deferred (background) success: its ``compact`` span, still open until :func:`settle`.
+    open_span: Span | None = None
 
     @property
     def changed(self) -> bool:
@@ -177,7 +202,7 @@ def _reported_sizes(job: CompactionJob, before: int, after: int, calibration: fl
     return job.estimated_tokens, int(after * job.estimated_tokens / before) if before else after
 
 
-def _checked(adapter: WireFormatAdapter, items: list[Item]) -> list[Item]:
+def checked(adapter: WireFormatAdapter, items: list[Item]) -> list[Item]:
     """Validate the pairing invariant; repair once; raise when still broken (the result is then unusable)."""
     if not adapter.validate(items):
         return items
@@ -191,13 +216,18 @@ def _checked(adapter: WireFormatAdapter, items: list[Item]) -> list[Item]:
 
 def _start_span(job: CompactionJob, strategy: str) -> Span:
     threshold = job.budget.auto_threshold if job.budget is not None else None
-    span = _open_span(job.parent, job.trigger, strategy, job.conversation_id, threshold)
+    span = _open_span(job.parent, job.trigger, strategy, job.conversation_id, threshold, job.mode)
     span.set_attribute(semconv.COMPACTION_INPUT_TOKENS, job.estimated_tokens)
     return span
 
 
 def _open_span(
-    parent: Span | None, trigger: str, strategy: str, conversation_id: str | None, threshold: int | None
+    parent: Span | None,
+    trigger: str,
+    strategy: str,
+    conversation_id: str | None,
+    threshold: int | None,
+    mode: str = semconv.MODE_INLINE,
 ) -> Span:
     """A ``compact`` span under ``parent`` (the current span when None), with what is known before it runs."""
     tracer = telemetry.get().tracer
@@ -205,6 +235,7 @@ def _open_span(
     span = tracer.start_span(semconv.COMPACT_SPAN, context=parent_ctx, kind=SpanKind.INTERNAL)
     span.set_attribute(semconv.COMPACTION_TRIGGER_SOURCE, trigger)
     span.set_attribute(semconv.COMPACTION_STRATEGY, strategy)
+    span.set_attribute(semconv.COMPACTION_MODE, mode)
     if conversation_id:
         span.set_attribute(semconv.GEN_AI_CONVERSATION_ID, conversation_id)
     if threshold is not None:
@@ -215,13 +246,32 @@ def _open_span(
 def _finish(job: CompactionJob, span: Span, out: CompactionOutcome, started: float) -> None:
     """Breaker, cache announcement, span attributes and metrics of one attempt."""
     out.duration_ms = (time.perf_counter() - started) * 1000.0
+    if job.deferred and out.outcome == semconv.OUTCOME_SUCCESS:
+        out.open_span = span  # settled when applied or discarded
+        return
+    settle(job, span, out)
+    if job.mode == semconv.MODE_INLINE and out.strategy == semconv.STRATEGY_SUMMARY and job.trigger in _WAITED:
+        record_wait(out.duration_ms / 1000.0, job.trigger, job.mode)
+
+
+#: Triggers whose inline summary the caller's request waits for (the explicit API's caller asked for it).
+_WAITED = (semconv.TRIGGER_AUTO, semconv.TRIGGER_REACTIVE)
+
+
+def settle(job: CompactionJob, span: Span, out: CompactionOutcome) -> None:
+    """The end of one attempt: breaker, cache announcement (when it changes what is sent), span, metrics.
+
+    A background summary is settled when it is applied (``success``) or dropped (``discarded``, which
+    neither counts on the breaker nor announces a cache break: nothing was sent).
+    """
     state = job.state
     if state is not None:
-        with state.lock:  # concurrent calls of one conversation count on one breaker
-            _count_on_breaker(job, out, state)
-        if out.changed and state.detector is not None:
+        if out.outcome != semconv.OUTCOME_DISCARDED:
+            with state.lock:  # concurrent calls of one conversation count on one breaker
+                _count_on_breaker(job, out, state)
+        if out.changed and out.outcome != semconv.OUTCOME_DISCARDED and state.detector is not None:
             _announce(span, state, job.provider, job.model)
-    _close_span(span, out, state, job.trigger, job.provider, job.model, timed=True)
+    _close_span(span, out, state, job.trigger, job.provider, job.model, timed=True, mode=job.mode)
 
 
 def _close_span(
@@ -233,6 +283,7 @@ def _close_span(
     model: str,
     *,
     timed: bool,
+    mode: str = semconv.MODE_INLINE,
 ) -> None:
     """The figures of an attempt on its ``compact`` span, the span ended, and the compaction metrics.
 
@@ -255,7 +306,7 @@ def _close_span(
     span.end()
     out.spans.append(span)
     instruments = telemetry.get().instruments
-    instruments.compactions.add(1, _metric_attrs(trigger, out.strategy, out.outcome, provider, model))
+    instruments.compactions.add(1, _metric_attrs(trigger, out.strategy, out.outcome, provider, model, mode))
     if timed:
         instruments.compaction_duration.record(
             out.duration_ms / 1000.0,
@@ -384,7 +435,7 @@ def run_microcompact(job: CompactionJob, *, clear: bool = True) -> CompactionOut
         return out  # nothing to clear: no span (nothing changed, nothing failed that the user can act on)
     span = _start_span(job, semconv.STRATEGY_MICROCOMPACT)
     try:
-        new_items = _checked(job.adapter, done[0])
+        new_items = checked(job.adapter, done[0])
         out.items = new_items
         out.cut = len(job.items)
         out.head = ()
@@ -500,7 +551,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
             ),
         )
         head += [job.adapter.make_user_item(m) if isinstance(m, str) else m for m in extra]
-        new_items = _checked(job.adapter, [*head, *job.items[result.cut :]])
+        new_items = checked(job.adapter, [*head, *job.items[result.cut :]])
         # The repair pass may have touched the head; recompute where the kept part starts.
         out.items = new_items
         out.cut = result.cut
@@ -523,7 +574,11 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.outcome = semconv.OUTCOME_FAILURE
         out.error_type, out.error_message = exc.kind, str(exc)
     except GeneratorExit:  # abandoned mid-summary (the caller went away): close the span, propagate
-        span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_FAILURE)
+        # A background summary abandoned (uninstrumented, cancelled) is dropped, not a failure.
+        background = job.mode == semconv.MODE_BACKGROUND
+        span.set_attribute(
+            semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED if background else semconv.OUTCOME_FAILURE
+        )
         span.end()
         raise
     except Exception as exc:  # an adapter or hook bug: fail this compaction, never the call

@@ -19,7 +19,7 @@ what is remembered per conversation in :mod:`otel_context.conversation`.
 from __future__ import annotations
 
 from otel_context.conversation import STORE
-from otel_context.engine import budgets
+from otel_context.engine import background, budgets
 from otel_context.engine.planner import EnginePlan, plan
 from otel_context.engine.provider_compaction import observe_provider_compaction
 
@@ -28,5 +28,6 @@ __all__ = ["EnginePlan", "observe_provider_compaction", "plan", "reset"]
 
 def reset() -> None:
     """Forget every conversation and learned window (tests, and apps that want a clean slate)."""
+    background.discard_all()
     STORE.clear()
     budgets.reset()

@@ -17,7 +17,7 @@ from otel_context import semconv
 from otel_context.cache import DEFAULT_TTL_SECONDS, monotonic
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
-from otel_context.engine import fleet
+from otel_context.engine import background, fleet
 from otel_context.engine.call import EngineCall, skip
 from otel_context.flow import Step, SummaryRequest, SummaryResult
 
@@ -35,7 +35,10 @@ def micro_due(call: EngineCall, budget: Budget) -> bool:
 def compact(span: Span, call: EngineCall, budget: Budget) -> Generator[Step, Any, None]:
     """The automatic cascade for one call (threshold-triggered)."""
     due = micro_due(call, budget)
+    prepare = background.enabled(call)
     if call.estimated_tokens < budget.auto_threshold and not due:
+        if prepare:
+            yield from background.maybe_start(span, call, budget)
         return
     state = call.state
     reason = cascade.not_understood_reason(call.adapter, call.body, call.sent_items, budget)
@@ -51,6 +54,10 @@ def compact(span: Span, call: EngineCall, budget: Budget) -> Generator[Step, Any
         job = call.job(span, semconv.TRIGGER_AUTO, call.estimated_tokens)
         _adopt(call, cascade.run_microcompact(job, clear=due))
     if call.estimated_tokens < budget.auto_threshold:
+        if prepare:
+            yield from background.maybe_start(span, call, budget)
+        return
+    if prepare and (yield from background.at_threshold(span, call, budget)):
         return
     if call.store is None:
         yield from _summary(span, call)

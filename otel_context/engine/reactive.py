@@ -14,7 +14,7 @@ from opentelemetry.trace import Span
 
 from otel_context import semconv
 from otel_context.compaction import cascade
-from otel_context.engine import budgets
+from otel_context.engine import background, budgets
 from otel_context.engine.call import EngineCall, rewrites, skip
 from otel_context.flow import SummaryRequest, SummaryResult
 from otel_context.formats.too_long import error_message, is_too_long, parse_too_long
@@ -53,17 +53,21 @@ def compact(
             # The provider's window is smaller than the one we assumed: use it from now on.
             budgets.learn_window(provider, call.model, limit)
             budget = call.budget = budgets.budget_of(call.request, call.adapter, call.model) or budget
-    out = yield from cascade.run_summary(call.job(span, semconv.TRIGGER_REACTIVE, estimated))
-    if not call.adopt(out):
-        # The summary could not help (e.g. one tool result fills the window by itself): cap results.
-        job = call.job(span, semconv.TRIGGER_REACTIVE, estimated)
-        out = cascade.run_microcompact(job, clear=call.request.settings.microcompact)
+    if background.apply_ready(span, call, budget) and call.estimated_tokens < budget.auto_threshold:
+        after = call.estimated_tokens  # a summary prepared in the background covered it: no wait
+    else:
+        out = yield from cascade.run_summary(call.job(span, semconv.TRIGGER_REACTIVE, estimated))
         if not call.adopt(out):
-            return None
+            # The summary could not help (e.g. one tool result fills the window by itself): cap results.
+            job = call.job(span, semconv.TRIGGER_REACTIVE, estimated)
+            out = cascade.run_microcompact(job, clear=call.request.settings.microcompact)
+            if not call.adopt(out):
+                return None
+        after = out.output_tokens
     # One moment for the span: the estimate and the window (which the provider's error may have lowered)
     # are, like the utilization, those of the request sent after compacting.
-    call.estimated_tokens = out.output_tokens
-    call.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = out.output_tokens
+    call.estimated_tokens = after
+    call.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = after
     call.attributes[semconv.CONTEXT_WINDOW] = budget.window
     call.attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = budget.effective
     span.set_attribute(semconv.GEN_AI_CONVERSATION_COMPACTED, True)

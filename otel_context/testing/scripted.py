@@ -116,6 +116,11 @@ class Reply:
         return max(total, 1)
 
 
+def summary_pattern() -> re.Pattern[str]:
+    """What marks a summary request in a message's text."""
+    return _SUMMARY
+
+
 def summary_requested(turns: Sequence[Turn]) -> bool:
     """Whether the last message asks for a summary (see the module docstring)."""
     last = turns[-1] if turns else None

@@ -28,6 +28,7 @@ from .ids import anthropic_id, openai_request_id
 from .openai_api import chat_completions_endpoint, compact_endpoint, embeddings_endpoint, responses_endpoint
 from .record import Exchange
 from .results import JsonResult, Request, Result, SseEvent
+from .scripted import summary_pattern
 from .state import SimState
 
 __all__ = ["SimulatedProvider"]
@@ -117,7 +118,9 @@ class SimulatedProvider:
     ``default_window`` applies to unknown models, which are accepted unless ``strict_models`` is True;
     ``clock`` is a callable returning seconds used for cache TTLs (default: a :class:`ManualClock` at 0, so
     ``sim.clock.advance(301)`` expires a 5-minute entry); ``min_cacheable_tokens`` is the smallest Anthropic
-    cacheable prefix; ``latency`` adds seconds of delay to every response.
+    cacheable prefix; ``latency`` adds seconds of delay to every response; ``summary_latency`` adds seconds
+    to every summary request (one whose last message asks for a summary, see :mod:`.scripted`), on top of
+    ``latency``: a summarizer slower than the model, as with a real one that writes thousands of tokens.
     """
 
     def __init__(
@@ -128,6 +131,7 @@ class SimulatedProvider:
         min_cacheable_tokens: int = 1024,
         latency: float = 0.0,
         *,
+        summary_latency: float = 0.0,
         strict_models: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -141,10 +145,13 @@ class SimulatedProvider:
             raise ValueError(f"min_cacheable_tokens must be >= 0, got {min_cacheable_tokens}")
         if latency < 0:
             raise ValueError(f"latency must be >= 0 seconds, got {latency}")
+        if summary_latency < 0:
+            raise ValueError(f"summary_latency must be >= 0 seconds, got {summary_latency}")
         if clock is not None and not callable(clock):
             raise TypeError(f"clock must be a callable returning seconds, got {clock!r}")
         self.clock: Any = clock if clock is not None else ManualClock()
         self.latency = latency
+        self.summary_latency = summary_latency
         self._state = SimState(
             clock=self.clock,
             cache=PromptCache(self.clock, min_cacheable_tokens),
@@ -363,6 +370,8 @@ class SimulatedProvider:
         exchange.fault = fault
         if self.latency:
             time.sleep(self.latency)
+        if self.summary_latency and _asks_for_summary(body):
+            time.sleep(self.summary_latency)
         if fault is not None and fault.delay:
             time.sleep(fault.delay)
         is_stream = isinstance(body, Mapping) and body.get("stream") is True
@@ -558,3 +567,13 @@ def _abort(h: _Handler) -> None:
         h.wfile.flush()
     with contextlib.suppress(OSError):
         h.connection.shutdown(socket.SHUT_RDWR)
+
+
+def _asks_for_summary(body: Any) -> bool:
+    """Whether a request's last message asks for a summary (how the scripted model recognises one)."""
+    if not isinstance(body, Mapping):
+        return False
+    items = body.get("messages") or body.get("input")
+    if not isinstance(items, list) or not items:
+        return False
+    return summary_pattern().search(json.dumps(items[-1], default=str)) is not None

@@ -245,7 +245,8 @@ def test_compaction_is_one_intentional_break_and_no_unexpected_one(
 ) -> None:
     window = 14_000
     simulated_provider.set_window(MODEL, window)
-    otel_context.instrument(capture_content="NO_CONTENT", auto_compact_window=window)
+    # Inline: the compaction happens on the call that crosses the threshold, one per crossing.
+    otel_context.instrument(capture_content="NO_CONTENT", auto_compact_window=window, background_compaction=False)
     monitor = TokenMonitor(None).attach(trace.get_tracer_provider())
     turn = 0
     try:

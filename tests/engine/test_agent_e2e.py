@@ -74,7 +74,8 @@ def test_anthropic_agent_runs_past_the_window(
 ) -> None:
     model = "claude-sonnet-4-6"
     simulated_provider.set_window(model, WINDOW)
-    instrumented(auto_compact_window=WINDOW)
+    # Pins inline compaction: exactly one summarizer call on the call that crosses each threshold.
+    instrumented(auto_compact_window=WINDOW, background_compaction=False)
     client = simulated_provider.anthropic()
     history = run_anthropic_agent(client, model, TURNS)
     assert history[0]["content"][0]["text"] == user_turn(0)
@@ -86,7 +87,8 @@ def test_openai_chat_agent_runs_past_the_window(
 ) -> None:
     model = "gpt-4o"
     simulated_provider.set_window(model, WINDOW)
-    instrumented(auto_compact_window=WINDOW)
+    # Pins inline compaction: exactly one summarizer call on the call that crosses each threshold.
+    instrumented(auto_compact_window=WINDOW, background_compaction=False)
     client = simulated_provider.openai()
     history = run_openai_chat_agent(client, model, TURNS)
     assert history[1]["content"] == user_turn(0)

@@ -124,7 +124,8 @@ def _client(sim: Any, fmt: str, *, is_async: bool = False) -> Any:
 def _alone(sim: Any, instrumented: Callable[..., Any], fmt: str) -> tuple[Counter[str], Counter[str]]:
     """Instrument, then run each conversation alone (a fresh engine each): what each does by itself."""
     sim.set_window(MODELS[fmt], WINDOW)
-    instrumented(auto_compact_window=WINDOW)
+    # Inline: the per-conversation summary counts must not depend on when a background summary lands.
+    instrumented(auto_compact_window=WINDOW, background_compaction=False)
     client = _client(sim, fmt)
     for conv in range(CONVERSATIONS):
         engine.reset()

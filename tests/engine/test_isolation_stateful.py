@@ -179,7 +179,9 @@ def test_every_request_is_the_apps_own_history_or_a_compaction_of_it(
     simulated_provider: Any, instrumented: Callable[..., Any]
 ) -> None:
     simulated_provider.set_window(MODEL, WINDOW)
-    instrumented(auto_compact_window=WINDOW)
+    # Inline: every exchange made during a call is attributed to that call (a background summary of another
+    # history would land in between).
+    instrumented(auto_compact_window=WINDOW, background_compaction=False)
     run_state_machine_as_test(
         _machine(simulated_provider),
         settings=settings(

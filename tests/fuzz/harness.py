@@ -23,6 +23,7 @@ import copy
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_context
 from otel_context import engine, semconv, telemetry
+from otel_context.instrumentation import _background
 from otel_context.testing import SimulatedProvider
 
 from .bodies import CLAUDE, GPT, WINDOW, Case
@@ -212,6 +214,11 @@ def check(rig: Rig, case: Case, mode: str) -> None:
             outcome = call(rig.sim, case, mode)
     finally:
         otel_context.uninstrument()
+    # A summary prepared in the background and still in flight is abandoned by uninstrument(): its thread
+    # ends (and its compact span with ``outcome=discarded``) when its request comes back.
+    deadline = time.monotonic() + 30
+    while _background.running() and time.monotonic() < deadline:
+        time.sleep(0.01)
     exchanges = rig.sim.exchanges
     spans = list(rig.exporter.get_finished_spans())
 

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from otel_context.conversation.memo import items_hash
 
 from otel_context import semconv
+from otel_context.conversation.memo import items_hash
 
 from .bodies import CLAUDE, DUE_CHARS, GPT, Case
 from .harness import Rig, check, make_rig

@@ -1,0 +1,208 @@
+"""Running the engine's background summaries: a worker thread for sync clients, a loop task for async ones.
+
+The engine (:mod:`otel_context.engine.background`) decides; the call's flow (``_core.Interceptor``) turns
+a :class:`~otel_context.flow.BackgroundStart` into a flow of its own (the summary's requests go through the
+app's client, with the recursion guard and their own :class:`._summarizer.SummarizerBudget`), and this
+module runs it: :func:`start_thread` for a sync client, :func:`start_task` for an async one, each with the
+driver the call's flow uses. It owns their lifecycle.
+
+Lifecycle: :func:`shutdown` (``uninstrument()``) cancels the loop tasks and abandons the threads (a request
+in flight cannot be interrupted: its thread ends when the request does, and sends nothing more); at
+interpreter exit everything is abandoned silently (daemon threads, no span ended after the exporters shut
+down); a forked child forgets its parent's summaries (:func:`os.register_at_fork`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextvars
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any
+
+from otel_context import telemetry
+from otel_context.engine import background as engine_background
+
+__all__ = ["THREAD_NAME", "running", "shutdown", "start_task", "start_thread", "wait_on_loop"]
+
+#: Name of the worker threads (tests look for leaks by it).
+THREAD_NAME = "otel-context-summary"
+
+#: A summary's flow of I/O steps (``_core.Interceptor._with_summarizer`` over the engine's steps).
+Flow = Generator[Any, Any, Any]
+#: Runs a flow to its end, giving up once the callable says so (``_core.Interceptor._drive``).
+SyncDriver = Callable[[Flow, Callable[[], bool]], Any]
+AsyncDriver = Callable[[Flow, Callable[[], bool]], Awaitable[Any]]
+
+
+class _Run:
+    """One background summary in flight."""
+
+    __slots__ = ("abandoned", "loop", "task", "thread")
+
+    def __init__(self) -> None:
+        self.abandoned = False
+        self.thread: threading.Thread | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def stopped(self) -> bool:
+        return self.abandoned
+
+
+_lock = threading.Lock()
+_runs: set[_Run] = set()
+_exiting = False
+#: Flows abandoned at interpreter exit, kept so that no finalizer ends a span after the exporters stop.
+_kept: list[Flow] = []
+
+
+def running() -> int:
+    """Background summaries in flight (tests and the demo)."""
+    with _lock:
+        return len(_runs)
+
+
+async def wait_on_loop(done: threading.Event, timeout: float) -> None:
+    """Wait for ``done`` (set by another thread or task) at most ``timeout`` seconds, the loop serving
+    everything else meanwhile."""
+    deadline = time.monotonic() + timeout
+    pause = 0.002
+    while not done.is_set() and time.monotonic() < deadline:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.02)
+
+
+def _register(run: _Run) -> bool:
+    with _lock:
+        if _exiting:
+            return False
+        _runs.add(run)
+        return True
+
+
+def _unregister(run: _Run) -> None:
+    with _lock:
+        _runs.discard(run)
+
+
+def start_thread(flow: Flow, drive: SyncDriver) -> None:
+    """Run ``flow`` with ``drive`` on a worker thread (sync clients), in the starting call's context."""
+    run = _Run()
+    if not _register(run):
+        _keep(flow)
+        return
+    ctx = contextvars.copy_context()  # the starting call's trace context: the compact span lives in its trace
+    thread = threading.Thread(target=ctx.run, args=(_run_sync, run, flow, drive), name=THREAD_NAME, daemon=True)
+    run.thread = thread
+    try:
+        thread.start()
+    except RuntimeError:  # interpreter shutting down: nothing can run any more
+        _unregister(run)
+        _keep(flow)
+
+
+def _run_sync(run: _Run, flow: Flow, drive: SyncDriver) -> None:
+    try:
+        drive(flow, run.stopped)
+        if run.abandoned:
+            _abandon(flow)
+    except Exception:
+        if not _exiting:
+            telemetry.log_once("background.run", "otel_context: a background summary failed", exc_info=True)
+    finally:
+        _unregister(run)
+
+
+def start_task(flow: Flow, drive: AsyncDriver) -> None:
+    """Run ``flow`` with ``drive`` as a task on the running loop (async clients)."""
+    run = _Run()
+    if not _register(run):
+        _keep(flow)
+        return
+    loop = asyncio.get_running_loop()
+    run.loop = loop
+    run.task = loop.create_task(_run_async(run, flow, drive), name=THREAD_NAME)
+
+
+async def _run_async(run: _Run, flow: Flow, drive: AsyncDriver) -> None:
+    try:
+        await drive(flow, run.stopped)
+        if run.abandoned:
+            _abandon(flow)
+    except asyncio.CancelledError:
+        _abandon(flow)
+        raise
+    except Exception:
+        if not _exiting:
+            telemetry.log_once("background.run", "otel_context: a background summary failed", exc_info=True)
+    finally:
+        _unregister(run)
+
+
+def _abandon(flow: Flow) -> None:
+    """Stop a summary that will never be applied: its span ends as ``discarded`` (none at interpreter exit)."""
+    if _exiting:
+        _keep(flow)
+        return
+    try:
+        flow.close()
+    except Exception:
+        telemetry.log_once("background.close", "otel_context: could not close a background summary", exc_info=True)
+
+
+def _keep(flow: Flow) -> None:
+    with _lock:
+        _kept.append(flow)
+
+
+def shutdown() -> None:
+    """``uninstrument()``: cancel the loop tasks, abandon the threads, drop every prepared summary."""
+    with _lock:
+        runs = list(_runs)
+    for run in runs:
+        run.abandoned = True
+        task, loop = run.task, run.loop
+        if task is not None and loop is not None and not loop.is_closed():
+            try:
+                if _on_loop(loop):
+                    task.cancel()
+                else:
+                    loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop closed meanwhile: the task is gone with it
+                pass
+    engine_background.discard_all()
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _at_exit() -> None:
+    """Interpreter exit: abandon everything silently (the exporters may already be shut down)."""
+    global _exiting
+    with _lock:
+        _exiting = True
+        runs = list(_runs)
+    for run in runs:
+        run.abandoned = True
+
+
+def _after_fork_in_child() -> None:
+    """A forked child inherits no summary: the threads did not survive the fork, the spans are the parent's."""
+    global _lock
+    _lock = threading.Lock()
+    _runs.clear()
+    _kept.clear()
+    engine_background.forget_all()
+
+
+atexit.register(_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

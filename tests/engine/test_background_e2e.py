@@ -1,0 +1,491 @@
+"""Issue 13, end to end: summaries prepared in the background, applied at the threshold without waiting.
+
+Real SDK clients (sync, async, streaming; anthropic and openai chat) against the simulated provider, whose
+``summary_latency`` makes the summarizer slower than the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import otel_context
+from otel_context import engine, semconv
+from otel_context.conversation import STORE
+from otel_context.engine import background
+from otel_context.instrumentation import _background
+from tests.compaction.support import Otel
+
+MODEL = "claude-sonnet-4-6"
+OPENAI_MODEL = "gpt-4o"
+WINDOW = 14_000
+
+
+def _question(turn: int) -> str:
+    return f"Question {turn}: " + " ".join(f"w{turn}x{i}" for i in range(400))
+
+
+def _is_summary(body: Any) -> bool:
+    items = body.get("messages") or []
+    return bool(items) and "<summary>" in json.dumps(items[-1])
+
+
+def _app_exchanges(sim: Any) -> list[Any]:
+    return [e for e in sim.exchanges if isinstance(e.body, dict) and not _is_summary(e.body)]
+
+
+def _mains(otel: Otel) -> list[Any]:
+    chats = [s for s in otel.spans() if s.name.startswith("chat ") and semconv.CONTEXT_ESTIMATED_TOKENS in s.attributes]
+    return sorted(chats, key=lambda s: s.start_time)
+
+
+def _bg_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == _background.THREAD_NAME]
+
+
+def _wait_idle(timeout: float = 20.0) -> None:
+    """Until no background summary is in flight (a generous bound against a hang)."""
+    deadline = time.monotonic() + timeout
+    while (_background.running() or _bg_threads()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _background.running() == 0 and not _bg_threads()
+
+
+class Chat:
+    """A chat app that resends its whole history each turn (anthropic or openai chat, sync)."""
+
+    def __init__(self, client: Any, fmt: str = "anthropic", *, stream: bool = False) -> None:
+        self.client, self.fmt, self.stream = client, fmt, stream
+        self.history: list[dict[str, Any]] = []
+
+    def turn(self, number: int) -> str:
+        self.history.append({"role": "user", "content": _question(number)})
+        messages = list(self.history)
+        if self.fmt == "anthropic":
+            if self.stream:
+                with self.client.messages.stream(model=MODEL, max_tokens=512, messages=messages) as stream:
+                    text = stream.get_final_message().content[0].text
+            else:
+                text = self.client.messages.create(model=MODEL, max_tokens=512, messages=messages).content[0].text
+        elif self.stream:
+            chunks = self.client.chat.completions.create(
+                model=OPENAI_MODEL, max_tokens=512, messages=messages, stream=True
+            )
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        else:
+            reply = self.client.chat.completions.create(model=OPENAI_MODEL, max_tokens=512, messages=messages)
+            text = reply.choices[0].message.content or ""
+        self.history.append({"role": "assistant", "content": text})
+        return text
+
+
+def _setup(sim: Any, instrumented: Callable[..., Any], **settings: Any) -> None:
+    sim.set_window(MODEL, WINDOW)
+    sim.set_window(OPENAI_MODEL, WINDOW)
+    instrumented(auto_compact_window=WINDOW, **settings)
+
+
+def _run_until_compacted(chat: Chat, otel: Otel, limit: int = 30, pause: float = 0.0) -> int:
+    """Turns until a main chat span says compacted; returns that turn's number."""
+    for turn in range(1, limit + 1):
+        chat.turn(turn)
+        if any(s.attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED) for s in _mains(otel)):
+            return turn
+        if pause:
+            time.sleep(pause)
+    raise AssertionError("never compacted")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "stream"), [("anthropic", False), ("anthropic", True), ("openai", False), ("openai", True)]
+)
+def test_prepared_summary_is_applied_at_the_threshold_without_waiting(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any], fmt: str, stream: bool
+) -> None:
+    simulated_provider.summary_latency = 0.4
+    _setup(simulated_provider, instrumented)
+    client = simulated_provider.anthropic() if fmt == "anthropic" else simulated_provider.openai()
+    chat = Chat(client, fmt, stream=stream)
+    turn = _run_until_compacted(chat, otel, pause=0.5)  # the app thinks between turns: the summary lands
+    mains = _mains(otel)
+    applying = mains[-1]
+    compacts = otel.compact_spans()
+    assert [c.attributes[semconv.COMPACTION_MODE] for c in compacts] == [semconv.MODE_BACKGROUND]
+    compact = compacts[0]
+    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    # The applying call is marked and linked to the compact span, which lives in an earlier call's trace.
+    assert applying.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+    assert [link.context.span_id for link in applying.links] == [compact.context.span_id]
+    starter = next(s for s in mains if s.context.span_id == compact.parent.span_id)
+    assert starter.context.trace_id == compact.context.trace_id != applying.context.trace_id
+    assert starter.end_time < applying.start_time
+    # The applying call did not wait for the summarizer (0.4 s): it took about what the model takes.
+    assert (applying.end_time - applying.start_time) / 1e9 < 0.3
+    assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_MODE: "background"}) == 1
+    # No request was rejected (pairing, length).
+    assert [e.status for e in simulated_provider.exchanges if e.status != 200] == []
+    assert turn > 3
+
+
+def test_apply_is_byte_identical_after_the_cut_and_reused_by_the_next_calls(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    _setup(simulated_provider, instrumented)
+    chat = Chat(simulated_provider.anthropic())
+    _run_until_compacted(chat, otel, pause=0.05)
+    history_at_apply = list(chat.history[:-1])  # what the app sent on the applying call
+    sent = _app_exchanges(simulated_provider)[-1].body["messages"]
+    kept = len(sent) - 1
+    # The summary replaced a prefix; every message after the cut is the app's own, byte for byte.
+    assert json.dumps(sent[1:]) == json.dumps(history_at_apply[-kept:])
+    assert "summary" in json.dumps(sent[0]).lower()
+    # The memo remembers it: the next calls send the very same summary message (a cacheable prefix).
+    chat.turn(100)
+    chat.turn(101)
+    for exchange in _app_exchanges(simulated_provider)[-2:]:
+        assert json.dumps(exchange.body["messages"][0]) == json.dumps(sent[0])
+        assert json.dumps(exchange.body["messages"][1 : 1 + kept]) == json.dumps(sent[1:])
+    assert len(otel.compact_spans()) == 1  # summarized once
+
+
+def test_not_ready_at_the_threshold_sends_unchanged_then_applies_when_it_lands(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    simulated_provider.summary_latency = 1.5
+    _setup(simulated_provider, instrumented)
+    chat = Chat(simulated_provider.anthropic())
+    turn = 0
+    while not background_pending():
+        turn += 1
+        chat.turn(turn)
+    # Cross the threshold while the summary is still in flight: sent unchanged, without waiting.
+    threshold = _threshold()
+    threshold_calls = []
+    while _mains(otel)[-1].attributes[semconv.CONTEXT_ESTIMATED_TOKENS] < threshold:
+        turn += 1
+        began = time.perf_counter()
+        chat.turn(turn)
+        threshold_calls.append(time.perf_counter() - began)
+        assert not any(s.attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED) for s in _mains(otel))
+    assert _background.running() == 1  # still in flight when the threshold was crossed
+    assert max(threshold_calls) < 1.0  # nobody waited for the 1.5 s summarizer
+    assert _app_exchanges(simulated_provider)[-1].body["messages"] == chat.history[:-1]
+    _wait_idle()
+    turn += 1
+    chat.turn(turn)
+    applying = _mains(otel)[-1]
+    assert applying.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+    assert len(applying.links) == 1
+    # One summary for the prefix, never two.
+    assert sum(1 for e in simulated_provider.exchanges if _is_summary(e.body)) == 1
+
+
+def _threshold() -> int:
+    from otel_context.compaction.budget import budget_for
+    from otel_context.settings import Settings
+
+    budget = budget_for(MODEL, Settings(auto_compact_window=WINDOW), max_output_tokens=512)
+    assert budget is not None
+    return budget.auto_threshold
+
+
+def background_pending() -> bool:
+    return any(background.pending(state) is not None for state in STORE.states())
+
+
+def test_edited_history_discards_the_prepared_summary_and_sends_nothing_stale(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    _setup(simulated_provider, instrumented)
+    chat = Chat(simulated_provider.anthropic())
+    turn = 0
+    # An explicit id: the edited history stays the same conversation (a derived key would branch, and the
+    # old branch keeps its summary for a rewind until the store forgets it).
+    with otel_context.conversation("edited"):
+        while not background_pending():
+            turn += 1
+            chat.turn(turn)
+        _wait_idle()
+        stale = chat.history[2]["content"]
+        chat.history[2] = {"role": "user", "content": "EDITED " + _question(999)}  # below any cut
+        before = len(simulated_provider.exchanges)
+        for _ in range(8):
+            turn += 1
+            chat.turn(turn)
+        _wait_idle()
+    later = [e for e in simulated_provider.exchanges[before:] if isinstance(e.body, dict)]
+    assert all(stale not in json.dumps(e.body) for e in later), "content the app edited away was sent"
+    discarded = [
+        c for c in otel.compact_spans() if c.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
+    ]
+    assert len(discarded) == 1 and discarded[0].attributes[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
+    assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "discarded"}) == 1
+
+
+def test_background_failure_counts_on_the_breaker_then_the_threshold_compacts_inline(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    from otel_context.testing.scripted import Turn, summarize
+
+    calls: list[int] = []
+
+    def summarizer(body: dict[str, Any]) -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("summarizer down")
+        return summarize([Turn("user", json.dumps(body["messages"])), Turn("user", "<summary>")])
+
+    _setup(simulated_provider, instrumented, summarizer=summarizer)
+    chat = Chat(simulated_provider.anthropic())
+    _run_until_compacted(chat, otel, pause=0.05)
+    compacts = otel.compact_spans()
+    modes = [(c.attributes[semconv.COMPACTION_MODE], c.attributes[semconv.COMPACTION_OUTCOME]) for c in compacts]
+    assert modes == [("background", "failure"), ("inline", "success")]
+    assert compacts[0].attributes[semconv.COMPACTION_CONSECUTIVE_FAILURES] == 1
+    assert compacts[1].attributes[semconv.COMPACTION_CONSECUTIVE_FAILURES] == 0
+    assert len(calls) == 2  # no retry in the background on every call
+
+
+def test_off_from_code_and_env_is_todays_inline_behaviour(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[list[Any]] = []
+    for how in ("code", "env"):
+        engine.reset()
+        simulated_provider.clear()
+        if how == "env":
+            monkeypatch.setenv("OTEL_CONTEXT_BACKGROUND_COMPACTION", "false")
+            _setup(simulated_provider, instrumented)
+        else:
+            _setup(simulated_provider, instrumented, background_compaction=False)
+        chat = Chat(simulated_provider.anthropic())
+        for turn in range(1, 20):
+            chat.turn(turn)
+        sent.append([e.body for e in simulated_provider.exchanges])
+        assert _background.running() == 0 and not _bg_threads()
+    assert sent[0] == sent[1]
+    compacts = otel.compact_spans()
+    assert compacts and all(c.attributes[semconv.COMPACTION_MODE] == semconv.MODE_INLINE for c in compacts)
+    # Inline: the summarizer ran inside the call that crossed the threshold (its child span is under it).
+    for compact in compacts:
+        assert compact.parent is not None
+        assert any(s.context.span_id == compact.parent.span_id for s in _mains(otel))
+
+
+def test_reactive_path_uses_a_prepared_summary(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    # The provider's real window is smaller than the one declared: it rejects before our threshold, after
+    # the start point, when the prepared summary is ready.
+    instrumented(auto_compact_window=WINDOW)
+    simulated_provider.set_window(MODEL, 11_000)
+    chat = Chat(simulated_provider.anthropic())
+    for turn in range(1, 30):
+        chat.turn(turn)
+        _wait_idle()  # a started summary has landed before the next call (deterministic under load)
+        if any(e.status != 200 for e in simulated_provider.exchanges):
+            break
+    rejected = [e for e in simulated_provider.exchanges if e.status != 200]
+    assert len(rejected) == 1
+    retry = simulated_provider.exchanges[-1]
+    assert retry.status == 200 and not _is_summary(retry.body)
+    # The retry carried the prepared summary: one summarizer call in all, made in the background.
+    assert sum(1 for e in simulated_provider.exchanges if _is_summary(e.body)) == 1
+    compacts = otel.compact_spans()
+    assert [c.attributes[semconv.COMPACTION_MODE] for c in compacts] == [semconv.MODE_BACKGROUND]
+    assert _mains(otel)[-1].attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+
+
+def test_async_client_prepares_on_the_running_loop(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    simulated_provider.summary_latency = 0.3
+    _setup(simulated_provider, instrumented)
+
+    async def main() -> int:
+        client = simulated_provider.async_anthropic()
+        history: list[dict[str, Any]] = []
+        ticks = 0
+
+        async def ticker() -> None:  # the loop stays responsive while the summary is prepared
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        tick_task = asyncio.create_task(ticker())
+        for turn in range(1, 30):
+            history.append({"role": "user", "content": _question(turn)})
+            reply = await client.messages.create(model=MODEL, max_tokens=512, messages=list(history))
+            history.append({"role": "assistant", "content": reply.content[0].text})
+            await asyncio.sleep(0.4)
+            if any(s.attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED) for s in _mains(otel)):
+                break
+        tick_task.cancel()
+        return ticks
+
+    ticks = asyncio.run(main())
+    assert ticks > 10
+    assert not _bg_threads()  # no thread: a task on the loop
+    compacts = otel.compact_spans()
+    assert [c.attributes[semconv.COMPACTION_MODE] for c in compacts] == [semconv.MODE_BACKGROUND]
+    assert _mains(otel)[-1].links[0].context.span_id == compacts[0].context.span_id
+
+
+def test_uninstrument_with_a_summary_in_flight(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    simulated_provider.summary_latency = 1.0
+    _setup(simulated_provider, instrumented)
+    chat = Chat(simulated_provider.anthropic())
+    turn = 0
+    while not _bg_threads():
+        turn += 1
+        chat.turn(turn)
+    with caplog.at_level(logging.WARNING, logger="otel_context"):
+        began = time.perf_counter()
+        otel_context.uninstrument()
+        assert time.perf_counter() - began < 0.5  # no hang
+        _wait_idle(timeout=10)
+    assert not background_pending()
+    assert [r.getMessage() for r in caplog.records] == []
+    compacts = otel.compact_spans()
+    assert [c.attributes[semconv.COMPACTION_OUTCOME] for c in compacts] == [semconv.OUTCOME_DISCARDED]
+
+
+def test_uninstrument_cancels_an_async_summary_in_flight(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    simulated_provider.summary_latency = 2.0
+    _setup(simulated_provider, instrumented)
+
+    async def main() -> None:
+        client = simulated_provider.async_anthropic()
+        history: list[dict[str, Any]] = []
+        for turn in range(1, 30):
+            history.append({"role": "user", "content": _question(turn)})
+            reply = await client.messages.create(model=MODEL, max_tokens=512, messages=list(history))
+            history.append({"role": "assistant", "content": reply.content[0].text})
+            if _background.running():
+                break
+        otel_context.uninstrument()
+        await asyncio.sleep(0.05)
+        assert _background.running() == 0
+        assert not [t for t in asyncio.all_tasks() if t.get_name() == _background.THREAD_NAME]
+
+    asyncio.run(main())
+    assert [c.attributes[semconv.COMPACTION_OUTCOME] for c in otel.compact_spans()] == [semconv.OUTCOME_DISCARDED]
+
+
+def test_fifty_conversations_in_parallel_threads_each_prepare_once(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    _setup(simulated_provider, instrumented)
+    client = simulated_provider.anthropic()
+    errors: list[BaseException] = []
+    start = threading.Barrier(50)
+
+    def conversation(n: int) -> None:
+        chat = Chat(client)
+        try:
+            start.wait()
+            with otel_context.conversation(f"conv-{n}"):
+                for turn in range(1, 17):  # past the threshold: each applies its prepared summary
+                    chat.turn(turn)
+                    time.sleep(0.05)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=conversation, args=(n,)) for n in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert errors == []
+    _wait_idle(timeout=60)
+    summaries = [e for e in simulated_provider.exchanges if _is_summary(e.body)]
+    assert len(summaries) == 50  # each conversation prepared exactly once
+    by_conversation: dict[str, list[str]] = {}
+    for compact in otel.compact_spans():
+        by_conversation.setdefault(str(compact.attributes[semconv.GEN_AI_CONVERSATION_ID]), []).append(
+            str(compact.attributes[semconv.COMPACTION_MODE])
+        )
+    assert by_conversation == {f"conv-{n}": ["background"] for n in range(50)}
+
+
+def test_a_fork_does_not_inherit_pending_summaries(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    simulated_provider.summary_latency = 1.0
+    _setup(simulated_provider, instrumented)
+    chat = Chat(simulated_provider.anthropic())
+    turn = 0
+    while not _bg_threads():
+        turn += 1
+        chat.turn(turn)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: nothing pending, nothing running
+        ok = not background_pending() and _background.running() == 0
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert answer == b"1"
+    assert background_pending()  # the parent's summary is still there
+    _wait_idle()
+
+
+def test_interpreter_exit_with_a_summary_in_flight_is_quiet_and_quick(tmp_path: Any) -> None:
+    script = tmp_path / "app.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import time
+
+            import otel_context
+            from opentelemetry import trace
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+            from otel_context.instrumentation import _background
+            from otel_context.testing import SimulatedProvider
+
+            provider = TracerProvider()
+            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=open("/dev/null", "w"))))
+            trace.set_tracer_provider(provider)
+            sim = SimulatedProvider(summary_latency=5.0).start()
+            sim.set_window("{MODEL}", {WINDOW})
+            otel_context.instrument(auto_compact_window={WINDOW})
+            client = sim.anthropic()
+            history = []
+            for turn in range(40):
+                history.append({{"role": "user", "content": "Q%d " % turn + " ".join("w%d" % i for i in range(400))}})
+                reply = client.messages.create(model="{MODEL}", max_tokens=512, messages=list(history))
+                history.append({{"role": "assistant", "content": reply.content[0].text}})
+                if _background.running():
+                    break
+            assert _background.running() == 1
+            print(time.monotonic())
+            """
+        )
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    ended = time.monotonic()  # CLOCK_MONOTONIC: the same clock in both processes
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert ended - float(done.stdout.strip()) < 4.0  # did not wait for the 5 s summarizer
