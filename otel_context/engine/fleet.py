@@ -27,7 +27,7 @@ from opentelemetry.trace import Span
 from otel_context import semconv
 from otel_context.compaction.budget import Budget
 from otel_context.conversation import Resolution, Snapshot, shared
-from otel_context.conversation.state_store import StateStore
+from otel_context.conversation.state_store import Loaded, StateStore
 from otel_context.engine import budgets
 from otel_context.engine.call import EngineCall
 from otel_context.flow import StoreRequest
@@ -104,6 +104,13 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
         yield from summary
         return
     release = StoreRequest(partial(store.release, lease), partial(store.arelease, lease))
+    if lease.exclusive:
+        # Another worker may have summarized this crossing between this call's read and the lock: take its
+        # summary instead of making a second one of the same prefix (the lock is held, so it is final).
+        loaded = yield StoreRequest(partial(store.get, key), partial(store.aget, key))
+        if _apply_stored(call, loaded) and call.estimated_tokens < budget.auto_threshold:
+            yield release
+            return
     try:
         yield from summary
     except Exception:
@@ -129,6 +136,13 @@ def _theirs(call: EngineCall, store: StateStore, timeout: float) -> Generator[St
     )
     if loaded.value is None:
         loaded = yield StoreRequest(partial(store.get, key), partial(store.aget, key))
+    return _apply_stored(call, loaded)
+
+
+def _apply_stored(call: EngineCall, loaded: Loaded) -> bool:
+    """Take what the store holds for the conversation; when it has a summary of a longer prefix of this
+    call's items than the one sent, send that summary instead (True)."""
+    state = call.state
     shared.take(call.resolution, loaded, call.items)
     entry = state.memo.find(call.items)
     if entry is None or (call.entry is not None and entry.prefix_len <= call.entry.prefix_len):

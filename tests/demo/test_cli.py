@@ -62,7 +62,9 @@ def test_plain_output_when_rich_is_missing() -> None:
 def test_ctrl_c_ends_cleanly_and_flushes_the_spans(tmp_path: Path) -> None:
     out = tmp_path / "spans.json"
     proc = subprocess.Popen(
-        [str(SCRIPT), "demo", "--turns", "200", "--plain", "--json", str(out)],
+        # Enough turns that the run cannot finish before the signal lands, however the machine's load delays
+        # the reading of its output (200 could all be done, buffered, by the time turn 2 was read).
+        [str(SCRIPT), "demo", "--turns", "100000", "--plain", "--json", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -72,7 +74,7 @@ def test_ctrl_c_ends_cleanly_and_flushes_the_spans(tmp_path: Path) -> None:
     assert proc.stdout is not None
     try:
         for line in proc.stdout:
-            if re.match(r"turn +2/200 ", line):
+            if re.match(r"turn +2/100000 ", line):
                 proc.send_signal(signal.SIGINT)
                 break
         else:
