@@ -90,7 +90,16 @@ def test_the_plain_report_has_every_section(full_run: tuple[DemoResult, list[int
     text = out.getvalue()
     turn_lines = [line for line in text.splitlines() if line.startswith("turn ")]
     assert len(turn_lines) == 50 and "cache hit" in turn_lines[-1] and "context" in turn_lines[-1]
-    for needle in ("Summary", "micro", "auto", "reactive", "Estimated cost", "without compaction", "compact  "):
+    for needle in (
+        "Summary",
+        "micro",
+        "auto",
+        "reactive",
+        "compaction wait",
+        "Estimated cost",
+        "without compaction",
+        "compact  ",
+    ):
         assert needle in text, needle
     assert "\x1b[" not in text
 
