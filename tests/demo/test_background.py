@@ -4,14 +4,13 @@ waited for compactions, by mode."""
 
 from __future__ import annotations
 
-import io
-
 import pytest
 
 from otel_context import semconv
 from otel_context.demo import DemoOptions, DemoResult, run
-from otel_context.demo.report import PlainReport, summary_rows
+from otel_context.demo.report import summary_rows
 from otel_context.demo.stats import KIND_AUTO
+from tests.demo.support import plain_report_text
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +49,7 @@ def test_waits_by_mode_come_from_the_metric_and_agree_with_the_spans(background_
 
 def test_the_turn_lines_mark_prepared_and_applied(background_run: DemoResult) -> None:
     result = background_run
-    out = io.StringIO()
-    report = PlainReport(out)
-    report.start(result.options)
-    for stats, outcome in zip(result.stats.turns, result.outcomes, strict=True):
-        report.turn(stats, outcome)
-    report.finish(result)
-    text = out.getvalue()
+    text = plain_report_text(result)
     assert "summaries prepared in the background" in text and "model latency 0.02 s" in text
     lines = {int(line.split()[1].split("/")[0]): line for line in text.splitlines() if line.startswith("turn ")}
     for turn in result.stats.turns:
