@@ -69,7 +69,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--yes", "-y", action="store_true", help="with --live: do not ask for confirmation")
     demo.add_argument("--plain", action="store_true", help="plain text output even when rich is installed")
+    demo.add_argument(
+        "--background",
+        action="store_true",
+        help="prepare summaries in the background before the threshold and apply them without waiting (the "
+        "library's default; the demo compacts inline by default so that its figures are fixed for a seed)",
+    )
+    demo.add_argument(
+        "--latency",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="seconds the simulated model takes per request; summaries take 6 times as long (default: 0)",
+    )
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 60:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 60 seconds")
+    return value
 
 
 def live_cost_ceiling(provider: str, turns: int, window: int, calls_per_turn: int = 3) -> float:
@@ -147,6 +170,8 @@ def _demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         json_path=args.json,
         live=args.live,
+        latency=args.latency,
+        background=args.background,
     )
     try:
         options.check()

@@ -120,7 +120,8 @@ ALERTS: tuple[Alert, ...] = (
             "last cache breakpoint; tools_changed: tool definitions are regenerated or reordered: make them "
             "stable; model_changed: calls of one conversation alternate models; messages_changed: an earlier "
             "message is edited: append instead; ttl_expired: gaps between calls exceed the cache TTL: use the "
-            "1-hour TTL or accept it; unknown: likely provider side. The chat spans carry an "
+            "1-hour TTL or accept it; betas_changed: the anthropic-beta flags differ between calls of one "
+            "conversation: send the same flags on every call; unknown: likely provider side. The chat spans carry an "
             "otel_context.cache_break event with the reason and lost tokens."
         ),
         lookback_seconds=900,

@@ -290,8 +290,8 @@ def build() -> dict[str, Any]:
             _series(
                 ids,
                 "Cache breaks",
-                "Unexpected prompt-cache breaks by reason (system/tools/model/messages changed, TTL expired, "
-                "unknown), next to the intentional ones compaction causes.",
+                f"Unexpected prompt-cache breaks by reason ({', '.join(semconv.CACHE_BREAK_REASONS)}), next to "
+                "the intentional ones compaction causes.",
                 "short",
                 _target(
                     q.cache_breaks_per_second(q.UNEXPECTED, RATE, [q.REASON]),
@@ -357,6 +357,35 @@ def build() -> dict[str, Any]:
                 "s",
                 _target(q.compaction_duration_quantile(0.5, RATE, [q.STRATEGY]), "p50 " + _legend_of(q.STRATEGY), "A"),
                 _target(q.compaction_duration_quantile(0.95, RATE, [q.STRATEGY]), "p95 " + _legend_of(q.STRATEGY), "B"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Summary compactions by mode",
+                "LLM-summary compactions per second: background (prepared past 80 % of the threshold, applied at "
+                "the threshold without waiting) vs inline (the call that crossed the threshold waited for the "
+                "summarizer), by outcome. background/discarded: a prepared summary that was never applied (the "
+                "conversation ended or its history was edited below the summary's cut).",
+                "cps",
+                _target(
+                    q.compactions_per_second(RATE, [q.MODE, q.OUTCOME], q.IS_SUMMARY),
+                    _legend_of(q.MODE, q.OUTCOME),
+                    "A",
+                ),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Time callers waited for compaction",
+                "How long a request waited for a compaction before it went out, by mode: inline is the "
+                "summarizer's whole call; background is 0 when the prepared summary was ready (above 0 only when "
+                "a request too large to send had to wait for it). Compaction duration shows the work; this "
+                "shows what callers paid for it.",
+                "s",
+                _target(q.compaction_wait_quantile(0.5, RATE, [q.MODE]), "p50 " + _legend_of(q.MODE), "A"),
+                _target(q.compaction_wait_quantile(0.95, RATE, [q.MODE]), "p95 " + _legend_of(q.MODE), "B"),
             )
         )
         .with_panel(

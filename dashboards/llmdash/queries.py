@@ -41,6 +41,7 @@ COMPACTIONS = Metric(semconv.METRIC_COMPACTIONS, semconv.PROM_COMPACTIONS_TOTAL,
 COMPACTION_DURATION = Metric(
     semconv.METRIC_COMPACTION_DURATION, semconv.PROM_COMPACTION_DURATION, "histogram", "_seconds"
 )
+COMPACTION_WAIT = Metric(semconv.METRIC_COMPACTION_WAIT, semconv.PROM_COMPACTION_WAIT, "histogram", "_seconds")
 TOKENS_SAVED = Metric(semconv.METRIC_COMPACTION_TOKENS_SAVED, semconv.PROM_COMPACTION_TOKENS_SAVED, "histogram")
 BREAKERS_OPEN = Metric(semconv.METRIC_BREAKERS_OPEN, semconv.PROM_BREAKERS_OPEN, "gauge")
 CACHE_BREAKS = Metric(semconv.METRIC_CACHE_BREAKS, semconv.PROM_CACHE_BREAKS_TOTAL, "counter")
@@ -56,6 +57,7 @@ CURRENT: tuple[Metric, ...] = (
     CACHE_WRITE_TOKENS,
     COMPACTIONS,
     COMPACTION_DURATION,
+    COMPACTION_WAIT,
     TOKENS_SAVED,
     BREAKERS_OPEN,
     CACHE_BREAKS,
@@ -73,11 +75,14 @@ TOKEN_TYPE = label(semconv.GEN_AI_TOKEN_TYPE)
 TRIGGER = label(semconv.COMPACTION_TRIGGER_SOURCE)
 STRATEGY = label(semconv.COMPACTION_STRATEGY)
 OUTCOME = label(semconv.COMPACTION_OUTCOME)
+MODE = label(semconv.COMPACTION_MODE)
 REASON = label(semconv.CACHE_BREAK_REASON)
 INTENTIONAL = label(semconv.CACHE_BREAK_INTENTIONAL)
 
 # Boolean attributes reach Prometheus as the strings "true" / "false".
 IS_FAILURE = f'{OUTCOME}="{semconv.OUTCOME_FAILURE}"'
+#: Summaries only: microcompaction makes no LLM call, so it is never prepared in the background.
+IS_SUMMARY = f'{STRATEGY}="{semconv.STRATEGY_SUMMARY}"'
 UNEXPECTED = f'{INTENTIONAL}="false"'
 INTENDED = f'{INTENTIONAL}="true"'
 HAS_ERROR = f'{ERROR}!=""'
@@ -171,6 +176,11 @@ def compactions(window: str, labels: Sequence[str], matchers: str = "") -> str:
     return _sum(labels, f"increase({COMPACTIONS.selector(matchers=matchers)}[{window}])")
 
 
+def compactions_per_second(window: str, labels: Sequence[str], matchers: str = "") -> str:
+    """Compactions per second, optionally restricted by ``matchers``."""
+    return _sum(labels, _rate(COMPACTIONS.selector(matchers=matchers), window))
+
+
 def compaction_failures(window: str, labels: Sequence[str]) -> str:
     """Failed compactions over ``window``, also when the failure counter's series is born already at 1.
 
@@ -186,11 +196,24 @@ def compaction_failures(window: str, labels: Sequence[str]) -> str:
     )
 
 
+def _quantile(metric: Metric, quantile: float, window: str, labels: Sequence[str]) -> str:
+    """A quantile of one histogram (no legacy alternate), per ``labels``."""
+    return f"histogram_quantile({quantile}, {_sum(['le', *labels], _rate(metric.selector(BUCKET), window))})"
+
+
 def compaction_duration_quantile(quantile: float, window: str, labels: Sequence[str]) -> str:
     """A quantile of compaction wall time."""
-    return (
-        f"histogram_quantile({quantile}, {_sum(['le', *labels], _rate(COMPACTION_DURATION.selector(BUCKET), window))})"
-    )
+    return _quantile(COMPACTION_DURATION, quantile, window, labels)
+
+
+def compaction_wait_quantile(quantile: float, window: str, labels: Sequence[str]) -> str:
+    """A quantile of the time callers' requests waited for a compaction before they went out.
+
+    The compaction's own duration is not the caller's cost: a background summary takes as long as an inline
+    one but nobody waits for it (its calls record 0 here), so this is the figure that says whether
+    compaction is off the critical path.
+    """
+    return _quantile(COMPACTION_WAIT, quantile, window, labels)
 
 
 def tokens_saved_per_compaction(window: str, labels: Sequence[str]) -> str:
@@ -213,6 +236,4 @@ def breakers_open(labels: Sequence[str]) -> str:
 # --- context window ------------------------------------------------------------------------------------------
 def utilization_quantile(quantile: float, window: str, labels: Sequence[str]) -> str:
     """A quantile of context utilization (reported input tokens / effective window)."""
-    return (
-        f"histogram_quantile({quantile}, {_sum(['le', *labels], _rate(CONTEXT_UTILIZATION.selector(BUCKET), window))})"
-    )
+    return _quantile(CONTEXT_UTILIZATION, quantile, window, labels)

@@ -24,7 +24,7 @@ from opentelemetry.trace import StatusCode
 from otel_context import semconv
 from otel_context.demo.agent import TurnOutcome
 from otel_context.demo.pricing import PRICES
-from otel_context.demo.run import DemoOptions, DemoResult
+from otel_context.demo.run import SUMMARY_LATENCY_FACTOR, DemoOptions, DemoResult
 from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, TurnStats
 
 __all__ = ["PlainReport", "Report", "RichReport", "make_report", "span_tree"]
@@ -54,10 +54,14 @@ class Report(Protocol):
 def header(options: DemoOptions) -> str:
     where = "the real API" if options.live else "the embedded simulated provider"
     turns = f"{options.turns} turn{'s' if options.turns != 1 else ''}"
+    latency = ""
+    if not options.live:
+        latency = f", model latency {options.latency:g} s (summaries {options.latency * SUMMARY_LATENCY_FACTOR:g} s)"
+    mode = "summaries prepared in the background" if options.background else "inline summaries"
     return (
-        f"otel-context demo: {turns} of a coding agent on {where} ({options.provider}, {options.model}), "
-        f"context window {options.window:,} tokens, microcompaction on, seed {options.seed}. The agent resends "
-        "its whole history every turn; otel-context's instrumentation keeps what is sent inside the window."
+        f"otel-context demo: {turns} of a coding agent on {where} ({options.provider}, {options.model}{latency}), "
+        f"context window {options.window:,} tokens, microcompaction on, {mode}, seed {options.seed}. The agent "
+        "resends its whole history every turn; otel-context's instrumentation keeps what is sent inside the window."
     )
 
 
@@ -71,13 +75,17 @@ def turn_line(stats: TurnStats, outcome: TurnOutcome, total_turns: int, compacti
     counts = Counter(stats.kinds)
     kinds = "".join(f" +{k}" + (f" x{n}" if n > 1 else "") for k, n in counts.items())
     unexpected = [b.reason for b in stats.cache_breaks if not b.intentional]
+    # Background compaction: the summary became ready (prepared past 80 % of the threshold), then the call
+    # that crossed the threshold applied it without running the summarizer itself.
+    marks = " | summary prepared" if stats.prepared else ""
+    marks += " | summary applied" if stats.applied else ""
     error = f" | cache break: {', '.join(unexpected)}" if unexpected else ""
     error += f" | FAILED: {outcome.error[:60]}" if outcome.error else ""
     width = len(str(total_turns))
     return (
         f"turn {stats.turn:>{width}}/{total_turns} | in {stats.context_tokens:>6,} | "
         f"cache hit {stats.hit_ratio:6.1%} | context {stats.utilization:4.0%} [{bar(stats.utilization, 8)}] | "
-        f"compactions {compactions_so_far:>2}{kinds}{error}"
+        f"compactions {compactions_so_far:>2}{kinds}{marks}{error}"
     )
 
 
@@ -121,6 +129,7 @@ def summary_rows(result: DemoResult) -> list[Row]:
             ("unexpected: " + ", ".join(reasons)) if reasons else "intentional = caused by a compaction",
         ),
     ]
+    rows.append(wait_row(result))
     if result.metrics:
         pairs = {
             semconv.METRIC_COMPACTIONS: len(stats.compactions),
@@ -146,16 +155,39 @@ def summary_rows(result: DemoResult) -> list[Row]:
     return rows
 
 
+def wait_row(result: DemoResult) -> Row:
+    """The time requests waited for a compaction before they went out (``otel_context.compaction.wait``)."""
+    waits = result.waits
+    total = sum(seconds for _, seconds in waits.values())
+    parts = [
+        f"{mode}: {count} request{'s' if count != 1 else ''}, {seconds:.2f} s"
+        for mode in semconv.COMPACTION_MODES
+        if mode in waits
+        for count, seconds in [waits[mode]]
+    ]
+    note = "; ".join(parts) if parts else "no summary was due"
+    if result.options.background and not result.options.latency and not result.options.live:
+        note += " (the simulated model answers at once: try --latency 0.5)"
+    return Row("compaction wait", f"{total:.2f} s", note)
+
+
 def compaction_rows(result: DemoResult) -> list[tuple[str, int, int, int, str]]:
     """(kind, successes, failures, tokens saved, note) per kind seen."""
     rows = []
     for kind, items in result.stats.compactions_by_kind().items():
         ok = [c for c in items if c.outcome == semconv.OUTCOME_SUCCESS]
+        failed = [c for c in items if c.outcome == semconv.OUTCOME_FAILURE]
         saved = sum(c.tokens_saved for c in ok)
         note = KIND_LABELS.get(kind, "")
+        background = [c for c in ok if c.mode == semconv.MODE_BACKGROUND]
+        discarded = [c for c in items if c.outcome == semconv.OUTCOME_DISCARDED]
+        if background or discarded:
+            note += f"; {len(background)} prepared in the background and applied without waiting"
+        if discarded:
+            note += f", {len(discarded)} prepared but never applied (the history changed below it)"
         if kind == KIND_REACTIVE and result.too_long_turn is not None:
             note += f"; turn {result.too_long_turn}: the provider (an injected fault) said 'prompt is too long'"
-        rows.append((kind, len(ok), len(items) - len(ok), saved, note))
+        rows.append((kind, len(ok), len(failed), saved, note))
     return rows
 
 

@@ -46,6 +46,9 @@ DEFAULT_WINDOW = 24_000
 MIN_WINDOW = 12_000
 MODELS = {semconv.PROVIDER_ANTHROPIC: "claude-sonnet-4-6", semconv.PROVIDER_OPENAI: "gpt-4.1"}
 MAX_TOKENS = 1_024
+#: A summarizer request takes this many times the model's --latency (the issue's benchmark: 0.5 s and 3 s).
+SUMMARY_LATENCY_FACTOR = 6
+MAX_LATENCY = 60.0
 CONVERSATION_ID = "otel-context-demo"
 
 
@@ -59,6 +62,13 @@ class DemoOptions:
     seed: int = 7
     json_path: Path | None = None
     live: bool = False
+    #: Seconds the simulated model takes per request; its summarizer requests take SUMMARY_LATENCY_FACTOR
+    #: times as long (a summary writes far more tokens than an agent's step).
+    latency: float = 0.0
+    #: Summaries prepared in the background before the threshold (the library's default) or inline (the
+    #: demo's default: its figures stay fixed for a seed, where a background summary lands whenever its
+    #: thread gets to it, and the scripted too-long fault could meet the summarizer's request instead).
+    background: bool = False
 
     @property
     def model(self) -> str:
@@ -72,6 +82,10 @@ class DemoOptions:
             raise ValueError(f"--turns {self.turns}: must be at least 1")
         if self.window < MIN_WINDOW:
             raise ValueError(f"--window {self.window}: must be at least {MIN_WINDOW:,} tokens")
+        if not 0 <= self.latency <= MAX_LATENCY:
+            raise ValueError(f"--latency {self.latency}: must be between 0 and {MAX_LATENCY:g} seconds")
+        if self.latency and self.live:
+            raise ValueError("--latency applies to the simulated provider: drop it with --live")
 
 
 @dataclass
@@ -92,6 +106,8 @@ class DemoResult:
     otlp: tuple[str, str] | None = None
     #: Counter totals by metric name (the in-memory metric reader, read at the end of the run).
     metrics: dict[str, float] = field(default_factory=dict)
+    #: ``otel_context.compaction.wait`` by mode: (requests that waited for a compaction, seconds waited).
+    waits: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     @property
     def passed_tokens(self) -> list[int]:
@@ -114,15 +130,16 @@ TurnCallback = Callable[[TurnStats, TurnOutcome], None]
 def _instrument(options: DemoOptions, tel: demo_telemetry.DemoTelemetry) -> Callable[[], None]:
     """Instrument both SDKs with the demo's providers and compaction settings; returns the undo."""
     import otel_context
+    from otel_context import engine
 
+    # A fresh session: nothing learned by an earlier run in this process (tests run several) carries over.
+    engine.reset()
     otel_context.instrument(
         tracer_provider=tel.tracer_provider,
         meter_provider=tel.meter_provider,
         auto_compact_window=options.window,
         microcompact=True,
-        # The demo's figures are fixed for a seed: inline compaction happens on a known turn, where a
-        # background summary would land whenever the thread gets to it.
-        background_compaction=False,
+        background_compaction=options.background,
     )
     return otel_context.uninstrument
 
@@ -155,7 +172,11 @@ def _provider(options: DemoOptions) -> Iterator[Any]:
         return
     from otel_context.testing import SimulatedProvider
 
-    with SimulatedProvider(windows={options.model: options.window}) as sim:
+    with SimulatedProvider(
+        windows={options.model: options.window},
+        latency=options.latency,
+        summary_latency=options.latency * (SUMMARY_LATENCY_FACTOR - 1),
+    ) as sim:
         yield sim
 
 
@@ -181,7 +202,7 @@ class _TooLongOnce:
         from otel_context.testing import Fault, count_request_tokens, count_tokens
 
         new = sum(count_tokens(result.content) for _, result in pending)
-        last = self.sim.last_exchange if self.sim.exchanges else None
+        last = _last_agent_exchange(self.sim)
         if new < 800 or last is None or not isinstance(last.body, Mapping):
             return
         projected = count_request_tokens(last.body, self.wire_format) + new
@@ -217,11 +238,25 @@ class _TooLongOnce:
             self.injected_at = None
 
 
+def _last_agent_exchange(sim: Any) -> Any:
+    """The agent's last request (a background summarizer's request may have come after it), or None."""
+    from otel_context.testing.scripted import summary_pattern
+
+    for exchange in reversed(sim.exchanges):
+        items = (
+            exchange.body.get("messages") or exchange.body.get("input") if isinstance(exchange.body, Mapping) else None
+        )
+        if not (isinstance(items, list) and items and summary_pattern().search(repr(items[-1]))):
+            return exchange
+    return None
+
+
 def _facts_kept(sim: Any) -> int | None:
     """How many FACT lines the last request the agent sent still carried."""
-    if sim is None or not sim.exchanges:
+    last = _last_agent_exchange(sim) if sim is not None else None
+    if last is None:
         return None
-    text = repr(sim.last_exchange.body)
+    text = repr(last.body)
     return sum(1 for fact in FACTS if fact in text)
 
 
@@ -262,9 +297,13 @@ def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult
             result.too_long_turn = drop.injected_at
             result.facts_kept = _facts_kept(sim)
     finally:
+        ended = len(tel.finished_spans())
         if undo is not None:
             undo()
+        # A background summary still waiting to be applied is dropped now; its compact span ends here.
+        result.stats.after_last_turn = turn_stats(0, tel.finished_spans()[ended:], options.window).compactions
         result.metrics = tel.metric_totals()
+        result.waits = tel.histogram_by(semconv.METRIC_COMPACTION_WAIT, semconv.COMPACTION_MODE)
         tel.shutdown()
         result.spans = tel.finished_spans()
     return result

@@ -82,6 +82,8 @@ class CompactionFigures:
     input_tokens: int
     output_tokens: int
     duration_ms: float
+    #: ``background`` (prepared before the threshold, applied without waiting) or ``inline``.
+    mode: str = semconv.MODE_INLINE
 
     @property
     def tokens_saved(self) -> int:
@@ -110,6 +112,9 @@ class TurnStats:
     cache_breaks: list[CacheBreakFigures] = field(default_factory=list)
     failed: bool = False
     window: int = 0
+    #: Background summaries whose summarizer call ended in this turn (ready to apply at the threshold).
+    #: Counted by compact span: the summarizer's fallback request is one summary, not two.
+    prepared: int = 0
 
     @property
     def agent_calls(self) -> list[CallFigures]:
@@ -143,6 +148,13 @@ class TurnStats:
         """The kinds of the turn's successful compactions, in order."""
         return [c.kind for c in self.compactions if c.outcome == semconv.OUTCOME_SUCCESS]
 
+    @property
+    def applied(self) -> int:
+        """Background summaries applied in this turn (the call that crossed the threshold did not wait)."""
+        return sum(
+            1 for c in self.compactions if c.mode == semconv.MODE_BACKGROUND and c.outcome == semconv.OUTCOME_SUCCESS
+        )
+
 
 def _events(span: ReadableSpan) -> Iterable[CacheBreakFigures]:
     for event in span.events:
@@ -159,6 +171,7 @@ def turn_stats(turn: int, spans: Sequence[ReadableSpan], window: int = 0) -> Tur
     stats = TurnStats(turn=turn, window=window)
     by_id = {s.context.span_id: s for s in spans if s.context is not None}
     ordered = sorted(spans, key=lambda s: s.start_time or 0)
+    prepared: set[int | None] = set()  # the compact spans of background summaries that became ready
     for span in ordered:
         attrs = span.attributes or {}
         stats.cache_breaks.extend(_events(span))
@@ -174,10 +187,22 @@ def turn_stats(turn: int, spans: Sequence[ReadableSpan], window: int = 0) -> Tur
                     input_tokens=int_attr(attrs, semconv.COMPACTION_INPUT_TOKENS),
                     output_tokens=int_attr(attrs, semconv.COMPACTION_OUTPUT_TOKENS),
                     duration_ms=float_attr(attrs, semconv.COMPACTION_DURATION_MS) or 0.0,
+                    mode=str(attrs.get(semconv.COMPACTION_MODE, semconv.MODE_INLINE)),
                 )
             )
         elif attrs.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_CHAT:
-            parent = by_id.get(span.parent.span_id) if span.parent is not None else None
+            parent_id = span.parent.span_id if span.parent is not None else None
+            parent = by_id.get(parent_id) if parent_id is not None else None
+            # An agent call is a child of the turn's invoke_agent span. A summarizer call is a child of a
+            # compact span, which ends in the same turn when inline; a background summary's compact span
+            # stays open until the summary is applied (a later call, often a later turn), so a chat span
+            # whose parent is not among this turn's spans is a background summarizer's call.
+            summarizer = parent_id is not None and (parent is None or parent.name == semconv.COMPACT_SPAN)
+            background = summarizer and (
+                parent is None or (parent.attributes or {}).get(semconv.COMPACTION_MODE) == semconv.MODE_BACKGROUND
+            )
+            if background and span.status.status_code != StatusCode.ERROR:
+                prepared.add(parent_id)
             stats.calls.append(
                 CallFigures(
                     model=str(attrs.get(semconv.GEN_AI_REQUEST_MODEL, "")),
@@ -186,13 +211,14 @@ def turn_stats(turn: int, spans: Sequence[ReadableSpan], window: int = 0) -> Tur
                     cache_read=int_attr(attrs, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
                     cache_write=int_attr(attrs, semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS),
                     utilization=float_attr(attrs, semconv.CONTEXT_UTILIZATION),
-                    summarizer=parent is not None and parent.name == semconv.COMPACT_SPAN,
+                    summarizer=summarizer,
                     failed=span.status.status_code == StatusCode.ERROR,
                     compacted=bool(attrs.get(semconv.GEN_AI_CONVERSATION_COMPACTED, False)),
                 )
             )
         elif attrs.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_INVOKE_AGENT:
             stats.failed = span.status.status_code == StatusCode.ERROR
+    stats.prepared = len(prepared)
     return stats
 
 
@@ -201,6 +227,9 @@ class RunStats:
     """Totals over the turns of a run."""
 
     turns: list[TurnStats] = field(default_factory=list)
+    #: Compactions settled after the last turn: background summaries prepared but never applied, dropped
+    #: (``outcome=discarded``) when the instrumentation was removed.
+    after_last_turn: list[CompactionFigures] = field(default_factory=list)
 
     def add(self, turn: TurnStats) -> None:
         self.turns.append(turn)
@@ -211,7 +240,7 @@ class RunStats:
 
     @property
     def compactions(self) -> list[CompactionFigures]:
-        return [c for t in self.turns for c in t.compactions]
+        return [c for t in self.turns for c in t.compactions] + self.after_last_turn
 
     @property
     def cache_breaks(self) -> list[CacheBreakFigures]:

@@ -85,6 +85,23 @@ class DemoTelemetry:
                         totals[metric.name] = totals.get(metric.name, 0) + sum(p.value for p in metric.data.data_points)
         return totals
 
+    def histogram_by(self, name: str, attribute: str) -> dict[str, tuple[int, float]]:
+        """(count, sum) of histogram ``name`` by the value of ``attribute``, read from the in-memory reader now."""
+        from opentelemetry.sdk.metrics.export import Histogram
+
+        found: dict[str, tuple[int, float]] = {}
+        data = self.metrics.get_metrics_data()
+        for resource_metrics in data.resource_metrics if data is not None else ():
+            for scope_metrics in resource_metrics.scope_metrics:
+                for metric in scope_metrics.metrics:
+                    if metric.name != name or not isinstance(metric.data, Histogram):
+                        continue
+                    for point in metric.data.data_points:
+                        key = str((point.attributes or {}).get(attribute, ""))
+                        count, total = found.get(key, (0, 0.0))
+                        found[key] = (count + point.count, total + point.sum)
+        return found
+
     def finished_spans(self) -> Sequence[ReadableSpan]:
         """Every span that has ended so far, oldest first."""
         return self.spans.get_finished_spans()

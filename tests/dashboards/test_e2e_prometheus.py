@@ -206,11 +206,17 @@ def test_the_name_check_reports_what_nothing_emits() -> None:
 
 
 def test_every_metric_the_dashboards_and_rules_query_is_emitted(app: str) -> None:
-    # Let the agents run until every kind of event has happened (failures, microcompaction, cache breaks).
+    # Let the agents run until every kind of event has happened (failures, microcompaction, cache breaks, a
+    # caller waiting for a compaction).
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while True:
         names = _emitted_names(_get(app))
-        if semconv.PROM_BREAKERS_OPEN in names and semconv.PROM_COMPACTION_TOKENS_SAVED + "_count" in names:
+        wanted = (
+            semconv.PROM_BREAKERS_OPEN,
+            semconv.PROM_COMPACTION_TOKENS_SAVED + "_count",
+            semconv.PROM_COMPACTION_WAIT + "_count",
+        )
+        if all(name in names for name in wanted):
             break
         if time.monotonic() > deadline:
             break

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from otel_context import semconv
 
-from .support import DASHBOARDS, dashboard, load_build, panels
+from .support import DASHBOARDS, dashboard, grafana_alert_rules, load_build, panels, prometheus_alert_rules
+
+
+def label(attribute: str) -> str:
+    """The Prometheus label of an attribute (written out here, not taken from the generator under test)."""
+    return attribute.replace(".", "_")
 
 
 def test_committed_files_are_not_stale() -> None:
@@ -72,6 +78,8 @@ def test_panels_the_issue_asks_for() -> None:
         "Compactions by trigger and outcome",
         "Compaction duration",
         "Tokens saved per compaction",
+        "Summary compactions by mode",
+        "Time callers waited for compaction",
         "Open circuit breakers by model",
         "Context utilization p95",
         "Recent compactions",
@@ -147,3 +155,51 @@ def test_dashboard_round_trips_through_the_grafana_schema_model() -> None:
     original = dashboard()
     parsed = dashboard_model.Dashboard.from_json(original)
     assert json.loads(json.dumps(parsed, cls=JSONEncoder)) == original
+
+
+def _panel(title: str) -> dict[str, Any]:
+    (found,) = [p for p in panels(dashboard()) if p["title"] == title]
+    return found
+
+
+def test_background_vs_inline_panel_counts_summaries_by_mode() -> None:
+    (target,) = _panel("Summary compactions by mode")["targets"]
+    mode, outcome, strategy = (
+        label(semconv.COMPACTION_MODE),
+        label(semconv.COMPACTION_OUTCOME),
+        label(semconv.COMPACTION_STRATEGY),
+    )
+    assert target["expr"].startswith(f"sum by ({mode}, {outcome}) (rate(")
+    assert semconv.PROM_COMPACTIONS_TOTAL in target["expr"]
+    assert f'{strategy}="{semconv.STRATEGY_SUMMARY}"' in target["expr"]
+    assert target["legendFormat"] == f"{{{{{mode}}}}} {{{{{outcome}}}}}"
+
+
+def test_wait_panel_shows_p50_and_p95_of_the_wait_by_mode() -> None:
+    targets = _panel("Time callers waited for compaction")["targets"]
+    mode = label(semconv.COMPACTION_MODE)
+    assert [t["expr"].split(",")[0] for t in targets] == ["histogram_quantile(0.5", "histogram_quantile(0.95"]
+    for target in targets:
+        assert semconv.PROM_COMPACTION_WAIT + "_bucket" in target["expr"]
+        assert f"sum by (le, {mode})" in target["expr"]
+
+
+def test_every_cache_break_reason_is_named_where_reasons_are_listed() -> None:
+    """The cache-breaks panel and the alert's on-call text (both renderings) name every reason semconv has."""
+    texts = {
+        "panel": _panel("Cache breaks")["description"],
+        "prometheus": next(
+            r["annotations"]["description"]
+            for r in prometheus_alert_rules()
+            if r["alert"] == "OtelContextUnexpectedCacheBreaks"
+        ),
+        "grafana": next(
+            r["annotations"]["description"]
+            for r in grafana_alert_rules()
+            if r["title"] == "OtelContextUnexpectedCacheBreaks"
+        ),
+    }
+    for where, text in texts.items():
+        missing = [reason for reason in semconv.CACHE_BREAK_REASONS if reason not in text]
+        assert not missing, f"{where} does not name {missing}"
+    assert semconv.REASON_BETAS_CHANGED in semconv.CACHE_BREAK_REASONS

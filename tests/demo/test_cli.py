@@ -226,3 +226,18 @@ def test_an_unsupported_sdk_version_stops_with_the_supported_ranges(
     err = capsys.readouterr().err
     assert f"{provider} {old} is not supported" in err
     assert "anthropic >= 2.10, < 3" in err and "openai >= 3.50, < 4" in err
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon", "61"])
+def test_a_bad_latency_exits_2_with_a_message(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--latency", value])
+    assert exc.value.code == EXIT_USAGE
+    assert "--latency" in capsys.readouterr().err
+
+
+def test_background_and_latency_reach_the_run() -> None:
+    args = build_parser().parse_args(["demo", "--background", "--latency", "0.5"])
+    assert args.background is True and args.latency == 0.5
+    defaults = build_parser().parse_args(["demo"])
+    assert defaults.background is False and defaults.latency == 0.0

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
 
 from otel_context import semconv
 from otel_context.demo import DemoOptions, DemoResult, run
-from otel_context.demo.report import PlainReport, span_tree
+from otel_context.demo.report import span_tree
 from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, TurnStats
+from tests.demo.support import plain_report_text
 
 
 @pytest.fixture(scope="module")
@@ -81,16 +80,19 @@ def test_the_span_tree_shows_chat_compact_chat(full_run: tuple[DemoResult, list[
 
 def test_the_plain_report_has_every_section(full_run: tuple[DemoResult, list[int]]) -> None:
     result, _ = full_run
-    out = io.StringIO()
-    report = PlainReport(out)
-    report.start(result.options)
-    for stats, outcome in zip(result.stats.turns, result.outcomes, strict=True):
-        report.turn(stats, outcome)
-    report.finish(result)
-    text = out.getvalue()
+    text = plain_report_text(result)
     turn_lines = [line for line in text.splitlines() if line.startswith("turn ")]
     assert len(turn_lines) == 50 and "cache hit" in turn_lines[-1] and "context" in turn_lines[-1]
-    for needle in ("Summary", "micro", "auto", "reactive", "Estimated cost", "without compaction", "compact  "):
+    for needle in (
+        "Summary",
+        "micro",
+        "auto",
+        "reactive",
+        "compaction wait",
+        "Estimated cost",
+        "without compaction",
+        "compact  ",
+    ):
         assert needle in text, needle
     assert "\x1b[" not in text
 

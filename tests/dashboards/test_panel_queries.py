@@ -1,0 +1,109 @@
+"""The compaction-mode panels compute what their titles say: promtool evaluates the dashboard's own queries on
+scraped-like series (``promql_expr_test``), so a wrong label, matcher or quantile is caught, not just a typo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from otel_context import semconv
+
+from .support import dashboard, panels, run_promtool, substitute_grafana_variables
+
+MODE = semconv.COMPACTION_MODE.replace(".", "_")
+OUTCOME = semconv.COMPACTION_OUTCOME.replace(".", "_")
+STRATEGY = semconv.COMPACTION_STRATEGY.replace(".", "_")
+TRIGGER = semconv.COMPACTION_TRIGGER_SOURCE.replace(".", "_")
+
+
+def _exprs(title: str) -> list[str]:
+    (panel,) = [p for p in panels(dashboard()) if p["title"] == title]
+    return [substitute_grafana_variables(t["expr"]) for t in panel["targets"]]
+
+
+def _wait_series(mode: str, per_minute: dict[str, int]) -> list[dict[str, str]]:
+    """Wait-histogram buckets of one mode, each growing by ``per_minute[le]`` every minute for 10 minutes."""
+    labels = f'{MODE}="{mode}", {TRIGGER}="{semconv.TRIGGER_AUTO}", job="app"'
+    return [
+        {"series": f'{semconv.PROM_COMPACTION_WAIT}_bucket{{le="{le}", {labels}}}', "values": f"0+{n}x10"}
+        for le, n in per_minute.items()
+    ]
+
+
+def _compactions(mode: str, strategy: str, outcome: str, per_minute: int) -> dict[str, str]:
+    labels = f'{MODE}="{mode}", {STRATEGY}="{strategy}", {OUTCOME}="{outcome}", {TRIGGER}="auto", job="app"'
+    return {"series": f"{semconv.PROM_COMPACTIONS_TOTAL}{{{labels}}}", "values": f"0+{per_minute}x10"}
+
+
+def _run(tmp_path: Path, series: list[dict[str, str]], checks: list[dict[str, Any]]) -> tuple[int, str]:
+    (tmp_path / "empty_rules.yml").write_text("groups: []\n")
+    doc = {
+        "rule_files": ["empty_rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": checks}],
+    }
+    (tmp_path / "panels_test.yml").write_text(yaml.safe_dump(doc, width=10_000))
+    result = run_promtool("test", "rules", "panels_test.yml", cwd=tmp_path)
+    return result.returncode, result.stdout + result.stderr
+
+
+# Background: 10 callers a minute waited 0 s (the prepared summary was ready); inline: 1 a minute waited
+# between 2.56 and 5.12 s (a summarizer call). Buckets are cumulative.
+WAITS = _wait_series(semconv.MODE_BACKGROUND, {"0": 10, "2.56": 10, "5.12": 10, "+Inf": 10}) + _wait_series(
+    semconv.MODE_INLINE, {"0": 0, "2.56": 0, "5.12": 1, "+Inf": 1}
+)
+
+
+def _quantile_check(expr: str, background: float, inline: float) -> dict[str, Any]:
+    """The panel's query, rounded to the millisecond (interpolation leaves float noise such as 4.991999…)."""
+    return {
+        "expr": f"round({expr}, 0.001)",
+        "eval_time": "8m",
+        "exp_samples": [
+            {"labels": f'{{{MODE}="{semconv.MODE_BACKGROUND}"}}', "value": background},
+            {"labels": f'{{{MODE}="{semconv.MODE_INLINE}"}}', "value": inline},
+        ],
+    }
+
+
+def test_wait_panel_gives_each_mode_its_own_quantiles(tmp_path: Path) -> None:
+    p50, p95 = _exprs("Time callers waited for compaction")
+    # Linear interpolation inside the (2.56, 5.12] bucket: 2.56 + 2.56 * q.
+    checks = [_quantile_check(p50, 0, 3.84), _quantile_check(p95, 0, 4.992)]
+    code, output = _run(tmp_path, WAITS, checks)
+    assert code == 0, output
+
+
+def test_wait_panel_check_can_fail(tmp_path: Path) -> None:
+    """The same harness reports a wrong expectation (background callers did not wait 3.84 s)."""
+    p50, _ = _exprs("Time callers waited for compaction")
+    code, output = _run(tmp_path, WAITS, [_quantile_check(p50, 3.84, 3.84)])
+    assert code != 0 and "FAILED" in output
+
+
+def test_mode_panel_counts_summaries_per_second_by_mode_and_outcome(tmp_path: Path) -> None:
+    (expr,) = _exprs("Summary compactions by mode")
+    series = [
+        _compactions(semconv.MODE_BACKGROUND, semconv.STRATEGY_SUMMARY, semconv.OUTCOME_SUCCESS, 6),
+        _compactions(semconv.MODE_BACKGROUND, semconv.STRATEGY_SUMMARY, semconv.OUTCOME_DISCARDED, 3),
+        _compactions(semconv.MODE_INLINE, semconv.STRATEGY_SUMMARY, semconv.OUTCOME_SUCCESS, 3),
+        # Microcompaction is inline by nature and makes no LLM call: not part of background vs inline.
+        _compactions(semconv.MODE_INLINE, semconv.STRATEGY_MICROCOMPACT, semconv.OUTCOME_SUCCESS, 60),
+    ]
+
+    def sample(mode: str, outcome: str, value: float) -> dict[str, Any]:
+        return {"labels": f'{{{MODE}="{mode}", {OUTCOME}="{outcome}"}}', "value": value}
+
+    check = {
+        "expr": expr,
+        "eval_time": "8m",
+        "exp_samples": [
+            sample(semconv.MODE_BACKGROUND, semconv.OUTCOME_SUCCESS, 0.1),
+            sample(semconv.MODE_BACKGROUND, semconv.OUTCOME_DISCARDED, 0.05),
+            sample(semconv.MODE_INLINE, semconv.OUTCOME_SUCCESS, 0.05),
+        ],
+    }
+    code, output = _run(tmp_path, series, [check])
+    assert code == 0, output
