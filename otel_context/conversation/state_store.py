@@ -42,6 +42,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
@@ -520,6 +521,55 @@ class _Writer:
         return True
 
 
+class _Connections:
+    """Connections of the store's own for its two commands of every call: the ``GET`` before the request
+    and the writer's ``SET`` after it.
+
+    Why not redis-py's pool: it checks every connection it hands out for unread data (a non-blocking read:
+    two ``settimeout`` calls, a ``recv`` and an exception per command), about a third of a ``GET`` on
+    loopback. A connection of ours can never hold unread data: one that failed in any way (a timeout in the
+    middle of a reply included) is closed before it goes back, and reconnects when next used. What the
+    pool's check also finds, a connection the server closed while it was idle (a restart), shows here as a
+    connection error of a reused connection: the idle ones are dropped and the commands (a ``GET``, a
+    ``SET``, ``PEXPIRE``s: all idempotent) sent once more on a new connection.
+    """
+
+    def __init__(self, pool: Any, connection_error: type[Exception]) -> None:
+        self._make = partial(pool.connection_class, **pool.connection_kwargs)
+        self._connection_error = connection_error
+        self._idle: list[Any] = []
+        self._pid = os.getpid()
+
+    def run(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """The replies of ``commands``, sent in one write (raises what redis-py raises)."""
+        if self._pid != os.getpid():  # a fork's child: the parent's sockets are not ours
+            self._idle, self._pid = [], os.getpid()
+        try:
+            conn = self._idle.pop()  # atomic: no lock
+        except IndexError:
+            return self._send(self._make(), commands)
+        try:
+            return self._send(conn, commands)
+        except self._connection_error:
+            stale, self._idle = self._idle, []
+            for old in stale:
+                old.disconnect()
+            return self._send(self._make(), commands)
+
+    def _send(self, conn: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+        try:
+            if len(commands) == 1:
+                conn.send_command(*commands[0])
+            else:
+                conn.send_packed_command(conn.pack_commands(commands))
+            replies = [conn.read_response() for _ in commands]
+        except BaseException:
+            conn.disconnect()
+            raise
+        self._idle.append(conn)
+        return replies
+
+
 def _safe_address(url: str) -> str:
     """host:port/db of a URL, never its credentials (for log lines)."""
     parts = urlsplit(url)
@@ -564,6 +614,9 @@ class RedisStore(StateStore):
         from redis import exceptions
 
         self._exceptions = exceptions
+        pool = getattr(client, "connection_pool", None)
+        # Only for a client made here from a URL: an app's client is used as it is configured.
+        self._conns = _Connections(pool, exceptions.ConnectionError) if url is not None and pool is not None else None
         kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
         if url is None and kwargs.get("socket_timeout") is None:
             self._say_once(
@@ -678,6 +731,9 @@ class RedisStore(StateStore):
 
     # --- raw operations ---------------------------------------------------------------------------------
     def _get_raw(self, name: str) -> bytes | Loaded | None:
+        if self._conns is not None:
+            ok, replies = self._call("get", self._conns.run, ("GET", name))
+            return replies[0] if ok else _FALLBACK
         ok, raw = self._call("get", self._client.get, name)
         return raw if ok else _FALLBACK
 
@@ -689,6 +745,10 @@ class RedisStore(StateStore):
 
     def _put_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool:
         ttl = int(self.ttl_seconds * 1000)
+        if self._conns is not None:
+            commands = [("SET", name, payload, "PX", ttl), *(("PEXPIRE", other, ttl) for other in renew)]
+            ok, _ = self._call("put", self._conns.run, *commands)
+            return ok
         if not renew:
             ok, _ = self._call("put", self._client.set, name, payload, px=ttl)
             return ok
