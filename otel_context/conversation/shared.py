@@ -198,9 +198,9 @@ def _take_memo(state: ConversationState, ref: str, memo: Loaded | None) -> None:
         )
         got = None
     if got is None:
-        # Gone (expired, evicted, a lost write) or garbage: not asked for again until it changes, and this
-        # worker's own summaries, if any, go back to the store with its next write.
-        state.shared_memo, state.shared_memo_entries = ref, None
+        # Gone (evicted, a lost write) or garbage: this worker's next write says so (it names its own
+        # summaries, or none), and a worker that holds them writes them back when it reads that.
+        state.shared_memo, state.shared_memo_entries = "", None
         return
     entries = _entries(got["entries"])
     if entries:
@@ -219,9 +219,11 @@ def _take(
         return Taken(resolution, source)
     anchor = value["anchor"]
     unchanged, chain = _verify(anchor, resolution, items) if anchor else (0, ())
-    ref = value["memo"]
-    if ref is not None and ref != state.shared_memo:
+    ref = value["memo"] or ""
+    if ref and ref != state.shared_memo:
         _take_memo(state, str(ref), memo)
+    if ref != state.shared_memo:
+        state.shared_memo_entries = None  # the store does not name what this worker holds: write it back
     state.shared_seq, state.shared_rev = int(value["seq"]), str(value["rev"])
     if not (state.explicit or unchanged):
         return Taken(resolution, source)  # another history of this derived key: only its memo applies
