@@ -35,7 +35,9 @@ items continue that very history.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import os
 import secrets
 import threading
 import time
@@ -56,6 +58,11 @@ __all__ = ["MEMO", "Taken", "chain_for", "memo_wanted", "store_for", "take", "va
 MEMO = "memo"
 
 Item = Mapping[str, Any]
+
+#: A write's token (``rev``): this process's random token, its pid (a fork's child shares the token) and a
+#: counter; unique per write without drawing random bytes on every call.
+_TOKEN = secrets.token_hex(6)
+_WRITES = itertools.count(1)
 
 _opened: dict[int, tuple[Any, StateStore | None]] = {}
 _opened_lock = threading.Lock()
@@ -304,7 +311,7 @@ def value_of(
     with state.lock:
         memo = _memo_of(state, failures)
         state.shared_seq += 1
-        state.shared_rev = secrets.token_hex(6)
+        state.shared_rev = f"{_TOKEN}.{os.getpid():x}.{next(_WRITES):x}"
         breaker = [state.breaker.consecutive_failures, state.breaker.consecutive_thrashing]
         return {
             "seq": state.shared_seq,

@@ -42,7 +42,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
@@ -106,8 +106,10 @@ class Lease:
 _FALLBACK: Final = Loaded(None, "fallback")
 
 
+@lru_cache(maxsize=4096)
 def _store_key(prefix: str, key: str, part: str) -> str:
-    """``prefix{hash}:part``: one Cluster slot per conversation, and no app id in the store."""
+    """``prefix{hash}:part``: one Cluster slot per conversation, and no app id in the store (remembered:
+    a call names two or three keys of its conversation, each a SHA-256 of its key otherwise)."""
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return f"{prefix}{{{digest}}}:{part}"
 
