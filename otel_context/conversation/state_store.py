@@ -558,6 +558,11 @@ class _Connections:
                 old.disconnect()
             return self._send(self._make(), commands)
 
+    def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.disconnect()
+
     def _send(self, conn: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
         try:
             if len(commands) == 1:
@@ -827,6 +832,8 @@ class RedisStore(StateStore):
 
     def close(self) -> None:
         self.flush(0.5)
+        if self._conns is not None:
+            self._conns.close()
         if self._url is not None:
             self._client.close()
 
