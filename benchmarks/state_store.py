@@ -5,7 +5,10 @@
    (what the caller waits for: encoding and a hand-off to the writer thread), ``acquire+release`` (the lock
    a threshold crossing takes), and ``aget`` from an event loop.
 2. Per call, at the engine: ``plan`` + ``on_response`` of an appended turn of a compacted conversation
-   (the memo replays a summary), in-process default vs the Redis store, side by side.
+   (the memo replays a summary: the test summarizer's short one, and one of ``--kb`` KB), in-process
+   default vs the Redis store, side by side; wall clock and the calling thread's CPU time (the writer
+   thread's work is not in the CPU figure; back to back, with no request in between, it competes with the
+   next call for the GIL, which the wall-clock figure shows).
 3. Four workers, one conversation (``otel_context.testing.fleet``): 80 turns of a tool-using agent on a
    30,000-token window, each call served by the next of N spawned worker processes against one simulated
    provider; workers 1 vs 4, each process's own state (before) vs the Redis store (after).
@@ -43,6 +46,7 @@ from otel_context.tokens import estimate_items
 from tests.compaction.support import FakeSummarizer, anthropic_agent
 
 MODEL = "claude-sonnet-4-6"
+IN_PROCESS = "in-process (default)"
 A = for_format("anthropic_messages")
 
 
@@ -111,24 +115,48 @@ def _fmt(samples: list[float]) -> str:
     return f"{statistics.median(samples):.0f} µs (p90 {q[89]:.0f})"
 
 
-def per_call(url: str | None, turns: int = 300, n_messages: int = 60) -> list[float]:
-    """µs of ``plan`` + ``on_response`` for each appended turn of one compacted conversation."""
+def per_call(
+    url: str | None, turns: int = 300, n_messages: int = 60, summary_kb: int = 0, settle: bool = False
+) -> tuple[list[float], list[float]]:
+    """µs of ``plan`` + ``on_response`` for each appended turn of one compacted conversation: wall clock
+    and the calling thread's CPU time (the usage the provider would report is computed outside both).
+
+    ``settle``: wait (untimed) before each call until the store's writer thread has written the previous
+    call's state, as it has after a real request (seconds); else calls come back to back and the writer
+    competes with the next call for the GIL."""
     engine.reset()
     span = TracerProvider().get_tracer("bench").start_span("chat")
     fake = FakeSummarizer()
-    base = anthropic_agent(n_messages // 4 + 1, result_chars=300)[: n_messages - 1]
+    if summary_kb:
+        fake.text = (
+            "<summary>"
+            + ("1. The user asked for a refactor of the parser; decided so far: … " * (summary_kb * 16))[
+                : summary_kb * 1024
+            ]
+            + "</summary>"
+        )
+    # A longer summary comes from a longer history (else the summary alone would fill the window).
+    base = anthropic_agent(n_messages // 4 + 1, result_chars=300 + 150 * summary_kb)[: n_messages - 1]
     settings = Settings(auto_compact_window=estimate_items(A, base), state_store=url)
     history = list(base)
+    store = shared.store_for(settings) if settle else None
     timings: list[float] = []
+    cpu: list[float] = []
     gc.disable()
     for turn in range(turns):
         history.append({"role": "user" if len(history) % 2 == 0 else "assistant", "content": f"turn {turn}"})
         body = {"model": MODEL, "max_tokens": 64, "system": "s", "messages": list(history)}
         request = CallRequest("anthropic", "anthropic_messages", body, MODEL, settings)
-        start = time.perf_counter_ns()
+        if store is not None:
+            store.flush(1)
+        start, start_cpu = time.perf_counter_ns(), time.thread_time_ns()
         plan = drive(engine.plan(span, request), fake)
-        plan.on_response(span, engine_usage(plan.body), None)
-        timings.append((time.perf_counter_ns() - start) / 1000)
+        wall, used = time.perf_counter_ns() - start, time.thread_time_ns() - start_cpu
+        usage = engine_usage(plan.body)
+        start, start_cpu = time.perf_counter_ns(), time.thread_time_ns()
+        plan.on_response(span, usage, None)
+        timings.append((wall + time.perf_counter_ns() - start) / 1000)
+        cpu.append((used + time.thread_time_ns() - start_cpu) / 1000)
         if turn % 50 == 0:
             gc.collect()
     gc.enable()
@@ -136,7 +164,18 @@ def per_call(url: str | None, turns: int = 300, n_messages: int = 60) -> list[fl
     if store is not None:
         store.flush(10)
     assert fake.calls >= 1, "the conversation was meant to be compacted"
-    return timings[20:]  # steady state: after the compaction and the connections are warm
+    return timings[20:], cpu[20:]  # steady state: after the compaction and the connections are warm
+
+
+def _stored_sizes(server: RedisServer) -> str:
+    """The bytes of each key the per-call runs left (which parts a conversation has, and their sizes)."""
+    import redis
+
+    client = redis.Redis.from_url(server.url)
+    names = [key.decode() if isinstance(key, bytes) else str(key) for key in client.keys("*")]
+    sizes = sorted((name.rsplit(":", 1)[-1], int(client.strlen(name))) for name in names)
+    client.close()
+    return ", ".join(f"{part} {size:,} bytes" for part, size in sizes) or "nothing"
 
 
 def engine_usage(body: Any) -> Any:
@@ -183,8 +222,14 @@ def main() -> None:
         redis_store = open_store(server.url)
         redis_results = measure(redis_store, value, args.n)
         redis_store.close()
-        calls_memory = per_call(None)
-        calls_redis = per_call(server.url)
+        calls = {}
+        for kb in (0, args.kb):
+            calls[(IN_PROCESS, kb)] = per_call(None, summary_kb=kb)
+            calls[("Redis (loopback), back to back", kb)] = per_call(server.url, summary_kb=kb)
+            stored = _stored_sizes(server)
+            server.command("FLUSHALL")  # the next run must compact, not find this run's summary
+            calls[("Redis (loopback), writer idle", kb)] = per_call(server.url, summary_kb=kb, settle=True)
+            server.command("FLUSHALL")
         server.command("FLUSHALL")
         fleet = [] if args.skip_fleet else fleet_table(server.url)
     size = len(open_store(None)._encode(value) or b"")
@@ -195,16 +240,21 @@ def main() -> None:
         "|---|---|---|",
     ]
     lines += [f"| {op} | {_fmt(memory[op])} | {_fmt(redis_results[op])} |" for op in memory]
-    added = statistics.median(calls_redis) - statistics.median(calls_memory)
     lines += [
         "",
-        "Per call at the engine (plan + on_response, an appended turn of a compacted 60-message conversation):",
+        "Per call at the engine (plan + on_response, an appended turn of a compacted 60-message conversation),",
+        "median (p90); CPU: the calling thread's:",
         "",
-        "| store | per call | added |",
-        "|---|---|---|",
-        f"| in-process (default) | {_fmt(calls_memory)} | |",
-        f"| Redis (loopback) | {_fmt(calls_redis)} | +{added:.0f} µs |",
+        "| summary | store | wall clock | added | CPU | added |",
+        "|---|---|---|---|---|---|",
     ]
+    for (label, kb), (wall, cpu) in calls.items():
+        base_wall, base_cpu = calls[(IN_PROCESS, kb)]
+        more = "" if wall is base_wall else f"+{statistics.median(wall) - statistics.median(base_wall):.0f} µs"
+        more_cpu = "" if cpu is base_cpu else f"+{statistics.median(cpu) - statistics.median(base_cpu):.0f} µs"
+        summary = f"{kb} KB" if kb else "short (test summarizer)"
+        lines.append(f"| {summary} | {label} | {_fmt(wall)} | {more} | {_fmt(cpu)} | {more_cpu} |")
+    lines += ["", f"Stored after the run with the {args.kb} KB summary: {stored}."]
     if fleet:
         lines += ["", "One conversation, 80 turns, 30,000-token window, each call on the next worker:", "", *fleet]
     text = "\n".join(lines)

@@ -6,7 +6,11 @@ Why: consecutive turns of one conversation land on different processes. Each wor
 shared value (one per conversation key, in a :class:`~otel_context.conversation.state_store.StateStore`)
 brings it up to date when another worker moved the conversation on since this one last saw it.
 
-What the value holds (JSON, under the store's schema version):
+What is stored, per conversation key, in two parts (JSON, under the store's schema version): ``state``,
+small, written after every call, and ``memo``, the summaries, written only when they change. Why two: the
+summaries are most of the bytes (kilobytes per summary), and an appended turn changes none of them, so a
+call reads, decodes, encodes and writes only the small part; a worker reads the summaries (a second round
+trip) only when the state names a revision of them it does not hold. What ``state`` holds:
 
 * ``seq`` / ``rev``: a sequence number and the writer's token. A worker whose own state has the same
   revision has nothing to take (the common case of one worker: one ``GET`` and a comparison); a lower
@@ -16,9 +20,10 @@ What the value holds (JSON, under the store's schema version):
   (a re-sent last message whose ``cache_control`` marker moved still matches), plus the hash of the last
   item without its markers. A worker hashes only the items it has not hashed itself (its own snapshot
   keeps the chain), so verifying costs what was appended since it last served the conversation.
-* ``memo``: the compaction memo's entries with their JSON replacements. They are keyed by a content hash
-  of the prefix they replace, so a worker that never saw the conversation verifies and reuses them, and
-  sends byte-identical summaries (the provider's prompt cache keeps hitting whoever answers).
+* ``memo``: the revision (a content hash) of the ``memo`` part, the compaction memo's entries with their
+  JSON replacements. They are keyed by a content hash of the prefix they replace, so a worker that never
+  saw the conversation verifies and reuses them, and sends byte-identical summaries (the provider's prompt
+  cache keeps hitting whoever answers). Every write of ``state`` renews the expiry of ``memo``.
 * the breaker's counters, the estimate factor, the window a provider stated for the model, the time the
   last call ended, and the cache-break baseline (an opaque digest of :mod:`otel_context.cache`).
 
@@ -30,7 +35,9 @@ items continue that very history.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import os
 import secrets
 import threading
 import time
@@ -45,9 +52,17 @@ from otel_context.conversation.state_store import Loaded, StateStore, open_store
 from otel_context.settings import Settings
 from otel_context.usage import TokenUsage
 
-__all__ = ["Taken", "chain_for", "store_for", "take", "value_of"]
+__all__ = ["MEMO", "Taken", "chain_for", "memo_wanted", "store_for", "take", "value_of"]
+
+#: The store's part that holds a conversation's summaries (the rest is the default part, ``state``).
+MEMO = "memo"
 
 Item = Mapping[str, Any]
+
+#: A write's token (``rev``): this process's random token, its pid (a fork's child shares the token) and a
+#: counter; unique per write without drawing random bytes on every call.
+_TOKEN = secrets.token_hex(6)
+_WRITES = itertools.count(1)
 
 _opened: dict[int, tuple[Any, StateStore | None]] = {}
 _opened_lock = threading.Lock()
@@ -147,13 +162,27 @@ def _verify(anchor: Mapping[str, Any], resolution: Resolution, items: Sequence[I
     return 0, ()
 
 
-def take(resolution: Resolution, loaded: Loaded, items: Sequence[Item]) -> Taken:
-    """Bring ``resolution``'s state up to date with the shared value ``loaded`` (never raises)."""
+def memo_wanted(state: ConversationState, loaded: Loaded) -> bool:
+    """Whether the shared value ``loaded`` names summaries ``state`` does not hold (then the caller reads
+    the ``memo`` part and hands it to :func:`take`); False for the common appended turn."""
+    value = loaded.value
+    if value is None:
+        return False
+    try:
+        ref = value.get("memo")
+        return isinstance(ref, str) and bool(ref) and ref != state.shared_memo and _newer(value, state)
+    except (KeyError, TypeError):
+        return False  # not of our shape: take() says so
+
+
+def take(resolution: Resolution, loaded: Loaded, items: Sequence[Item], memo: Loaded | None = None) -> Taken:
+    """Bring ``resolution``'s state up to date with the shared value ``loaded`` and, when
+    :func:`memo_wanted` asked for it, the ``memo`` part it names (never raises)."""
     value = loaded.value
     if value is None:
         return Taken(resolution, loaded.source)
     try:
-        return _take(resolution, value, loaded.source, items)
+        return _take(resolution, value, loaded.source, items, memo)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError):
         telemetry.get().instruments.state_store_errors.add(
             1, {semconv.STATE_STORE_OPERATION: "get", semconv.ERROR_TYPE: "garbage"}
@@ -164,15 +193,44 @@ def take(resolution: Resolution, loaded: Loaded, items: Sequence[Item]) -> Taken
         return Taken(resolution, semconv.STATE_SOURCE_FALLBACK)
 
 
-def _take(resolution: Resolution, value: Mapping[str, Any], source: str, items: Sequence[Item]) -> Taken:
+def _take_memo(state: ConversationState, ref: str, memo: Loaded | None) -> None:
+    """Merge the summaries of the ``memo`` part, which the state value names as revision ``ref``."""
+    got = memo.value if memo is not None else None
+    if got is not None and not (isinstance(got.get("rev"), str) and isinstance(got.get("entries"), list)):
+        telemetry.get().instruments.state_store_errors.add(
+            1, {semconv.STATE_STORE_OPERATION: "get", semconv.ERROR_TYPE: "garbage"}
+        )
+        telemetry.log_once(
+            "state_store.memo_shape", "otel_context: shared conversation summaries are not of our shape; ignored"
+        )
+        got = None
+    if got is None:
+        # Gone (evicted, a lost write) or garbage: this worker's next write says so (it names its own
+        # summaries, or none), and a worker that holds them writes them back when it reads that.
+        state.shared_memo, state.shared_memo_entries = "", None
+        return
+    entries = _entries(got["entries"])
+    if entries:
+        state.memo.merge(entries)
+    merged = state.memo.entries
+    state.shared_memo = got["rev"]
+    if [e.prefix_hash for e in merged] == [e.prefix_hash for e in entries]:
+        state.shared_memo_entries = merged  # the store holds what this worker holds: nothing to write back
+
+
+def _take(
+    resolution: Resolution, value: Mapping[str, Any], source: str, items: Sequence[Item], memo: Loaded | None
+) -> Taken:
     state = resolution.state
     if not _newer(value, state):
         return Taken(resolution, source)
-    entries = _entries(value["memo"])
     anchor = value["anchor"]
     unchanged, chain = _verify(anchor, resolution, items) if anchor else (0, ())
-    if entries:
-        state.memo.merge(entries)
+    ref = value["memo"] or ""
+    if ref and ref != state.shared_memo:
+        _take_memo(state, str(ref), memo)
+    if ref != state.shared_memo:
+        state.shared_memo_entries = None  # the store does not name what this worker holds: write it back
     state.shared_seq, state.shared_rev = int(value["seq"]), str(value["rev"])
     if not (state.explicit or unchanged):
         return Taken(resolution, source)  # another history of this derived key: only its memo applies
@@ -205,15 +263,33 @@ def _take(resolution: Resolution, value: Mapping[str, Any], source: str, items: 
     )
 
 
+def _memo_of(state: ConversationState, failures: int) -> dict[str, Any] | None:
+    """The ``memo`` part to write with this commit: None when the store already holds this state's
+    summaries (compared by identity: the memo replaces its tuple of entries whole when it changes) and no
+    store failure since they were written may have lost them."""
+    entries = state.memo.entries
+    if entries is state.shared_memo_entries and failures == state.shared_memo_epoch:
+        return None
+    listed = [
+        {"len": e.prefix_len, "hash": e.prefix_hash, "head": list(e.replacement), "summary": e.summary} for e in entries
+    ]
+    rev = hashlib.sha256(_digest(listed)).hexdigest()[:32] if entries else ""
+    state.shared_memo, state.shared_memo_entries, state.shared_memo_epoch = rev, entries, failures
+    return {"rev": rev, "entries": listed} if entries else None
+
+
 def value_of(
     state: ConversationState,
     snapshot: Snapshot,
     *,
     window: tuple[str, str, int] | None,
     cache: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """The shared value after a call that left ``snapshot`` (its ``chain`` covers its items); it moves the
-    state's revision on, so this worker does not take its own write back."""
+    failures: int = 0,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The shared value after a call that left ``snapshot`` (its ``chain`` covers its items), and the
+    ``memo`` part when it must be written (before the value, which names its revision); it moves the
+    state's revision on, so this worker does not take its own write back. ``failures``: the store's
+    :attr:`~otel_context.conversation.state_store.StateStore.failures` count."""
     items, chain = snapshot.items, snapshot.chain
     n = len(items)
     usage = snapshot.usage
@@ -233,20 +309,18 @@ def value_of(
         else None
     )
     with state.lock:
+        memo = _memo_of(state, failures)
         state.shared_seq += 1
-        state.shared_rev = secrets.token_hex(6)
+        state.shared_rev = f"{_TOKEN}.{os.getpid():x}.{next(_WRITES):x}"
         breaker = [state.breaker.consecutive_failures, state.breaker.consecutive_thrashing]
         return {
             "seq": state.shared_seq,
             "rev": state.shared_rev,
             "anchor": anchor,
-            "memo": [
-                {"len": e.prefix_len, "hash": e.prefix_hash, "head": list(e.replacement), "summary": e.summary}
-                for e in state.memo.entries
-            ],
+            "memo": state.shared_memo or None,
             "breaker": breaker,
             "breaker_model": state.breaker_model,
             "factor": state.estimate_factor,
             "window": list(window) if window else None,
             "cache": cache,
-        }
+        }, memo

@@ -125,6 +125,12 @@ class ConversationState:
         #: (a sequence number and the writer's token), to tell when another worker moved it on.
         self.shared_seq = 0
         self.shared_rev = ""
+        #: With a shared store only: the revision of the summaries (the memo part) this state last wrote or
+        #: took, the memo entries that revision holds (None: write ours again at the next commit), and the
+        #: store's outage count when it was written (an outage since may have lost that write).
+        self.shared_memo = ""
+        self.shared_memo_entries: tuple[MemoEntry, ...] | None = ()
+        self.shared_memo_epoch = 0
         self.lock = threading.Lock()
 
     def raise_estimate_factor(self, factor: float) -> None:

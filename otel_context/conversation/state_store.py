@@ -9,7 +9,9 @@ The interface (:class:`StateStore`) stores one JSON-able dict per ``(conversatio
 
 * ``get`` / ``aget`` -> :class:`Loaded` (the value or None, and where it came from: ``memory``, ``store``
   or ``fallback``), ``put`` / ``aput`` and ``put_later`` (written by a background thread, so the caller
-  never waits for the store after its response);
+  never waits for the store after its response); a write may ``renew`` the expiry of other parts of the
+  same conversation in the same round trip, so a part written rarely (the summaries) lives as long as the
+  part written on every call;
 * a lock with a lease (``SET NX PX``): ``acquire`` / ``release``, so that one worker summarizes a
   threshold crossing while the others ``wait_for`` its result, a bounded time.
 
@@ -38,8 +40,9 @@ import time
 import weakref
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache, partial
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
@@ -64,7 +67,7 @@ Source = Literal["memory", "store", "fallback"]
 Predicate = Callable[[Mapping[str, Any]], bool]
 
 #: Version of the values the engine writes; bump it when their shape changes incompatibly.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 DEFAULT_PREFIX: Final = "otel_context:"
 DEFAULT_TTL_SECONDS: Final = 86_400.0
 DEFAULT_TIMEOUT_SECONDS: Final = 0.05
@@ -103,8 +106,10 @@ class Lease:
 _FALLBACK: Final = Loaded(None, "fallback")
 
 
+@lru_cache(maxsize=4096)
 def _store_key(prefix: str, key: str, part: str) -> str:
-    """``prefix{hash}:part``: one Cluster slot per conversation, and no app id in the store."""
+    """``prefix{hash}:part``: one Cluster slot per conversation, and no app id in the store (remembered:
+    a call names two or three keys of its conversation, each a SHA-256 of its key otherwise)."""
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return f"{prefix}{{{digest}}}:{part}"
 
@@ -124,6 +129,9 @@ class StateStore(ABC):
 
     #: What a successful read reports as its source.
     source: Source = "memory"
+    #: How many operations failed so far (a caller that wrote something once, and not on every call,
+    #: writes it again after a failure that may have lost it).
+    failures = 0
 
     def __init__(
         self,
@@ -156,21 +164,28 @@ class StateStore(ABC):
         raw = await self._aget_raw(self.key(key, part))
         return raw if isinstance(raw, Loaded) else self._decode(raw)
 
-    def put(self, key: str, value: Mapping[str, Any], part: str = "state") -> bool:
-        """Store ``value`` (a JSON-able dict, encoded now); False when it was not stored."""
-        payload = self._encode(value)
-        return payload is not None and self._put_raw(self.key(key, part), payload)
+    def put(self, key: str, value: Mapping[str, Any], part: str = "state", *, renew: Sequence[str] = ()) -> bool:
+        """Store ``value`` (a JSON-able dict, encoded now); False when it was not stored.
 
-    async def aput(self, key: str, value: Mapping[str, Any], part: str = "state") -> bool:
+        ``renew``: other parts of conversation ``key`` whose expiry starts again (same round trip).
+        """
+        payload = self._encode(value)
+        return payload is not None and self._put_raw(self.key(key, part), payload, self._renewed(key, renew))
+
+    async def aput(self, key: str, value: Mapping[str, Any], part: str = "state", *, renew: Sequence[str] = ()) -> bool:
         """:meth:`put` for async callers."""
         payload = self._encode(value)
-        return payload is not None and await self._aput_raw(self.key(key, part), payload)
+        return payload is not None and await self._aput_raw(self.key(key, part), payload, self._renewed(key, renew))
 
-    def put_later(self, key: str, value: Mapping[str, Any], part: str = "state") -> None:
-        """Store ``value`` without waiting for the store (it is encoded now: later changes do not count)."""
+    def put_later(self, key: str, value: Mapping[str, Any], part: str = "state", *, renew: Sequence[str] = ()) -> None:
+        """Store ``value`` without waiting for the store (it is encoded now: later changes do not count).
+
+        Writes of one process reach the store in the order they were given (the newest of a key replaces
+        a pending older one of the same key), so a part written before another is there when the other is.
+        """
         payload = self._encode(value)
         if payload is not None:
-            self._put_later_raw(self.key(key, part), payload)
+            self._put_later_raw(self.key(key, part), payload, self._renewed(key, renew))
 
     def acquire(self, key: str, name: str = "summary", lease_seconds: float = DEFAULT_LEASE_SECONDS) -> Lease | None:
         """The lock ``name`` of conversation ``key`` for ``lease_seconds``, or None when another holds it.
@@ -248,6 +263,9 @@ class StateStore(ABC):
         self.flush(0.5)
 
     # --- shared mechanics ---------------------------------------------------------------------------------
+    def _renewed(self, key: str, parts: Sequence[str]) -> tuple[str, ...]:
+        return tuple(self.key(key, part) for part in parts)
+
     def _judge(self, raw: bytes | Loaded | None, until: Predicate, held: bool, deadline: float) -> Loaded | None:
         loaded = raw if isinstance(raw, Loaded) else self._decode(raw)
         if loaded.source == semconv.STATE_SOURCE_FALLBACK:
@@ -316,13 +334,13 @@ class StateStore(ABC):
     async def _aget_raw(self, name: str) -> bytes | Loaded | None: ...
 
     @abstractmethod
-    def _put_raw(self, name: str, payload: bytes) -> bool: ...
+    def _put_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool: ...
 
     @abstractmethod
-    async def _aput_raw(self, name: str, payload: bytes) -> bool: ...
+    async def _aput_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool: ...
 
     @abstractmethod
-    def _put_later_raw(self, name: str, payload: bytes) -> None: ...
+    def _put_later_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> None: ...
 
     @abstractmethod
     def _acquire_raw(self, lease: Lease, lease_seconds: float) -> Lease | None: ...
@@ -387,9 +405,14 @@ class InProcessStore(StateStore):
     async def _aget_raw(self, name: str) -> bytes | None:
         return self._get_raw(name)
 
-    def _put_raw(self, name: str, payload: bytes) -> bool:
+    def _put_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool:
         now = self._clock()
         with self._cond:
+            for other in renew:
+                kept = self._values.get(other)
+                if kept is not None:
+                    self._values[other] = (kept[0], now)
+                    self._values.move_to_end(other)
             self._values[name] = (payload, now)
             self._values.move_to_end(name)
             limit = min(self.idle_seconds, self.ttl_seconds)
@@ -402,11 +425,11 @@ class InProcessStore(StateStore):
             self._cond.notify_all()
         return True
 
-    async def _aput_raw(self, name: str, payload: bytes) -> bool:
-        return self._put_raw(name, payload)
+    async def _aput_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool:
+        return self._put_raw(name, payload, renew)
 
-    def _put_later_raw(self, name: str, payload: bytes) -> None:
-        self._put_raw(name, payload)
+    def _put_later_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> None:
+        self._put_raw(name, payload, renew)
 
     def _held(self, name: str, now: float) -> bool:
         holder = self._locks.get(name)
@@ -455,17 +478,17 @@ class _Writer:
 
     MAX_PENDING = 10_000
 
-    def __init__(self, write: Callable[[str, bytes], bool]) -> None:
+    def __init__(self, write: Callable[[str, bytes, tuple[str, ...]], bool]) -> None:
         self._write = write
-        self._pending: OrderedDict[str, bytes] = OrderedDict()
+        self._pending: OrderedDict[str, tuple[bytes, tuple[str, ...]]] = OrderedDict()
         self._busy = False
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pid = 0
 
-    def submit(self, name: str, payload: bytes) -> None:
+    def submit(self, name: str, payload: bytes, renew: tuple[str, ...]) -> None:
         with self._cond:
-            self._pending[name] = payload
+            self._pending[name] = (payload, renew)
             self._pending.move_to_end(name)
             while len(self._pending) > self.MAX_PENDING:
                 self._pending.popitem(last=False)
@@ -480,10 +503,10 @@ class _Writer:
             with self._cond:
                 while not self._pending:
                     self._cond.wait()
-                name, payload = self._pending.popitem(last=False)
+                name, (payload, renew) = self._pending.popitem(last=False)
                 self._busy = True
             try:
-                self._write(name, payload)
+                self._write(name, payload, renew)
             finally:
                 with self._cond:
                     self._busy = False
@@ -498,6 +521,60 @@ class _Writer:
                     return False
                 self._cond.wait(left)
         return True
+
+
+class _Connections:
+    """Connections of the store's own for its two commands of every call: the ``GET`` before the request
+    and the writer's ``SET`` after it.
+
+    Why not redis-py's pool: it checks every connection it hands out for unread data (a non-blocking read:
+    two ``settimeout`` calls, a ``recv`` and an exception per command), about a third of a ``GET`` on
+    loopback. A connection of ours can never hold unread data: one that failed in any way (a timeout in the
+    middle of a reply included) is closed before it goes back, and reconnects when next used. What the
+    pool's check also finds, a connection the server closed while it was idle (a restart), shows here as a
+    connection error of a reused connection: the idle ones are dropped and the commands (a ``GET``, a
+    ``SET``, ``PEXPIRE``s: all idempotent) sent once more on a new connection.
+    """
+
+    def __init__(self, pool: Any, connection_error: type[Exception]) -> None:
+        self._make = partial(pool.connection_class, **pool.connection_kwargs)
+        self._connection_error = connection_error
+        self._idle: list[Any] = []
+        self._pid = os.getpid()
+
+    def run(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """The replies of ``commands``, sent in one write (raises what redis-py raises)."""
+        if self._pid != os.getpid():  # a fork's child: the parent's sockets are not ours
+            self._idle, self._pid = [], os.getpid()
+        try:
+            conn = self._idle.pop()  # atomic: no lock
+        except IndexError:
+            return self._send(self._make(), commands)
+        try:
+            return self._send(conn, commands)
+        except self._connection_error:
+            stale, self._idle = self._idle, []
+            for old in stale:
+                old.disconnect()
+            return self._send(self._make(), commands)
+
+    def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.disconnect()
+
+    def _send(self, conn: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+        try:
+            if len(commands) == 1:
+                conn.send_command(*commands[0])
+            else:
+                conn.send_packed_command(conn.pack_commands(commands))
+            replies = [conn.read_response() for _ in commands]
+        except BaseException:
+            conn.disconnect()
+            raise
+        self._idle.append(conn)
+        return replies
 
 
 def _safe_address(url: str) -> str:
@@ -544,6 +621,9 @@ class RedisStore(StateStore):
         from redis import exceptions
 
         self._exceptions = exceptions
+        pool = getattr(client, "connection_pool", None)
+        # Only for a client made here from a URL: an app's client is used as it is configured.
+        self._conns = _Connections(pool, exceptions.ConnectionError) if url is not None and pool is not None else None
         kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
         if url is None and kwargs.get("socket_timeout") is None:
             self._say_once(
@@ -594,6 +674,7 @@ class RedisStore(StateStore):
             starting = self._down_until == 0.0
             self._down_until = now + self.retry_after
             self._outage_errors += 1
+            self.failures += 1
             warn = starting and now - self._last_warning >= WARN_INTERVAL_SECONDS
             if warn:
                 self._last_warning = now
@@ -657,6 +738,9 @@ class RedisStore(StateStore):
 
     # --- raw operations ---------------------------------------------------------------------------------
     def _get_raw(self, name: str) -> bytes | Loaded | None:
+        if self._conns is not None:
+            ok, replies = self._call("get", self._conns.run, ("GET", name))
+            return replies[0] if ok else _FALLBACK
         ok, raw = self._call("get", self._client.get, name)
         return raw if ok else _FALLBACK
 
@@ -666,19 +750,40 @@ class RedisStore(StateStore):
         ok, raw = await self._acall("get", self._aclient().get, name)
         return raw if ok else _FALLBACK
 
-    def _put_raw(self, name: str, payload: bytes) -> bool:
-        ok, _ = self._call("put", self._client.set, name, payload, px=int(self.ttl_seconds * 1000))
+    def _put_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool:
+        ttl = int(self.ttl_seconds * 1000)
+        if self._conns is not None:
+            commands = [("SET", name, payload, "PX", ttl), *(("PEXPIRE", other, ttl) for other in renew)]
+            ok, _ = self._call("put", self._conns.run, *commands)
+            return ok
+        if not renew:
+            ok, _ = self._call("put", self._client.set, name, payload, px=ttl)
+            return ok
+        # One round trip (not a transaction: a renewal of a part that is gone does nothing).
+        pipe = self._client.pipeline(transaction=False)
+        pipe.set(name, payload, px=ttl)
+        for other in renew:
+            pipe.pexpire(other, ttl)
+        ok, _ = self._call("put", pipe.execute)
         return ok
 
-    async def _aput_raw(self, name: str, payload: bytes) -> bool:
+    async def _aput_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool:
         if self._url is None:
-            return await asyncio.to_thread(self._put_raw, name, payload)
-        ok, _ = await self._acall("put", self._aclient().set, name, payload, px=int(self.ttl_seconds * 1000))
+            return await asyncio.to_thread(self._put_raw, name, payload, renew)
+        ttl = int(self.ttl_seconds * 1000)
+        if not renew:
+            ok, _ = await self._acall("put", self._aclient().set, name, payload, px=ttl)
+            return ok
+        pipe = self._aclient().pipeline(transaction=False)
+        pipe.set(name, payload, px=ttl)
+        for other in renew:
+            pipe.pexpire(other, ttl)
+        ok, _ = await self._acall("put", pipe.execute)
         return ok
 
-    def _put_later_raw(self, name: str, payload: bytes) -> None:
+    def _put_later_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> None:
         if self._available():
-            self._writer.submit(name, payload)
+            self._writer.submit(name, payload, renew)
 
     def _acquired(self, ok: bool, won: Any, lease: Lease) -> Lease | None:
         if not ok:
@@ -727,6 +832,8 @@ class RedisStore(StateStore):
 
     def close(self) -> None:
         self.flush(0.5)
+        if self._conns is not None:
+            self._conns.close()
         if self._url is not None:
             self._client.close()
 

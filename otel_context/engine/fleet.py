@@ -10,10 +10,12 @@ the store; the store itself bounds every call by its short timeout and falls bac
 prefetch before planning would have needed the conversation key outside the engine, and could not take the
 summary lock, which is only known to be needed in the middle of the plan.)
 
-Round trips: one ``GET`` before the request goes out; the write after the response goes through
-``put_later`` (a background thread: the caller never waits for it). A threshold crossing adds the lock
-(``SET NX PX``), one synchronous write of the new summary before the lock is let go (so the next worker
-finds it), and the release.
+Round trips: one ``GET`` of the conversation's small ``state`` part before the request goes out, and a
+second one, of its ``memo`` part (the summaries), only when the state names summaries this worker does not
+hold (another worker compacted); the write after the response goes through ``put_later`` (a background
+thread: the caller never waits for it) and carries the summaries only when they changed. A threshold
+crossing adds the lock (``SET NX PX``), synchronous writes of the new summary and the state before the lock
+is let go (so the next worker finds them), and the release.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from opentelemetry.trace import Span
 
 from otel_context import semconv
 from otel_context.compaction.budget import Budget
-from otel_context.conversation import Resolution, Snapshot, shared
+from otel_context.conversation import ConversationState, Resolution, Snapshot, shared
 from otel_context.conversation.state_store import Loaded, StateStore
 from otel_context.engine import budgets
 from otel_context.engine.call import EngineCall
@@ -43,9 +45,8 @@ def take(
     store: StateStore, provider: str, resolution: Resolution, items: Any
 ) -> Generator[StoreRequest, Any, tuple[Resolution, str]]:
     """Read the conversation's shared value (one round trip) and bring the local state up to date."""
-    key = resolution.state.key
-    loaded = yield StoreRequest(partial(store.get, key), partial(store.aget, key))
-    taken = shared.take(resolution, loaded, items)
+    loaded, memo = yield from _read(store, resolution.state, None)
+    taken = shared.take(resolution, loaded, items, memo)
     if taken.window is not None:
         w_provider, model, tokens = taken.window
         known = budgets.learned_window(w_provider, model)
@@ -62,19 +63,42 @@ def take(
     return taken.resolution, taken.source
 
 
-def _value(call: EngineCall, snapshot: Snapshot) -> dict[str, Any]:
+def _read(
+    store: StateStore, state: ConversationState, loaded: Loaded | None
+) -> Generator[StoreRequest, Any, tuple[Loaded, Loaded | None]]:
+    """The state part (read now unless given) and, only when it names summaries ``state`` does not hold,
+    the memo part."""
+    key = state.key
+    if loaded is None:
+        loaded = yield StoreRequest(partial(store.get, key), partial(store.aget, key))
+    if not shared.memo_wanted(state, loaded):
+        return loaded, None
+    memo = yield StoreRequest(partial(store.get, key, shared.MEMO), partial(store.aget, key, shared.MEMO))
+    return loaded, memo
+
+
+def _value(call: EngineCall, store: StateStore, snapshot: Snapshot) -> tuple[dict[str, Any], dict[str, Any] | None]:
     provider = call.request.provider
     window = budgets.learned_window(provider, call.model)
     detector = call.state.detector
     cache = detector.shared_baseline() if detector is not None else None
     return shared.value_of(
-        call.state, snapshot, window=(provider, call.model, window) if window is not None else None, cache=cache
+        call.state,
+        snapshot,
+        window=(provider, call.model, window) if window is not None else None,
+        cache=cache,
+        failures=store.failures,
     )
 
 
 def commit(call: EngineCall, store: StateStore, snapshot: Snapshot) -> None:
-    """After the response: the conversation's new shared value, written off the caller's path."""
-    store.put_later(call.state.key, _value(call, snapshot))
+    """After the response: the conversation's new shared value (and its summaries when they changed),
+    written off the caller's path, in that order."""
+    key = call.state.key
+    value, memo = _value(call, store, snapshot)
+    if memo is not None:
+        store.put_later(key, memo, shared.MEMO)
+    store.put_later(key, value, renew=(shared.MEMO,) if value["memo"] else ())
 
 
 def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
@@ -104,13 +128,12 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
         yield from summary
         return
     release = StoreRequest(partial(store.release, lease), partial(store.arelease, lease))
-    if lease.exclusive:
-        # Another worker may have summarized this crossing between this call's read and the lock: take its
-        # summary instead of making a second one of the same prefix (the lock is held, so it is final).
-        loaded = yield StoreRequest(partial(store.get, key), partial(store.aget, key))
-        if _apply_stored(call, loaded) and call.estimated_tokens < budget.auto_threshold:
-            yield release
-            return
+    # Another worker may have summarized this crossing between this call's read and the lock: take its summary
+    # instead of making a second one of the same prefix (the lock is held, so it is final).
+    taken = lease.exclusive and (yield from _apply_stored(call, store, None))
+    if taken and call.estimated_tokens < budget.auto_threshold:
+        yield release
+        return
     try:
         yield from summary
     except Exception:
@@ -118,8 +141,11 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
         raise
     if lease.exclusive and call.entry is not None:
         # Before the lock goes: the next worker must find this summary, not make its own.
-        value = _value(call, call.resolution.snapshot or Snapshot((), None))
-        yield StoreRequest(partial(store.put, key, value), partial(store.aput, key, value))
+        value, memo = _value(call, store, call.resolution.snapshot or Snapshot((), None))
+        if memo is not None:
+            yield StoreRequest(partial(store.put, key, memo, shared.MEMO), partial(store.aput, key, memo, shared.MEMO))
+        renew = (shared.MEMO,) if value["memo"] else ()
+        yield StoreRequest(partial(store.put, key, value, renew=renew), partial(store.aput, key, value, renew=renew))
     yield release
 
 
@@ -134,16 +160,15 @@ def _theirs(call: EngineCall, store: StateStore, timeout: float) -> Generator[St
     loaded = yield StoreRequest(
         partial(store.wait_for, key, newer, timeout), partial(store.await_for, key, newer, timeout)
     )
-    if loaded.value is None:
-        loaded = yield StoreRequest(partial(store.get, key), partial(store.aget, key))
-    return _apply_stored(call, loaded)
+    return (yield from _apply_stored(call, store, loaded if loaded.value is not None else None))
 
 
-def _apply_stored(call: EngineCall, loaded: Loaded) -> bool:
-    """Take what the store holds for the conversation; when it has a summary of a longer prefix of this
-    call's items than the one sent, send that summary instead (True)."""
+def _apply_stored(call: EngineCall, store: StateStore, loaded: Loaded | None) -> Generator[StoreRequest, Any, bool]:
+    """Take what the store holds for the conversation (``loaded``: its state part, read now when None); when
+    it has a summary of a longer prefix of this call's items than the one sent, send that summary (True)."""
     state = call.state
-    shared.take(call.resolution, loaded, call.items)
+    loaded, memo = yield from _read(store, state, loaded)
+    shared.take(call.resolution, loaded, call.items, memo)
     entry = state.memo.find(call.items)
     if entry is None or (call.entry is not None and entry.prefix_len <= call.entry.prefix_len):
         return False

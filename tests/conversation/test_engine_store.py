@@ -17,6 +17,7 @@ from otel_context import semconv
 from otel_context.conversation import shared
 from otel_context.conversation.state_store import StateStore
 from otel_context.testing import SimulatedProvider
+from otel_context.testing.fleet import Figures, file_content
 from otel_context.testing.redis_server import RedisServer
 from tests.compaction.conftest import _fresh_engine, otel
 from tests.compaction.support import Otel
@@ -24,6 +25,7 @@ from tests.compaction.support import Otel
 __all__ = ["_fresh_engine", "otel"]
 
 MODEL = "claude-sonnet-4-6"
+WINDOW = 30_000
 #: Above this machine's scheduling noise (its cores are shared), far below what a paused server costs.
 TIMEOUT_MS = 300
 
@@ -180,3 +182,115 @@ def test_async_clients_await_the_store(simulated_provider: SimulatedProvider, ot
     assert store.flush(5)
     value = store.get("async").value
     assert value is not None and value["anchor"]["n"] == 3
+
+
+def _calls(client: Any) -> dict[str, int]:
+    """Commands the server ran since its last ``CONFIG RESETSTAT``, by name."""
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in client.info("commandstats").items()}
+
+
+def _compacted(simulated_provider: SimulatedProvider, otel: Otel, store_url: str) -> tuple[Chat, StateStore]:
+    """A conversation through the Redis store, up to its first compaction (its writes flushed)."""
+    simulated_provider.set_window(MODEL, WINDOW)
+    otel_context.instrument(
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+        state_store=store_url,
+        auto_compact_window=WINDOW,
+    )
+    store = _store(store_url)
+    chat = Chat(simulated_provider.anthropic(), otel)
+    turn = 0
+    while Figures.of(simulated_provider.exchanges).summarizer_calls == 0:
+        chat.turn(f"Turn {turn}. " + file_content(f"f{turn}.py", 200))
+        turn += 1
+        assert turn < 40, "the conversation was meant to cross the threshold"
+    assert store.flush(5)
+    return chat, store
+
+
+def test_an_appended_turn_reads_and_writes_only_the_small_state(
+    simulated_provider: SimulatedProvider, otel: Otel, own_redis: RedisServer, store_url: str
+) -> None:
+    """The summaries live in a part of their own, written when they change: an appended turn after a
+    compaction does one ``GET`` before its request and writes only the small state (the summaries' expiry
+    renewed with it); a worker that never saw the conversation reads the summaries once, and sends them
+    byte-identically."""
+    import redis
+
+    chat, store = _compacted(simulated_provider, otel, store_url)
+    client = redis.Redis.from_url(own_redis.url)
+    state_key, memo_key = store.key("faulty"), store.key("faulty", shared.MEMO)
+    memo = store.get("faulty", shared.MEMO).value
+    state = store.get("faulty").value
+    assert memo is not None and state is not None
+    assert state["memo"] == memo["rev"]
+    summary = memo["entries"][0]["summary"]
+    state_bytes = client.get(state_key)
+    assert isinstance(state_bytes, bytes) and summary and summary.encode() not in state_bytes
+    memo_bytes = client.get(memo_key)
+    client.pexpire(memo_key, 60_000)  # about to expire: the appended turns renew it
+
+    client.config_resetstat()
+    for i in range(3):
+        chat.turn(f"appended {i}")
+        assert store.flush(5)
+    calls = _calls(client)
+    assert calls.get("get") == 3  # one round trip before each request
+    assert calls.get("set") == 3 and calls.get("pexpire") == 3  # the state only; the summaries' expiry renewed
+    assert client.get(memo_key) == memo_bytes
+    assert client.pttl(memo_key) > 3_600_000  # the store's expiry (a day), renewed with the state
+    sent = simulated_provider.exchanges[-1].body["messages"][0]
+    assert sent == memo["entries"][0]["head"][0]  # the summary, as stored
+
+    otel_context.engine.reset()  # this process forgets the conversation, as a worker that never saw it
+    client.config_resetstat()
+    chat.turn("another worker")
+    assert _calls(client).get("get") == 2  # the state, then the summaries it names
+    assert simulated_provider.exchanges[-1].body["messages"][0] == sent
+    assert Figures.of(simulated_provider.exchanges).summarizer_calls == 1
+    client.close()
+
+
+@pytest.mark.parametrize("lost", ["deleted", "garbage"])
+def test_summaries_lost_from_the_store_are_written_back(
+    simulated_provider: SimulatedProvider, otel: Otel, own_redis: RedisServer, store_url: str, lost: str
+) -> None:
+    """Summaries are written only when they change, so a copy the store lost (evicted, a failed write) or
+    that was overwritten with garbage must come back: a worker that finds them gone names none in its write,
+    and a worker that holds them writes them back when it reads that."""
+    import redis
+
+    chat, store = _compacted(simulated_provider, otel, store_url)
+    memo = store.get("faulty", shared.MEMO).value
+    state = store.get("faulty").value
+    assert memo is not None and state is not None
+    client = redis.Redis.from_url(own_redis.url)
+    memo_key = store.key("faulty", shared.MEMO)
+
+    def lose() -> None:
+        if lost == "deleted":
+            client.delete(memo_key)
+        else:
+            client.set(memo_key, b'{"v":2,"d":{"entries":"not a list"}}')
+
+    # The worker that holds them reads the write of a worker that found them gone (it names none): it
+    # writes them back.
+    lose()
+    store.put("faulty", {**state, "seq": state["seq"] + 1, "rev": "other", "memo": None})
+    assert chat.turn("on the worker that made the summary")[0] == semconv.STATE_SOURCE_STORE
+    assert store.flush(5)
+    assert store.get("faulty", shared.MEMO).value == memo
+    after = store.get("faulty").value
+    assert after is not None and after["memo"] == memo["rev"]
+
+    # A worker that never saw the conversation finds them gone: its call goes on, and its write names none.
+    lose()
+    otel_context.engine.reset()
+    assert chat.turn("on a worker without them")[0] == semconv.STATE_SOURCE_STORE
+    assert store.flush(5)
+    after = store.get("faulty").value
+    assert after is not None and after["memo"] is None
+    garbage = otel.counter_value(semconv.METRIC_STATE_STORE_ERRORS, **{semconv.ERROR_TYPE: "garbage"})
+    assert garbage == (1 if lost == "garbage" else 0)
+    client.close()

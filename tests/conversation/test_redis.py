@@ -46,11 +46,12 @@ def test_credentials_in_the_url_and_none_in_logs(
     own_redis: RedisServer, make_store: Callable[..., StateStore], caplog: pytest.LogCaptureFixture
 ) -> None:
     # The ACL user docs/deploying.md recommends: the store's keys, the commands it uses, nothing else.
-    commands = ("-@all", "+get", "+set", "+mget", "+eval", "+del", "+ping")
+    commands = ("-@all", "+get", "+set", "+mget", "+pexpire", "+eval", "+del", "+ping")
     assert own_redis.command("ACL", "SETUSER", "worker", "on", ">s3cret-pw", "~otel_context:*", *commands) == "+OK"
     url = f"redis://worker:s3cret-pw@127.0.0.1:{own_redis.port}/0"
     store = make_store(url)
     assert store.put("c", {"n": 1}) and store.get("c").value == {"n": 1}
+    assert store.put("c", {"n": 1}, renew=["memo"])  # the engine's write after a call renews its summaries
     lease = store.acquire("c")
     assert lease is not None and lease.exclusive
     store.release(lease)
