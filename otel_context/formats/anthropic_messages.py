@@ -752,6 +752,12 @@ class _MessagesAccumulator(Accumulator):
 
     def add(self, event: Any) -> None:
         kind = _get(event, "type")
+        if kind == "content_block_delta":  # nearly every event: first, and nothing to do unless capturing
+            if self.texts is not None:
+                text = _get(_get(event, "delta"), "text")
+                if isinstance(text, str):
+                    self.texts.append(text)
+            return
         info = self.info
         if kind == "message_start":
             message = _get(event, "message")
@@ -771,10 +777,6 @@ class _MessagesAccumulator(Accumulator):
         elif kind == "content_block_start" and self.summary is not None:
             block_type = _get(_get(event, "content_block"), "type")
             self.summary["content"].append({"type": block_type})
-        elif kind == "content_block_delta" and self.texts is not None:
-            text = _get(_get(event, "delta"), "text")
-            if isinstance(text, str):
-                self.texts.append(text)
 
 
 # --- content capture (GenAI semconv message parts) -----------------------------------------------------------
