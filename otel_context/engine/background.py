@@ -52,10 +52,6 @@ Item = Mapping[str, Any]
 SWEEP_SECONDS = 5.0
 #: A conversation's pace (how fast its estimate grows) is measured over its last calls.
 PACE_CALLS = 16
-#: Until a summary's duration is measured, assume it takes as long as this many of the conversation's calls:
-#: a summary writes thousands of tokens where a turn writes a few hundred. Too many starts a little early
-#: (a little more kept verbatim); too few makes a call wait for it at the blocking limit.
-GUESS_CALLS = 8
 #: Margin on the growth projected while a summary runs (turns differ in size and duration).
 SAFETY = 1.0
 #: Weight of the newest measured summary duration in the moving average.
@@ -220,20 +216,19 @@ def _observe(call: EngineCall) -> None:
 def _projected_growth(call: EngineCall) -> int | None:
     """How much the estimate grows while a summary runs (with a margin); None until the pace is known.
 
-    The summary's duration is the one measured for this summary model (the last background summaries),
-    else :data:`GUESS_CALLS` of this conversation's calls."""
+    The summary's duration is the one measured for this summary model (the last background summaries);
+    before the first one is measured, the start point alone decides (a guess would start too early on apps
+    that pause between turns, and a summary started early covers less)."""
     with _lock:
         pace = _paces.get(call.state)
         steps = list(pace.steps) if pace is not None else []
         seconds = _durations.get(_summary_model(call))
-    if len(steps) < 2:
+    if len(steps) < 2 or seconds is None:
         return None
     elapsed = sum(s for s, _ in steps)
     grown = sum(g for _, g in steps)
     if elapsed <= 0:
         return None
-    if seconds is None:
-        seconds = GUESS_CALLS * elapsed / len(steps)
     return int(grown / elapsed * seconds * SAFETY)
 
 
