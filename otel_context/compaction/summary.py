@@ -130,6 +130,12 @@ def rehydrate_cap(settings: Settings, window: int | None) -> int:
     return max(1, int(settings.rehydrate_max_tokens_total * _rehydrate_scale(window)))
 
 
+def rehydrate_most(settings: Settings, window: int | None) -> int:
+    """The most tokens of files a summary may restore: the total cap, or fewer files at their own cap."""
+    per_file = max(1, int(settings.rehydrate_max_tokens_per_file * _rehydrate_scale(window)))
+    return min(rehydrate_cap(settings, window), max(0, settings.rehydrate_max_files) * per_file)
+
+
 def rehydrate_files(
     adapter: WireFormatAdapter,
     items: Sequence[Item],

@@ -39,7 +39,7 @@ from otel_context import semconv, telemetry
 from otel_context.cache import monotonic
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
-from otel_context.compaction.summary import CompactionError, choose_cut, deepen_cut, rehydrate_cap
+from otel_context.compaction.summary import CompactionError, choose_cut, deepen_cut, rehydrate_most
 from otel_context.conversation import STORE, ConversationState
 from otel_context.conversation.memo import MemoEntry, items_hash
 from otel_context.engine.call import EngineCall
@@ -187,13 +187,15 @@ def _aim(call: EngineCall, budget: Budget) -> _Aim | None:
     if inline is None:
         return None
     inline = deepen_cut(adapter, call.body, items, inline, budget.auto_threshold)
-    growth = int(max(0, budget.auto_threshold - call.estimated_tokens) / max(call.state.estimate_factor, 1.0))
+    # Until the threshold at least; until the summary lands when that is later (a known pace and duration).
+    growth = max(budget.auto_threshold - call.estimated_tokens, _projected_growth(call) or 0, 0)
+    growth = int(growth / max(call.state.estimate_factor, 1.0))
     sizes = [estimate_item(adapter, item) for item in items]
     inline_kept = sum(sizes[inline:])
     later = [b for b in adapter.round_boundaries(items) if inline <= b < len(items)]
     cut = next((b for b in later if sum(sizes[b:]) + growth <= inline_kept), later[-1] if later else inline)
     excess = max(0, sum(sizes[cut:]) + growth - inline_kept)
-    room = max(0, rehydrate_cap(call.request.settings, budget.window) - excess)
+    room = max(0, rehydrate_most(call.request.settings, budget.window) - excess)
     return _Aim(cut, growth, room)
 
 
