@@ -3,7 +3,9 @@
 Why: an inline compaction makes the call that crosses the threshold wait for the summarizer (a full LLM
 call over most of the window: seconds to tens of seconds) before its own answer. Here, once a
 conversation's estimate passes the start point (``background_start_pct`` of the auto threshold, 80 % by
-default), the summary of the history as it stands is prepared in the background: the engine yields a
+default; earlier when the summary, at the conversation's pace and as long as summaries take, would land
+after the blocking limit), the summary of the history as it stands is prepared in the background, aimed so
+that the context it leaves at the threshold is about what an inline compaction would leave: the engine yields a
 :class:`~otel_context.flow.BackgroundStart` and the instrumentation runs it on a worker thread (sync
 clients) or a task on the running loop (async clients), through the same client with the recursion guard.
 
