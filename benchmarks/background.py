@@ -17,13 +17,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import agents
 from opentelemetry.sdk.trace import TracerProvider
 
 import otel_context
 from otel_context import engine
 from otel_context.instrumentation import _background
 from otel_context.testing import SimulatedProvider
+from tests.engine import agents
 
 MODEL = "claude-sonnet-4-6"
 WINDOW = 30_000

@@ -144,6 +144,11 @@ class CompactionJob:
     #: applied or discarded (:func:`settle`): the breaker, the cache announcement and the figures belong
     #: to the moment it changes what is sent.
     deferred: bool = False
+    #: Where the summary cuts (None: the keep-recent policy chooses). A background summary aims its cut
+    #: so that what is kept when it is applied at the threshold matches what an inline one would keep.
+    cut: int | None = None
+    #: At most this many tokens of files restored after the summary (None: what fits under the threshold).
+    rehydrate_room: int | None = None
 
 
 @dataclass
@@ -528,6 +533,8 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
                 window=job.budget.window if job.budget is not None else None,
                 min_index=job.min_index,
                 extra_instructions=instructions,
+                cut=job.cut,
+                rehydrate_room=job.rehydrate_room,
                 target_tokens=job.budget.auto_threshold if job.budget is not None else None,
                 # A rejected (too long) request cannot be resent whole to the summarizer.
                 share_prefix=job.trigger != semconv.TRIGGER_REACTIVE,

@@ -121,6 +121,21 @@ class Rehydration:
     tokens: int
 
 
+def _rehydrate_scale(window: int | None) -> float:
+    return 1.0 if window is None or window >= budget_mod.REFERENCE_WINDOW else window / budget_mod.REFERENCE_WINDOW
+
+
+def rehydrate_cap(settings: Settings, window: int | None) -> int:
+    """The most tokens of files restored after a summary (``rehydrate_max_tokens_total``, scaled)."""
+    return max(1, int(settings.rehydrate_max_tokens_total * _rehydrate_scale(window)))
+
+
+def rehydrate_most(settings: Settings, window: int | None) -> int:
+    """The most tokens of files a summary may restore: the total cap, or fewer files at their own cap."""
+    per_file = max(1, int(settings.rehydrate_max_tokens_per_file * _rehydrate_scale(window)))
+    return min(rehydrate_cap(settings, window), max(0, settings.rehydrate_max_files) * per_file)
+
+
 def rehydrate_files(
     adapter: WireFormatAdapter,
     items: Sequence[Item],
@@ -138,9 +153,8 @@ def rehydrate_files(
     """
     if settings.rehydrate_max_files <= 0 or not settings.file_read_tools:
         return Rehydration("", 0, 0)
-    scale = 1.0 if window is None or window >= budget_mod.REFERENCE_WINDOW else window / budget_mod.REFERENCE_WINDOW
-    per_file = max(1, int(settings.rehydrate_max_tokens_per_file * scale))
-    total_cap = max(1, int(settings.rehydrate_max_tokens_total * scale))
+    per_file = max(1, int(settings.rehydrate_max_tokens_per_file * _rehydrate_scale(window)))
+    total_cap = rehydrate_cap(settings, window)
     if room is not None:
         # Never let restored files push the result back over the threshold (that would thrash).
         total_cap = min(total_cap, room)
@@ -251,13 +265,15 @@ def summarize(
     cut: int | None = None,
     target_tokens: int | None = None,
     share_prefix: bool = False,
+    rehydrate_room: int | None = None,
 ) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
     """Summarize ``items[:cut]`` (cut chosen by the keep-recent policy unless given); raise CompactionError.
 
     ``target_tokens``: the context size the result should stay under (the threshold); it bounds the
-    rehydrated files. ``share_prefix``: first ask with the call's own request plus the prompt (see
-    :func:`shared_prefix_request`), which the provider serves from its prompt cache; when that is not
-    possible, too long, or answered with a tool call, ask with the plain transcript (no tools).
+    rehydrated files, and so does ``rehydrate_room`` (tokens) when given. ``share_prefix``: first ask with
+    the call's own request plus the prompt (see :func:`shared_prefix_request`), which the provider serves
+    from its prompt cache; when that is not possible, too long, or answered with a tool call, ask with the
+    plain transcript (no tools).
     """
     if cut is None:
         cut = choose_cut(adapter, items, settings.keep_recent_messages, min_index)
@@ -326,6 +342,8 @@ def summarize(
             used += estimate_text(summary_message_text(summary)) + ITEM_OVERHEAD_TOKENS
             # Keep a quarter of the remaining room free for the turns that follow.
             room = int((target_tokens - used) * 0.75)
+        if rehydrate_room is not None:
+            room = rehydrate_room if room is None else min(room, rehydrate_room)
         rehydration = rehydrate_files(adapter, items, cut, settings, window, room)
         head = (adapter.make_user_item(summary_message_text(summary, rehydration.text)),)
         # The summarizer's request holds (nearly) the conversation itself, just counted by the provider: the

@@ -3,7 +3,9 @@
 Why: an inline compaction makes the call that crosses the threshold wait for the summarizer (a full LLM
 call over most of the window: seconds to tens of seconds) before its own answer. Here, once a
 conversation's estimate passes the start point (``background_start_pct`` of the auto threshold, 80 % by
-default), the summary of the history as it stands is prepared in the background: the engine yields a
+default; earlier when the summary, at the conversation's pace and as long as summaries take, would land
+after the blocking limit), the summary of the history as it stands is prepared in the background, aimed so
+that the context it leaves at the threshold is about what an inline compaction would leave: the engine yields a
 :class:`~otel_context.flow.BackgroundStart` and the instrumentation runs it on a worker thread (sync
 clients) or a task on the running loop (async clients), through the same client with the recursion guard.
 
@@ -27,6 +29,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+import weakref
+from collections import deque
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,17 +41,33 @@ from otel_context import semconv, telemetry
 from otel_context.cache import monotonic
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
-from otel_context.compaction.summary import KEPT_SHARE, CompactionError
+from otel_context.compaction.summary import CompactionError, choose_cut, deepen_cut, rehydrate_most
 from otel_context.conversation import STORE, ConversationState
 from otel_context.conversation.memo import MemoEntry, items_hash
 from otel_context.engine.call import EngineCall
 from otel_context.flow import BackgroundStart, BackgroundWait, SummaryRequest, SummaryResult
-from otel_context.tokens import estimate_items
+from otel_context.tokens import estimate_item, estimate_items
 
 Item = Mapping[str, Any]
 
 #: Seconds between sweeps for prepared summaries of conversations the store no longer tracks.
 SWEEP_SECONDS = 5.0
+#: A conversation's pace (how fast its estimate grows) is measured over its last calls.
+PACE_CALLS = 16
+#: Margin on the growth projected while a summary runs (turns differ in size and duration).
+SAFETY = 1.0
+#: Weight of the newest measured summary duration in the moving average.
+DURATION_WEIGHT = 0.5
+#: Summary models whose durations are remembered.
+MAX_MODELS = 64
+
+
+@dataclass
+class _Pace:
+    """How fast one conversation's estimate grows: (seconds, tokens) between its last calls."""
+
+    last: tuple[float, int] | None = None
+    steps: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=PACE_CALLS))
 
 
 @dataclass(eq=False)
@@ -69,6 +89,9 @@ class Prepared:
 
 _lock = threading.Lock()
 _prepared: dict[ConversationState, Prepared] = {}
+_paces: weakref.WeakKeyDictionary[ConversationState, _Pace] = weakref.WeakKeyDictionary()
+#: Seconds a background summary took, per summary model (a moving average).
+_durations: dict[str, float] = {}
 _last_sweep = 0.0
 
 
@@ -94,8 +117,9 @@ def pending(state: ConversationState) -> Prepared | None:
 def maybe_start(span: Span, call: EngineCall, budget: Budget) -> Generator[SummaryRequest, SummaryResult, None]:
     """Below the threshold: start the summary in the background when the start point is passed."""
     _sweep()
+    _observe(call)
     state = call.state
-    if call.estimated_tokens < start_point(budget, call.request.settings.background_start_pct):
+    if not _due(call, budget):
         return
     if state.breaker.open:
         return
@@ -109,13 +133,14 @@ def maybe_start(span: Span, call: EngineCall, budget: Budget) -> Generator[Summa
         _drop(existing)
     if cascade.not_understood_reason(call.adapter, call.body, call.sent_items, budget):
         return  # the threshold reports the reason (and compacts nothing) as today
+    aimed = _aim(call, budget)
+    if aimed is None:
+        return  # nothing to summarize yet: the threshold compacts inline (and says why) as today
     job = call.job(span, semconv.TRIGGER_AUTO, call.estimated_tokens)
     job.mode, job.deferred = semconv.MODE_BACKGROUND, True
-    # The turns appended until the threshold are kept too: aim the cut so that what is kept then is what
-    # an inline compaction at the threshold would keep (else the result is larger and compacts sooner again).
-    growth = max(0, budget.auto_threshold - call.estimated_tokens)
-    target = max(1, budget.auto_threshold - int(growth / KEPT_SHARE))
-    job.budget = dataclasses.replace(budget, auto_threshold=target)
+    job.cut, job.rehydrate_room = aimed.cut, aimed.rehydrate_room
+    # What fits under the threshold once the turns appended until then are counted too.
+    job.budget = dataclasses.replace(budget, auto_threshold=max(1, budget.auto_threshold - aimed.growth))
     prepared = Prepared(job, call.items, call.entry)
     with _lock:
         if state in _prepared:  # another call of this conversation started one meanwhile
@@ -124,12 +149,113 @@ def maybe_start(span: Span, call: EngineCall, budget: Budget) -> Generator[Summa
     yield BackgroundStart(body={}, steps=_run(prepared, call))
 
 
+def _due(call: EngineCall, budget: Budget) -> bool:
+    """Whether to start now: past the start point, or (earlier) when the summary, at the pace this
+    conversation grows and as long as summaries take, would land after the history reached the blocking
+    limit (a call would then wait for it). Never below half the threshold: it would summarize too little."""
+    estimate = call.estimated_tokens
+    if estimate >= start_point(budget, call.request.settings.background_start_pct):
+        return True
+    if estimate < budget.auto_threshold // 2:
+        return False
+    growth = _projected_growth(call)
+    return growth is not None and estimate + growth >= budget.blocking_limit
+
+
+@dataclass(frozen=True)
+class _Aim:
+    """What a background summary covers: its cut, the growth (item tokens) expected until the threshold,
+    and the most tokens of files it may restore."""
+
+    cut: int
+    growth: int
+    rehydrate_room: int
+
+
+def _aim(call: EngineCall, budget: Budget) -> _Aim | None:
+    """Aim the prepared summary so that the context it leaves when applied at the threshold is about what an
+    inline compaction there would leave. Else that context is larger, and the next compaction comes sooner
+    (more summaries, more tokens billed).
+
+    Applied at the threshold, the summary is followed by everything after its cut: the items kept now and
+    the turns appended since. An inline compaction at the threshold would keep about what the keep-recent
+    policy keeps now, so the cut moves later (by round boundaries, keeping at least the newest round) until
+    the items kept now plus the expected growth are no more than that. When they are still more, the excess
+    comes off the files restored after the summary: the turns kept verbatim hold the newest reads already.
+    """
+    adapter, items = call.adapter, call.sent_items
+    min_index = len(call.entry.replacement) if call.entry is not None else 0
+    inline = choose_cut(adapter, items, call.request.settings.keep_recent_messages, min_index)
+    if inline is None:
+        return None
+    inline = deepen_cut(adapter, call.body, items, inline, budget.auto_threshold)
+    # Until the threshold at least; until the summary lands when that is later (a known pace and duration).
+    growth = max(budget.auto_threshold - call.estimated_tokens, _projected_growth(call) or 0, 0)
+    growth = int(growth / max(call.state.estimate_factor, 1.0))
+    sizes = [estimate_item(adapter, item) for item in items]
+    inline_kept = sum(sizes[inline:])
+    later = [b for b in adapter.round_boundaries(items) if inline <= b < len(items)]
+    cut = next((b for b in later if sum(sizes[b:]) + growth <= inline_kept), later[-1] if later else inline)
+    excess = max(0, sum(sizes[cut:]) + growth - inline_kept)
+    room = max(0, rehydrate_most(call.request.settings, budget.window) - excess)
+    return _Aim(cut, growth, room)
+
+
+def _observe(call: EngineCall) -> None:
+    """One sample of the conversation's pace: how much its estimate grew since its previous call, in how long
+    (a compaction in between shrinks it: that interval says nothing about the pace and is skipped)."""
+    # Wall time (the summarizer's duration is wall time too), not the cache's clock, which a test may drive.
+    now, estimate = time.monotonic(), call.estimated_tokens
+    with _lock:
+        pace = _paces.get(call.state)
+        if pace is None:
+            pace = _paces[call.state] = _Pace()
+        if pace.last is not None:
+            seconds, grown = now - pace.last[0], estimate - pace.last[1]
+            if seconds > 0 and grown >= 0:
+                pace.steps.append((seconds, grown))
+        pace.last = (now, estimate)
+
+
+def _projected_growth(call: EngineCall) -> int | None:
+    """How much the estimate grows while a summary runs (with a margin); None until the pace is known.
+
+    The summary's duration is the one measured for this summary model (the last background summaries);
+    before the first one is measured, the start point alone decides (a guess would start too early on apps
+    that pause between turns, and a summary started early covers less)."""
+    with _lock:
+        pace = _paces.get(call.state)
+        steps = list(pace.steps) if pace is not None else []
+        seconds = _durations.get(_summary_model(call))
+    if len(steps) < 2 or seconds is None:
+        return None
+    elapsed = sum(s for s, _ in steps)
+    grown = sum(g for _, g in steps)
+    if elapsed <= 0:
+        return None
+    return int(grown / elapsed * seconds * SAFETY)
+
+
+def _summary_model(call: EngineCall) -> str:
+    return call.request.settings.summary_model or call.model
+
+
+def _learn(model: str, seconds: float) -> None:
+    """Remember how long a summary by ``model`` took (a moving average of the last few)."""
+    with _lock:
+        previous = _durations.get(model)
+        _durations[model] = seconds if previous is None else previous + DURATION_WEIGHT * (seconds - previous)
+        while len(_durations) > MAX_MODELS:
+            del _durations[next(iter(_durations))]
+
+
 def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest, SummaryResult, None]:
     """The background summary itself (run by the instrumentation): the cascade's summary, kept for later."""
     try:
         out = yield from cascade.run_summary(prepared.job)
         prepared.out = out
         if out.outcome == semconv.OUTCOME_SUCCESS and out.items is not None and out.open_span is not None:
+            _learn(_summary_model(call), out.duration_ms / 1000.0)
             entry = _entry(prepared, call, out)
             with _lock:
                 discarded = prepared.discarded
@@ -171,6 +297,7 @@ def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Summ
     is to be done (applied and below the threshold, or not ready and the request still fits); False: compact
     inline as today (no prepared summary, it failed, it is stale, or the rest is still above the threshold)."""
     _sweep()
+    _observe(call)
     state = call.state
     with _lock:
         prepared = _prepared.get(state)
@@ -297,9 +424,12 @@ def _sweep() -> None:
 
 
 def discard_all() -> None:
-    """Drop every prepared summary (``engine.reset()``, ``uninstrument()``)."""
+    """Drop every prepared summary and what was learned about paces and durations (``engine.reset()``,
+    ``uninstrument()``)."""
     with _lock:
         every = list(_prepared.values())
+        _paces.clear()
+        _durations.clear()
     for prepared in every:
         _drop(prepared)
 
@@ -309,3 +439,4 @@ def forget_all() -> None:
     global _lock
     _lock = threading.Lock()  # the parent's may have been held by another thread at fork time
     _prepared.clear()
+    _paces.clear()

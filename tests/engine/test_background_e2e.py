@@ -489,3 +489,18 @@ def test_interpreter_exit_with_a_summary_in_flight_is_quiet_and_quick(tmp_path: 
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert ended - float(done.stdout.strip()) < 4.0  # did not wait for the 5 s summarizer
+
+
+def test_the_applied_summary_leaves_about_what_an_inline_one_would_keep(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    # Prepared at the start point, the summary is applied a few turns later: the turns appended meanwhile are
+    # kept verbatim too. Aimed at the history as it stands, it would leave more than an inline compaction at
+    # the threshold (which keeps the newest ``keep_recent_messages``), and the next compaction would come sooner.
+    simulated_provider.summary_latency = 0.2
+    _setup(simulated_provider, instrumented)
+    chat = Chat(simulated_provider.anthropic())
+    _run_until_compacted(chat, otel, pause=0.3)
+    sent = _app_exchanges(simulated_provider)[-1].body["messages"]
+    kept = len(sent) - 1
+    assert 1 <= kept <= otel_context.Settings().keep_recent_messages + 1
