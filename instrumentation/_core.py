@@ -322,8 +322,8 @@ class Interceptor:
     # The flow of an instrumented call is a generator that yields the I/O it needs (an :class:`_Op`) and is
     # sent the result, like the engine (``otel_context.flow``): :meth:`sync_request` and
     # :meth:`async_request` are the two drivers, so the sync and async clients share every decision. It
-    # costs about a microsecond per call (a generator and three or four sends), against a few hundred of
-    # instrumentation overall; the per-chunk stream path does not go through it.
+    # costs about a microsecond per call (measured: 0.6 µs for a flow of two steps over calling the same two
+    # functions directly), against ~170 µs of instrumentation overall; the per-chunk path does not use it.
 
     def _call(self, begun: _Begun) -> Generator[_Op, Any, Any]:
         call = begun.call
