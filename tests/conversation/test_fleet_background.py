@@ -8,20 +8,34 @@ next worker. What the provider received, and the spans and metrics of the worker
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
+import otel_context
 from otel_context import semconv
+from otel_context.conversation import shared
+from otel_context.conversation.state_store import StateStore
 from otel_context.testing import SimulatedProvider
 from otel_context.testing.fleet import Figures, Fleet, run_agent
 from otel_context.testing.redis_server import RedisServer
+from tests.compaction.conftest import _fresh_engine, otel
+from tests.compaction.support import Otel
 from tests.conversation.test_fleet import FILE_LINES, MODELS, SLOW_MACHINE, TURNS, WINDOW
+
+__all__ = ["_fresh_engine", "otel"]
 
 #: Seconds the simulated summarizer takes: a call that waited for a summary would take about this more.
 SUMMARY_LATENCY = 0.5
 #: Seconds the user thinks between turns (a background summary lands within a few turns).
 PAUSE = 0.2
+#: The window of the single-process tests (a few turns of :func:`_question` reach its threshold).
+SMALL_WINDOW = 14_000
 
 
 @dataclass(frozen=True)
@@ -66,3 +80,147 @@ def test_four_workers_prepare_each_summary_once_in_the_background(sdk: str, shar
     assert [c for c in four.compacted if c[0] or c[1]] == [(True, 1)] * calls
     # No call waited for a summary: each was applied at once (a wait of 0 s), and no inline one ran.
     assert four.waits == alone.waits == {semconv.MODE_BACKGROUND: (calls, 0.0)}
+
+
+def _question(turn: int) -> str:
+    return f"Question {turn}: " + " ".join(f"w{turn}x{i}" for i in range(400))
+
+
+class _Chat:
+    """One conversation with an explicit id through a real anthropic client (sync, or async on one loop that
+    also runs between turns, so a background summary's task goes on while the user thinks)."""
+
+    def __init__(self, sim: SimulatedProvider, otel: Otel, asynchronous: bool = False) -> None:
+        self.sim, self.otel = sim, otel
+        self.loop = asyncio.new_event_loop() if asynchronous else None
+        self.client: Any = sim.async_anthropic() if asynchronous else sim.anthropic()
+        self.history: list[dict[str, Any]] = []
+
+    def pause(self, seconds: float) -> None:
+        if self.loop is not None:
+            self.loop.run_until_complete(asyncio.sleep(seconds))
+        else:
+            time.sleep(seconds)
+
+    def close(self) -> None:
+        if self.loop is not None:
+            self.loop.run_until_complete(self.client.close())
+            self.loop.close()
+
+    def turn(self, number: int) -> None:
+        self.history.append({"role": "user", "content": _question(number)})
+        kwargs: dict[str, Any] = {"model": MODELS["anthropic"], "max_tokens": 256, "messages": list(self.history)}
+        with otel_context.conversation("published"):
+            if self.loop is not None:
+                response = self.loop.run_until_complete(self.client.messages.create(**kwargs))
+            else:
+                response = self.client.messages.create(**kwargs)
+        self.history.append({"role": "assistant", "content": response.content[0].text})
+
+    def published(self, store: StateStore) -> shared.Published | None:
+        return shared.published(store.get("published", shared.PREPARED))
+
+
+def _instrument(otel: Otel, url: str) -> StateStore:
+    otel_context.instrument(
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+        auto_compact_window=SMALL_WINDOW,
+        background_compaction=True,
+        state_store=url,
+    )
+    store = shared.store_for(otel_context.Settings(state_store=url))
+    assert store is not None
+    return store
+
+
+def _until_published(chat: _Chat, store: StateStore) -> shared.Published:
+    for turn in range(1, 40):
+        chat.turn(turn)
+        got = chat.published(store)
+        if got is not None:
+            return got
+        chat.pause(SUMMARY_LATENCY / 2)  # the user thinks: the summary lands meanwhile
+    raise AssertionError("no summary was published")
+
+
+@pytest.fixture
+def store_url(redis_url: str) -> Iterator[str]:
+    yield redis_url + SLOW_MACHINE
+    otel_context.uninstrument()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_published_summary_is_applied_from_the_store(
+    simulated_provider: SimulatedProvider, otel: Otel, store_url: str, asynchronous: bool
+) -> None:
+    simulated_provider.summary_latency = SUMMARY_LATENCY
+    simulated_provider.set_window(MODELS["anthropic"], SMALL_WINDOW)
+    store = _instrument(otel, store_url)
+    chat = _Chat(simulated_provider, otel, asynchronous)
+    try:
+        _apply_published(chat, store, otel, simulated_provider)
+    finally:
+        chat.close()
+
+
+def _apply_published(chat: _Chat, store: StateStore, otel: Otel, simulated_provider: SimulatedProvider) -> None:
+    published = _until_published(chat, store)
+    assert published.entry.summary and published.entry.prefix_len > 0
+    # Ended once it was published (the fleet's one compaction), in the trace of the call that started it.
+    (compact,) = otel.compact_spans()
+    assert compact.attributes[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
+    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert published.link == (compact.context.trace_id, compact.context.span_id, int(compact.context.trace_flags))
+    for turn in range(100, 140):
+        chat.turn(turn)
+        chats = [s for s in otel.spans() if s.name.startswith("chat ") and s.parent is None]
+        if chats[-1].attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED):
+            break
+    else:
+        raise AssertionError("never applied")
+    assert [link.context.span_id for link in chats[-1].links] == [compact.context.span_id]
+    sent = simulated_provider.exchanges[-1].body["messages"]
+    assert sent[: len(published.entry.replacement)] == list(published.entry.replacement)
+    assert sent[len(published.entry.replacement) :] == chat.history[published.entry.prefix_len : -1]
+    assert len(otel.compact_spans()) == 1  # applied without another summary
+
+
+def test_a_stale_published_summary_is_ignored(
+    simulated_provider: SimulatedProvider, otel: Otel, store_url: str
+) -> None:
+    simulated_provider.summary_latency = SUMMARY_LATENCY
+    simulated_provider.set_window(MODELS["anthropic"], SMALL_WINDOW)
+    store = _instrument(otel, store_url)
+    chat = _Chat(simulated_provider, otel)
+    published = _until_published(chat, store)
+    # The app edits its history below the published summary's cut: that summary no longer applies.
+    chat.history[0] = {"role": "user", "content": "Edited. " + _question(0)}
+    before = len(simulated_provider.exchanges)
+    for turn in range(100, 140):
+        chat.turn(turn)
+        if len(otel.compact_spans()) > 1:
+            break
+    else:
+        raise AssertionError("never compacted again")
+    modes = [c.attributes[semconv.COMPACTION_MODE] for c in otel.compact_spans()]
+    assert modes == [semconv.MODE_BACKGROUND, semconv.MODE_INLINE]  # the threshold compacted inline
+    head = json.dumps(published.entry.replacement[0])
+    assert not any(head in json.dumps(e.body) for e in simulated_provider.exchanges[before:])
+
+
+def test_a_published_summary_of_another_shape_is_ignored(
+    simulated_provider: SimulatedProvider, otel: Otel, store_url: str
+) -> None:
+    simulated_provider.set_window(MODELS["anthropic"], SMALL_WINDOW)
+    store = _instrument(otel, store_url)
+    chat = _Chat(simulated_provider, otel)
+    chat.turn(0)
+    # A later schema, and garbage: neither is applied, and no call fails.
+    store.put("published", {"v": shared.PREPARED_VERSION + 1, "entry": {}}, shared.PREPARED)
+    assert chat.published(store) is None
+    store.put("published", {"v": shared.PREPARED_VERSION, "entry": {"len": "x"}}, shared.PREPARED)
+    assert chat.published(store) is None
+    for turn in range(1, 30):
+        chat.turn(turn)
+    assert otel.compact_spans()  # it compacted on its own
