@@ -18,12 +18,16 @@ from typing import Any
 import pytest
 
 import otel_context
-from otel_context import semconv
+from otel_context import Settings, semconv
+from otel_context.compaction.budget import budget_for
 from otel_context.conversation import shared
 from otel_context.conversation.state_store import StateStore
+from otel_context.engine import background
+from otel_context.formats import for_format
 from otel_context.testing import SimulatedProvider
-from otel_context.testing.fleet import Figures, Fleet, run_agent
+from otel_context.testing.fleet import Figures, Fleet, file_content, run_agent
 from otel_context.testing.redis_server import RedisServer
+from otel_context.tokens import estimate_fixed, estimate_items
 from tests.compaction.conftest import _fresh_engine, otel
 from tests.compaction.support import Otel
 from tests.conversation.test_fleet import FILE_LINES, MODELS, SLOW_MACHINE, TURNS, WINDOW
@@ -224,3 +228,67 @@ def test_a_published_summary_of_another_shape_is_ignored(
     for turn in range(1, 30):
         chat.turn(turn)
     assert otel.compact_spans()  # it compacted on its own
+
+
+def _history_past_start_point() -> tuple[dict[str, Any], dict[str, Any]]:
+    """A request past the background start point but below the auto threshold, and the same history with
+    one more turn that crosses the threshold (still below the blocking limit)."""
+    model = MODELS["anthropic"]
+    settings = Settings(auto_compact_window=WINDOW)
+    budget = budget_for(model, settings, max_output_tokens=1024)
+    assert budget is not None
+    adapter = for_format("anthropic_messages")
+    start = background.start_point(budget, settings.background_start_pct)
+
+    def estimate(messages: list[dict[str, Any]]) -> int:
+        return estimate_fixed(adapter, {"model": model, "max_tokens": 1024, "messages": messages}) + estimate_items(
+            adapter, messages
+        )
+
+    def turn(n: int, lines: int) -> list[dict[str, Any]]:
+        return [
+            {"role": "user", "content": f"Turn {n}. " + file_content(f"f{n}.py", lines)},
+            {"role": "assistant", "content": f"Read f{n}.py."},
+        ]
+
+    messages: list[dict[str, Any]] = []
+    question = {"role": "user", "content": "What did you learn?"}
+    n = 0
+    while estimate([*messages, question]) < start:
+        messages += turn(n, 20)
+        n += 1
+    first = [*messages, question]
+    assert estimate(first) < budget.auto_threshold
+    later = [*first, {"role": "assistant", "content": "Much."}]
+    while estimate(later) < budget.auto_threshold:
+        later += turn(n, 20)
+        n += 1
+    later.append(question)
+    assert estimate(later) < budget.blocking_limit
+    body = {"model": model, "max_tokens": 1024}
+    return {**body, "messages": first}, {**body, "messages": later}
+
+
+def test_two_workers_past_the_start_point_at_once_prepare_one_summary(shared_redis: RedisServer) -> None:
+    shared_redis.command("FLUSHALL")
+    first, later = _history_past_start_point()
+    with SimulatedProvider() as sim:
+        sim.set_window(MODELS["anthropic"], WINDOW)
+        with Fleet(
+            3,
+            sim.base_url,
+            "anthropic",
+            auto_compact_window=WINDOW,
+            background_compaction=True,
+            state_store=shared_redis.url + SLOW_MACHINE,
+        ) as fleet:
+            fleet.call_at_once([0, 1], **first)
+            deadline = time.monotonic() + 30  # a generous bound against a hang
+            while not Figures.of(sim.exchanges).summarizer_calls and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)  # a second summary, if one were under way, would have been sent by now
+            fleet.call(2, **later)  # a worker that prepared nothing crosses the threshold
+        figures = Figures.of(sim.exchanges)
+    assert figures.summarizer_calls == 1 and figures.rejected == 0
+    assert fleet.compacted[-1] == (True, 1)  # applied at once, linked to the compact span
+    assert fleet.waits() == {semconv.MODE_BACKGROUND: (1, 0.0)}
