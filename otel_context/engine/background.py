@@ -434,6 +434,11 @@ def _apply_published(span: Span, call: EngineCall, got: Published, waited: float
     pairing with the turns appended since would need a repair."""
     if not _use(call, got.entry):
         return False
+    detector = call.state.detector
+    if detector is not None:
+        # This worker's cache detector must know the prefix changes on purpose (the intended break's event
+        # is on the compact span, which the publishing worker ended).
+        detector.announce_compaction()
     if got.link is not None:
         trace_id, span_id, flags = got.link
         try:

@@ -111,6 +111,12 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
                 "modes": modes,
                 "seconds": seconds,
                 "waits": _waits(reader),
+                "breaks": sum(
+                    1
+                    for e in (chat.events if chat is not None else ())
+                    if e.name == semconv.CACHE_BREAK_EVENT
+                    and not (e.attributes or {}).get(semconv.CACHE_BREAK_INTENTIONAL)
+                ),
             }
         )
     conn.send("bye")
@@ -145,6 +151,8 @@ class Fleet:
         self.compacted: list[tuple[bool, int]] = []
         #: The ``compaction.mode`` of every ``compact`` span the workers ended.
         self.modes: list[str] = []
+        #: Unintended cache breaks the chat spans reported.
+        self.breaks = 0
         #: How long each SDK call took in its worker, in call order.
         self.seconds: list[float] = []
         #: Per worker (by pipe): its callers' waits for a compaction, as (mode, count, longest seconds).
@@ -207,6 +215,7 @@ class Fleet:
         self.compacted.append((answer["compacted"], answer["links"]))
         self.modes.extend(answer["modes"])
         self.seconds.append(answer["seconds"])
+        self.breaks += answer["breaks"]
         self._waits[id(parent)] = [tuple(w) for w in answer["waits"]]  # type: ignore[misc]
         if answer["error"] is not None:
             raise RuntimeError(answer["error"])

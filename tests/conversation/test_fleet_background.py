@@ -51,6 +51,8 @@ class Run:
     compacted: list[tuple[bool, int]]
     #: Per compaction mode: how many calls waited for (or applied) one, and the longest wait.
     waits: dict[str, tuple[int, float]]
+    #: Unintended cache breaks the chat spans reported (a summary applied is an intended one).
+    breaks: int
 
 
 def _conversation(sdk: str, workers: int, url: str | None) -> Run:
@@ -64,7 +66,7 @@ def _conversation(sdk: str, workers: int, url: str | None) -> Run:
             run_agent(fleet, model, TURNS, FILE_LINES, PAUSE)
         expected = semconv.STATE_SOURCE_STORE if url else semconv.STATE_SOURCE_MEMORY
         assert set(fleet.sources) == {expected}
-        return Run(Figures.of(sim.exchanges), fleet.modes, fleet.compacted, fleet.waits())
+        return Run(Figures.of(sim.exchanges), fleet.modes, fleet.compacted, fleet.waits(), fleet.breaks)
 
 
 @pytest.mark.parametrize("sdk", ["anthropic", "openai"])
@@ -84,6 +86,7 @@ def test_four_workers_prepare_each_summary_once_in_the_background(sdk: str, shar
     assert [c for c in four.compacted if c[0] or c[1]] == [(True, 1)] * calls
     # No call waited for a summary: each was applied at once (a wait of 0 s), and no inline one ran.
     assert four.waits == alone.waits == {semconv.MODE_BACKGROUND: (calls, 0.0)}
+    assert four.breaks == alone.breaks == 0  # every worker knew the prefix changed on purpose
 
 
 def _question(turn: int) -> str:
