@@ -16,6 +16,11 @@ hold (another worker compacted); the write after the response goes through ``put
 thread: the caller never waits for it) and carries the summaries only when they changed. A threshold
 crossing adds the lock (``SET NX PX``), synchronous writes of the new summary and the state before the lock
 is let go (so the next worker finds them), and the release.
+
+Background compaction (:mod:`otel_context.engine.background`) has its own lock, ``prepare``: past the start
+point one worker takes it (:func:`claim`), prepares the summary, writes it to the conversation's
+``prepared`` part (:func:`publish`) and lets the lock go; at the threshold a worker reads that part once
+(:func:`read_prepared`) and applies it when it covers its history.
 """
 
 from __future__ import annotations
