@@ -66,10 +66,10 @@ Step = SummaryRequest | StoreRequest
 class BackgroundStart(SummaryRequest):
     """Not a summarizer request: run ``steps`` to completion in the background (a worker thread for a sync
     client, a task on the running loop for an async one), sending its summary requests through the same
-    client, and answer at once with an empty result. Only yielded when the driver said it can
+    client (and its store requests to the store), and answer at once with an empty result. Only yielded when the driver said it can
     (:attr:`otel_context.contract.CallRequest.background`)."""
 
-    steps: Generator[SummaryRequest, SummaryResult, Any]
+    steps: Generator[Step, Any, Any]
 
 
 @dataclass(frozen=True)

@@ -52,10 +52,26 @@ from otel_context.conversation.state_store import Loaded, StateStore, open_store
 from otel_context.settings import Settings
 from otel_context.usage import TokenUsage
 
-__all__ = ["MEMO", "Taken", "chain_for", "memo_wanted", "store_for", "take", "value_of"]
+__all__ = [
+    "MEMO",
+    "PREPARED",
+    "Published",
+    "Taken",
+    "chain_for",
+    "memo_wanted",
+    "prepared_value",
+    "published",
+    "store_for",
+    "take",
+    "value_of",
+]
 
 #: The store's part that holds a conversation's summaries (the rest is the default part, ``state``).
 MEMO = "memo"
+#: The store's part that holds the summary one worker prepared in the background for the whole fleet.
+PREPARED = "prepared"
+#: The layout of the ``prepared`` part; a worker that reads another version ignores it.
+PREPARED_VERSION = 1
 
 Item = Mapping[str, Any]
 
@@ -143,6 +159,16 @@ def _entries(raw: Any) -> list[MemoEntry]:
         for e in raw
         if isinstance(e, dict) and isinstance(e.get("head"), list) and all(isinstance(h, dict) for h in e["head"])
     ]
+
+
+def _entry_value(entry: MemoEntry) -> dict[str, Any]:
+    """A memo entry as stored: what any worker needs to verify the prefix it covers, and its JSON head."""
+    return {
+        "len": entry.prefix_len,
+        "hash": entry.prefix_hash,
+        "head": list(entry.replacement),
+        "summary": entry.summary,
+    }
 
 
 def _verify(anchor: Mapping[str, Any], resolution: Resolution, items: Sequence[Item]) -> tuple[int, tuple[str, ...]]:
@@ -270,9 +296,7 @@ def _memo_of(state: ConversationState, failures: int) -> dict[str, Any] | None:
     entries = state.memo.entries
     if entries is state.shared_memo_entries and failures == state.shared_memo_epoch:
         return None
-    listed = [
-        {"len": e.prefix_len, "hash": e.prefix_hash, "head": list(e.replacement), "summary": e.summary} for e in entries
-    ]
+    listed = [_entry_value(e) for e in entries]
     rev = hashlib.sha256(_digest(listed)).hexdigest()[:32] if entries else ""
     state.shared_memo, state.shared_memo_entries, state.shared_memo_epoch = rev, entries, failures
     return {"rev": rev, "entries": listed} if entries else None
@@ -324,3 +348,37 @@ def value_of(
             "window": list(window) if window else None,
             "cache": cache,
         }, memo
+
+
+@dataclass(frozen=True)
+class Published:
+    """A summary one worker prepared in the background and published for the fleet: the memo entry it
+    makes (verified by any worker against its own items' content hash) and its ``compact`` span's context
+    (trace id, span id, flags), which the call that applies it links to."""
+
+    entry: MemoEntry
+    link: tuple[int, int, int] | None
+
+
+def prepared_value(entry: MemoEntry, link: tuple[int, int, int] | None) -> dict[str, Any]:
+    """The ``prepared`` part for a summary prepared in the background (see :class:`Published`)."""
+    return {"v": PREPARED_VERSION, "entry": _entry_value(entry), "link": list(link) if link else None}
+
+
+def published(loaded: Loaded) -> Published | None:
+    """The summary a ``prepared`` part holds; None when absent, of another version or not of our shape."""
+    value = loaded.value
+    if value is None or value.get("v") != PREPARED_VERSION:
+        return None
+    try:
+        entries = _entries([value["entry"]])
+        link = value.get("link")
+        span = (int(link[0]), int(link[1]), int(link[2])) if isinstance(link, list) and len(link) == 3 else None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        entries = []
+    if not entries or entries[0].prefix_len <= 0:
+        telemetry.log_once(
+            "state_store.prepared_shape", "otel_context: a shared prepared summary is not of our shape; ignored"
+        )
+        return None
+    return Published(entries[0], span)

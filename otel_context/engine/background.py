@@ -22,6 +22,16 @@ compacts inline. A summary that is never applied is dropped, its ``compact`` spa
 ``outcome=discarded``.
 
 One prepared summary per conversation state at a time, so never two summaries of one prefix.
+
+With a shared store (many workers), one worker prepares per conversation: the one that takes the store's
+prepare lock (:func:`otel_context.engine.fleet.claim`) past the start point. When its summary is ready it
+publishes it in the conversation's ``prepared`` part (the memo entry it makes, verified by content hash by
+any worker, and its ``compact`` span's context), ends that span (the fleet's one background compaction) and
+lets the lock go. At the threshold a worker with no summary of its own reads that part (one round trip,
+only then), and applies it as a local one is applied (the memo remembers it, so it travels on to the other
+workers with the shared memo); the applying call links to the ``compact`` span. When none covers, a
+request that still fits goes out unchanged while another worker prepares, else the fleet's inline path
+runs (:func:`otel_context.engine.fleet.once`). A stale published summary (an edited history) is ignored.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, SpanContext, TraceFlags
 
 from otel_context import semconv, telemetry
 from otel_context.cache import monotonic
@@ -44,8 +54,11 @@ from otel_context.compaction.budget import Budget
 from otel_context.compaction.summary import CompactionError, choose_cut, deepen_cut, rehydrate_most
 from otel_context.conversation import STORE, ConversationState
 from otel_context.conversation.memo import MemoEntry, items_hash
+from otel_context.conversation.shared import Published
+from otel_context.conversation.state_store import Lease
+from otel_context.engine import fleet
 from otel_context.engine.call import EngineCall
-from otel_context.flow import BackgroundStart, BackgroundWait, SummaryRequest, SummaryResult
+from otel_context.flow import BackgroundStart, BackgroundWait, StoreRequest, SummaryRequest, SummaryResult
 from otel_context.tokens import estimate_item, estimate_items
 
 Item = Mapping[str, Any]
@@ -85,22 +98,36 @@ class Prepared:
     entry: MemoEntry | None = None
     discarded: bool = False
     settled: bool = False
+    #: The shared store's prepare lock this worker holds for the fleet (None: no shared store).
+    lease: Lease | None = None
+    #: Published for the fleet: it is applied from the store (:func:`_fleet_threshold`), not from here.
+    published: bool = False
+
+
+@dataclass
+class _Fleet:
+    """What this worker knows of a conversation's preparation elsewhere in the fleet (saves the store's
+    round trips on the calls between the start point and the threshold)."""
+
+    #: Until when another worker holds the prepare lock (monotonic seconds).
+    busy_until: float = 0.0
+    #: The prefix length a published summary covers (0: none known).
+    ready_len: int = 0
 
 
 _lock = threading.Lock()
 _prepared: dict[ConversationState, Prepared] = {}
 _paces: weakref.WeakKeyDictionary[ConversationState, _Pace] = weakref.WeakKeyDictionary()
+_fleets: weakref.WeakKeyDictionary[ConversationState, _Fleet] = weakref.WeakKeyDictionary()
 #: Seconds a background summary took, per summary model (a moving average).
 _durations: dict[str, float] = {}
 _last_sweep = 0.0
 
 
 def enabled(call: EngineCall) -> bool:
-    """Background compaction is on (settings), the driver of this plan can run it (the instrumentation), and
-    the conversation's state is this process's own. With a shared store (many workers) each worker would
-    prepare a summary of its own: until the store's lock also covers preparing, the fleet compacts inline,
-    one worker per threshold crossing (:func:`otel_context.engine.fleet.once`)."""
-    return call.request.background and call.request.settings.background_compaction and call.store is None
+    """Background compaction is on (settings) and the driver of this plan can run it (the instrumentation).
+    With a shared store too: the store's prepare lock makes one worker of the fleet prepare."""
+    return call.request.background and call.request.settings.background_compaction
 
 
 def start_point(budget: Budget, pct: float) -> int:
@@ -114,7 +141,9 @@ def pending(state: ConversationState) -> Prepared | None:
         return _prepared.get(state)
 
 
-def maybe_start(span: Span, call: EngineCall, budget: Budget) -> Generator[SummaryRequest, SummaryResult, None]:
+def maybe_start(
+    span: Span, call: EngineCall, budget: Budget
+) -> Generator[SummaryRequest | StoreRequest, SummaryResult, None]:
     """Below the threshold: start the summary in the background when the start point is passed."""
     _sweep()
     _observe(call)
@@ -141,12 +170,41 @@ def maybe_start(span: Span, call: EngineCall, budget: Budget) -> Generator[Summa
     job.cut, job.rehydrate_room = aimed.cut, aimed.rehydrate_room
     # What fits under the threshold once the turns appended until then are counted too.
     job.budget = dataclasses.replace(budget, auto_threshold=max(1, budget.auto_threshold - aimed.growth))
-    prepared = Prepared(job, call.items, call.entry)
+    lease = None
+    if call.store is not None:
+        lease = yield from _claim(call)
+        if lease is None:
+            return  # another worker prepares (or published) this conversation's summary
+    prepared = Prepared(job, call.items, call.entry, lease=lease)
     with _lock:
-        if state in _prepared:  # another call of this conversation started one meanwhile
-            return
-        _prepared[state] = prepared
+        raced = state in _prepared  # another call of this conversation started one meanwhile
+        if not raced:
+            _prepared[state] = prepared
+    if raced:
+        if lease is not None and call.store is not None:
+            yield fleet.release(call.store, lease)
+        return
     yield BackgroundStart(body={}, steps=_run(prepared, call))
+
+
+def _claim(call: EngineCall) -> Generator[StoreRequest, Any, Lease | None]:
+    """With a shared store: the prepare lock for this worker, or None when another worker prepares or a
+    published summary covers this call already (remembered, so the next calls skip the store)."""
+    state, now = call.state, time.monotonic()
+    sent = call.entry.prefix_len if call.entry is not None else 0
+    with _lock:
+        known = _fleets.get(state) or _Fleet()
+        _fleets[state] = known
+    if known.busy_until > now or known.ready_len > sent:
+        return None
+    lease, ready = yield from fleet.claim(call)
+    if lease is None:
+        with _lock:
+            if ready is not None:
+                known.ready_len = ready.entry.prefix_len
+            else:
+                known.busy_until = now + fleet.lease_seconds(call.request.settings)
+    return lease
 
 
 def _due(call: EngineCall, budget: Budget) -> bool:
@@ -249,8 +307,9 @@ def _learn(model: str, seconds: float) -> None:
             del _durations[next(iter(_durations))]
 
 
-def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest, SummaryResult, None]:
-    """The background summary itself (run by the instrumentation): the cascade's summary, kept for later."""
+def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | StoreRequest, Any, None]:
+    """The background summary itself (run by the instrumentation): the cascade's summary, kept for later
+    (with a shared store: published for the fleet, then the prepare lock is let go)."""
     try:
         out = yield from cascade.run_summary(prepared.job)
         prepared.out = out
@@ -262,8 +321,34 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest, Summ
                 prepared.entry = entry
             if discarded or entry is None:
                 _settle(prepared, semconv.OUTCOME_DISCARDED)
+            elif prepared.lease is not None and call.store is not None:
+                yield from _publish(prepared, call, entry, out.open_span)
+        if prepared.lease is not None and call.store is not None:
+            yield fleet.release(call.store, prepared.lease)
     finally:
         prepared.done.set()
+
+
+def _publish(prepared: Prepared, call: EngineCall, entry: MemoEntry, compact_span: Span) -> Generator[Any, Any, None]:
+    """Publish a ready summary for the fleet. Once stored it is the fleet's: its ``compact`` span ends now
+    (the one background compaction of this crossing, counted once), and this worker applies it from the
+    store at the threshold like any other. Not stored (the store failed): it stays this worker's own."""
+    store = call.store
+    assert store is not None
+    context = compact_span.get_span_context()
+    link = (context.trace_id, context.span_id, int(context.trace_flags)) if context.is_valid else None
+    if not (yield from fleet.publish(call, store, entry, link)):
+        return
+    state = call.state
+    with _lock:
+        if prepared.settled or prepared.discarded or _prepared.get(state) is not prepared:
+            return
+        del _prepared[state]
+        prepared.published = True
+        known = _fleets.get(state) or _Fleet()
+        _fleets[state] = known
+        known.ready_len = max(known.ready_len, entry.prefix_len)
+    _settle(prepared, semconv.OUTCOME_SUCCESS)
 
 
 def _entry(prepared: Prepared, call: EngineCall, out: cascade.CompactionOutcome) -> MemoEntry | None:
@@ -292,7 +377,7 @@ def _covers(prepared: Prepared, call: EngineCall) -> bool:
     return head == started
 
 
-def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[SummaryRequest, SummaryResult, bool]:
+def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[SummaryRequest | StoreRequest, Any, bool]:
     """The threshold is crossed: apply the prepared summary when it covers this call. True when nothing more
     is to be done (applied and below the threshold, or not ready and the request still fits); False: compact
     inline as today (no prepared summary, it failed, it is stale, or the rest is still above the threshold)."""
@@ -302,7 +387,7 @@ def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Summ
     with _lock:
         prepared = _prepared.get(state)
     if prepared is None:
-        return False
+        return call.store is not None and (yield from _fleet_threshold(span, call, budget))
     waited = 0.0
     if not prepared.done.is_set():
         if call.estimated_tokens < budget.blocking_limit:
@@ -310,6 +395,8 @@ def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Summ
         began = time.perf_counter()
         yield BackgroundWait(body={}, done=prepared.done, timeout=call.request.settings.summarizer_timeout_seconds)
         waited = time.perf_counter() - began
+        if prepared.published:  # it landed, and went to the fleet: apply it from there
+            return (yield from _fleet_threshold(span, call, budget, waited))
         if not prepared.done.is_set():
             # Still running: compact inline now (a longer prefix); the late one is dropped when it lands.
             _drop(prepared)
@@ -318,6 +405,75 @@ def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Summ
         _drop(prepared)
         return False
     return call.estimated_tokens < budget.auto_threshold
+
+
+def _fleet_threshold(
+    span: Span, call: EngineCall, budget: Budget, waited: float = 0.0
+) -> Generator[StoreRequest, Any, bool]:
+    """The threshold with a shared store and no summary of this worker's own: apply the one another worker
+    published when it covers this call. Else, while another worker prepares, a request that still fits goes
+    out unchanged, and one that does not waits (bounded) for it. False: the fleet's inline path runs."""
+    got = yield from fleet.read_prepared(call)
+    if got is None:
+        if not (yield from fleet.preparing(call)):
+            return False
+        if call.estimated_tokens < budget.blocking_limit:
+            return True  # sent unchanged; a later call applies the summary once it is published
+        began = time.perf_counter()
+        got = yield from fleet.wait_prepared(call, call.request.settings.summarizer_timeout_seconds)
+        waited += time.perf_counter() - began
+        if got is None:
+            return False
+    if not _apply_published(span, call, got, waited, budget):
+        return False
+    return call.estimated_tokens < budget.auto_threshold
+
+
+def _apply_published(span: Span, call: EngineCall, got: Published, waited: float, budget: Budget) -> bool:
+    """Send a summary another worker published (already verified to cover this call); False when its
+    pairing with the turns appended since would need a repair."""
+    if not _use(call, got.entry):
+        return False
+    detector = call.state.detector
+    if detector is not None:
+        # This worker's cache detector must know the prefix changes on purpose (the intended break's event
+        # is on the compact span, which the publishing worker ended).
+        detector.announce_compaction()
+    if got.link is not None:
+        trace_id, span_id, flags = got.link
+        try:
+            span.add_link(SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags)))
+        except Exception:
+            telemetry.log_once("background.link", "otel_context: could not link a compaction", exc_info=True)
+    cascade.record_wait(waited, semconv.TRIGGER_AUTO, semconv.MODE_BACKGROUND)
+    return True
+
+
+def _fits(call: EngineCall, entry: MemoEntry) -> list[Item] | None:
+    """What this call sends with ``entry`` applied; None when the pairing would need a repair (then it is
+    not the byte-identical apply the memo promises)."""
+    sent = [*entry.replacement, *call.items[entry.prefix_len :]]
+    try:
+        return sent if cascade.checked(call.adapter, sent) == sent else None
+    except CompactionError:
+        return None
+
+
+def _use(call: EngineCall, entry: MemoEntry, sent: list[Item] | None = None) -> bool:
+    """Send ``entry`` on this call and remember it in the memo (the estimate drops by what it saves)."""
+    sent = sent if sent is not None else _fits(call, entry)
+    if sent is None:
+        return False
+    adapter, state = call.adapter, call.state
+    saved = estimate_items(adapter, call.sent_items) - estimate_items(adapter, sent)
+    state.memo.remember(entry)
+    call.entry = entry
+    call.sent_items = sent
+    call.body = adapter.with_items(call.request.body, sent)
+    call.estimated_tokens = max(0, call.estimated_tokens - int(saved * state.estimate_factor))
+    call.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = call.estimated_tokens
+    call.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
+    return True
 
 
 def apply_ready(span: Span, call: EngineCall, budget: Budget) -> bool:
@@ -346,27 +502,16 @@ def apply(
     out, entry = prepared.out, prepared.entry
     if out is None or entry is None or out.open_span is None or not _covers(prepared, call):
         return False
-    sent = [*entry.replacement, *call.items[entry.prefix_len :]]
-    try:
-        if cascade.checked(call.adapter, sent) != sent:
-            return False  # needed a repair: not the byte-identical apply the memo promises
-    except CompactionError:
+    sent = _fits(call, entry)
+    if sent is None:
         return False
     with _lock:
         if prepared.settled or prepared.discarded or _prepared.get(call.state) is not prepared:
             return False  # another call of this conversation applied (or dropped) it meanwhile
         del _prepared[call.state]
         prepared.settled = True
-    adapter, state = call.adapter, call.state
-    saved = estimate_items(adapter, call.sent_items) - estimate_items(adapter, sent)
     before = call.estimated_tokens
-    state.memo.remember(entry)
-    call.entry = entry
-    call.sent_items = sent
-    call.body = adapter.with_items(call.request.body, sent)
-    call.estimated_tokens = max(0, before - int(saved * state.estimate_factor))
-    call.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = call.estimated_tokens
-    call.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
+    _use(call, entry, sent)
     compact_span = out.open_span
     compact_span.set_attribute(semconv.COMPACTION_THRESHOLD_TOKENS, budget.auto_threshold)
     try:
@@ -429,6 +574,7 @@ def discard_all() -> None:
     with _lock:
         every = list(_prepared.values())
         _paces.clear()
+        _fleets.clear()
         _durations.clear()
     for prepared in every:
         _drop(prepared)
@@ -440,3 +586,4 @@ def forget_all() -> None:
     _lock = threading.Lock()  # the parent's may have been held by another thread at fork time
     _prepared.clear()
     _paces.clear()
+    _fleets.clear()

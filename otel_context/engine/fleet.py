@@ -16,6 +16,11 @@ hold (another worker compacted); the write after the response goes through ``put
 thread: the caller never waits for it) and carries the summaries only when they changed. A threshold
 crossing adds the lock (``SET NX PX``), synchronous writes of the new summary and the state before the lock
 is let go (so the next worker finds them), and the release.
+
+Background compaction (:mod:`otel_context.engine.background`) has its own lock, ``prepare``: past the start
+point one worker takes it (:func:`claim`), prepares the summary, writes it to the conversation's
+``prepared`` part (:func:`publish`) and lets the lock go; at the threshold a worker reads that part once
+(:func:`read_prepared`) and applies it when it covers its history.
 """
 
 from __future__ import annotations
@@ -29,16 +34,25 @@ from opentelemetry.trace import Span
 from otel_context import semconv
 from otel_context.compaction.budget import Budget
 from otel_context.conversation import ConversationState, Resolution, Snapshot, shared
-from otel_context.conversation.state_store import Loaded, StateStore
+from otel_context.conversation.memo import MemoEntry, items_hash
+from otel_context.conversation.state_store import Lease, Loaded, StateStore
 from otel_context.engine import budgets
 from otel_context.engine.call import EngineCall
 from otel_context.flow import StoreRequest
+from otel_context.settings import Settings
 from otel_context.tokens import estimate_fixed, estimate_items
 
 Steps = Generator[Any, Any, Any]
 
 #: Beyond the summarizer's own time budget, how long a lease outlives a summary that is under way.
 LEASE_MARGIN_SECONDS = 5.0
+#: The store's lock taken by the one worker that prepares a conversation's summary in the background.
+PREPARE_LOCK = "prepare"
+
+
+def lease_seconds(settings: Settings) -> float:
+    """How long a summary lock is held at most: the summarizer's whole time budget, and a margin."""
+    return settings.summarizer_timeout_seconds * (settings.summarizer_max_retries + 1) + LEASE_MARGIN_SECONDS
 
 
 def take(
@@ -114,16 +128,15 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
     store = call.store
     assert store is not None
     key = call.state.key
-    settings = call.request.settings
-    lease_seconds = settings.summarizer_timeout_seconds * (settings.summarizer_max_retries + 1) + LEASE_MARGIN_SECONDS
+    lease_for = lease_seconds(call.request.settings)
     lease = yield StoreRequest(
-        partial(store.acquire, key, lease_seconds=lease_seconds),
-        partial(store.aacquire, key, lease_seconds=lease_seconds),
+        partial(store.acquire, key, lease_seconds=lease_for),
+        partial(store.aacquire, key, lease_seconds=lease_for),
     )
     if lease is None:
         if call.estimated_tokens < budget.blocking_limit:
             return
-        if (yield from _theirs(call, store, lease_seconds)):
+        if (yield from _theirs(call, store, lease_for)):
             return
         yield from summary
         return
@@ -182,3 +195,94 @@ def _apply_stored(call: EngineCall, store: StateStore, loaded: Loaded | None) ->
     call.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = call.estimated_tokens
     call.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
     return True
+
+
+# --- background preparation: one worker prepares, every worker applies ---------------------------------
+
+
+def claim(call: EngineCall) -> Generator[StoreRequest, Any, tuple[Lease | None, shared.Published | None]]:
+    """Past the background start point: take the conversation's prepare lock, so that one worker of the
+    fleet prepares its summary. The lease (None: another worker holds it) and, when the lock was free, the
+    summary a worker already published for a longer prefix of this call's items (then none is prepared:
+    the lock was let go again)."""
+    store = call.store
+    assert store is not None
+    key, lease_for = call.state.key, lease_seconds(call.request.settings)
+    lease = yield StoreRequest(
+        partial(store.acquire, key, PREPARE_LOCK, lease_for), partial(store.aacquire, key, PREPARE_LOCK, lease_for)
+    )
+    if lease is None or not lease.exclusive:
+        return lease, None
+    ready = yield from read_prepared(call)
+    if ready is not None:
+        yield release(store, lease)
+        return None, ready
+    return lease, None
+
+
+def release(store: StateStore, lease: Lease) -> StoreRequest:
+    """The request that lets a lock go."""
+    return StoreRequest(partial(store.release, lease), partial(store.arelease, lease))
+
+
+def publish(
+    call: EngineCall, store: StateStore, entry: MemoEntry, link: tuple[int, int, int] | None
+) -> Generator[StoreRequest, Any, bool]:
+    """Publish a summary prepared in the background for every worker (synchronously: the lock is let go
+    after it, and a worker that then finds the lock free must find the summary). True when stored."""
+    value, key = shared.prepared_value(entry, link), call.state.key
+    stored = yield StoreRequest(
+        partial(store.put, key, value, shared.PREPARED), partial(store.aput, key, value, shared.PREPARED)
+    )
+    return bool(stored)
+
+
+def _covering(call: EngineCall, loaded: Loaded) -> shared.Published | None:
+    """The published summary of ``loaded`` when it covers a longer prefix of this call's items than the one
+    it sends (verified by content hash, as the memo verifies), else None (absent, stale, or older)."""
+    got = shared.published(loaded)
+    if got is None:
+        return None
+    entry, items = got.entry, call.items
+    if entry.prefix_len > len(items) or (call.entry is not None and entry.prefix_len <= call.entry.prefix_len):
+        return None
+    return got if items_hash(items[: entry.prefix_len]) == entry.prefix_hash else None
+
+
+def read_prepared(call: EngineCall) -> Generator[StoreRequest, Any, shared.Published | None]:
+    """At the threshold: the summary another worker prepared, when it covers this call (one round trip)."""
+    store = call.store
+    assert store is not None
+    key = call.state.key
+    loaded = yield StoreRequest(partial(store.get, key, shared.PREPARED), partial(store.aget, key, shared.PREPARED))
+    return _covering(call, loaded)
+
+
+def preparing(call: EngineCall) -> Generator[StoreRequest, Any, bool]:
+    """Whether another worker holds the prepare lock (its summary is under way)."""
+    store = call.store
+    assert store is not None
+    key = call.state.key
+    lease = yield StoreRequest(
+        partial(store.acquire, key, PREPARE_LOCK, 1.0), partial(store.aacquire, key, PREPARE_LOCK, 1.0)
+    )
+    if lease is None:
+        return True
+    yield release(store, lease)
+    return False
+
+
+def wait_prepared(call: EngineCall, timeout: float) -> Generator[StoreRequest, Any, shared.Published | None]:
+    """Wait (bounded; early when the prepare lock is let go) for a published summary that covers this call."""
+    store = call.store
+    assert store is not None
+    key = call.state.key
+
+    def covers(value: Mapping[str, Any]) -> bool:
+        return _covering(call, Loaded(dict(value), semconv.STATE_SOURCE_STORE)) is not None
+
+    loaded = yield StoreRequest(
+        partial(store.wait_for, key, covers, timeout, shared.PREPARED, PREPARE_LOCK),
+        partial(store.await_for, key, covers, timeout, shared.PREPARED, PREPARE_LOCK),
+    )
+    return _covering(call, loaded)

@@ -46,6 +46,8 @@ OPENAI_TOOLS = [
 
 def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None:
     """A worker: instrumented, one real SDK client; answers ``("call", kwargs, start_at)`` until ``None``."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -57,7 +59,10 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    resolved = otel_context.instrument(tracer_provider=provider, **settings)
+    reader = InMemoryMetricReader()
+    resolved = otel_context.instrument(
+        tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader]), **settings
+    )
     if sdk == "anthropic":
         import anthropic
 
@@ -76,19 +81,61 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
         _, kwargs, start_at = order
         if start_at:
             time.sleep(max(0.0, start_at - time.time()))
-        exporter.clear()
+        before = len(exporter.get_finished_spans())
+        began = time.perf_counter()
         try:
             response = create(**kwargs).model_dump(exclude_none=True)
             error = None
         except Exception as exc:
             response, error = None, f"{type(exc).__name__}: {exc}"
+        seconds = time.perf_counter() - began
         store = shared.store_for(resolved)
         if store is not None:
             store.flush(2.0)  # the test's next call goes to another worker: let this write land first
-        chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat") and s.parent is None]
-        source = chats[-1].attributes.get(semconv.STATE_SOURCE) if chats and chats[-1].attributes else None
-        conn.send({"response": response, "error": error, "source": source})
+        spans = exporter.get_finished_spans()
+        exporter.clear()
+        chats = [s for s in spans[before:] if s.name.startswith("chat") and s.parent is None]
+        chat = chats[-1] if chats else None
+        attributes = dict(chat.attributes or {}) if chat is not None else {}
+        # Compactions this worker ended since its previous call (a background one may end between calls).
+        modes = [
+            str((s.attributes or {}).get(semconv.COMPACTION_MODE)) for s in spans if s.name == semconv.COMPACT_SPAN
+        ]
+        conn.send(
+            {
+                "response": response,
+                "error": error,
+                "source": attributes.get(semconv.STATE_SOURCE),
+                "compacted": bool(attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED)),
+                "links": len(chat.links) if chat is not None else 0,
+                "modes": modes,
+                "seconds": seconds,
+                "waits": _waits(reader),
+                "breaks": sum(
+                    1
+                    for e in (chat.events if chat is not None else ())
+                    if e.name == semconv.CACHE_BREAK_EVENT
+                    and not (e.attributes or {}).get(semconv.CACHE_BREAK_INTENTIONAL)
+                ),
+            }
+        )
     conn.send("bye")
+
+
+def _waits(reader: Any) -> list[tuple[str, int, float]]:
+    """How often calls of this worker waited for a compaction, per mode, and the longest wait (seconds)."""
+    from otel_context import semconv
+
+    data = reader.get_metrics_data()
+    points = [
+        p
+        for rm in (data.resource_metrics if data is not None else ())
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == semconv.METRIC_COMPACTION_WAIT
+        for p in m.data.data_points
+    ]
+    return [(str(p.attributes.get(semconv.COMPACTION_MODE)), int(p.count), float(p.max)) for p in points]
 
 
 class Fleet:
@@ -100,6 +147,16 @@ class Fleet:
         self._next = 0
         #: The state source each call's chat span reported, in call order.
         self.sources: list[Any] = []
+        #: Per call, in call order: whether its chat span says compacted, and how many links it has.
+        self.compacted: list[tuple[bool, int]] = []
+        #: The ``compaction.mode`` of every ``compact`` span the workers ended.
+        self.modes: list[str] = []
+        #: Unintended cache breaks the chat spans reported.
+        self.breaks = 0
+        #: How long each SDK call took in its worker, in call order.
+        self.seconds: list[float] = []
+        #: Per worker (by pipe): its callers' waits for a compaction, as (mode, count, longest seconds).
+        self._waits: dict[int, list[tuple[str, int, float]]] = {}
 
     def __enter__(self) -> Fleet:
         context = multiprocessing.get_context("spawn")
@@ -140,11 +197,26 @@ class Fleet:
             self._workers[index][0].send(("call", kwargs, start_at))
         return [self._answer(self._workers[index][0]) for index in workers]
 
+    def waits(self) -> dict[str, tuple[int, float]]:
+        """Per compaction mode, over all workers: how many calls waited for (or applied) a compaction, and
+        the longest such wait in seconds (0.0 for a prepared summary applied at once)."""
+        out: dict[str, tuple[int, float]] = {}
+        for points in self._waits.values():
+            for mode, count, longest in points:
+                known = out.get(mode, (0, 0.0))
+                out[mode] = (known[0] + count, max(known[1], longest))
+        return out
+
     def _answer(self, parent: Any) -> dict[str, Any]:
         if not parent.poll(120):
             raise RuntimeError("a fleet worker did not answer in 120 s")
         answer: dict[str, Any] = parent.recv()
         self.sources.append(answer["source"])
+        self.compacted.append((answer["compacted"], answer["links"]))
+        self.modes.extend(answer["modes"])
+        self.seconds.append(answer["seconds"])
+        self.breaks += answer["breaks"]
+        self._waits[id(parent)] = [tuple(w) for w in answer["waits"]]  # type: ignore[misc]
         if answer["error"] is not None:
             raise RuntimeError(answer["error"])
         response: dict[str, Any] = answer["response"]
@@ -173,12 +245,15 @@ def with_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def run_agent(fleet: Fleet, model: str, turns: int, file_lines: int = 120) -> list[dict[str, Any]]:
+def run_agent(fleet: Fleet, model: str, turns: int, file_lines: int = 120, pause: float = 0.0) -> list[dict[str, Any]]:
     """A tool-using agent that resends its whole, growing history on every call, each call served by the
-    next worker of ``fleet``. Returns the history (never compacted by the app)."""
+    next worker of ``fleet``; ``pause``: seconds its user thinks between turns. Returns the history (never
+    compacted by the app)."""
     anthropic = fleet.sdk == "anthropic"
     history: list[dict[str, Any]] = [] if anthropic else [{"role": "system", "content": SYSTEM}]
     for turn in range(turns):
+        if turn and pause:
+            time.sleep(pause)
         history.append(
             {"role": "user", "content": [{"type": "text", "text": user_turn(turn)}] if anthropic else user_turn(turn)}
         )

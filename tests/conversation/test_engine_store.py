@@ -190,13 +190,18 @@ def _calls(client: Any) -> dict[str, int]:
 
 
 def _compacted(simulated_provider: SimulatedProvider, otel: Otel, store_url: str) -> tuple[Chat, StateStore]:
-    """A conversation through the Redis store, up to its first compaction (its writes flushed)."""
+    """A conversation through the Redis store, up to its first compaction (its writes flushed).
+
+    Inline compaction: the summarizer's call is then the compacting call's own, so the memo is stored once
+    it is seen (with a shared store, background summaries are prepared by one worker and applied later:
+    test_fleet_background.py)."""
     simulated_provider.set_window(MODEL, WINDOW)
     otel_context.instrument(
         tracer_provider=otel.tracer_provider,
         meter_provider=otel.meter_provider,
         state_store=store_url,
         auto_compact_window=WINDOW,
+        background_compaction=False,
     )
     store = _store(store_url)
     chat = Chat(simulated_provider.anthropic(), otel)

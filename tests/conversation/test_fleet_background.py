@@ -1,0 +1,297 @@
+"""Issue 13 on many workers: with the shared store, one worker prepares each summary in the background and
+every worker applies the same one.
+
+Spawned worker processes (each instrumented, a real SDK client) share a real redis-server and one simulated
+provider whose summarizer is slower than the model; the test plays the agent and hands each call to the
+next worker. What the provider received, and the spans and metrics of the workers, tell what the fleet did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import otel_context
+from otel_context import Settings, semconv
+from otel_context.compaction.budget import budget_for
+from otel_context.conversation import shared
+from otel_context.conversation.state_store import StateStore
+from otel_context.engine import background
+from otel_context.formats import for_format
+from otel_context.testing import SimulatedProvider
+from otel_context.testing.fleet import Figures, Fleet, file_content, run_agent
+from otel_context.testing.redis_server import RedisServer
+from otel_context.tokens import estimate_fixed, estimate_items
+from tests.compaction.conftest import _fresh_engine, otel
+from tests.compaction.support import Otel
+from tests.conversation.test_fleet import FILE_LINES, MODELS, SLOW_MACHINE, TURNS, WINDOW
+
+__all__ = ["_fresh_engine", "otel"]
+
+#: Seconds the simulated summarizer takes: a call that waited for a summary would take about this more.
+SUMMARY_LATENCY = 0.5
+#: Seconds the user thinks between turns (a background summary lands within a few turns).
+PAUSE = 0.2
+#: The window of the single-process tests (a few turns of :func:`_question` reach its threshold).
+SMALL_WINDOW = 14_000
+
+
+@dataclass(frozen=True)
+class Run:
+    figures: Figures
+    #: The ``compaction.mode`` of every ``compact`` span the workers ended.
+    modes: list[str]
+    #: Per call: whether it says compacted, and how many links its chat span has.
+    compacted: list[tuple[bool, int]]
+    #: Per compaction mode: how many calls waited for (or applied) one, and the longest wait.
+    waits: dict[str, tuple[int, float]]
+    #: Unintended cache breaks the chat spans reported (a summary applied is an intended one).
+    breaks: int
+
+
+def _conversation(sdk: str, workers: int, url: str | None) -> Run:
+    model = MODELS[sdk]
+    store = {"state_store": url + SLOW_MACHINE} if url else {}
+    with SimulatedProvider(summary_latency=SUMMARY_LATENCY) as sim:
+        sim.set_window(model, WINDOW)
+        with Fleet(
+            workers, sim.base_url, sdk, auto_compact_window=WINDOW, background_compaction=True, **store
+        ) as fleet:
+            run_agent(fleet, model, TURNS, FILE_LINES, PAUSE)
+        expected = semconv.STATE_SOURCE_STORE if url else semconv.STATE_SOURCE_MEMORY
+        assert set(fleet.sources) == {expected}
+        return Run(Figures.of(sim.exchanges), fleet.modes, fleet.compacted, fleet.waits(), fleet.breaks)
+
+
+@pytest.mark.parametrize("sdk", ["anthropic", "openai"])
+def test_four_workers_prepare_each_summary_once_in_the_background(sdk: str, shared_redis: RedisServer) -> None:
+    alone = _conversation(sdk, 1, None)  # one process, no store: the reference
+    shared_redis.command("FLUSHALL")
+    four = _conversation(sdk, 4, shared_redis.url)
+    calls = alone.figures.summarizer_calls
+    assert calls >= 2  # the conversation crosses the threshold more than once
+    assert four.figures.summarizer_calls == calls  # one worker prepared each summary
+    assert four.figures.rejected == alone.figures.rejected == 0
+    # Every worker sent each summary byte-identically (as parsed from the wire, key order included).
+    assert four.figures.summary_serializations == four.figures.summary_heads == alone.figures.summary_heads
+    assert four.figures.distinct_heads == alone.figures.distinct_heads
+    # Prepared in the background, never inline; each applied once, by a call linked to its compact span.
+    assert four.modes and set(four.modes) == {semconv.MODE_BACKGROUND}
+    assert [c for c in four.compacted if c[0] or c[1]] == [(True, 1)] * calls
+    # No call waited for a summary: each was applied at once (a wait of 0 s), and no inline one ran.
+    assert four.waits == alone.waits == {semconv.MODE_BACKGROUND: (calls, 0.0)}
+    assert four.breaks == alone.breaks == 0  # every worker knew the prefix changed on purpose
+
+
+def _question(turn: int) -> str:
+    return f"Question {turn}: " + " ".join(f"w{turn}x{i}" for i in range(400))
+
+
+class _Chat:
+    """One conversation with an explicit id through a real anthropic client (sync, or async on one loop that
+    also runs between turns, so a background summary's task goes on while the user thinks)."""
+
+    def __init__(self, sim: SimulatedProvider, otel: Otel, asynchronous: bool = False) -> None:
+        self.sim, self.otel = sim, otel
+        self.loop = asyncio.new_event_loop() if asynchronous else None
+        self.client: Any = sim.async_anthropic() if asynchronous else sim.anthropic()
+        self.history: list[dict[str, Any]] = []
+
+    def pause(self, seconds: float) -> None:
+        if self.loop is not None:
+            self.loop.run_until_complete(asyncio.sleep(seconds))
+        else:
+            time.sleep(seconds)
+
+    def close(self) -> None:
+        if self.loop is not None:
+            self.loop.run_until_complete(self.client.close())
+            self.loop.close()
+
+    def turn(self, number: int) -> None:
+        self.history.append({"role": "user", "content": _question(number)})
+        kwargs: dict[str, Any] = {"model": MODELS["anthropic"], "max_tokens": 256, "messages": list(self.history)}
+        with otel_context.conversation("published"):
+            if self.loop is not None:
+                response = self.loop.run_until_complete(self.client.messages.create(**kwargs))
+            else:
+                response = self.client.messages.create(**kwargs)
+        self.history.append({"role": "assistant", "content": response.content[0].text})
+
+    def published(self, store: StateStore) -> shared.Published | None:
+        return shared.published(store.get("published", shared.PREPARED))
+
+
+def _instrument(otel: Otel, url: str) -> StateStore:
+    otel_context.instrument(
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+        auto_compact_window=SMALL_WINDOW,
+        background_compaction=True,
+        state_store=url,
+    )
+    store = shared.store_for(otel_context.Settings(state_store=url))
+    assert store is not None
+    return store
+
+
+def _until_published(chat: _Chat, store: StateStore) -> shared.Published:
+    for turn in range(1, 40):
+        chat.turn(turn)
+        got = chat.published(store)
+        if got is not None:
+            return got
+        chat.pause(SUMMARY_LATENCY / 2)  # the user thinks: the summary lands meanwhile
+    raise AssertionError("no summary was published")
+
+
+@pytest.fixture
+def store_url(redis_url: str) -> Iterator[str]:
+    yield redis_url + SLOW_MACHINE
+    otel_context.uninstrument()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_published_summary_is_applied_from_the_store(
+    simulated_provider: SimulatedProvider, otel: Otel, store_url: str, asynchronous: bool
+) -> None:
+    simulated_provider.summary_latency = SUMMARY_LATENCY
+    simulated_provider.set_window(MODELS["anthropic"], SMALL_WINDOW)
+    store = _instrument(otel, store_url)
+    chat = _Chat(simulated_provider, otel, asynchronous)
+    try:
+        _apply_published(chat, store, otel, simulated_provider)
+    finally:
+        chat.close()
+
+
+def _apply_published(chat: _Chat, store: StateStore, otel: Otel, simulated_provider: SimulatedProvider) -> None:
+    published = _until_published(chat, store)
+    assert published.entry.summary and published.entry.prefix_len > 0
+    # Ended once it was published (the fleet's one compaction), in the trace of the call that started it.
+    (compact,) = otel.compact_spans()
+    assert (compact.attributes or {})[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
+    assert (compact.attributes or {})[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert published.link == (compact.context.trace_id, compact.context.span_id, int(compact.context.trace_flags))
+    for turn in range(100, 140):
+        chat.turn(turn)
+        chats = [s for s in otel.spans() if s.name.startswith("chat ") and s.parent is None]
+        if (chats[-1].attributes or {}).get(semconv.GEN_AI_CONVERSATION_COMPACTED):
+            break
+    else:
+        raise AssertionError("never applied")
+    assert [link.context.span_id for link in chats[-1].links] == [compact.context.span_id]
+    sent = simulated_provider.exchanges[-1].body["messages"]
+    assert sent[: len(published.entry.replacement)] == list(published.entry.replacement)
+    assert sent[len(published.entry.replacement) :] == chat.history[published.entry.prefix_len : -1]
+    assert len(otel.compact_spans()) == 1  # applied without another summary
+
+
+def test_a_stale_published_summary_is_ignored(
+    simulated_provider: SimulatedProvider, otel: Otel, store_url: str
+) -> None:
+    simulated_provider.summary_latency = SUMMARY_LATENCY
+    simulated_provider.set_window(MODELS["anthropic"], SMALL_WINDOW)
+    store = _instrument(otel, store_url)
+    chat = _Chat(simulated_provider, otel)
+    published = _until_published(chat, store)
+    # The app edits its history below the published summary's cut: that summary no longer applies.
+    chat.history[0] = {"role": "user", "content": "Edited. " + _question(0)}
+    before = len(simulated_provider.exchanges)
+    for turn in range(100, 140):
+        chat.turn(turn)
+        if len(otel.compact_spans()) > 1:
+            break
+    else:
+        raise AssertionError("never compacted again")
+    modes = [(c.attributes or {})[semconv.COMPACTION_MODE] for c in otel.compact_spans()]
+    assert modes == [semconv.MODE_BACKGROUND, semconv.MODE_INLINE]  # the threshold compacted inline
+    head = json.dumps(published.entry.replacement[0])
+    assert not any(head in json.dumps(e.body) for e in simulated_provider.exchanges[before:])
+
+
+def test_a_published_summary_of_another_shape_is_ignored(
+    simulated_provider: SimulatedProvider, otel: Otel, store_url: str
+) -> None:
+    simulated_provider.set_window(MODELS["anthropic"], SMALL_WINDOW)
+    store = _instrument(otel, store_url)
+    chat = _Chat(simulated_provider, otel)
+    chat.turn(0)
+    # A later schema, and garbage: neither is applied, and no call fails.
+    store.put("published", {"v": shared.PREPARED_VERSION + 1, "entry": {}}, shared.PREPARED)
+    assert chat.published(store) is None
+    store.put("published", {"v": shared.PREPARED_VERSION, "entry": {"len": "x"}}, shared.PREPARED)
+    assert chat.published(store) is None
+    for turn in range(1, 30):
+        chat.turn(turn)
+    assert otel.compact_spans()  # it compacted on its own
+
+
+def _history_past_start_point() -> tuple[dict[str, Any], dict[str, Any]]:
+    """A request past the background start point but below the auto threshold, and the same history with
+    one more turn that crosses the threshold (still below the blocking limit)."""
+    model = MODELS["anthropic"]
+    settings = Settings(auto_compact_window=WINDOW)
+    budget = budget_for(model, settings, max_output_tokens=1024)
+    assert budget is not None
+    adapter = for_format("anthropic_messages")
+    start = background.start_point(budget, settings.background_start_pct)
+
+    def estimate(messages: list[dict[str, Any]]) -> int:
+        return estimate_fixed(adapter, {"model": model, "max_tokens": 1024, "messages": messages}) + estimate_items(
+            adapter, messages
+        )
+
+    def turn(n: int, lines: int) -> list[dict[str, Any]]:
+        return [
+            {"role": "user", "content": f"Turn {n}. " + file_content(f"f{n}.py", lines)},
+            {"role": "assistant", "content": f"Read f{n}.py."},
+        ]
+
+    messages: list[dict[str, Any]] = []
+    question = {"role": "user", "content": "What did you learn?"}
+    n = 0
+    while estimate([*messages, question]) < start:
+        messages += turn(n, 20)
+        n += 1
+    first = [*messages, question]
+    assert estimate(first) < budget.auto_threshold
+    later = [*first, {"role": "assistant", "content": "Much."}]
+    while estimate(later) < budget.auto_threshold:
+        later += turn(n, 20)
+        n += 1
+    later.append(question)
+    assert estimate(later) < budget.blocking_limit
+    body = {"model": model, "max_tokens": 1024}
+    return {**body, "messages": first}, {**body, "messages": later}
+
+
+def test_two_workers_past_the_start_point_at_once_prepare_one_summary(shared_redis: RedisServer) -> None:
+    shared_redis.command("FLUSHALL")
+    first, later = _history_past_start_point()
+    with SimulatedProvider() as sim:
+        sim.set_window(MODELS["anthropic"], WINDOW)
+        with Fleet(
+            3,
+            sim.base_url,
+            "anthropic",
+            auto_compact_window=WINDOW,
+            background_compaction=True,
+            state_store=shared_redis.url + SLOW_MACHINE,
+        ) as fleet:
+            fleet.call_at_once([0, 1], **first)
+            deadline = time.monotonic() + 30  # a generous bound against a hang
+            while not Figures.of(sim.exchanges).summarizer_calls and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)  # a second summary, if one were under way, would have been sent by now
+            fleet.call(2, **later)  # a worker that prepared nothing crosses the threshold
+        figures = Figures.of(sim.exchanges)
+    assert figures.summarizer_calls == 1 and figures.rejected == 0
+    assert fleet.compacted[-1] == (True, 1)  # applied at once, linked to the compact span
+    assert fleet.waits() == {semconv.MODE_BACKGROUND: (1, 0.0)}
