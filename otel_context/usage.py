@@ -114,6 +114,14 @@ def _kind(cls: type) -> int:
     return kind
 
 
+def is_mapping(value: Any) -> bool:
+    """Whether ``value`` is a mapping (a JSON object of a request or response), decided once per type: an ABC
+    ``isinstance`` per value is a Python-level call, and the engine asks for every item of a history."""
+    cls = type(value)
+    kind = _KINDS.get(cls)
+    return (kind if kind is not None else _kind(cls)) == _MAPPING
+
+
 def get_field(obj: Any, name: str) -> Any:
     """``obj[name]`` for mappings, ``obj.name`` otherwise; None when absent or when ``obj`` is None.
 

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from otel_context.formats.base import WireFormatAdapter
+from otel_context.usage import is_mapping
 
 _explicit_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("otel_context_conversation", default=None)
 
@@ -68,15 +69,9 @@ def derive_key(provider: str, first_user_text: str | None) -> str:
 def first_user_text(adapter: WireFormatAdapter, items: Sequence[Mapping[str, Any]]) -> str | None:
     """The text of the first user message of ``items`` (what a derived key is made of), if any."""
     for item in items:
-        if not _is_mapping(item):
+        if not is_mapping(item):
             continue  # malformed entries are reported by has_unknown_content when compaction is due
         texts = adapter.user_text_items([item])
         if texts:
             return str(texts[0])
     return None
-
-
-def _is_mapping(value: object) -> bool:
-    """``isinstance(value, Mapping)``, with the exact-type tests first (an ABC check is a Python call)."""
-    kind = type(value)
-    return kind is dict or (kind is not str and kind is not list and isinstance(value, Mapping))

@@ -13,13 +13,7 @@ from opentelemetry.trace import Span
 from otel_context import semconv
 from otel_context.compaction import cascade
 from otel_context.conversation import ConversationState
-from otel_context.usage import TokenUsage
-
-
-def _is_mapping(value: Any) -> bool:
-    """``isinstance(value, Mapping)``, with the exact-type tests first (an ABC check is a Python call)."""
-    kind = type(value)
-    return kind is dict or (kind is not str and kind is not list and isinstance(value, Mapping))
+from otel_context.usage import TokenUsage, is_mapping
 
 
 def _provider_compaction(usage: TokenUsage | None, response: Mapping[str, Any] | None) -> tuple[int, int, int] | None:
@@ -34,7 +28,7 @@ def _provider_compaction(usage: TokenUsage | None, response: Mapping[str, Any] |
         for key in ("content", "output"):
             blocks = response.get(key)
             if isinstance(blocks, list):
-                n = sum(1 for b in blocks if _is_mapping(b) and b.get("type") == "compaction")
+                n = sum(1 for b in blocks if is_mapping(b) and b.get("type") == "compaction")
                 if n:
                     found = True
                     items += n
