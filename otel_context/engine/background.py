@@ -31,7 +31,9 @@ lets the lock go. At the threshold a worker with no summary of its own reads tha
 only then), and applies it as a local one is applied (the memo remembers it, so it travels on to the other
 workers with the shared memo); the applying call links to the ``compact`` span. When none covers, a
 request that still fits goes out unchanged while another worker prepares, else the fleet's inline path
-runs (:func:`otel_context.engine.fleet.once`). A stale published summary (an edited history) is ignored.
+runs (:func:`otel_context.engine.fleet.once`). The reactive path (the provider said too long) with no
+summary of this worker's own reads that part too (one round trip, only on that rare path) and applies a
+covering one the same way. A stale published summary (an edited history) is ignored.
 """
 
 from __future__ import annotations
@@ -429,9 +431,11 @@ def _fleet_threshold(
     return call.estimated_tokens < budget.auto_threshold
 
 
-def _apply_published(span: Span, call: EngineCall, got: Published, waited: float, budget: Budget) -> bool:
+def _apply_published(
+    span: Span, call: EngineCall, got: Published, waited: float, budget: Budget, trigger: str = semconv.TRIGGER_AUTO
+) -> bool:
     """Send a summary another worker published (already verified to cover this call); False when its
-    pairing with the turns appended since would need a repair."""
+    pairing with the turns appended since would need a repair. ``trigger``: the path that applies it."""
     if not _use(call, got.entry):
         return False
     detector = call.state.detector
@@ -445,7 +449,7 @@ def _apply_published(span: Span, call: EngineCall, got: Published, waited: float
             span.add_link(SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags)))
         except Exception:
             telemetry.log_once("background.link", "otel_context: could not link a compaction", exc_info=True)
-    cascade.record_wait(waited, semconv.TRIGGER_AUTO, semconv.MODE_BACKGROUND)
+    cascade.record_wait(waited, trigger, semconv.MODE_BACKGROUND)
     return True
 
 
@@ -476,13 +480,20 @@ def _use(call: EngineCall, entry: MemoEntry, sent: list[Item] | None = None) -> 
     return True
 
 
-def apply_ready(span: Span, call: EngineCall, budget: Budget) -> bool:
-    """The reactive path: apply a prepared summary that is ready and covers this call; True when applied."""
+def apply_ready(span: Span, call: EngineCall, budget: Budget) -> Generator[StoreRequest, Any, bool]:
+    """The reactive path: apply a prepared summary that is ready and covers this call; True when applied.
+    With a shared store and none of this worker's own, the one another worker published (one round trip,
+    only on this rare path)."""
     if not enabled(call):
         return False
     with _lock:
         prepared = _prepared.get(call.state)
-    if prepared is None or not prepared.done.is_set():
+    if prepared is None:
+        if call.store is None:
+            return False
+        got = yield from fleet.read_prepared(call)
+        return got is not None and _apply_published(span, call, got, 0.0, budget, semconv.TRIGGER_REACTIVE)
+    if not prepared.done.is_set():
         return False
     if apply(span, call, prepared, 0.0, budget, trigger=semconv.TRIGGER_REACTIVE):
         return True

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import otel_context
-from otel_context import Settings, semconv
+from otel_context import Settings, engine, semconv
 from otel_context.compaction.budget import budget_for
 from otel_context.conversation import shared
 from otel_context.conversation.state_store import StateStore
@@ -27,6 +27,7 @@ from otel_context.formats import for_format
 from otel_context.testing import SimulatedProvider
 from otel_context.testing.fleet import Figures, Fleet, file_content, run_agent
 from otel_context.testing.redis_server import RedisServer
+from otel_context.testing.tokens import count_request_tokens
 from otel_context.tokens import estimate_fixed, estimate_items
 from tests.compaction.conftest import _fresh_engine, otel
 from tests.compaction.support import Otel
@@ -114,8 +115,8 @@ class _Chat:
             self.loop.run_until_complete(self.client.close())
             self.loop.close()
 
-    def turn(self, number: int) -> None:
-        self.history.append({"role": "user", "content": _question(number)})
+    def turn(self, number: int, text: str | None = None) -> None:
+        self.history.append({"role": "user", "content": text if text is not None else _question(number)})
         kwargs: dict[str, Any] = {"model": MODELS["anthropic"], "max_tokens": 256, "messages": list(self.history)}
         with otel_context.conversation("published"):
             if self.loop is not None:
@@ -295,3 +296,53 @@ def test_two_workers_past_the_start_point_at_once_prepare_one_summary(shared_red
     assert figures.summarizer_calls == 1 and figures.rejected == 0
     assert fleet.compacted[-1] == (True, 1)  # applied at once, linked to the compact span
     assert fleet.waits() == {semconv.MODE_BACKGROUND: (1, 0.0)}
+
+
+def _rejected_once_then(sim: SimulatedProvider, before: int) -> dict[str, Any]:
+    """The body the provider accepted after rejecting the first request since ``before`` as too long (and
+    nothing else was sent: no summarizer call)."""
+    exchanges = sim.exchanges[before:]
+    assert [e.status for e in exchanges] == [400, 200]
+    assert "prompt is too long" in json.dumps(exchanges[0].response)
+    body: dict[str, Any] = exchanges[1].body
+    return body
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_the_reactive_path_applies_a_summary_another_worker_published(
+    simulated_provider: SimulatedProvider, otel: Otel, store_url: str, asynchronous: bool
+) -> None:
+    model = MODELS["anthropic"]
+    simulated_provider.summary_latency = SUMMARY_LATENCY
+    simulated_provider.set_window(model, SMALL_WINDOW)
+    store = _instrument(otel, store_url)
+    chat = _Chat(simulated_provider, otel, asynchronous)
+    try:
+        published = _until_published(chat, store)  # worker A prepared and published it
+        (compact,) = otel.compact_spans()
+        # Worker B: this process with none of A's in-process state (what a restart or another process has),
+        # only the shared store. The provider's window turns out smaller than the one configured: B's next
+        # request is rejected as too long although it is below B's threshold.
+        engine.reset()
+        question = {"role": "user", "content": "Go on."}  # a short turn: below B's threshold
+        full = count_request_tokens(
+            {"model": model, "max_tokens": 256, "messages": [*chat.history, question]}, "anthropic_messages"
+        )
+        simulated_provider.set_window(model, full - 1)
+        before = len(simulated_provider.exchanges)
+        chat.turn(200, "Go on.")
+    finally:
+        chat.close()
+    sent = _rejected_once_then(simulated_provider, before)["messages"]
+    # Retried with the published summary, byte-identical, and the turns after its cut verbatim.
+    n, head = published.entry.prefix_len, list(published.entry.replacement)
+    assert json.dumps(sent[: len(head)]) == json.dumps(head)
+    assert sent[len(head) :] == chat.history[n:-1]
+    assert len(otel.compact_spans()) == 1  # B made no summary of its own
+    (retried,) = [s for s in otel.spans() if s.name.startswith("chat ") and s.parent is None][-1:]
+    assert (retried.attributes or {})[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+    assert [link.context.span_id for link in retried.links] == [compact.context.span_id]
+    waits = otel.metric_points(semconv.METRIC_COMPACTION_WAIT)
+    assert {
+        (p.attributes[semconv.COMPACTION_TRIGGER_SOURCE], p.attributes[semconv.COMPACTION_MODE]) for p in waits
+    } == {(semconv.TRIGGER_REACTIVE, semconv.MODE_BACKGROUND)}
