@@ -194,7 +194,7 @@ def _apply_published(chat: _Chat, store: StateStore, otel: Otel, simulated_provi
     assert len(otel.compact_spans()) == 1  # applied without another summary
 
 
-def test_a_stale_published_summary_is_ignored(
+def test_a_stale_published_summary_is_dropped_and_reported_as_discarded(
     simulated_provider: SimulatedProvider, otel: Otel, store_url: str
 ) -> None:
     simulated_provider.summary_latency = SUMMARY_LATENCY
@@ -202,17 +202,30 @@ def test_a_stale_published_summary_is_ignored(
     store = _instrument(otel, store_url)
     chat = _Chat(simulated_provider, otel)
     published = _until_published(chat, store)
+    (publishing,) = otel.compact_spans()
     # The app edits its history below the published summary's cut: that summary no longer applies.
     chat.history[0] = {"role": "user", "content": "Edited. " + _question(0)}
     before = len(simulated_provider.exchanges)
     for turn in range(100, 140):
         chat.turn(turn)
-        if len(otel.compact_spans()) > 1:
+        if len(otel.compact_spans()) > 2:
             break
     else:
         raise AssertionError("never compacted again")
-    modes = [(c.attributes or {})[semconv.COMPACTION_MODE] for c in otel.compact_spans()]
-    assert modes == [semconv.MODE_BACKGROUND, semconv.MODE_INLINE]  # the threshold compacted inline
+    _, discarded, inline = otel.compact_spans()
+    attributes = dict(discarded.attributes or {})
+    assert attributes[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
+    assert attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
+    assert attributes[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_AUTO
+    assert [link.context.span_id for link in discarded.links] == [publishing.context.span_id]
+    # Recorded by the call that found it stale (a child of its chat span), with no summarizer call under it.
+    calls = [s for s in otel.spans() if s.name.startswith("chat ") and s.parent is None]
+    assert discarded.parent is not None and discarded.parent.span_id == calls[-1].context.span_id
+    assert not [s for s in otel.spans() if s.parent is not None and s.parent.span_id == discarded.context.span_id]
+    assert (inline.attributes or {})[semconv.COMPACTION_MODE] == semconv.MODE_INLINE  # the threshold compacted
+    assert chat.published(store) is None  # removed from the store
+    discards = otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: semconv.OUTCOME_DISCARDED})
+    assert discards == 1
     head = json.dumps(published.entry.replacement[0])
     assert not any(head in json.dumps(e.body) for e in simulated_provider.exchanges[before:])
 
@@ -346,3 +359,52 @@ def test_the_reactive_path_applies_a_summary_another_worker_published(
     assert {
         (p.attributes[semconv.COMPACTION_TRIGGER_SOURCE], p.attributes[semconv.COMPACTION_MODE]) for p in waits
     } == {(semconv.TRIGGER_REACTIVE, semconv.MODE_BACKGROUND)}
+
+
+def test_two_workers_that_find_a_stale_published_summary_report_it_once(shared_redis: RedisServer) -> None:
+    import redis
+
+    shared_redis.command("FLUSHALL")
+    first, later = _history_past_start_point()
+    # The app edited an early turn (below any cut; the conversation's first message, its key, unchanged).
+    messages = list(later["messages"])
+    messages[1] = {"role": "assistant", "content": "Read f0.py, edited."}
+    edited = {**later, "messages": messages}
+    client = redis.Redis.from_url(shared_redis.url)
+    with SimulatedProvider() as sim:
+        sim.set_window(MODELS["anthropic"], WINDOW)
+        with Fleet(
+            3,
+            sim.base_url,
+            "anthropic",
+            auto_compact_window=WINDOW,
+            background_compaction=True,
+            state_store=shared_redis.url + SLOW_MACHINE,
+        ) as fleet:
+            fleet.call(0, **first)  # past the start point: worker 0 prepares and publishes
+            deadline = time.monotonic() + 30  # a generous bound against a hang
+            while not client.keys("*:prepared") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            (key,) = client.keys("*:prepared")
+            value = json.loads(client.get(key) or b"{}")["d"]
+            link, head = value["link"], json.dumps(value["entry"]["head"][0])
+            before = len(sim.exchanges)
+            fleet.call_at_once([1, 2], **edited)  # both cross the threshold and find it stale
+        exchanges = sim.exchanges[before:]
+    assert not client.keys("*:prepared")
+    discarded = [c for c in fleet.compactions if c["outcome"] == semconv.OUTCOME_DISCARDED]
+    assert len(discarded) == 1  # exactly one of the two workers reports it
+    (dropped,) = discarded
+    assert dropped["mode"] == semconv.MODE_BACKGROUND and dropped["trigger"] == semconv.TRIGGER_AUTO
+    assert dropped["links"] == [link[1]]  # the publishing worker's compact span
+    assert dropped["parent_id"] in fleet.chat_span_ids[-2:]  # under the chat span of the call that found it
+    counted = fleet.counted()
+    discards = {k: v for k, v in counted.items() if k[1] == semconv.OUTCOME_DISCARDED}
+    assert discards == {(semconv.MODE_BACKGROUND, semconv.OUTCOME_DISCARDED, semconv.TRIGGER_AUTO): 1}
+    # Nothing stale sent: never the published summary nor the turn as it was before the edit; one worker
+    # compacted inline (the fleet's lock), the other sent its request unchanged (it still fits).
+    assert not any(head in json.dumps(e.body) or "Read f0.py." in json.dumps(e.body) for e in exchanges)
+    figures = Figures.of(exchanges)
+    assert (figures.calls, figures.summarizer_calls, figures.rejected) == (2, 1, 0)
+    inline = [c for c in fleet.compactions if c["mode"] == semconv.MODE_INLINE]
+    assert [c["outcome"] for c in inline] == [semconv.OUTCOME_SUCCESS]
