@@ -135,19 +135,24 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
     conn.send("bye")
 
 
-def _waits(reader: Any) -> list[tuple[str, int, float]]:
-    """How often calls of this worker waited for a compaction, per mode, and the longest wait (seconds)."""
-    from otel_context import semconv
-
+def _points(reader: Any, name: str) -> list[Any]:
+    """The data points of metric ``name`` this worker recorded."""
     data = reader.get_metrics_data()
-    points = [
+    return [
         p
         for rm in (data.resource_metrics if data is not None else ())
         for sm in rm.scope_metrics
         for m in sm.metrics
-        if m.name == semconv.METRIC_COMPACTION_WAIT
+        if m.name == name
         for p in m.data.data_points
     ]
+
+
+def _waits(reader: Any) -> list[tuple[str, int, float]]:
+    """How often calls of this worker waited for a compaction, per mode, and the longest wait (seconds)."""
+    from otel_context import semconv
+
+    points = _points(reader, semconv.METRIC_COMPACTION_WAIT)
     return [(str(p.attributes.get(semconv.COMPACTION_MODE)), int(p.count), float(p.max)) for p in points]
 
 
@@ -155,16 +160,8 @@ def _counted(reader: Any) -> list[tuple[str, str, str, int]]:
     """This worker's ``otel_context.compactions`` counter: (mode, outcome, trigger, count) per series."""
     from otel_context import semconv
 
-    data = reader.get_metrics_data()
-    points = [
-        p
-        for rm in (data.resource_metrics if data is not None else ())
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-        if m.name == semconv.METRIC_COMPACTIONS
-        for p in m.data.data_points
-    ]
     keys = (semconv.COMPACTION_MODE, semconv.COMPACTION_OUTCOME, semconv.COMPACTION_TRIGGER_SOURCE)
+    points = _points(reader, semconv.METRIC_COMPACTIONS)
     return [(*(str(p.attributes.get(k)) for k in keys), int(p.value)) for p in points if p.value]  # type: ignore[misc]
 
 

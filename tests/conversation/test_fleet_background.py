@@ -286,19 +286,24 @@ def _history_past_start_point() -> tuple[dict[str, Any], dict[str, Any]]:
     return {**body, "messages": first}, {**body, "messages": later}
 
 
+def _three_workers(sim: SimulatedProvider, server: RedisServer) -> Fleet:
+    """Three anthropic workers with background compaction on, sharing ``server``."""
+    return Fleet(
+        3,
+        sim.base_url,
+        "anthropic",
+        auto_compact_window=WINDOW,
+        background_compaction=True,
+        state_store=server.url + SLOW_MACHINE,
+    )
+
+
 def test_two_workers_past_the_start_point_at_once_prepare_one_summary(shared_redis: RedisServer) -> None:
     shared_redis.command("FLUSHALL")
     first, later = _history_past_start_point()
     with SimulatedProvider() as sim:
         sim.set_window(MODELS["anthropic"], WINDOW)
-        with Fleet(
-            3,
-            sim.base_url,
-            "anthropic",
-            auto_compact_window=WINDOW,
-            background_compaction=True,
-            state_store=shared_redis.url + SLOW_MACHINE,
-        ) as fleet:
+        with _three_workers(sim, shared_redis) as fleet:
             fleet.call_at_once([0, 1], **first)
             deadline = time.monotonic() + 30  # a generous bound against a hang
             while not Figures.of(sim.exchanges).summarizer_calls and time.monotonic() < deadline:
@@ -373,14 +378,7 @@ def test_two_workers_that_find_a_stale_published_summary_report_it_once(shared_r
     client = redis.Redis.from_url(shared_redis.url)
     with SimulatedProvider() as sim:
         sim.set_window(MODELS["anthropic"], WINDOW)
-        with Fleet(
-            3,
-            sim.base_url,
-            "anthropic",
-            auto_compact_window=WINDOW,
-            background_compaction=True,
-            state_store=shared_redis.url + SLOW_MACHINE,
-        ) as fleet:
+        with _three_workers(sim, shared_redis) as fleet:
             fleet.call(0, **first)  # past the start point: worker 0 prepares and publishes
             deadline = time.monotonic() + 30  # a generous bound against a hang
             while not client.keys("*:prepared") and time.monotonic() < deadline:
