@@ -18,7 +18,7 @@ from typing import Any
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
-from otel_context.flow import SummaryRequest, SummaryResult
+from otel_context.flow import Step
 from otel_context.settings import Settings
 from otel_context.usage import TokenUsage
 
@@ -63,9 +63,8 @@ class CallPlan:
         ``self.attributes``, which the instrumentation writes to the span right after, in one write.
         """
 
-    def on_too_long(
-        self, span: Span, error: BaseException
-    ) -> Generator[SummaryRequest, SummaryResult, Mapping[str, Any] | None]:
-        """The provider rejected the request as too long: a body to retry ONCE, or None to re-raise."""
+    def on_too_long(self, span: Span, error: BaseException) -> Generator[Step, Any, Mapping[str, Any] | None]:
+        """The provider rejected the request as too long: a body to retry ONCE, or None to re-raise (the
+        steps may ask the summarizer, and with a shared store the store: see :mod:`otel_context.flow`)."""
         return None
         yield  # pragma: no cover  (makes this a generator)

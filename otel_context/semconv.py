@@ -100,7 +100,7 @@ STATE_SOURCE_FALLBACK: Final = "fallback"
 STATE_SOURCES: Final = (STATE_SOURCE_MEMORY, STATE_SOURCE_STORE, STATE_SOURCE_FALLBACK)
 # Attribute of the errors metric: which store operation failed (error.type says how).
 STATE_STORE_OPERATION: Final = "otel_context.state_store.operation"
-STATE_STORE_OPERATIONS: Final = ("get", "put", "lock", "release", "wait")
+STATE_STORE_OPERATIONS: Final = ("get", "put", "lock", "release", "wait", "remove")
 STATE_STORE_ERROR_TYPES: Final = ("timeout", "unavailable", "full", "response", "garbage", "too_large", "unencodable")
 
 # --- cache attributes -------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
 
 from otel_context import semconv, telemetry
 from otel_context.compaction import hooks as hooks_mod
@@ -356,6 +356,37 @@ def record_provider_compaction(
     if state is not None and state.detector is not None:
         _announce(span, state, provider, model)
     _close_span(span, out, state, semconv.TRIGGER_PROVIDER, provider, model, timed=False)
+
+
+def record_discarded(
+    parent: Span,
+    provider: str,
+    model: str,
+    state: ConversationState | None,
+    trigger: str,
+    published_by: SpanContext | None,
+    threshold: int | None,
+) -> None:
+    """A summary another worker prepared in the background and published, dropped unapplied (its history
+    was edited below its cut, or a newer compaction covered it): a ``compact`` span under ``parent`` with
+    ``mode=background``, ``outcome=discarded`` and a link to the publishing worker's ``compact`` span, and
+    the counter. That span ended at publish (a span never stays open across processes), so the drop is a
+    record of its own; no summarizer call, nothing on the breaker, no cache break (nothing was sent)."""
+    span = _open_span(
+        parent,
+        trigger,
+        semconv.STRATEGY_SUMMARY,
+        state.key if state is not None else None,
+        threshold,
+        semconv.MODE_BACKGROUND,
+    )
+    if published_by is not None:
+        try:
+            span.add_link(published_by)
+        except Exception:
+            telemetry.log_once("cascade.link", "otel_context: could not link a compaction", exc_info=True)
+    out = CompactionOutcome(outcome=semconv.OUTCOME_DISCARDED)
+    _close_span(span, out, state, trigger, provider, model, timed=False, mode=semconv.MODE_BACKGROUND)
 
 
 def _count_on_breaker(job: CompactionJob, out: CompactionOutcome, state: ConversationState) -> None:

@@ -55,6 +55,7 @@ from otel_context.usage import TokenUsage
 __all__ = [
     "MEMO",
     "PREPARED",
+    "PREPARED_ID",
     "Published",
     "Taken",
     "chain_for",
@@ -72,6 +73,8 @@ MEMO = "memo"
 PREPARED = "prepared"
 #: The layout of the ``prepared`` part; a worker that reads another version ignores it.
 PREPARED_VERSION = 1
+#: The field of the ``prepared`` part that identifies the summary (compared when a worker removes it).
+PREPARED_ID = "id"
 
 Item = Mapping[str, Any]
 
@@ -353,16 +356,27 @@ def value_of(
 @dataclass(frozen=True)
 class Published:
     """A summary one worker prepared in the background and published for the fleet: the memo entry it
-    makes (verified by any worker against its own items' content hash) and its ``compact`` span's context
-    (trace id, span id, flags), which the call that applies it links to."""
+    makes (verified by any worker against its own items' content hash), its ``compact`` span's context
+    (trace id, span id, flags), which the call that applies it links to, and its identity (a content hash
+    of the entry: a worker that drops it removes that very summary, not one published since)."""
 
     entry: MemoEntry
     link: tuple[int, int, int] | None
+    ident: str = ""
+
+
+def _ident(entry: MemoEntry) -> str:
+    return hashlib.sha256(_digest(_entry_value(entry))).hexdigest()[:32]
 
 
 def prepared_value(entry: MemoEntry, link: tuple[int, int, int] | None) -> dict[str, Any]:
     """The ``prepared`` part for a summary prepared in the background (see :class:`Published`)."""
-    return {"v": PREPARED_VERSION, "entry": _entry_value(entry), "link": list(link) if link else None}
+    return {
+        "v": PREPARED_VERSION,
+        "entry": _entry_value(entry),
+        "link": list(link) if link else None,
+        PREPARED_ID: _ident(entry),
+    }
 
 
 def published(loaded: Loaded) -> Published | None:
@@ -381,4 +395,5 @@ def published(loaded: Loaded) -> Published | None:
             "state_store.prepared_shape", "otel_context: a shared prepared summary is not of our shape; ignored"
         )
         return None
-    return Published(entries[0], span)
+    ident = value.get(PREPARED_ID)
+    return Published(entries[0], span, ident if isinstance(ident, str) else "")

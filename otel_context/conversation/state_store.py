@@ -80,6 +80,16 @@ WARN_INTERVAL_SECONDS: Final = 300.0
 POLL_SECONDS: Final = 0.005
 
 _RELEASE_SCRIPT = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+#: Delete a value only if its field ARGV[1] still holds ARGV[2] (one script: atomic, so one caller wins).
+_REMOVE_IF_SCRIPT = """
+local raw = redis.call('get', KEYS[1])
+if not raw then return 0 end
+local ok, value = pcall(cjson.decode, raw)
+if ok and type(value) == 'table' and type(value['d']) == 'table' and value['d'][ARGV[1]] == ARGV[2] then
+  return redis.call('del', KEYS[1])
+end
+return 0
+"""
 
 
 @dataclass(frozen=True)
@@ -212,6 +222,18 @@ class StateStore(ABC):
         """:meth:`release` for async callers."""
         if lease.exclusive:
             await self._arelease_raw(lease)
+
+    def remove_if(self, key: str, part: str, field: str, expected: str) -> bool:
+        """Remove ``part`` of conversation ``key`` only if its value's ``field`` still equals ``expected``.
+
+        Atomic in the store: of several workers that remove the same value, exactly one is told True (so
+        one of them reports it). False when it was absent, replaced by another value, or the store failed.
+        """
+        return self._remove_if_raw(self.key(key, part), field, expected)
+
+    async def aremove_if(self, key: str, part: str, field: str, expected: str) -> bool:
+        """:meth:`remove_if` for async callers."""
+        return await self._aremove_if_raw(self.key(key, part), field, expected)
 
     def wait_for(
         self,
@@ -355,6 +377,12 @@ class StateStore(ABC):
     async def _arelease_raw(self, lease: Lease) -> None: ...
 
     @abstractmethod
+    def _remove_if_raw(self, name: str, field: str, expected: str) -> bool: ...
+
+    @abstractmethod
+    async def _aremove_if_raw(self, name: str, field: str, expected: str) -> bool: ...
+
+    @abstractmethod
     def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, bool]: ...
 
     @abstractmethod
@@ -458,6 +486,23 @@ class InProcessStore(StateStore):
 
     async def _arelease_raw(self, lease: Lease) -> None:
         self._release_raw(lease)
+
+    def _remove_if_raw(self, name: str, field: str, expected: str) -> bool:
+        with self._cond:
+            entry = self._values.get(name)
+            if entry is None:
+                return False
+            try:
+                value = json.loads(entry[0]).get("d")
+            except (ValueError, AttributeError, UnicodeDecodeError):
+                return False
+            if not isinstance(value, dict) or value.get(field) != expected:
+                return False
+            del self._values[name]
+            return True
+
+    async def _aremove_if_raw(self, name: str, field: str, expected: str) -> bool:
+        return self._remove_if_raw(name, field, expected)
 
     def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | None, bool]:
         raw = self._get_raw(name)
@@ -810,6 +855,16 @@ class RedisStore(StateStore):
             await asyncio.to_thread(self._release_raw, lease)
             return
         await self._acall("release", self._aclient().eval, _RELEASE_SCRIPT, 1, lease.name, lease.token)
+
+    def _remove_if_raw(self, name: str, field: str, expected: str) -> bool:
+        ok, removed = self._call("remove", self._client.eval, _REMOVE_IF_SCRIPT, 1, name, field, expected)
+        return bool(ok and removed)
+
+    async def _aremove_if_raw(self, name: str, field: str, expected: str) -> bool:
+        if self._url is None:
+            return await asyncio.to_thread(self._remove_if_raw, name, field, expected)
+        ok, removed = await self._acall("remove", self._aclient().eval, _REMOVE_IF_SCRIPT, 1, name, field, expected)
+        return bool(ok and removed)
 
     def _polled(self, ok: bool, found: Any, lock_name: str | None) -> tuple[bytes | Loaded | None, bool]:
         if not ok:

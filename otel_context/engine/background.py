@@ -31,7 +31,13 @@ lets the lock go. At the threshold a worker with no summary of its own reads tha
 only then), and applies it as a local one is applied (the memo remembers it, so it travels on to the other
 workers with the shared memo); the applying call links to the ``compact`` span. When none covers, a
 request that still fits goes out unchanged while another worker prepares, else the fleet's inline path
-runs (:func:`otel_context.engine.fleet.once`). A stale published summary (an edited history) is ignored.
+runs (:func:`otel_context.engine.fleet.once`). The reactive path (the provider said too long) with no
+summary of this worker's own reads that part too (one round trip, only on that rare path) and applies a
+covering one the same way. A stale published summary (the history was edited or rewound below its cut,
+or a newer compaction covered it before any call applied it) is removed from the store by the worker that
+reads it (atomically, so one worker of the fleet) and reported there as a ``discarded`` compaction of its
+own, linked to the publishing span: that span ended at publish, so that no span stays open across
+processes.
 """
 
 from __future__ import annotations
@@ -172,7 +178,7 @@ def maybe_start(
     job.budget = dataclasses.replace(budget, auto_threshold=max(1, budget.auto_threshold - aimed.growth))
     lease = None
     if call.store is not None:
-        lease = yield from _claim(call)
+        lease = yield from _claim(span, call)
         if lease is None:
             return  # another worker prepares (or published) this conversation's summary
     prepared = Prepared(job, call.items, call.entry, lease=lease)
@@ -187,7 +193,7 @@ def maybe_start(
     yield BackgroundStart(body={}, steps=_run(prepared, call))
 
 
-def _claim(call: EngineCall) -> Generator[StoreRequest, Any, Lease | None]:
+def _claim(span: Span, call: EngineCall) -> Generator[StoreRequest, Any, Lease | None]:
     """With a shared store: the prepare lock for this worker, or None when another worker prepares or a
     published summary covers this call already (remembered, so the next calls skip the store)."""
     state, now = call.state, time.monotonic()
@@ -197,7 +203,9 @@ def _claim(call: EngineCall) -> Generator[StoreRequest, Any, Lease | None]:
         _fleets[state] = known
     if known.busy_until > now or known.ready_len > sent:
         return None
-    lease, ready = yield from fleet.claim(call)
+    lease, ready, stale = yield from fleet.claim(call)
+    if stale is not None:
+        yield from _drop_published(span, call, stale, semconv.TRIGGER_AUTO)
     if lease is None:
         with _lock:
             if ready is not None:
@@ -413,7 +421,7 @@ def _fleet_threshold(
     """The threshold with a shared store and no summary of this worker's own: apply the one another worker
     published when it covers this call. Else, while another worker prepares, a request that still fits goes
     out unchanged, and one that does not waits (bounded) for it. False: the fleet's inline path runs."""
-    got = yield from fleet.read_prepared(call)
+    got = yield from _read_published(span, call, semconv.TRIGGER_AUTO)
     if got is None:
         if not (yield from fleet.preparing(call)):
             return False
@@ -429,9 +437,52 @@ def _fleet_threshold(
     return call.estimated_tokens < budget.auto_threshold
 
 
-def _apply_published(span: Span, call: EngineCall, got: Published, waited: float, budget: Budget) -> bool:
+def _read_published(span: Span, call: EngineCall, trigger: str) -> Generator[StoreRequest, Any, Published | None]:
+    """The summary another worker published when it covers this call (one round trip); a stale one is
+    dropped on the way (see :func:`_drop_published`)."""
+    got, stale = yield from fleet.read_prepared(call)
+    if stale is not None:
+        yield from _drop_published(span, call, stale, trigger)
+    return got
+
+
+def _drop_published(span: Span, call: EngineCall, got: Published, trigger: str) -> Generator[StoreRequest, Any, None]:
+    """Remove a published summary that does not cover this call from the store and, when no call applied
+    it (the memo does not hold it: the history was edited or rewound below its cut, or a newer compaction
+    covered it first), report it as discarded. The removal is atomic and only of that very summary, so one
+    worker of the fleet reports it; its span (the publishing worker's) ended at publish."""
+    applied = any(e.prefix_hash == got.entry.prefix_hash for e in call.state.memo.entries)
+    if not (yield from fleet.remove_prepared(call, got)) or applied:
+        return
+    with _lock:
+        known = _fleets.get(call.state)
+        if known is not None and known.ready_len == got.entry.prefix_len:
+            known.ready_len = 0  # none is ready any more: this worker may prepare the next one
+    budget = call.budget
+    cascade.record_discarded(
+        span,
+        call.request.provider,
+        call.model,
+        call.state,
+        trigger,
+        _link_context(got.link),
+        budget.auto_threshold if budget is not None else None,
+    )
+
+
+def _link_context(link: tuple[int, int, int] | None) -> SpanContext | None:
+    """The context of the publishing worker's ``compact`` span (another process: remote)."""
+    if link is None:
+        return None
+    trace_id, span_id, flags = link
+    return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags))
+
+
+def _apply_published(
+    span: Span, call: EngineCall, got: Published, waited: float, budget: Budget, trigger: str = semconv.TRIGGER_AUTO
+) -> bool:
     """Send a summary another worker published (already verified to cover this call); False when its
-    pairing with the turns appended since would need a repair."""
+    pairing with the turns appended since would need a repair. ``trigger``: the path that applies it."""
     if not _use(call, got.entry):
         return False
     detector = call.state.detector
@@ -439,13 +490,13 @@ def _apply_published(span: Span, call: EngineCall, got: Published, waited: float
         # This worker's cache detector must know the prefix changes on purpose (the intended break's event
         # is on the compact span, which the publishing worker ended).
         detector.announce_compaction()
-    if got.link is not None:
-        trace_id, span_id, flags = got.link
+    context = _link_context(got.link)
+    if context is not None:
         try:
-            span.add_link(SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags)))
+            span.add_link(context)
         except Exception:
             telemetry.log_once("background.link", "otel_context: could not link a compaction", exc_info=True)
-    cascade.record_wait(waited, semconv.TRIGGER_AUTO, semconv.MODE_BACKGROUND)
+    cascade.record_wait(waited, trigger, semconv.MODE_BACKGROUND)
     return True
 
 
@@ -476,13 +527,20 @@ def _use(call: EngineCall, entry: MemoEntry, sent: list[Item] | None = None) -> 
     return True
 
 
-def apply_ready(span: Span, call: EngineCall, budget: Budget) -> bool:
-    """The reactive path: apply a prepared summary that is ready and covers this call; True when applied."""
+def apply_ready(span: Span, call: EngineCall, budget: Budget) -> Generator[StoreRequest, Any, bool]:
+    """The reactive path: apply a prepared summary that is ready and covers this call; True when applied.
+    With a shared store and none of this worker's own, the one another worker published (one round trip,
+    only on this rare path)."""
     if not enabled(call):
         return False
     with _lock:
         prepared = _prepared.get(call.state)
-    if prepared is None or not prepared.done.is_set():
+    if prepared is None:
+        if call.store is None:
+            return False
+        got = yield from _read_published(span, call, semconv.TRIGGER_REACTIVE)
+        return got is not None and _apply_published(span, call, got, 0.0, budget, semconv.TRIGGER_REACTIVE)
+    if not prepared.done.is_set():
         return False
     if apply(span, call, prepared, 0.0, budget, trigger=semconv.TRIGGER_REACTIVE):
         return True

@@ -20,7 +20,8 @@ is let go (so the next worker finds them), and the release.
 Background compaction (:mod:`otel_context.engine.background`) has its own lock, ``prepare``: past the start
 point one worker takes it (:func:`claim`), prepares the summary, writes it to the conversation's
 ``prepared`` part (:func:`publish`) and lets the lock go; at the threshold a worker reads that part once
-(:func:`read_prepared`) and applies it when it covers its history.
+(:func:`read_prepared`) and applies it when it covers its history, or removes it when it is stale
+(:func:`remove_prepared`, atomic: one worker of the fleet reports it as discarded).
 """
 
 from __future__ import annotations
@@ -200,11 +201,14 @@ def _apply_stored(call: EngineCall, store: StateStore, loaded: Loaded | None) ->
 # --- background preparation: one worker prepares, every worker applies ---------------------------------
 
 
-def claim(call: EngineCall) -> Generator[StoreRequest, Any, tuple[Lease | None, shared.Published | None]]:
+def claim(
+    call: EngineCall,
+) -> Generator[StoreRequest, Any, tuple[Lease | None, shared.Published | None, shared.Published | None]]:
     """Past the background start point: take the conversation's prepare lock, so that one worker of the
-    fleet prepares its summary. The lease (None: another worker holds it) and, when the lock was free, the
+    fleet prepares its summary. The lease (None: another worker holds it); when the lock was free, the
     summary a worker already published for a longer prefix of this call's items (then none is prepared:
-    the lock was let go again)."""
+    the lock was let go again); and a published summary that does not cover this call (for the caller to
+    drop: the one it prepares replaces it)."""
     store = call.store
     assert store is not None
     key, lease_for = call.state.key, lease_seconds(call.request.settings)
@@ -212,12 +216,12 @@ def claim(call: EngineCall) -> Generator[StoreRequest, Any, tuple[Lease | None, 
         partial(store.acquire, key, PREPARE_LOCK, lease_for), partial(store.aacquire, key, PREPARE_LOCK, lease_for)
     )
     if lease is None or not lease.exclusive:
-        return lease, None
-    ready = yield from read_prepared(call)
+        return lease, None, None
+    ready, other = yield from read_prepared(call)
     if ready is not None:
         yield release(store, lease)
-        return None, ready
-    return lease, None
+        return None, ready, None
+    return lease, None, other
 
 
 def release(store: StateStore, lease: Lease) -> StoreRequest:
@@ -237,25 +241,51 @@ def publish(
     return bool(stored)
 
 
-def _covering(call: EngineCall, loaded: Loaded) -> shared.Published | None:
-    """The published summary of ``loaded`` when it covers a longer prefix of this call's items than the one
-    it sends (verified by content hash, as the memo verifies), else None (absent, stale, or older)."""
-    got = shared.published(loaded)
-    if got is None:
-        return None
+def _covers(call: EngineCall, got: shared.Published) -> bool:
+    """Whether the published summary ``got`` covers a longer prefix of this call's items than the one it
+    sends (verified by content hash, as the memo verifies)."""
     entry, items = got.entry, call.items
     if entry.prefix_len > len(items) or (call.entry is not None and entry.prefix_len <= call.entry.prefix_len):
-        return None
-    return got if items_hash(items[: entry.prefix_len]) == entry.prefix_hash else None
+        return False
+    return items_hash(items[: entry.prefix_len]) == entry.prefix_hash
 
 
-def read_prepared(call: EngineCall) -> Generator[StoreRequest, Any, shared.Published | None]:
-    """At the threshold: the summary another worker prepared, when it covers this call (one round trip)."""
+def _covering(call: EngineCall, loaded: Loaded) -> shared.Published | None:
+    """The published summary of ``loaded`` when it covers this call (see :func:`_covers`), else None."""
+    got = shared.published(loaded)
+    return got if got is not None and _covers(call, got) else None
+
+
+def read_prepared(
+    call: EngineCall,
+) -> Generator[StoreRequest, Any, tuple[shared.Published | None, shared.Published | None]]:
+    """The summary another worker published (one round trip): (it, None) when it covers this call, (None,
+    it) when it does not (stale: the history was edited or rewound below its cut, or a compaction as long
+    or longer is already sent), (None, None) when there is none."""
     store = call.store
     assert store is not None
     key = call.state.key
     loaded = yield StoreRequest(partial(store.get, key, shared.PREPARED), partial(store.aget, key, shared.PREPARED))
-    return _covering(call, loaded)
+    got = shared.published(loaded)
+    if got is None:
+        return None, None
+    return (got, None) if _covers(call, got) else (None, got)
+
+
+def remove_prepared(call: EngineCall, got: shared.Published) -> Generator[StoreRequest, Any, bool]:
+    """Remove the published summary ``got`` from the store, only if the store still holds that very one
+    (another worker may have published a newer one, or removed it); True when this call removed it, so
+    that one worker of the fleet reports it."""
+    store = call.store
+    assert store is not None
+    if not got.ident:
+        return False
+    key, field = call.state.key, shared.PREPARED_ID
+    removed = yield StoreRequest(
+        partial(store.remove_if, key, shared.PREPARED, field, got.ident),
+        partial(store.aremove_if, key, shared.PREPARED, field, got.ident),
+    )
+    return bool(removed)
 
 
 def preparing(call: EngineCall) -> Generator[StoreRequest, Any, bool]:

@@ -29,7 +29,7 @@ from otel_context.conversation import resolve as resolve_conversation
 from otel_context.engine import auto, budgets, fleet, reactive
 from otel_context.engine.call import EngineCall, rewrites
 from otel_context.engine.provider_compaction import observe_provider_compaction
-from otel_context.flow import Step, SummaryRequest, SummaryResult
+from otel_context.flow import Step
 from otel_context.formats import for_format
 from otel_context.tokens import estimate_fixed, estimate_item, estimate_items
 from otel_context.usage import TokenUsage
@@ -38,9 +38,7 @@ from otel_context.usage import TokenUsage
 class EnginePlan(EngineCall):
     """The plan of one call: the contract's hooks (see :class:`~otel_context.contract.CallPlan`)."""
 
-    def on_too_long(
-        self, span: Span, error: BaseException
-    ) -> Generator[SummaryRequest, SummaryResult, Mapping[str, Any] | None]:
+    def on_too_long(self, span: Span, error: BaseException) -> Generator[Step, Any, Mapping[str, Any] | None]:
         try:
             return (yield from reactive.compact(self, span, error))
         except Exception:

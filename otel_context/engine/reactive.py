@@ -16,14 +16,12 @@ from otel_context import semconv
 from otel_context.compaction import cascade
 from otel_context.engine import background, budgets
 from otel_context.engine.call import EngineCall, rewrites, skip
-from otel_context.flow import SummaryRequest, SummaryResult
+from otel_context.flow import Step
 from otel_context.formats.too_long import error_message, is_too_long, parse_too_long
 from otel_context.tokens import estimate_fixed, estimate_items
 
 
-def compact(
-    call: EngineCall, span: Span, error: BaseException
-) -> Generator[SummaryRequest, SummaryResult, Mapping[str, Any] | None]:
+def compact(call: EngineCall, span: Span, error: BaseException) -> Generator[Step, Any, Mapping[str, Any] | None]:
     """The body to retry with, or None to let the error reach the app (at most once per call)."""
     budget = call.budget
     if call.reactive_done or not rewrites(call.request.settings) or budget is None:
@@ -53,7 +51,7 @@ def compact(
             # The provider's window is smaller than the one we assumed: use it from now on.
             budgets.learn_window(provider, call.model, limit)
             budget = call.budget = budgets.budget_of(call.request, call.adapter, call.model) or budget
-    if background.apply_ready(span, call, budget) and call.estimated_tokens < budget.auto_threshold:
+    if (yield from background.apply_ready(span, call, budget)) and call.estimated_tokens < budget.auto_threshold:
         after = call.estimated_tokens  # a summary prepared in the background covered it: no wait
     else:
         out = yield from cascade.run_summary(call.job(span, semconv.TRIGGER_REACTIVE, estimated))

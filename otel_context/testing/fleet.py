@@ -98,8 +98,18 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
         chat = chats[-1] if chats else None
         attributes = dict(chat.attributes or {}) if chat is not None else {}
         # Compactions this worker ended since its previous call (a background one may end between calls).
-        modes = [
-            str((s.attributes or {}).get(semconv.COMPACTION_MODE)) for s in spans if s.name == semconv.COMPACT_SPAN
+        compacts = [s for s in spans if s.name == semconv.COMPACT_SPAN]
+        modes = [str((s.attributes or {}).get(semconv.COMPACTION_MODE)) for s in compacts]
+        compactions = [
+            {
+                "span_id": s.context.span_id,
+                "parent_id": s.parent.span_id if s.parent is not None else None,
+                "mode": (s.attributes or {}).get(semconv.COMPACTION_MODE),
+                "outcome": (s.attributes or {}).get(semconv.COMPACTION_OUTCOME),
+                "trigger": (s.attributes or {}).get(semconv.COMPACTION_TRIGGER_SOURCE),
+                "links": [link.context.span_id for link in s.links],
+            }
+            for s in compacts
         ]
         conn.send(
             {
@@ -109,8 +119,11 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
                 "compacted": bool(attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED)),
                 "links": len(chat.links) if chat is not None else 0,
                 "modes": modes,
+                "compactions": compactions,
+                "chat_span_id": chat.context.span_id if chat is not None else None,
                 "seconds": seconds,
                 "waits": _waits(reader),
+                "counted": _counted(reader),
                 "breaks": sum(
                     1
                     for e in (chat.events if chat is not None else ())
@@ -122,20 +135,34 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
     conn.send("bye")
 
 
-def _waits(reader: Any) -> list[tuple[str, int, float]]:
-    """How often calls of this worker waited for a compaction, per mode, and the longest wait (seconds)."""
-    from otel_context import semconv
-
+def _points(reader: Any, name: str) -> list[Any]:
+    """The data points of metric ``name`` this worker recorded."""
     data = reader.get_metrics_data()
-    points = [
+    return [
         p
         for rm in (data.resource_metrics if data is not None else ())
         for sm in rm.scope_metrics
         for m in sm.metrics
-        if m.name == semconv.METRIC_COMPACTION_WAIT
+        if m.name == name
         for p in m.data.data_points
     ]
+
+
+def _waits(reader: Any) -> list[tuple[str, int, float]]:
+    """How often calls of this worker waited for a compaction, per mode, and the longest wait (seconds)."""
+    from otel_context import semconv
+
+    points = _points(reader, semconv.METRIC_COMPACTION_WAIT)
     return [(str(p.attributes.get(semconv.COMPACTION_MODE)), int(p.count), float(p.max)) for p in points]
+
+
+def _counted(reader: Any) -> list[tuple[str, str, str, int]]:
+    """This worker's ``otel_context.compactions`` counter: (mode, outcome, trigger, count) per series."""
+    from otel_context import semconv
+
+    keys = (semconv.COMPACTION_MODE, semconv.COMPACTION_OUTCOME, semconv.COMPACTION_TRIGGER_SOURCE)
+    points = _points(reader, semconv.METRIC_COMPACTIONS)
+    return [(*(str(p.attributes.get(k)) for k in keys), int(p.value)) for p in points if p.value]  # type: ignore[misc]
 
 
 class Fleet:
@@ -151,12 +178,18 @@ class Fleet:
         self.compacted: list[tuple[bool, int]] = []
         #: The ``compaction.mode`` of every ``compact`` span the workers ended.
         self.modes: list[str] = []
+        #: Every ``compact`` span the workers ended: span id, parent id, mode, outcome, trigger, links.
+        self.compactions: list[dict[str, Any]] = []
+        #: The span id of each call's chat span, in call order.
+        self.chat_span_ids: list[int | None] = []
         #: Unintended cache breaks the chat spans reported.
         self.breaks = 0
         #: How long each SDK call took in its worker, in call order.
         self.seconds: list[float] = []
         #: Per worker (by pipe): its callers' waits for a compaction, as (mode, count, longest seconds).
         self._waits: dict[int, list[tuple[str, int, float]]] = {}
+        #: Per worker (by pipe): its ``otel_context.compactions`` series, as (mode, outcome, trigger, count).
+        self._counted: dict[int, list[tuple[str, str, str, int]]] = {}
 
     def __enter__(self) -> Fleet:
         context = multiprocessing.get_context("spawn")
@@ -207,6 +240,14 @@ class Fleet:
                 out[mode] = (known[0] + count, max(known[1], longest))
         return out
 
+    def counted(self) -> dict[tuple[str, str, str], int]:
+        """``otel_context.compactions`` over all workers, per (mode, outcome, trigger)."""
+        out: dict[tuple[str, str, str], int] = {}
+        for series in self._counted.values():
+            for mode, outcome, trigger, count in series:
+                out[(mode, outcome, trigger)] = out.get((mode, outcome, trigger), 0) + count
+        return out
+
     def _answer(self, parent: Any) -> dict[str, Any]:
         if not parent.poll(120):
             raise RuntimeError("a fleet worker did not answer in 120 s")
@@ -214,9 +255,12 @@ class Fleet:
         self.sources.append(answer["source"])
         self.compacted.append((answer["compacted"], answer["links"]))
         self.modes.extend(answer["modes"])
+        self.compactions.extend(answer["compactions"])
+        self.chat_span_ids.append(answer["chat_span_id"])
         self.seconds.append(answer["seconds"])
         self.breaks += answer["breaks"]
         self._waits[id(parent)] = [tuple(w) for w in answer["waits"]]  # type: ignore[misc]
+        self._counted[id(parent)] = [tuple(c) for c in answer["counted"]]  # type: ignore[misc]
         if answer["error"] is not None:
             raise RuntimeError(answer["error"])
         response: dict[str, Any] = answer["response"]

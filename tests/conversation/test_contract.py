@@ -140,3 +140,35 @@ def test_put_later_is_written(any_store: StateStore) -> None:
         any_store.put_later("c", {"n": n})
     assert any_store.flush(5)
     assert any_store.get("c").value == {"n": 49}
+
+
+def test_remove_if_removes_only_that_value_and_one_caller_wins(any_store: StateStore) -> None:
+    any_store.put("c", {"id": "one", "x": 1}, "prepared")
+    assert not any_store.remove_if("c", "prepared", "id", "two")  # another value: kept
+    assert not any_store.remove_if("absent", "prepared", "id", "one")
+    assert any_store.get("c", "prepared").value == {"id": "one", "x": 1}
+    any_store.put("c", {"x": 1}, "prepared")  # no such field: kept
+    assert not any_store.remove_if("c", "prepared", "id", "one")
+    any_store.put("c", {"id": "one", "x": 2}, "prepared")
+    barrier = threading.Barrier(8)
+    won: list[bool] = []
+
+    def remove() -> None:
+        barrier.wait()
+        won.append(any_store.remove_if("c", "prepared", "id", "one"))
+
+    threads = [threading.Thread(target=remove) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(won) == [False] * 7 + [True]  # exactly one of the racing callers removed it
+    assert any_store.get("c", "prepared").value is None
+
+
+async def test_aremove_if(any_store: StateStore) -> None:
+    await any_store.aput("c", {"id": "one"}, "prepared")
+    assert not await any_store.aremove_if("c", "prepared", "id", "two")
+    assert await any_store.aremove_if("c", "prepared", "id", "one")
+    assert not await any_store.aremove_if("c", "prepared", "id", "one")
+    assert (await any_store.aget("c", "prepared")).value is None

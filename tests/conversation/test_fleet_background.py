@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import otel_context
-from otel_context import Settings, semconv
+from otel_context import Settings, engine, semconv
 from otel_context.compaction.budget import budget_for
 from otel_context.conversation import shared
 from otel_context.conversation.state_store import StateStore
@@ -27,6 +27,7 @@ from otel_context.formats import for_format
 from otel_context.testing import SimulatedProvider
 from otel_context.testing.fleet import Figures, Fleet, file_content, run_agent
 from otel_context.testing.redis_server import RedisServer
+from otel_context.testing.tokens import count_request_tokens
 from otel_context.tokens import estimate_fixed, estimate_items
 from tests.compaction.conftest import _fresh_engine, otel
 from tests.compaction.support import Otel
@@ -114,8 +115,8 @@ class _Chat:
             self.loop.run_until_complete(self.client.close())
             self.loop.close()
 
-    def turn(self, number: int) -> None:
-        self.history.append({"role": "user", "content": _question(number)})
+    def turn(self, number: int, text: str | None = None) -> None:
+        self.history.append({"role": "user", "content": text if text is not None else _question(number)})
         kwargs: dict[str, Any] = {"model": MODELS["anthropic"], "max_tokens": 256, "messages": list(self.history)}
         with otel_context.conversation("published"):
             if self.loop is not None:
@@ -193,7 +194,7 @@ def _apply_published(chat: _Chat, store: StateStore, otel: Otel, simulated_provi
     assert len(otel.compact_spans()) == 1  # applied without another summary
 
 
-def test_a_stale_published_summary_is_ignored(
+def test_a_stale_published_summary_is_dropped_and_reported_as_discarded(
     simulated_provider: SimulatedProvider, otel: Otel, store_url: str
 ) -> None:
     simulated_provider.summary_latency = SUMMARY_LATENCY
@@ -201,17 +202,30 @@ def test_a_stale_published_summary_is_ignored(
     store = _instrument(otel, store_url)
     chat = _Chat(simulated_provider, otel)
     published = _until_published(chat, store)
+    (publishing,) = otel.compact_spans()
     # The app edits its history below the published summary's cut: that summary no longer applies.
     chat.history[0] = {"role": "user", "content": "Edited. " + _question(0)}
     before = len(simulated_provider.exchanges)
     for turn in range(100, 140):
         chat.turn(turn)
-        if len(otel.compact_spans()) > 1:
+        if len(otel.compact_spans()) > 2:
             break
     else:
         raise AssertionError("never compacted again")
-    modes = [(c.attributes or {})[semconv.COMPACTION_MODE] for c in otel.compact_spans()]
-    assert modes == [semconv.MODE_BACKGROUND, semconv.MODE_INLINE]  # the threshold compacted inline
+    _, discarded, inline = otel.compact_spans()
+    attributes = dict(discarded.attributes or {})
+    assert attributes[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
+    assert attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
+    assert attributes[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_AUTO
+    assert [link.context.span_id for link in discarded.links] == [publishing.context.span_id]
+    # Recorded by the call that found it stale (a child of its chat span), with no summarizer call under it.
+    calls = [s for s in otel.spans() if s.name.startswith("chat ") and s.parent is None]
+    assert discarded.parent is not None and discarded.parent.span_id == calls[-1].context.span_id
+    assert not [s for s in otel.spans() if s.parent is not None and s.parent.span_id == discarded.context.span_id]
+    assert (inline.attributes or {})[semconv.COMPACTION_MODE] == semconv.MODE_INLINE  # the threshold compacted
+    assert chat.published(store) is None  # removed from the store
+    discards = otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: semconv.OUTCOME_DISCARDED})
+    assert discards == 1
     head = json.dumps(published.entry.replacement[0])
     assert not any(head in json.dumps(e.body) for e in simulated_provider.exchanges[before:])
 
@@ -272,19 +286,24 @@ def _history_past_start_point() -> tuple[dict[str, Any], dict[str, Any]]:
     return {**body, "messages": first}, {**body, "messages": later}
 
 
+def _three_workers(sim: SimulatedProvider, server: RedisServer) -> Fleet:
+    """Three anthropic workers with background compaction on, sharing ``server``."""
+    return Fleet(
+        3,
+        sim.base_url,
+        "anthropic",
+        auto_compact_window=WINDOW,
+        background_compaction=True,
+        state_store=server.url + SLOW_MACHINE,
+    )
+
+
 def test_two_workers_past_the_start_point_at_once_prepare_one_summary(shared_redis: RedisServer) -> None:
     shared_redis.command("FLUSHALL")
     first, later = _history_past_start_point()
     with SimulatedProvider() as sim:
         sim.set_window(MODELS["anthropic"], WINDOW)
-        with Fleet(
-            3,
-            sim.base_url,
-            "anthropic",
-            auto_compact_window=WINDOW,
-            background_compaction=True,
-            state_store=shared_redis.url + SLOW_MACHINE,
-        ) as fleet:
+        with _three_workers(sim, shared_redis) as fleet:
             fleet.call_at_once([0, 1], **first)
             deadline = time.monotonic() + 30  # a generous bound against a hang
             while not Figures.of(sim.exchanges).summarizer_calls and time.monotonic() < deadline:
@@ -295,3 +314,95 @@ def test_two_workers_past_the_start_point_at_once_prepare_one_summary(shared_red
     assert figures.summarizer_calls == 1 and figures.rejected == 0
     assert fleet.compacted[-1] == (True, 1)  # applied at once, linked to the compact span
     assert fleet.waits() == {semconv.MODE_BACKGROUND: (1, 0.0)}
+
+
+def _rejected_once_then(sim: SimulatedProvider, before: int) -> dict[str, Any]:
+    """The body the provider accepted after rejecting the first request since ``before`` as too long (and
+    nothing else was sent: no summarizer call)."""
+    exchanges = sim.exchanges[before:]
+    assert [e.status for e in exchanges] == [400, 200]
+    assert "prompt is too long" in json.dumps(exchanges[0].response)
+    body: dict[str, Any] = exchanges[1].body
+    return body
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_the_reactive_path_applies_a_summary_another_worker_published(
+    simulated_provider: SimulatedProvider, otel: Otel, store_url: str, asynchronous: bool
+) -> None:
+    model = MODELS["anthropic"]
+    simulated_provider.summary_latency = SUMMARY_LATENCY
+    simulated_provider.set_window(model, SMALL_WINDOW)
+    store = _instrument(otel, store_url)
+    chat = _Chat(simulated_provider, otel, asynchronous)
+    try:
+        published = _until_published(chat, store)  # worker A prepared and published it
+        (compact,) = otel.compact_spans()
+        # Worker B: this process with none of A's in-process state (what a restart or another process has),
+        # only the shared store. The provider's window turns out smaller than the one configured: B's next
+        # request is rejected as too long although it is below B's threshold.
+        engine.reset()
+        question = {"role": "user", "content": "Go on."}  # a short turn: below B's threshold
+        full = count_request_tokens(
+            {"model": model, "max_tokens": 256, "messages": [*chat.history, question]}, "anthropic_messages"
+        )
+        simulated_provider.set_window(model, full - 1)
+        before = len(simulated_provider.exchanges)
+        chat.turn(200, "Go on.")
+    finally:
+        chat.close()
+    sent = _rejected_once_then(simulated_provider, before)["messages"]
+    # Retried with the published summary, byte-identical, and the turns after its cut verbatim.
+    n, head = published.entry.prefix_len, list(published.entry.replacement)
+    assert json.dumps(sent[: len(head)]) == json.dumps(head)
+    assert sent[len(head) :] == chat.history[n:-1]
+    assert len(otel.compact_spans()) == 1  # B made no summary of its own
+    (retried,) = [s for s in otel.spans() if s.name.startswith("chat ") and s.parent is None][-1:]
+    assert (retried.attributes or {})[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+    assert [link.context.span_id for link in retried.links] == [compact.context.span_id]
+    waits = otel.metric_points(semconv.METRIC_COMPACTION_WAIT)
+    assert {
+        (p.attributes[semconv.COMPACTION_TRIGGER_SOURCE], p.attributes[semconv.COMPACTION_MODE]) for p in waits
+    } == {(semconv.TRIGGER_REACTIVE, semconv.MODE_BACKGROUND)}
+
+
+def test_two_workers_that_find_a_stale_published_summary_report_it_once(shared_redis: RedisServer) -> None:
+    import redis
+
+    shared_redis.command("FLUSHALL")
+    first, later = _history_past_start_point()
+    # The app edited an early turn (below any cut; the conversation's first message, its key, unchanged).
+    messages = list(later["messages"])
+    messages[1] = {"role": "assistant", "content": "Read f0.py, edited."}
+    edited = {**later, "messages": messages}
+    client = redis.Redis.from_url(shared_redis.url)
+    with SimulatedProvider() as sim:
+        sim.set_window(MODELS["anthropic"], WINDOW)
+        with _three_workers(sim, shared_redis) as fleet:
+            fleet.call(0, **first)  # past the start point: worker 0 prepares and publishes
+            deadline = time.monotonic() + 30  # a generous bound against a hang
+            while not client.keys("*:prepared") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            (key,) = client.keys("*:prepared")
+            value = json.loads(client.get(key) or b"{}")["d"]
+            link, head = value["link"], json.dumps(value["entry"]["head"][0])
+            before = len(sim.exchanges)
+            fleet.call_at_once([1, 2], **edited)  # both cross the threshold and find it stale
+        exchanges = sim.exchanges[before:]
+    assert not client.keys("*:prepared")
+    discarded = [c for c in fleet.compactions if c["outcome"] == semconv.OUTCOME_DISCARDED]
+    assert len(discarded) == 1  # exactly one of the two workers reports it
+    (dropped,) = discarded
+    assert dropped["mode"] == semconv.MODE_BACKGROUND and dropped["trigger"] == semconv.TRIGGER_AUTO
+    assert dropped["links"] == [link[1]]  # the publishing worker's compact span
+    assert dropped["parent_id"] in fleet.chat_span_ids[-2:]  # under the chat span of the call that found it
+    counted = fleet.counted()
+    discards = {k: v for k, v in counted.items() if k[1] == semconv.OUTCOME_DISCARDED}
+    assert discards == {(semconv.MODE_BACKGROUND, semconv.OUTCOME_DISCARDED, semconv.TRIGGER_AUTO): 1}
+    # Nothing stale sent: never the published summary nor the turn as it was before the edit; one worker
+    # compacted inline (the fleet's lock), the other sent its request unchanged (it still fits).
+    assert not any(head in json.dumps(e.body) or "Read f0.py." in json.dumps(e.body) for e in exchanges)
+    figures = Figures.of(exchanges)
+    assert (figures.calls, figures.summarizer_calls, figures.rejected) == (2, 1, 0)
+    inline = [c for c in fleet.compactions if c["mode"] == semconv.MODE_INLINE]
+    assert [c["outcome"] for c in inline] == [semconv.OUTCOME_SUCCESS]

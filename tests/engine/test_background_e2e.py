@@ -22,6 +22,7 @@ import pytest
 
 import otel_context
 from otel_context import engine, semconv
+from otel_context.compaction.budget import budget_for
 from otel_context.conversation import STORE
 from otel_context.engine import background
 from otel_context.instrumentation import _background
@@ -504,3 +505,57 @@ def test_the_applied_summary_leaves_about_what_an_inline_one_would_keep(
     sent = _app_exchanges(simulated_provider)[-1].body["messages"]
     kept = len(sent) - 1
     assert 1 <= kept <= otel_context.Settings().keep_recent_messages + 1
+
+
+#: Seconds a slow summarizer takes (the simulated provider's summary latency).
+SLOW_SUMMARY = 1.5
+#: Seconds the app of the second conversation pauses between turns (a fast-growing agent).
+FAST_PACE_PAUSE = 0.1
+
+
+@pytest.mark.parametrize(("summary_latency", "early"), [(SLOW_SUMMARY, True), (0.0, False)], ids=["slow", "fast"])
+def test_a_slow_summarizer_starts_the_background_summary_earlier(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any], summary_latency: float, early: bool
+) -> None:
+    simulated_provider.summary_latency = summary_latency
+    simulated_provider.set_window(MODEL, WINDOW)
+    settings = instrumented(auto_compact_window=WINDOW)
+    client = simulated_provider.anthropic()
+    # A first conversation measures how long this summarizer takes: its background summary lands (the app
+    # waits for it between turns) and is applied at the threshold.
+    with otel_context.conversation("measures"):
+        first = Chat(client)
+        for turn in range(1, 40):
+            first.turn(turn)
+            _wait_idle()
+            if any(s.attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED) for s in _mains(otel)):
+                break
+        else:
+            raise AssertionError("the first conversation never compacted")
+    # A second one grows fast (a short pause between turns): run it until its summary starts.
+    otel.exporter.clear()
+    with otel_context.conversation("grows fast"):
+        second = Chat(client)
+        for turn in range(1, 40):
+            second.turn(turn)
+            if background_pending():  # started (running or landed: applied only at the threshold)
+                break
+            time.sleep(FAST_PACE_PAUSE)
+        else:
+            raise AssertionError("the second conversation never started a summary")
+    starting = _mains(otel)[-1]
+    _wait_idle()
+    engine.reset()  # drops the summary, ending its compact span (in the trace of the call that started it)
+    (compact,) = otel.compact_spans()
+    assert compact.parent is not None and compact.parent.span_id == starting.context.span_id
+    assert (compact.attributes or {})[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
+    budget = budget_for(MODEL, settings, max_output_tokens=512)
+    assert budget is not None
+    start = background.start_point(budget, settings.background_start_pct)
+    estimate = int(starting.attributes[semconv.CONTEXT_ESTIMATED_TOKENS])
+    if early:
+        # Started before the start point: at its pace, a summary that takes this long would have landed
+        # after the history reached the blocking limit. Never below half the threshold.
+        assert budget.auto_threshold // 2 <= estimate < start
+    else:
+        assert start <= estimate < budget.auto_threshold  # at the start point, as without a measure
