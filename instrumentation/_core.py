@@ -96,6 +96,9 @@ class SDKSpec:
     httpx_response: type = object
     #: Whether our span should keep the SDK's own span off (anthropic).
     has_native_spans: bool = False
+    #: Whether a response can stop with ``model_context_window_exceeded`` (anthropic): only then is it read
+    #: for that stop reason (reading an absent attribute of an OpenAI response costs ~1.7 µs a call).
+    stops_at_window: bool = False
 
     def provider(self, client: Any, host: str | None) -> str:
         raise NotImplementedError
@@ -339,7 +342,7 @@ class Interceptor:
         except BaseException as exc:
             call.end(None, None, exc)
             raise
-        if call.plan is not None and _window_exceeded(result):
+        if call.plan is not None and self.spec.stops_at_window and _window_exceeded(result):
             result = yield from self._retry_window(begun, result)
         return self._wrap_result(self.spec, self.settings, call, result, begun.options)
 

@@ -26,6 +26,7 @@ REQUIREMENT = "anthropic >= 2.10, < 3"
 class AnthropicSpec(SDKSpec):
     name = "anthropic"
     has_native_spans = True
+    stops_at_window = True
 
     def __init__(self) -> None:
         import anthropic

@@ -63,6 +63,7 @@ __all__ = [
     "CacheBreak",
     "CacheBreakDetector",
     "RequestFingerprint",
+    "left_in_cache",
     "monotonic",
     "record_intentional_break",
     "record_unexpected_break",
@@ -647,6 +648,23 @@ class CacheBreakDetector:
                 return None
             return CacheBreak(self._diagnose(previous.fingerprint, fp, started - previous.ended), lost)
 
+    def nothing_cached(self) -> bool:
+        """Whether the previous call left nothing in the cache (or there was none) and no other worker's
+        baseline waits. Then this call cannot break a cache, so its fingerprint is needed only when it leaves
+        something in the cache itself, which its response says: the engine takes it then (see
+        :meth:`forget_uncached`), and a conversation that does not cache skips the fingerprint and the check."""
+        baseline = self._baseline  # one read of a reference: no lock needed
+        return self._shared is None and (
+            baseline is None or baseline.usage is None or _left_in_cache(baseline.fingerprint, baseline.usage) == 0
+        )
+
+    def forget_uncached(self) -> None:
+        """What :meth:`check` would leave after a call that left nothing in the cache, without its fingerprint:
+        no baseline (the next call has nothing to lose), and no compaction pending announcement."""
+        with self._lock:
+            self._baseline = None
+            self._compaction_announced = False
+
     def _clock_injected(self) -> bool:
         return self._clock is not monotonic or _clock is not time.monotonic
 
@@ -736,11 +754,15 @@ AUTOMATIC_CACHE_MIN_TOKENS = 1024
 
 
 def _left_in_cache(fp: RequestFingerprint, usage: TokenUsage) -> int:
+    return left_in_cache(fp.automatic_caching, usage)
+
+
+def left_in_cache(automatic_caching: bool, usage: TokenUsage) -> int:
     """What a call left in the cache: its cache reads + writes. OpenAI's automatic caching reports no
     writes, so there the call's whole input counts once it was long enough to be cached: without that, a
     changing system prompt (a timestamp) was seen only when the previous call had itself read the cache."""
     left = usage.cache_read_tokens + usage.cache_write_tokens
-    if fp.automatic_caching and not usage.cache_write_tokens and usage.input_tokens >= AUTOMATIC_CACHE_MIN_TOKENS:
+    if automatic_caching and not usage.cache_write_tokens and usage.input_tokens >= AUTOMATIC_CACHE_MIN_TOKENS:
         left = max(left, usage.input_tokens)
     return left
 

@@ -37,7 +37,7 @@ def compact(span: Span, call: EngineCall, budget: Budget) -> Generator[Step, Any
     due = micro_due(call, budget)
     prepare = background.enabled(call)
     if call.estimated_tokens < budget.auto_threshold and not due:
-        if prepare:
+        if prepare and background.watching(call, budget):
             yield from background.maybe_start(span, call, budget)
         return
     state = call.state

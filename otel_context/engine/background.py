@@ -79,6 +79,8 @@ SAFETY = 1.0
 DURATION_WEIGHT = 0.5
 #: Summary models whose durations are remembered.
 MAX_MODELS = 64
+#: Below 1/WATCH_FRACTION of the threshold a call is not looked at for background compaction.
+WATCH_FRACTION = 4
 
 
 @dataclass
@@ -145,6 +147,13 @@ def pending(state: ConversationState) -> Prepared | None:
     """The background summary of ``state``, if any (tests and the demo look at it)."""
     with _lock:
         return _prepared.get(state)
+
+
+def watching(call: EngineCall, budget: Budget) -> bool:
+    """Whether a call below the threshold concerns background compaction at all: from a quarter of the
+    threshold on (its pace is measured from there; a summary never starts below half of it). The calls of a
+    conversation far below skip the pace sample and its lock."""
+    return call.estimated_tokens >= budget.auto_threshold // WATCH_FRACTION
 
 
 def maybe_start(

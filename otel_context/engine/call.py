@@ -15,7 +15,7 @@ from otel_context.compaction.budget import Budget
 from otel_context.contract import CallPlan, CallRequest
 from otel_context.conversation import Resolution
 from otel_context.conversation.memo import MemoEntry, items_hash
-from otel_context.formats.base import WireFormatAdapter
+from otel_context.formats.base import ChatFormat
 from otel_context.settings import Settings
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class EngineCall(CallPlan):
     def __init__(
         self,
         request: CallRequest,
-        adapter: WireFormatAdapter,
+        adapter: ChatFormat,
         resolution: Resolution,
         items: Sequence[Item],
         model: str,
@@ -63,6 +63,8 @@ class EngineCall(CallPlan):
         #: Estimated tokens of the app's items (what this call's snapshot keeps alive).
         self.history_tokens = 0
         self.fingerprint: Any = None
+        #: No fingerprint was taken before sending (nothing to break): taken after the response if needed.
+        self.fingerprint_deferred = False
         self.started = monotonic()
         #: Set once a reactive compaction was attempted: a call is compacted and retried at most once.
         self.reactive_done = False
@@ -111,6 +113,7 @@ class EngineCall(CallPlan):
 
     def refingerprint(self) -> None:
         """Fingerprint what is sent now, for the cache-break check after the response."""
+        self.fingerprint_deferred = False
         if self.state.detector is not None:
             try:
                 self.fingerprint = self.state.detector.fingerprint(

@@ -74,6 +74,11 @@ class EnginePlan(EngineCall):
             telemetry.get().instruments.context_utilization.record(
                 utilization, {semconv.GEN_AI_PROVIDER_NAME: provider, semconv.GEN_AI_REQUEST_MODEL: self.model}
             )
+        if usage is not None and state.detector is not None and self.fingerprint_deferred:
+            if not _leaves_cache(self, usage):
+                state.detector.forget_uncached()  # what the check would conclude, without the fingerprint
+            else:
+                self.refingerprint()  # the first call that caches: the baseline of the next call's check
         if usage is not None and state.detector is not None and self.fingerprint is not None:
             try:
                 brk = state.detector.check(self.fingerprint, usage, self.started, ended)
@@ -87,6 +92,13 @@ class EnginePlan(EngineCall):
         observe_provider_compaction(span, provider, self.model, usage, read, state)
         if store is not None:
             fleet.commit(self, store, snapshot)
+
+
+def _leaves_cache(call: EngineCall, usage: TokenUsage) -> bool:
+    """Whether this call left anything in the provider's cache, as :meth:`CacheBreakDetector.check` counts it
+    (cache figures reported, and reads + writes, or OpenAI's automatic caching of a long prompt)."""
+    reported = usage.reported_cache or usage.cache_read_tokens or usage.cache_write_tokens
+    return bool(reported) and cache.left_in_cache(call.adapter.automatic_caching, usage) > 0
 
 
 def _asks_provider_to_compact(request: CallRequest) -> bool:
@@ -180,6 +192,9 @@ def _plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
         p.attributes[semconv.CONTEXT_STATE] = budget.state(p.estimated_tokens, compaction_available=available)
     if state.detector is None:
         state.detector = cache.CacheBreakDetector()
-    p.refingerprint()
+    if state.detector.nothing_cached():
+        p.fingerprint_deferred = True  # most calls of a conversation that does not cache: no fingerprint
+    else:
+        p.refingerprint()
     p.started = cache.monotonic()
     return p

@@ -16,7 +16,7 @@ import pytest
 from opentelemetry import trace
 
 import otel_context
-from otel_context import semconv
+from otel_context import cache, semconv
 from otel_context.cache_control import place_cache_breakpoints
 from otel_context.monitor import TokenMonitor
 
@@ -385,3 +385,68 @@ def test_openai_stable_prompt_reports_no_break(instrumented: None, simulated_pro
         reply = client.chat.completions.create(model="gpt-4o", messages=[dict(m) for m in history])
         history.append({"role": "assistant", "content": reply.choices[0].message.content})
     assert unexpected_reasons(spans) == [None] * 4
+
+
+# --- calls that cache nothing skip the fingerprint (issue 15) ----------------------------------------------
+
+
+def _count_fingerprints(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many request fingerprints the detectors take (the check's per-call cost this saves)."""
+    taken = [0]
+    original = cache.CacheBreakDetector.fingerprint
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        taken[0] += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(cache.CacheBreakDetector, "fingerprint", counting)
+    return taken
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
+def test_uncached_calls_take_no_fingerprint_and_the_first_cached_call_still_explains_the_next_break(
+    app: ChatApp, spans: Any, metric_reader: Any, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """While a conversation leaves nothing in the cache, no call can break one: the fingerprint is skipped.
+    The first call that caches takes it after its response, so the break right after it is still explained."""
+    taken = _count_fingerprints(monkeypatch)
+    app.stream = stream
+    app.cache = False
+    for turn in range(1, 4):
+        app.turn(turn)
+    assert taken[0] == 0
+    app.cache = True
+    app.turn(4)  # writes the cache: fingerprinted once its response says so
+    assert taken[0] == 1
+    app.tools = [*TOOLS[:2], {**TOOLS[2], "description": "list_dir: lists a directory."}]
+    app.turn(5)
+    assert taken[0] == 2
+    mains = main_chat_spans(spans)
+    assert [s.attributes[semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] > 0 for s in mains] == [False] * 3 + [True] * 2
+    assert unexpected_reasons(spans) == [None, None, None, None, semconv.REASON_TOOLS_CHANGED]
+    assert break_counts(metric_reader) == {(False, semconv.REASON_TOOLS_CHANGED): 1}
+
+
+def test_openai_short_prompts_take_no_fingerprint_until_one_is_long_enough_to_cache(
+    instrumented: None, simulated_provider: Any, spans: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenAI caches prompts of 1,024 tokens and more by itself: shorter ones leave nothing to break. Once the
+    prompt is long enough the fingerprint is taken, and a changed system prompt is reported as before."""
+    taken = _count_fingerprints(monkeypatch)
+    client = simulated_provider.openai()
+    history: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+    for number in range(1, 4):
+        history.append({"role": "user", "content": f"Short question {number}. words:10"})
+        reply = client.chat.completions.create(model="gpt-4o", messages=[dict(m) for m in history])
+        history.append({"role": "assistant", "content": reply.choices[0].message.content})
+    assert taken[0] == 0
+    history[0] = {"role": "system", "content": SYSTEM}  # now over 1,024 tokens: cached automatically
+    for number in range(4, 6):
+        history.append({"role": "user", "content": question(number)})
+        reply = client.chat.completions.create(model="gpt-4o", messages=[dict(m) for m in history])
+        history.append({"role": "assistant", "content": reply.choices[0].message.content})
+    history[0] = {"role": "system", "content": f"Now: 2026-12-01T05:00:00Z. {SYSTEM}"}
+    history.append({"role": "user", "content": question(6)})
+    client.chat.completions.create(model="gpt-4o", messages=[dict(m) for m in history])
+    assert taken[0] == 3
+    assert unexpected_reasons(spans) == [None] * 5 + [semconv.REASON_SYSTEM_CHANGED]
