@@ -21,7 +21,10 @@ then compacts inline. A failed summary counts on the breaker like an inline one,
 compacts inline. A summary that is never applied is dropped, its ``compact`` span ending with
 ``outcome=discarded``.
 
-One prepared summary per conversation state at a time, so never two summaries of one prefix.
+One prepared summary per conversation state at a time, so never two summaries of one prefix. It is kept
+with the conversation's pace and what is known of the fleet in one record on the state's ``background``
+slot: it goes with the state, and the process store discards it as soon as it forgets the state (evicted,
+idle, cleared), which ends a ready summary's ``compact`` span as ``discarded`` right then.
 
 With a shared store (many workers), one worker prepares per conversation: the one that takes the store's
 prepare lock (:func:`otel_context.engine.fleet.claim`) past the start point. When its summary is ready it
