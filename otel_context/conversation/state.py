@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from otel_context.conversation.breaker import Breaker
 from otel_context.conversation.memo import CompactionMemo, MemoEntry
@@ -96,6 +96,14 @@ def _equal_positions(a: Sequence[Any], b: Sequence[Any]) -> int:
     return sum(1 for x, y in zip(a, b, strict=False) if x is y or x == y)
 
 
+class Discardable(Protocol):
+    """What the engine keeps on a state's :attr:`ConversationState.background` slot, as this layer sees it:
+    only that it can be discarded when the state is forgotten (this layer may not import the engine)."""
+
+    def discard(self) -> None:
+        """The state is no longer tracked: drop what it holds (a prepared summary ends as discarded)."""
+
+
 class ConversationState:
     """Everything the engine remembers about one conversation (one branch of it, for derived keys).
 
@@ -131,6 +139,10 @@ class ConversationState:
         self.shared_memo = ""
         self.shared_memo_entries: tuple[MemoEntry, ...] | None = ()
         self.shared_memo_epoch = 0
+        #: The engine's background-compaction record of this conversation (prepared summary, pace, what is
+        #: known of the fleet), kept here so it lives and dies with the state; opaque to this layer, which
+        #: only discards it when the store forgets the state.
+        self.background: Discardable | None = None
         self.lock = threading.Lock()
 
     def raise_estimate_factor(self, factor: float) -> None:

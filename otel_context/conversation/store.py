@@ -75,6 +75,11 @@ class ConversationStore:
         with self._lock:
             return list(self._states.values())
 
+    def tracks(self, state: ConversationState) -> bool:
+        """Whether ``state`` is still tracked (a call may hold one the store evicted meanwhile)."""
+        with self._lock:
+            return self._states.get((state.key, state.serial)) is state
+
     def get(self, key: str, *, explicit: bool) -> ConversationState:
         """The (first) state of ``key``, created when new, marked as most recently used."""
         gone: list[ConversationState] = []
@@ -194,8 +199,13 @@ class ConversationStore:
                 del self._groups[state.key]
 
     def _report(self, gone: list[ConversationState]) -> None:
-        if self._on_evict is not None:
-            for state in gone:
+        """Tell what forgot these states (evicted, idle, cleared): the engine's record of each is discarded
+        at once (a summary prepared for it will never be applied), then the ``on_evict`` callback runs."""
+        for state in gone:
+            background = state.background
+            if background is not None:
+                background.discard()
+            if self._on_evict is not None:
                 self._on_evict(state)
 
 

@@ -21,7 +21,10 @@ then compacts inline. A failed summary counts on the breaker like an inline one,
 compacts inline. A summary that is never applied is dropped, its ``compact`` span ending with
 ``outcome=discarded``.
 
-One prepared summary per conversation state at a time, so never two summaries of one prefix.
+One prepared summary per conversation state at a time, so never two summaries of one prefix. It is kept
+with the conversation's pace and what is known of the fleet in one record on the state's ``background``
+slot: it goes with the state, and the process store discards it as soon as it forgets the state (evicted,
+idle, cleared), which ends a ready summary's ``compact`` span as ``discarded`` right then.
 
 With a shared store (many workers), one worker prepares per conversation: the one that takes the store's
 prepare lock (:func:`otel_context.engine.fleet.claim`) past the start point. When its summary is ready it
@@ -45,7 +48,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,7 +56,6 @@ from typing import Any
 from opentelemetry.trace import Span, SpanContext, TraceFlags
 
 from otel_context import semconv, telemetry
-from otel_context.cache import monotonic
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.summary import CompactionError, choose_cut, deepen_cut, rehydrate_most
@@ -69,8 +70,6 @@ from otel_context.tokens import estimate_item, estimate_items
 
 Item = Mapping[str, Any]
 
-#: Seconds between sweeps for prepared summaries of conversations the store no longer tracks.
-SWEEP_SECONDS = 5.0
 #: A conversation's pace (how fast its estimate grows) is measured over its last calls.
 PACE_CALLS = 16
 #: Margin on the growth projected while a summary runs (turns differ in size and duration).
@@ -123,13 +122,57 @@ class _Fleet:
     ready_len: int = 0
 
 
+@dataclass(eq=False)
+class _Record:
+    """What background compaction keeps of one conversation, on its state's ``background`` slot: it lives
+    and dies with the state, and the store discards it the moment it forgets the state (evicted, idle,
+    cleared), so a prepared summary that can never be applied ends as discarded at once."""
+
+    #: The :data:`_epoch` it was made in: a record of an earlier one is forgotten (reset, fork).
+    epoch: int
+    prepared: Prepared | None = None
+    pace: _Pace = field(default_factory=_Pace)
+    fleet: _Fleet = field(default_factory=_Fleet)
+
+    def discard(self) -> None:
+        """The store forgot the state: drop its prepared summary (see :func:`_drop`; dropping one twice is
+        harmless, so one of an earlier epoch is dropped too, unless it is a forked parent's)."""
+        with _lock:
+            prepared = self.prepared if self.epoch >= _fork_epoch else None
+        if prepared is not None:
+            _drop(prepared)
+
+
+#: Guards every record's fields and the module's tables.
 _lock = threading.Lock()
-_prepared: dict[ConversationState, Prepared] = {}
-_paces: weakref.WeakKeyDictionary[ConversationState, _Pace] = weakref.WeakKeyDictionary()
-_fleets: weakref.WeakKeyDictionary[ConversationState, _Fleet] = weakref.WeakKeyDictionary()
+#: Bumped to forget every record at once without finding them (``discard_all``, and a forked child, which
+#: must not take the store's lock).
+_epoch = 0
+#: The epoch a forked child started: the records of earlier ones are the parent's (never reported here).
+_fork_epoch = 0
 #: Seconds a background summary took, per summary model (a moving average).
 _durations: dict[str, float] = {}
-_last_sweep = 0.0
+
+
+def _current(state: ConversationState) -> _Record | None:
+    """The state's record of this epoch, if any (``_lock`` held)."""
+    record = state.background
+    return record if isinstance(record, _Record) and record.epoch == _epoch else None
+
+
+def _record(state: ConversationState) -> _Record:
+    """The state's record of this epoch, made when missing (``_lock`` held)."""
+    record = _current(state)
+    if record is None:
+        record = _Record(_epoch)
+        state.background = record
+    return record
+
+
+def _prepared_of(state: ConversationState) -> Prepared | None:
+    """The state's prepared summary (``_lock`` held)."""
+    record = _current(state)
+    return record.prepared if record is not None else None
 
 
 def enabled(call: EngineCall) -> bool:
@@ -146,7 +189,7 @@ def start_point(budget: Budget, pct: float) -> int:
 def pending(state: ConversationState) -> Prepared | None:
     """The background summary of ``state``, if any (tests and the demo look at it)."""
     with _lock:
-        return _prepared.get(state)
+        return _prepared_of(state)
 
 
 def watching(call: EngineCall, budget: Budget) -> bool:
@@ -160,7 +203,6 @@ def maybe_start(
     span: Span, call: EngineCall, budget: Budget
 ) -> Generator[SummaryRequest | StoreRequest, SummaryResult, None]:
     """Below the threshold: start the summary in the background when the start point is passed."""
-    _sweep()
     _observe(call)
     state = call.state
     if not _due(call, budget):
@@ -168,7 +210,7 @@ def maybe_start(
     if state.breaker.open:
         return
     with _lock:
-        existing = _prepared.get(state)
+        existing = _prepared_of(state)
     if existing is not None:
         if not existing.done.is_set() or existing.entry is None or _covers(existing, call):
             # One at a time; a ready one waits for the threshold; after a failed one the threshold compacts
@@ -192,9 +234,17 @@ def maybe_start(
             return  # another worker prepares (or published) this conversation's summary
     prepared = Prepared(job, call.items, call.entry, lease=lease)
     with _lock:
-        raced = state in _prepared  # another call of this conversation started one meanwhile
+        raced = _prepared_of(state) is not None  # another call of this conversation started one meanwhile
         if not raced:
-            _prepared[state] = prepared
+            _record(state).prepared = prepared
+    # Registered first, then checked: a store that evicts the state after this sees the summary and
+    # discards it; one that evicted it before is seen here (it would never be applied: not started).
+    if not raced and not STORE.tracks(state):
+        with _lock:
+            record = _current(state)
+            if record is not None and record.prepared is prepared:
+                record.prepared = None
+        raced = True
     if raced:
         if lease is not None and call.store is not None:
             yield fleet.release(call.store, lease)
@@ -208,8 +258,7 @@ def _claim(span: Span, call: EngineCall) -> Generator[StoreRequest, Any, Lease |
     state, now = call.state, time.monotonic()
     sent = call.entry.prefix_len if call.entry is not None else 0
     with _lock:
-        known = _fleets.get(state) or _Fleet()
-        _fleets[state] = known
+        known = _record(state).fleet
     if known.busy_until > now or known.ready_len > sent:
         return None
     lease, ready, stale = yield from fleet.claim(call)
@@ -282,9 +331,7 @@ def _observe(call: EngineCall) -> None:
     # Wall time (the summarizer's duration is wall time too), not the cache's clock, which a test may drive.
     now, estimate = time.monotonic(), call.estimated_tokens
     with _lock:
-        pace = _paces.get(call.state)
-        if pace is None:
-            pace = _paces[call.state] = _Pace()
+        pace = _record(call.state).pace
         if pace.last is not None:
             seconds, grown = now - pace.last[0], estimate - pace.last[1]
             if seconds > 0 and grown >= 0:
@@ -299,8 +346,8 @@ def _projected_growth(call: EngineCall) -> int | None:
     before the first one is measured, the start point alone decides (a guess would start too early on apps
     that pause between turns, and a summary started early covers less)."""
     with _lock:
-        pace = _paces.get(call.state)
-        steps = list(pace.steps) if pace is not None else []
+        record = _current(call.state)
+        steps = list(record.pace.steps) if record is not None else []
         seconds = _durations.get(_summary_model(call))
     if len(steps) < 2 or seconds is None:
         return None
@@ -358,12 +405,12 @@ def _publish(prepared: Prepared, call: EngineCall, entry: MemoEntry, compact_spa
         return
     state = call.state
     with _lock:
-        if prepared.settled or prepared.discarded or _prepared.get(state) is not prepared:
+        record = _current(state)
+        if prepared.settled or prepared.discarded or record is None or record.prepared is not prepared:
             return
-        del _prepared[state]
+        record.prepared = None
         prepared.published = True
-        known = _fleets.get(state) or _Fleet()
-        _fleets[state] = known
+        known = record.fleet
         known.ready_len = max(known.ready_len, entry.prefix_len)
     _settle(prepared, semconv.OUTCOME_SUCCESS)
 
@@ -398,11 +445,10 @@ def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Summ
     """The threshold is crossed: apply the prepared summary when it covers this call. True when nothing more
     is to be done (applied and below the threshold, or not ready and the request still fits); False: compact
     inline as today (no prepared summary, it failed, it is stale, or the rest is still above the threshold)."""
-    _sweep()
     _observe(call)
     state = call.state
     with _lock:
-        prepared = _prepared.get(state)
+        prepared = _prepared_of(state)
     if prepared is None:
         return call.store is not None and (yield from _fleet_threshold(span, call, budget))
     waited = 0.0
@@ -464,7 +510,8 @@ def _drop_published(span: Span, call: EngineCall, got: Published, trigger: str) 
     if not (yield from fleet.remove_prepared(call, got)) or applied:
         return
     with _lock:
-        known = _fleets.get(call.state)
+        record = _current(call.state)
+        known = record.fleet if record is not None else None
         if known is not None and known.ready_len == got.entry.prefix_len:
             known.ready_len = 0  # none is ready any more: this worker may prepare the next one
     budget = call.budget
@@ -543,7 +590,7 @@ def apply_ready(span: Span, call: EngineCall, budget: Budget) -> Generator[Store
     if not enabled(call):
         return False
     with _lock:
-        prepared = _prepared.get(call.state)
+        prepared = _prepared_of(call.state)
     if prepared is None:
         if call.store is None:
             return False
@@ -573,9 +620,10 @@ def apply(
     if sent is None:
         return False
     with _lock:
-        if prepared.settled or prepared.discarded or _prepared.get(call.state) is not prepared:
+        record = _current(call.state)
+        if prepared.settled or prepared.discarded or record is None or record.prepared is not prepared:
             return False  # another call of this conversation applied (or dropped) it meanwhile
-        del _prepared[call.state]
+        record.prepared = None
         prepared.settled = True
     before = call.estimated_tokens
     _use(call, entry, sent)
@@ -611,46 +659,32 @@ def _drop(prepared: Prepared) -> None:
     with _lock:
         prepared.discarded = True
         state = prepared.job.state
-        if state is not None and _prepared.get(state) is prepared:
-            del _prepared[state]
+        record = _current(state) if state is not None else None
+        if record is not None and record.prepared is prepared:
+            record.prepared = None
         landed = prepared.entry is not None  # else _run settles it when it lands (it reads the flag)
     if landed:
         _settle(prepared, semconv.OUTCOME_DISCARDED)
 
 
-def _sweep() -> None:
-    """Drop the summaries of conversations the store forgot (idle, evicted): they will never be applied."""
-    global _last_sweep
-    now = monotonic()
-    if now - _last_sweep < SWEEP_SECONDS:
-        return
-    _last_sweep = now
-    with _lock:
-        if not _prepared:
-            return
-    tracked = set(STORE.states())
-    with _lock:
-        gone = [p for state, p in _prepared.items() if state not in tracked]
-    for prepared in gone:
-        _drop(prepared)
-
-
 def discard_all() -> None:
     """Drop every prepared summary and what was learned about paces and durations (``engine.reset()``,
-    ``uninstrument()``)."""
+    ``uninstrument()``). The store evicted no state with a summary without discarding it (see
+    :class:`_Record`), so its states hold them all."""
+    global _epoch
+    states = STORE.states()
     with _lock:
-        every = list(_prepared.values())
-        _paces.clear()
-        _fleets.clear()
+        every = [p for p in map(_prepared_of, states) if p is not None]
+        _epoch += 1  # every record (paces, fleet knowledge) is forgotten
         _durations.clear()
     for prepared in every:
         _drop(prepared)
 
 
 def forget_all() -> None:
-    """In a forked child: forget the parent's summaries without any telemetry (their spans are the parent's)."""
-    global _lock
+    """In a forked child: forget the parent's summaries without any telemetry (their spans are the parent's).
+    A new epoch, so nothing here takes the store's lock (another thread may have held it at fork time)."""
+    global _lock, _epoch, _fork_epoch
     _lock = threading.Lock()  # the parent's may have been held by another thread at fork time
-    _prepared.clear()
-    _paces.clear()
-    _fleets.clear()
+    _epoch += 1
+    _fork_epoch = _epoch

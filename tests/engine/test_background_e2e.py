@@ -559,3 +559,27 @@ def test_a_slow_summarizer_starts_the_background_summary_earlier(
         assert budget.auto_threshold // 2 <= estimate < start
     else:
         assert start <= estimate < budget.auto_threshold  # at the start point, as without a measure
+
+
+def test_a_conversation_evicted_with_a_ready_summary_discards_it_at_once(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    # One conversation tracked at a time: the first call of another one evicts it.
+    _setup(simulated_provider, instrumented, max_conversations=1)
+    chat = Chat(simulated_provider.anthropic())
+    turn = 0
+    with otel_context.conversation("evicted"):
+        while not background_pending():
+            turn += 1
+            chat.turn(turn)
+    _wait_idle()  # the summary is ready, waiting for the threshold
+    assert not otel.compact_spans()  # its span is still open
+    with otel_context.conversation("other"):
+        Chat(simulated_provider.anthropic()).turn(1)
+    assert [s.key for s in STORE.states()] == ["other"]
+    # Ended by the eviction itself: no later call of any conversation was needed.
+    (compact,) = otel.compact_spans()
+    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
+    assert compact.attributes[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
+    assert compact.attributes[semconv.GEN_AI_CONVERSATION_ID] == "evicted"
+    assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "discarded"}) == 1
