@@ -272,3 +272,43 @@ def test_streaming_response_lines_of_a_stream_end_on_exit(simulated_provider: An
     assert any(line.startswith("event: message_stop") for line in lines)
     span = only_span(spans())
     assert span.status.status_code is StatusCode.UNSET
+
+
+# --- a stream iterated in several loops (each loop is a generator over the same stream) ---------------------
+
+
+def test_a_stream_read_in_two_loops_ends_once_at_its_end_with_the_final_usage(
+    simulated_provider: Any, spans: Any
+) -> None:
+    """Leaving a ``for`` loop early does not end the span: the app may go on reading the same stream in another
+    loop, and the usage that only the last events carry is still recorded, once."""
+    client = simulated_provider.anthropic()
+    stream = client.messages.create(**A, stream=True)
+    for event in stream:
+        if event.type == "content_block_start":
+            break
+    assert spans() == []
+    for _event in stream:
+        pass
+    span = only_span(spans())
+    usage = simulated_provider.last_exchange.usage
+    assert attrs(span)[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == usage["output_tokens"] > 0
+    assert attrs(span)[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert attrs(span)[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] > 0
+
+
+async def test_an_async_stream_read_in_two_loops_ends_once_at_its_end_with_the_final_usage(
+    simulated_provider: Any, spans: Any
+) -> None:
+    client = simulated_provider.async_anthropic()
+    stream = await client.messages.create(**A, stream=True)
+    async for event in stream:
+        if event.type == "content_block_start":
+            break
+    assert spans() == []
+    async for _event in stream:
+        pass
+    span = only_span(spans())
+    usage = simulated_provider.last_exchange.usage
+    assert attrs(span)[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == usage["output_tokens"] > 0
+    assert attrs(span)[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
