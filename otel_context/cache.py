@@ -63,7 +63,7 @@ __all__ = [
     "CacheBreak",
     "CacheBreakDetector",
     "RequestFingerprint",
-    "left_in_cache",
+    "leaves_cache",
     "monotonic",
     "record_intentional_break",
     "record_unexpected_break",
@@ -626,9 +626,7 @@ class CacheBreakDetector:
             started = fp.taken_at
         if ended is None or injected:
             ended = self._clock()
-        reported = usage is not None and bool(
-            usage.reported_cache or usage.cache_read_tokens or usage.cache_write_tokens
-        )
+        reported = usage is not None and _reported(usage)
         with self._lock:
             previous = self._baseline
             announced = self._compaction_announced
@@ -753,11 +751,22 @@ def _diagnose_shared(previous: _SharedBaseline, current: RequestFingerprint, gap
 AUTOMATIC_CACHE_MIN_TOKENS = 1024
 
 
+def _reported(usage: TokenUsage) -> bool:
+    """Whether the provider reported cache figures for the call (else it says nothing about the cache)."""
+    return bool(usage.reported_cache or usage.cache_read_tokens or usage.cache_write_tokens)
+
+
+def leaves_cache(automatic_caching: bool, usage: TokenUsage) -> bool:
+    """Whether a call with this usage left anything in the cache, as :meth:`CacheBreakDetector.check` counts
+    it: cache figures reported, and something left (see :func:`_left_in_cache`)."""
+    return _reported(usage) and _left(automatic_caching, usage) > 0
+
+
 def _left_in_cache(fp: RequestFingerprint, usage: TokenUsage) -> int:
-    return left_in_cache(fp.automatic_caching, usage)
+    return _left(fp.automatic_caching, usage)
 
 
-def left_in_cache(automatic_caching: bool, usage: TokenUsage) -> int:
+def _left(automatic_caching: bool, usage: TokenUsage) -> int:
     """What a call left in the cache: its cache reads + writes. OpenAI's automatic caching reports no
     writes, so there the call's whole input counts once it was long enough to be cached: without that, a
     changing system prompt (a timestamp) was seen only when the previous call had itself read the cache."""

@@ -75,7 +75,7 @@ class EnginePlan(EngineCall):
                 utilization, {semconv.GEN_AI_PROVIDER_NAME: provider, semconv.GEN_AI_REQUEST_MODEL: self.model}
             )
         if usage is not None and state.detector is not None and self.fingerprint_deferred:
-            if not _leaves_cache(self, usage):
+            if not cache.leaves_cache(self.adapter.automatic_caching, usage):
                 state.detector.forget_uncached()  # what the check would conclude, without the fingerprint
             else:
                 self.refingerprint()  # the first call that caches: the baseline of the next call's check
@@ -92,13 +92,6 @@ class EnginePlan(EngineCall):
         observe_provider_compaction(span, provider, self.model, usage, read, state)
         if store is not None:
             fleet.commit(self, store, snapshot)
-
-
-def _leaves_cache(call: EngineCall, usage: TokenUsage) -> bool:
-    """Whether this call left anything in the provider's cache, as :meth:`CacheBreakDetector.check` counts it
-    (cache figures reported, and reads + writes, or OpenAI's automatic caching of a long prompt)."""
-    reported = usage.reported_cache or usage.cache_read_tokens or usage.cache_write_tokens
-    return bool(reported) and cache.left_in_cache(call.adapter.automatic_caching, usage) > 0
 
 
 def _asks_provider_to_compact(request: CallRequest) -> bool:
