@@ -103,14 +103,19 @@ class SDKSpec:
     def provider(self, client: Any, host: str | None) -> str:
         raise NotImplementedError
 
-    def plain_body(self, body: Any) -> tuple[Any, bool]:
-        """The JSON-shaped body the SDK would send (drops sentinels, lists iterators; may be ``body`` itself),
-        and whether it is the SDK's own prepared copy, which must then be sent instead of ``body`` (preparing
-        may have consumed an iterator the app passed)."""
-        return body, False
+    def plain_body(self, body: Any) -> Any:
+        """The JSON-shaped body the SDK would send, when that is known without the SDK's own preparation (no
+        I/O, no copy of the history; may be ``body`` itself); None when only :meth:`prepared_body` can tell.
+        Asked on every call, inline: only the rare body that needs preparing costs the flow a step."""
+        return body
 
-    async def aplain_body(self, body: Any) -> tuple[Any, bool]:
-        return self.plain_body(body)
+    def prepared_body(self, body: Any) -> Any:
+        """The SDK's own preparation of ``body`` (drops sentinels, lists iterators): a copy, which must then be
+        sent instead of ``body`` (preparing may have consumed an iterator the app passed)."""
+        return body
+
+    async def aprepared_body(self, body: Any) -> Any:
+        return self.prepared_body(body)
 
     def error_type(self, exc: BaseException) -> str | None:
         """The API's own error type/code, when the provider returned one."""
@@ -130,7 +135,7 @@ class _SendRaw(NamedTuple):
 
 
 class _Prepare(NamedTuple):
-    """The JSON-shaped body the SDK would send (``SDKSpec.plain_body`` / ``aplain_body``)."""
+    """The SDK's own preparation of a body (``SDKSpec.prepared_body`` / ``aprepared_body``)."""
 
     body: Any
 
@@ -265,15 +270,14 @@ class Interceptor:
             if type(raw_headers) is dict or isinstance(raw_headers, Mapping)
             else {}
         )
-        fmt = begun.endpoint.fmt
-        return CallRequest(
-            provider=begun.call.provider,
-            wire_format=fmt.wire_format or "",
-            body=body,
-            model=model if isinstance(model, str) else None,
-            settings=self.settings,
-            headers=headers,
-            background=True,  # the plan's drivers below run background summaries (._background)
+        return CallRequest(  # positional (one is made per call): provider, format, body, model, settings, headers
+            begun.call.provider,
+            begun.endpoint.fmt.wire_format or "",
+            body,
+            model if isinstance(model, str) else None,
+            self.settings,
+            headers,
+            True,  # background: the plan's drivers below run background summaries (._background)
         )
 
     def _capture_request(self, begun: _Begun, body: Any) -> None:
@@ -348,7 +352,10 @@ class Interceptor:
 
     def _plan(self, begun: _Begun) -> Generator[_Op, Any, None]:
         try:
-            body, prepared = yield _Prepare(begun.options.json_data)
+            body = self.spec.plain_body(begun.options.json_data)
+            prepared = body is None
+            if prepared:
+                body = yield _Prepare(begun.options.json_data)
             request = self._call_request(begun, body)
             plan = yield from self._with_summarizer(begun, engine.plan(begun.call.span, request))
             self._apply_plan(begun, plan, body, prepared)
@@ -518,7 +525,7 @@ class Interceptor:
         if isinstance(op, _Send):
             return wrapped(begun.cast_to, op.options, **begun.rest)
         if isinstance(op, _Prepare):
-            return self.spec.plain_body(op.body)
+            return self.spec.prepared_body(op.body)
         if isinstance(op, _SendRaw):
             return instance.request(self.spec.httpx_response, op.options)
         if isinstance(op, _Store):
@@ -538,7 +545,7 @@ class Interceptor:
         if isinstance(op, _Send):
             return await wrapped(begun.cast_to, op.options, **begun.rest)
         if isinstance(op, _Prepare):
-            return await self.spec.aplain_body(op.body)
+            return await self.spec.aprepared_body(op.body)
         if isinstance(op, _SendRaw):
             return await instance.request(self.spec.httpx_response, op.options)
         if isinstance(op, _Store):

@@ -24,6 +24,7 @@ from typing import Any
 __all__ = ["JsonNativeMemo", "is_json_native"]
 
 _SCALARS = (str, int, float, bool, type(None))
+_SCALAR_SET = frozenset(_SCALARS)
 
 
 def is_json_native(value: Any) -> bool:
@@ -37,7 +38,7 @@ def is_json_native(value: Any) -> bool:
             extend(item.values())
         elif kind is list:
             extend(item)
-        elif kind not in _SCALARS:
+        elif kind not in _SCALAR_SET:
             return False
     return True
 
@@ -60,7 +61,10 @@ class JsonNativeMemo:
 
     def body_is_native(self, body: dict[str, Any]) -> bool:
         for value in body.values():
-            if type(value) is list and len(value) > self.short_list:
+            kind = type(value)
+            if kind in _SCALAR_SET:  # the model, the output cap, flags: no walk
+                continue
+            if kind is list and len(value) > self.short_list:
                 if not self._list_is_native(value):
                     return False
             elif not is_json_native(value):

@@ -27,7 +27,7 @@ from otel_context.usage import TokenUsage
 WireFormat = str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class CallRequest:
     """What the instrumentation knows about a chat call before it is sent."""
 
@@ -42,6 +42,28 @@ class CallRequest:
     #: :class:`~otel_context.flow.BackgroundWait` requests (the instrumentation does); without it the engine
     #: compacts inline only.
     background: bool = False
+
+    def __init__(
+        self,
+        provider: str,
+        wire_format: WireFormat,
+        body: Mapping[str, Any],
+        model: str | None,
+        settings: Settings,
+        headers: Mapping[str, str] | None = None,
+        background: bool = False,
+    ) -> None:
+        # The generated __init__'s fields and order, in one dict update instead of a frozen dataclass's
+        # object.__setattr__ per field (one of these is made for every chat call).
+        self.__dict__.update(
+            provider=provider,
+            wire_format=wire_format,
+            body=body,
+            model=model,
+            settings=settings,
+            headers={} if headers is None else headers,
+            background=background,
+        )
 
 
 class CallPlan:

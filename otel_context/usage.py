@@ -189,7 +189,18 @@ def first_count(obj: Any, *names: str) -> int | None:
 def first_count_of(get: Callable[[str], Any], *names: str) -> int | None:
     """:func:`first_count` with the object's getter already decided."""
     for name in names:
-        value = as_count(get(name))
+        value = get(name)
+        if type(value) is int:  # nearly every read: no call
+            return value
+        if value is not None and (value := as_count(value)) is not None:
+            return value
+    return None
+
+
+def first_present(get: Callable[[str], Any], names: tuple[str, ...]) -> Any:
+    """The first of ``names`` that is present (not None), read with ``get`` (see :func:`field_getter`)."""
+    for name in names:
+        value = get(name)
         if value is not None:
             return value
     return None
@@ -230,6 +241,7 @@ __all__ = [
     "field_getter",
     "first_count",
     "first_count_of",
+    "first_present",
     "get_field",
     "is_deepseek",
     "or_zero",

@@ -55,6 +55,7 @@ class ConversationStore:
         self.max_bytes = max_bytes
         self._clock = clock
         self._on_evict = on_evict
+        self._followed: Settings | None = None
 
     def __len__(self) -> int:
         return len(self._states)
@@ -64,11 +65,15 @@ class ConversationStore:
         """Approximate bytes of the apps' histories the tracked snapshots keep alive."""
         return self._bytes
 
-    def configure(self, max_conversations: int, idle_seconds: float, max_bytes: int | None = None) -> None:
-        self.max_conversations = max(1, max_conversations)
-        self.idle_seconds = idle_seconds
-        if max_bytes is not None:
-            self.max_bytes = max(0, max_bytes)
+    def follow(self, settings: Settings) -> None:
+        """Take the bounds of the settings a call comes with (transparent mode's, or an explicit
+        ``Compactor``'s); a call with the same settings object as the previous one changes nothing."""
+        if settings is self._followed:
+            return
+        self.max_conversations = max(1, settings.max_conversations)
+        self.idle_seconds = settings.conversation_idle_seconds
+        self.max_bytes = max(0, settings.max_state_bytes)
+        self._followed = settings
 
     def states(self) -> list[ConversationState]:
         """Every tracked state, least recently used first (tests and diagnostics)."""
@@ -281,5 +286,5 @@ def resolve(
     """
     explicit = current_conversation_id()
     key = explicit if explicit is not None else derive_key(provider, first_user_text(adapter, items))
-    STORE.configure(settings.max_conversations, settings.conversation_idle_seconds, settings.max_state_bytes)
+    STORE.follow(settings)
     return STORE.resolve(key, items, explicit=explicit is not None)

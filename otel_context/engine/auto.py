@@ -32,6 +32,14 @@ def micro_due(call: EngineCall, budget: Budget) -> bool:
     return ended is not None and monotonic() - ended > DEFAULT_TTL_SECONDS
 
 
+def concerned(call: EngineCall, budget: Budget) -> bool:
+    """Whether :func:`compact` can do anything for this call: most calls of a conversation are far below its
+    threshold, and this plain test spares them the cascade's generator."""
+    if call.estimated_tokens >= budget.auto_threshold or micro_due(call, budget):
+        return True
+    return background.enabled(call) and background.watching(call, budget)
+
+
 def compact(span: Span, call: EngineCall, budget: Budget) -> Generator[Step, Any, None]:
     """The automatic cascade for one call (threshold-triggered)."""
     due = micro_due(call, budget)

@@ -178,7 +178,7 @@ def _plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
     if budget is not None:
         p.attributes[semconv.CONTEXT_WINDOW] = budget.window
         p.attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = budget.effective
-    if automatic and budget is not None:
+    if automatic and budget is not None and auto.concerned(p, budget):
         yield from auto.compact(span, p, budget)
     if budget is not None:
         available = automatic and not state.breaker.open

@@ -9,7 +9,15 @@ from typing import Any
 
 from otel_context import semconv
 from otel_context.formats.base import Item
-from otel_context.usage import TokenUsage, field_getter, first_count, first_count_of, get_field, or_zero
+from otel_context.usage import (
+    TokenUsage,
+    field_getter,
+    first_count,
+    first_count_of,
+    first_present,
+    get_field,
+    or_zero,
+)
 
 #: Parameters of a too-long rejection that every provider words the same way.
 _TOO_LONG_MARKERS = (
@@ -277,14 +285,19 @@ def openai_usage(
     cached tokens; each spelling lists the names of one figure, preferred first."""
     get = field_getter(u)  # one type decision for every read below (this runs on every call)
     input_tokens = first_count_of(get, *input_names)
-    details = field_getter(next((d for name in input_details if (d := get(name)) is not None), None))
-    cache_read = first_count_of(details, "cached_tokens", "cache_read_tokens")
-    cache_write = first_count_of(details, "cache_write_tokens", "cache_creation_tokens")
-    out_details = next((d for name in output_details if (d := get(name)) is not None), None)
-    reasoning = first_count(out_details, "reasoning_tokens")
+    output_tokens = first_count_of(get, *output_names)
+    cache_read = cache_write = reasoning = None
+    details = first_present(get, input_details)
+    if details is not None:
+        read = field_getter(details)
+        cache_read = first_count_of(read, "cached_tokens", "cache_read_tokens")
+        cache_write = first_count_of(read, "cache_write_tokens", "cache_creation_tokens")
+    out_details = first_present(get, output_details)
+    if out_details is not None:
+        reasoning = first_count(out_details, "reasoning_tokens")
     return TokenUsage(
         input_tokens=or_zero(input_tokens),
-        output_tokens=or_zero(first_count_of(get, *output_names)),
+        output_tokens=or_zero(output_tokens),
         cache_read_tokens=or_zero(cache_read),
         cache_write_tokens=or_zero(cache_write),
         reasoning_tokens=or_zero(reasoning),

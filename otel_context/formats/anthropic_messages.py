@@ -473,11 +473,12 @@ class AnthropicMessagesAdapter:
         return sampling_attributes(body, _OUTPUT_CAP)
 
     def response_info(self, response: Any, provider: str) -> ResponseInfo:
-        reason = finish_reason(_get(response, "stop_reason"))
-        usage = _get(response, "usage")
+        get = field_getter(response)  # one type decision for the four reads
+        reason = finish_reason(get("stop_reason"))
+        usage = get("usage")
         return ResponseInfo(
-            response_id=_get(response, "id"),
-            response_model=_get(response, "model"),
+            response_id=get("id"),
+            response_model=get("model"),
             finish_reasons=(reason,) if reason else (),
             usage=usage_from_anthropic(usage) if usage is not None else None,
         )
@@ -625,25 +626,35 @@ class _AnthropicFields(NamedTuple):
 
 
 def _anthropic_fields(u: Any) -> _AnthropicFields:
-    get = field_getter(u)  # one type decision for the ten reads below (this runs on every call)
-    cache_creation = field_getter(get("cache_creation"))
-    write_5m = as_count(cache_creation("ephemeral_5m_input_tokens"))
-    write_1h = as_count(cache_creation("ephemeral_1h_input_tokens"))
-    cache_write = as_count(get("cache_creation_input_tokens"))
+    # This runs on every call: one type decision for all the reads, a count test inline for the ints every
+    # response carries, and the optional groups (TTL split, thinking details, iterations) read only when sent.
+    get = field_getter(u)
+    input_tokens, output_tokens = get("input_tokens"), get("output_tokens")
+    cache_read, cache_write = get("cache_read_input_tokens"), get("cache_creation_input_tokens")
+    write_5m = write_1h = reasoning = None
+    cache_creation = get("cache_creation")
+    if cache_creation is not None:
+        split = field_getter(cache_creation)
+        write_5m = as_count(split("ephemeral_5m_input_tokens"))
+        write_1h = as_count(split("ephemeral_1h_input_tokens"))
+    cache_write = cache_write if type(cache_write) is int else as_count(cache_write)
     if cache_write is None and (write_5m is not None or write_1h is not None):
         # Only the TTL breakdown was reported: the total is its sum, not 0.
         cache_write = or_zero(write_5m) + or_zero(write_1h)
-    iterations = get("iterations")
-    return _AnthropicFields(
-        input_tokens=as_count(get("input_tokens")),
-        output_tokens=as_count(get("output_tokens")),
-        cache_read=as_count(get("cache_read_input_tokens")),
-        cache_write=cache_write,
-        write_5m=write_5m,
-        write_1h=write_1h,
+    details = get("output_tokens_details")
+    if details is not None:
         # Claude reports thinking under output_tokens_details.thinking_tokens (included in output_tokens).
-        reasoning=first_count(get("output_tokens_details"), "thinking_tokens", "reasoning_tokens"),
-        iterations=as_sequence(iterations) if iterations is not None else None,
+        reasoning = first_count(details, "thinking_tokens", "reasoning_tokens")
+    iterations = get("iterations")
+    return _AnthropicFields(  # positional: keywords cost a third of this function
+        input_tokens if type(input_tokens) is int else as_count(input_tokens),
+        output_tokens if type(output_tokens) is int else as_count(output_tokens),
+        cache_read if type(cache_read) is int else as_count(cache_read),
+        cache_write,
+        write_5m,
+        write_1h,
+        reasoning,
+        as_sequence(iterations) if iterations is not None else None,
     )
 
 
@@ -668,22 +679,22 @@ def _compaction_sums(iterations: Sequence[Any] | None) -> tuple[int, int, int]:
 
 
 def _from_anthropic_fields(f: _AnthropicFields) -> TokenUsage:
-    cache_read = or_zero(f.cache_read)
-    cache_write = or_zero(f.cache_write)
-    count, compaction_in, compaction_out = _compaction_sums(f.iterations)
+    cache_read = 0 if f.cache_read is None else f.cache_read
+    cache_write = 0 if f.cache_write is None else f.cache_write
+    count, compaction_in, compaction_out = _compaction_sums(f.iterations) if f.iterations else (0, 0, 0)
     return TokenUsage(
-        input_tokens=or_zero(f.input_tokens) + cache_read + cache_write,
-        output_tokens=or_zero(f.output_tokens),
-        cache_read_tokens=cache_read,
-        cache_write_tokens=cache_write,
-        cache_write_5m_tokens=or_zero(f.write_5m),
-        cache_write_1h_tokens=or_zero(f.write_1h),
-        reasoning_tokens=or_zero(f.reasoning),
-        compaction_input_tokens=compaction_in,
-        compaction_output_tokens=compaction_out,
-        reported_cache=f.cache_read is not None or f.cache_write is not None,
-        reported_reasoning=f.reasoning is not None,
-        compaction_iterations=count,
+        (0 if f.input_tokens is None else f.input_tokens) + cache_read + cache_write,
+        0 if f.output_tokens is None else f.output_tokens,
+        cache_read,
+        cache_write,
+        0 if f.write_5m is None else f.write_5m,
+        0 if f.write_1h is None else f.write_1h,
+        0 if f.reasoning is None else f.reasoning,
+        compaction_in,
+        compaction_out,
+        f.cache_read is not None or f.cache_write is not None,
+        f.reasoning is not None,
+        count,
     )
 
 

@@ -57,7 +57,7 @@ from otel_context.formats.base import (
     ResponseInfo,
     ToolResultRef,
 )
-from otel_context.usage import TokenUsage, first_count, or_zero
+from otel_context.usage import TokenUsage, field_getter, first_count, or_zero
 from otel_context.usage import get_field as _get
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -358,11 +358,17 @@ class OpenAIChatAdapter:
         return sampling_attributes(body, _OUTPUT_CAP)
 
     def response_info(self, response: Any, provider: str) -> ResponseInfo:
-        reasons = tuple(r for c in _get(response, "choices") or () if (r := finish_reason(_get(c, "finish_reason"))))
-        usage = _get(response, "usage")
+        get = field_getter(response)  # one type decision for the reads below (this runs on every call)
+        choices = get("choices") or ()
+        if type(choices) is list and len(choices) == 1:  # nearly every response: no generator
+            reason = finish_reason(_get(choices[0], "finish_reason"))
+            reasons: tuple[str, ...] = (reason,) if reason else ()
+        else:
+            reasons = tuple(r for c in choices if (r := finish_reason(_get(c, "finish_reason"))))
+        usage = get("usage")
         return ResponseInfo(
-            response_id=_get(response, "id"),
-            response_model=_get(response, "model"),
+            response_id=get("id"),
+            response_model=get("model"),
             finish_reasons=reasons,
             usage=self.usage(usage, provider) if usage is not None else None,
         )
