@@ -219,16 +219,19 @@ class Interceptor:
         """Start the span for an instrumented endpoint; None for calls we leave alone."""
         if not is_instrumentation_enabled():
             return None
-        rest = dict(kwargs)
-        if len(args) >= 2:
-            cast_to, options = args[0], args[1]
+        if len(args) >= 2 and "cast_to" not in kwargs and "options" not in kwargs:
+            cast_to, options, rest = args[0], args[1], kwargs  # how both SDKs call it: nothing to copy
         else:
-            cast_to = args[0] if args else rest.pop("cast_to")
-            options = rest.pop("options")
-        rest.pop("cast_to", None)
-        rest.pop("options", None)
+            rest = dict(kwargs)
+            if len(args) >= 2:
+                cast_to, options = args[0], args[1]
+            else:
+                cast_to = args[0] if args else rest.pop("cast_to")
+                options = rest.pop("options")
+            rest.pop("cast_to", None)
+            rest.pop("options", None)
         endpoint = self.spec.endpoints.get(options.url)
-        if endpoint is None or options.method.lower() != "post":
+        if endpoint is None or (options.method != "post" and options.method.lower() != "post"):
             return None
         body = options.json_data
         if type(body) is not dict and not isinstance(body, Mapping):

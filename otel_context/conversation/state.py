@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from otel_context.conversation.breaker import Breaker
 from otel_context.conversation.memo import CompactionMemo, MemoEntry
@@ -21,7 +21,7 @@ from otel_context.usage import TokenUsage
 BYTES_PER_TOKEN = 4
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Snapshot:
     """What one successful call of a conversation left behind; immutable, so a call reads it once and
     every check it makes against it holds whatever other calls do meanwhile.
@@ -40,6 +40,18 @@ class Snapshot:
     #: With a shared store only: the chained content hash after each item (see
     #: :mod:`otel_context.conversation.shared`), so the next commit hashes only what was appended.
     chain: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        items: Sequence[Mapping[str, Any]],
+        usage: TokenUsage | None,
+        entry: MemoEntry | None = None,
+        tokens: int = 0,
+        chain: tuple[str, ...] = (),
+    ) -> None:
+        # The generated __init__'s fields and order, in one dict update instead of a frozen dataclass's
+        # object.__setattr__ per field (every chat call commits one).
+        self.__dict__.update(items=items, usage=usage, entry=entry, tokens=tokens, chain=chain)
 
     @property
     def size(self) -> int:
@@ -116,6 +128,8 @@ class ConversationState:
         self.explicit = explicit
         #: Distinguishes the branches of one derived key (0 for explicit ids).
         self.serial = serial
+        #: The store's key for this state (made once: the store looks it up twice per call).
+        self.ident = (key, serial)
         self.last_seen = 0.0
         #: The last successful call, or None before the first one ended.
         self.snapshot: Snapshot | None = None
@@ -160,8 +174,7 @@ class ConversationState:
             self.detector = parent.detector.branch()
 
 
-@dataclass(frozen=True)
-class Resolution:
+class Resolution(NamedTuple):
     """The state a call uses, the snapshot it read (once), and how much of its history that snapshot proves."""
 
     state: ConversationState

@@ -83,7 +83,7 @@ class ConversationStore:
     def tracks(self, state: ConversationState) -> bool:
         """Whether ``state`` is still tracked (a call may hold one the store evicted meanwhile)."""
         with self._lock:
-            return self._states.get((state.key, state.serial)) is state
+            return self._states.get(state.ident) is state
 
     def get(self, key: str, *, explicit: bool) -> ConversationState:
         """The (first) state of ``key``, created when new, marked as most recently used."""
@@ -115,7 +115,8 @@ class ConversationStore:
                 if group:
                     _inherit(best, group[:-1], items)
             state = self._touch_and_evict(best, gone)
-        self._report(gone)
+        if gone:
+            self._report(gone)
         if state is not best:  # it had been idle too long: the conversation starts afresh
             return Resolution(state, None, 0)
         return Resolution(state, best_snapshot, max(0, best_unchanged))
@@ -141,14 +142,15 @@ class ConversationStore:
                 parent = state
                 state = self._new(state.key, False)
                 state.inherit(parent, factor=True, baseline=False)
-            tracked = (state.key, state.serial) in self._states
+            tracked = state.ident in self._states
             if tracked:
                 self._bytes += snapshot.size - (state.snapshot.size if state.snapshot is not None else 0)
             state.snapshot = snapshot
             state.last_call_ended = ended
             if tracked:
                 self._touch_and_evict(state, evicted)
-        self._report(evicted)
+        if evicted:
+            self._report(evicted)
         return state
 
     def clear(self) -> None:
@@ -163,7 +165,7 @@ class ConversationStore:
     def _new(self, key: str, explicit: bool) -> ConversationState:
         self._serial += 1
         state = ConversationState(key, explicit, 0 if explicit else self._serial)
-        self._states[key, state.serial] = state
+        self._states[state.ident] = state
         self._groups.setdefault(key, []).append(state)
         return state
 
@@ -172,17 +174,17 @@ class ConversationStore:
 
         What goes is added to ``gone``, for the caller to report once the lock is released."""
         now = self._clock()
-        ident = (state.key, state.serial)
         if state.last_seen and now - state.last_seen > self.idle_seconds:
             # Idle too long: the conversation starts afresh under the same identity.
-            self._drop(ident)
+            self._drop(state.ident)
             gone.append(state)
             state = self._new(state.key, state.explicit)
-            ident = (state.key, state.serial)
-        self._states.move_to_end(ident)
+        states = self._states
+        states.move_to_end(state.ident)
         state.last_seen = now
-        while self._states:
-            oldest_ident, oldest = next(iter(self._states.items()))
+        while states:
+            oldest_ident = next(iter(states))
+            oldest = states[oldest_ident]
             if oldest is state:
                 break
             over = len(self._states) > self.max_conversations or self._bytes > self.max_bytes

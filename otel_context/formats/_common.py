@@ -212,7 +212,7 @@ def output_cap(body: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
     differently) that holds an int."""
     for key in keys:
         value = body.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
+        if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
             return value
     return None
 
@@ -232,10 +232,11 @@ def sampling_attributes(body: Mapping[str, Any], max_keys: tuple[str, ...]) -> d
     cap = output_cap(body, max_keys)
     if cap is not None:
         attrs[semconv.GEN_AI_REQUEST_MAX_TOKENS] = cap
-    for key, name in (("temperature", semconv.GEN_AI_REQUEST_TEMPERATURE), ("top_p", semconv.GEN_AI_REQUEST_TOP_P)):
-        value = body.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            attrs[name] = float(value)
+    temperature, top_p = body.get("temperature"), body.get("top_p")  # mostly absent: no loop for them
+    if temperature is not None and isinstance(temperature, (int, float)) and not isinstance(temperature, bool):
+        attrs[semconv.GEN_AI_REQUEST_TEMPERATURE] = float(temperature)
+    if top_p is not None and isinstance(top_p, (int, float)) and not isinstance(top_p, bool):
+        attrs[semconv.GEN_AI_REQUEST_TOP_P] = float(top_p)
     return attrs
 
 
