@@ -223,8 +223,10 @@ class Call:
                 self._observe_server_compaction(usage, response)
             if span.is_recording():
                 if self.plan is not None and self.plan.attributes:
-                    # One attribute write per call: the SDK's per-call cost (lock, limits) is paid once.
-                    attrs = {**self.plan.attributes, **attrs}
+                    # One attribute write per call: the SDK's per-call cost (lock, limits) is paid once. The
+                    # plan's dict is this call's own: the response's attributes go in after (and win).
+                    self.plan.attributes.update(attrs)
+                    attrs = self.plan.attributes
                 span.set_attributes(attrs)
                 if isinstance(error, Exception):
                     span.set_status(Status(StatusCode.ERROR, _short(error)))

@@ -362,7 +362,8 @@ class Interceptor:
             request = self._call_request(begun, body)
             plan = yield from self._with_summarizer(begun, engine.plan(begun.call.span, request))
             self._apply_plan(begun, plan, body, prepared)
-            self._capture_request(begun, plan.body)  # what is sent, as plain JSON (no SDK sentinels)
+            if self.settings.capture_content != "NO_CONTENT":
+                self._capture_request(begun, plan.body)  # what is sent, as plain JSON (no SDK sentinels)
         except Exception:
             telemetry.log_once(
                 "plan", "otel_context: the context engine failed; sending the call unchanged", exc_info=True
@@ -372,7 +373,7 @@ class Interceptor:
         """Run engine steps, sending each summary request through the app's own client (see
         :meth:`_summarize`; one retry budget for all the summarizer calls of these steps) and handing each
         shared-store request to the driver (blocking for sync clients, awaited for async ones)."""
-        budget = SummarizerBudget(self.settings)
+        budget: SummarizerBudget | None = None  # made by the first summary request (most plans make none)
         try:
             request = next(steps)
             while True:
@@ -385,6 +386,8 @@ class Interceptor:
                     yield _Wait(request.done, request.timeout)
                     reply = SummaryResult()
                 else:
+                    if budget is None:
+                        budget = SummarizerBudget(self.settings)
                     reply = yield from self._summarize(begun, budget, request)
                 request = steps.send(reply)
         except StopIteration as done:

@@ -87,11 +87,16 @@ class EnginePlan(EngineCall):
             except Exception:
                 telemetry.log_once("engine.cache_check", "otel_context: the cache-break check failed", exc_info=True)
         # The response is read for compaction blocks and edits only when the request asked the provider to
-        # manage its context (usage's compaction figures, which cost nothing to look at, are always read).
+        # manage its context; usage's compaction figures are always looked at (here first: most calls have none).
         read = response if _asks_provider_to_compact(self.request) else None
-        observe_provider_compaction(span, provider, self.model, usage, read, state)
+        if read is not None or (usage is not None and _compacted_per_usage(usage)):
+            observe_provider_compaction(span, provider, self.model, usage, read, state)
         if store is not None:
             fleet.commit(self, store, snapshot)
+
+
+def _compacted_per_usage(usage: TokenUsage) -> bool:
+    return bool(usage.compaction_iterations or usage.compaction_input_tokens or usage.compaction_output_tokens)
 
 
 def _asks_provider_to_compact(request: CallRequest) -> bool:
