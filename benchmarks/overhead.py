@@ -46,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEERS_PYTHON = HERE / ".venv-peers" / "bin" / "python"
 
-ANTHROPIC_MODEL = "claude-sonnet-4-5"
+ANTHROPIC_MODEL = "claude-sonnet-4-6"
 OPENAI_MODEL = "gpt-4o-mini"
 #: Short answers for the per-call figure (the response size of the research's mock), long ones for streams.
 CALL_PROMPT = "Say hello. words:20"

@@ -4,8 +4,8 @@
 from otel_context import Compactor, should_compact
 
 compactor = Compactor(anthropic.Anthropic())          # or Compactor(my_summarize_function)
-if should_compact(messages, model="claude-sonnet-4-5", system=system):
-    result = compactor.compact(messages, model="claude-sonnet-4-5", system=system)
+if should_compact(messages, model="claude-sonnet-4-6", system=system):
+    result = compactor.compact(messages, model="claude-sonnet-4-6", system=system)
     messages = result.messages                                  # a new list; yours is never modified
 ```
 

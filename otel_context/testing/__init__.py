@@ -3,7 +3,7 @@
 >>> from otel_context.testing import SimulatedProvider
 >>> with SimulatedProvider() as sim:                      # doctest: +SKIP
 ...     client = sim.anthropic()
-...     client.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=[...])
+...     client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=[...])
 
 See docs/simulated-provider.md. Importing this package does not import the SDKs.
 """

@@ -28,7 +28,7 @@ def conversation() -> list[dict[str, Any]]:
 
 def request(**overrides: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-4-6",
         "max_tokens": 64,
         "system": "You are terse.",
         "tools": TOOLS,

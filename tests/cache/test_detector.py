@@ -58,7 +58,7 @@ def with_last_marked(messages: list[dict[str, Any]], ttl: str | None = None) -> 
 
 def body(messages: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-4-6",
         "max_tokens": 100,
         "system": [{"type": "text", "text": SYSTEM, "cache_control": dict(EPHEMERAL)}],
         "tools": TOOLS,

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_context import semconv
 
-MODEL_A = "claude-sonnet-4-5"
+MODEL_A = "claude-sonnet-4-6"
 MODEL_O = "gpt-5"
 USER = [{"role": "user", "content": "hello there"}]
 
