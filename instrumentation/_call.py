@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_context import engine, semconv, telemetry, token_counters
@@ -113,6 +114,7 @@ class Call:
     __slots__ = (
         "capture",
         "chat",
+        "context",
         "ended",
         "first_chunk",
         "fmt",
@@ -133,8 +135,12 @@ class Call:
         metric_attrs: dict[str, Any],
         provider: str,
         stream: bool,
+        context: Context | None = None,
     ) -> None:
         self.span = span
+        #: The context the call's span is current in: its metrics are recorded in it, so their exemplars
+        #: point at this span also when a stream ends in the app's own context (after the call returned).
+        self.context = context
         self.fmt = fmt
         self.chat = chat
         self.metric_attrs = metric_attrs
@@ -257,21 +263,22 @@ class Call:
     def _record_metrics(self, duration: float, ttfc: float | None, usage: Any) -> None:
         instruments = telemetry.get().instruments
         attrs = self.metric_attrs
-        instruments.inference_duration.record(duration, attrs)
+        context = self.context
+        instruments.inference_duration.record(duration, attrs, context=context)
         if ttfc is not None:
-            instruments.time_to_first_chunk.record(ttfc, attrs)
+            instruments.time_to_first_chunk.record(ttfc, attrs, context=context)
         if usage is not None:
             token_counters.add(
                 attrs, usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
             )
         if instruments.legacy_operation_duration is not None:
-            instruments.legacy_operation_duration.record(duration, attrs)
+            instruments.legacy_operation_duration.record(duration, attrs, context=context)
         if instruments.legacy_token_usage is not None and usage is not None:
             instruments.legacy_token_usage.record(
-                usage.input_tokens, {**attrs, semconv.GEN_AI_TOKEN_TYPE: semconv.TOKEN_TYPE_INPUT}
+                usage.input_tokens, {**attrs, semconv.GEN_AI_TOKEN_TYPE: semconv.TOKEN_TYPE_INPUT}, context=context
             )
             instruments.legacy_token_usage.record(
-                usage.output_tokens, {**attrs, semconv.GEN_AI_TOKEN_TYPE: semconv.TOKEN_TYPE_OUTPUT}
+                usage.output_tokens, {**attrs, semconv.GEN_AI_TOKEN_TYPE: semconv.TOKEN_TYPE_OUTPUT}, context=context
             )
 
 

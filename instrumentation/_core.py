@@ -257,10 +257,10 @@ class Interceptor:
         attrs.update(endpoint.fmt.request_attributes(body))
         name = f"{operation} {model}" if model else operation
         span = telemetry.get().tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
-        call = Call(span, endpoint.fmt, endpoint.chat, metric_attrs, client_info.provider, stream)
         ctx = trace.set_span_in_context(span)
         if self.spec.has_native_spans and not self.settings.anthropic_native_spans:
             ctx = otel_context.set_value(NATIVE_OFF_KEY, True, ctx)
+        call = Call(span, endpoint.fmt, endpoint.chat, metric_attrs, client_info.provider, stream, ctx)
         token = otel_context.attach(ctx)
         return _Begun(call, endpoint, cast_to, options, rest, token)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from otel_context import cache, semconv, telemetry
@@ -72,7 +73,10 @@ class EnginePlan(EngineCall):
             # With the plan's other attributes: Call.end writes them to the span in one call after this.
             self.attributes[semconv.CONTEXT_UTILIZATION] = utilization
             telemetry.get().instruments.context_utilization.record(
-                utilization, {semconv.GEN_AI_PROVIDER_NAME: provider, semconv.GEN_AI_REQUEST_MODEL: self.model}
+                utilization,
+                {semconv.GEN_AI_PROVIDER_NAME: provider, semconv.GEN_AI_REQUEST_MODEL: self.model},
+                # In the chat span's context: a stream ends in the app's, and the exemplar must point here.
+                context=trace.set_span_in_context(span),
             )
         if usage is not None and state.detector is not None and self.fingerprint_deferred:
             if not cache.leaves_cache(self.adapter.automatic_caching, usage):
