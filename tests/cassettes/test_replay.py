@@ -28,6 +28,9 @@ from .cassette import Cassette, Interaction, all_names, load, short_id
 from .expected import expected_for
 from .replay import ReplayServer
 
+#: The recorded exchanges name the models of their day; the SDK warns for those past their end of life.
+pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
+
 #: Paths the instrumentation gives a span (legacy ``/completions`` is not a GenAI surface it traces).
 TRACED_PATHS = ("/messages", "/messages/count_tokens", "/chat/completions", "/responses", "/embeddings")
 

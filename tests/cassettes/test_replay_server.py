@@ -11,6 +11,9 @@ from .calls import call_sync, is_stream, make_client
 from .cassette import all_names, load, parse_sse
 from .replay import MISS_STATUS, ReplayServer
 
+#: The recorded exchanges name the models of their day; the SDK warns for those past their end of life.
+pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
+
 ANTHROPIC_STREAM = (
     "openllmetry/packages/opentelemetry-instrumentation-anthropic/tests/cassettes/test_messages/"
     "test_anthropic_message_streaming_legacy.yaml"
