@@ -77,7 +77,6 @@ RESPONSE = {
 def _calls(row: str) -> Callable[[Any], Any]:
     from anthropic import Anthropic
     from anthropic.types import Message
-    from opentelemetry import context, trace
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import TracerProvider
@@ -97,27 +96,10 @@ def _calls(row: str) -> Callable[[Any], Any]:
         return message
 
     if row == "floor":
-        tracer = tracer_provider.get_tracer("floor")
-        meter = meter_provider.get_meter("floor")
-        duration = meter.create_histogram("floor.duration", unit="s")
-        utilization = meter.create_histogram("floor.utilization", unit="1")
-        span_attributes = {f"floor.attribute_{i}": i for i in range(21)}
-        metric_attributes = {f"floor.metric_{i}": "value" for i in range(6)}
-        small = {"floor.provider": "anthropic", "floor.model": "model"}
+        from overhead import floor_wrapper  # this folder: the same floor as the overhead benchmark's
 
-        def floor(options: Any) -> Any:
-            start = time.perf_counter()
-            span = tracer.start_span("chat model", attributes=span_attributes)
-            token = context.attach(trace.set_span_in_context(span))
-            try:
-                return send(Message, options, stream=False, stream_cls=None)
-            finally:
-                context.detach(token)
-                utilization.record(0.5, small)
-                duration.record(time.perf_counter() - start, metric_attributes)
-                span.end()
-
-        return floor
+        wrapper = floor_wrapper("anthropic", tracer_provider, meter_provider)
+        return lambda options: wrapper(send, client, (Message, options), {"stream": False, "stream_cls": None})
 
     import otel_context
     from otel_context.instrumentation import anthropic as instrumented

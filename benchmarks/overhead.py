@@ -127,40 +127,47 @@ class _Switch:
         self._instrumentor.uninstrument()
 
 
+def floor_wrapper(provider: str, tracer_provider: Any, meter_provider: Any) -> Callable[..., Any]:
+    """The floor's work around one SDK call, as a wrapt wrapper ``(wrapped, instance, args, kwargs)``: what
+    otel-context's telemetry costs with no logic at all. It starts the span with as many attributes as a real
+    chat span (21), makes it current for the call, records the two histograms every chat call records (duration
+    with 6 attributes, context utilization with 2) and ends the span. The four token counters are left out
+    (otel-context sums them in process). No response is read. (``call_path.py`` uses it too.)"""
+    from opentelemetry import context, trace
+
+    tracer = tracer_provider.get_tracer("floor")
+    meter = meter_provider.get_meter("floor")
+    duration = meter.create_histogram("floor.duration", unit="s")
+    utilization = meter.create_histogram("floor.utilization", unit="1")
+    span_attributes = {f"floor.attribute_{i}": i for i in range(21)}
+    metric_attributes = {f"floor.metric_{i}": "value" for i in range(6)}
+    small = {"floor.provider": provider, "floor.model": "model"}
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        start = time.perf_counter()
+        span = tracer.start_span("chat model", attributes=span_attributes)
+        token = context.attach(trace.set_span_in_context(span))
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            context.detach(token)
+            utilization.record(0.5, small)
+            duration.record(time.perf_counter() - start, metric_attributes)
+            span.end()
+
+    return wrapper
+
+
 class _Floor:
-    """What otel-context's telemetry costs with no logic at all: a wrapper on the same choke point that starts
-    the span with as many attributes as a real chat span (21), makes it current for the call, records the two
-    histograms every chat call records (duration with 6 attributes, context utilization with 2) and ends the
-    span. The four token counters are left out (otel-context sums them in process). No response is read."""
+    """:func:`floor_wrapper` on the same choke point as otel-context's (the SDK's ``SyncAPIClient.request``)."""
 
     def __init__(self, provider: str, tracer_provider: Any, meter_provider: Any) -> None:
         import wrapt
-        from opentelemetry import context, trace
 
         module = importlib.import_module(f"{provider}._base_client")
         self.cls = module.SyncAPIClient
         self.original = self.cls.__dict__["request"]
-        tracer = tracer_provider.get_tracer("floor")
-        meter = meter_provider.get_meter("floor")
-        duration = meter.create_histogram("floor.duration", unit="s")
-        utilization = meter.create_histogram("floor.utilization", unit="1")
-        span_attributes = {f"floor.attribute_{i}": i for i in range(21)}
-        metric_attributes = {f"floor.metric_{i}": "value" for i in range(6)}
-        small = {"floor.provider": provider, "floor.model": "model"}
-
-        def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            start = time.perf_counter()
-            span = tracer.start_span("chat model", attributes=span_attributes)
-            token = context.attach(trace.set_span_in_context(span))
-            try:
-                return wrapped(*args, **kwargs)
-            finally:
-                context.detach(token)
-                utilization.record(0.5, small)
-                duration.record(time.perf_counter() - start, metric_attributes)
-                span.end()
-
-        wrapt.wrap_function_wrapper(self.cls, "request", wrapper)
+        wrapt.wrap_function_wrapper(self.cls, "request", floor_wrapper(provider, tracer_provider, meter_provider))
 
     def remove(self) -> None:
         self.cls.request = self.original
