@@ -683,18 +683,18 @@ def _from_anthropic_fields(f: _AnthropicFields) -> TokenUsage:
     cache_write = 0 if f.cache_write is None else f.cache_write
     count, compaction_in, compaction_out = _compaction_sums(f.iterations) if f.iterations else (0, 0, 0)
     return TokenUsage(
-        (0 if f.input_tokens is None else f.input_tokens) + cache_read + cache_write,
-        0 if f.output_tokens is None else f.output_tokens,
-        cache_read,
-        cache_write,
-        0 if f.write_5m is None else f.write_5m,
-        0 if f.write_1h is None else f.write_1h,
-        0 if f.reasoning is None else f.reasoning,
-        compaction_in,
-        compaction_out,
-        f.cache_read is not None or f.cache_write is not None,
-        f.reasoning is not None,
-        count,
+        input_tokens=(0 if f.input_tokens is None else f.input_tokens) + cache_read + cache_write,
+        output_tokens=0 if f.output_tokens is None else f.output_tokens,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        cache_write_5m_tokens=0 if f.write_5m is None else f.write_5m,
+        cache_write_1h_tokens=0 if f.write_1h is None else f.write_1h,
+        reasoning_tokens=0 if f.reasoning is None else f.reasoning,
+        compaction_input_tokens=compaction_in,
+        compaction_output_tokens=compaction_out,
+        reported_cache=f.cache_read is not None or f.cache_write is not None,
+        reported_reasoning=f.reasoning is not None,
+        compaction_iterations=count,
     )
 
 
