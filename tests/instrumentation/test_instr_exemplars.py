@@ -1,4 +1,4 @@
-"""A call's histograms carry exemplars of the call's own chat span, streamed or not.
+"""A call's histograms carry exemplars of the call's own chat span, streamed or not, sync or async.
 
 A streamed call's metrics are recorded when the stream ends: in the app's loop, after ``create()`` returned,
 where the current span is the app's own (or none). The exemplars must still point at the chat span, so that
@@ -73,6 +73,18 @@ def test_exemplars_of_a_stream_read_outside_any_span(
     simulated_provider: Any, instrumented: None, spans: Any, metric_reader: InMemoryMetricReader
 ) -> None:
     _anthropic(simulated_provider.anthropic(), streamed=True)
+    chat = only_span(spans(f"chat {MODEL_A}"))
+    names = (*HISTOGRAMS, semconv.METRIC_TIME_TO_FIRST_CHUNK)
+    assert _exemplar_span_ids(metric_reader, names) == {name: {chat.context.span_id} for name in names}
+
+
+async def test_exemplars_of_an_async_stream_read_inside_an_app_span(
+    async_anthropic_client: Any, instrumented: None, spans: Any, metric_reader: InMemoryMetricReader
+) -> None:
+    with trace.get_tracer("app").start_as_current_span("handle request"):
+        stream = await async_anthropic_client.messages.create(model=MODEL_A, max_tokens=100, messages=USER, stream=True)
+        async for _ in stream:
+            pass
     chat = only_span(spans(f"chat {MODEL_A}"))
     names = (*HISTOGRAMS, semconv.METRIC_TIME_TO_FIRST_CHUNK)
     assert _exemplar_span_ids(metric_reader, names) == {name: {chat.context.span_id} for name in names}
