@@ -111,9 +111,11 @@ class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
         telemetry.log_once("stream_event", "otel_context: could not read a stream event", exc_info=True)
 
     def _self_finish(self, error: BaseException | None) -> None:
+        """End the call with what the stream gave. Only an ``Exception`` is a failure: a stream stopped by
+        ``KeyboardInterrupt``, ``SystemExit`` or a cancelled task ends as one the app stopped reading."""
         call = self._self_call
         if not call.ended:
-            call.end_stream(self._self_acc, error)
+            call.end_stream(self._self_acc, error if isinstance(error, Exception) else None)
 
     def __del__(self) -> None:
         # An abandoned stream: end the span with what was seen (not an error: the app chose to stop).
@@ -142,11 +144,8 @@ class SyncStreamProxy(_StreamProxy):
         except StopIteration:
             self._self_finish(None)
             raise
-        except Exception as exc:
+        except BaseException as exc:
             self._self_finish(exc)
-            raise
-        except BaseException:
-            self._self_finish(None)
             raise
         add = self._self_add
         try:
@@ -183,11 +182,8 @@ class AsyncStreamProxy(_StreamProxy):
         except StopAsyncIteration:
             self._self_finish(None)
             raise
-        except Exception as exc:
+        except BaseException as exc:
             self._self_finish(exc)
-            raise
-        except BaseException:
-            self._self_finish(None)
             raise
         add = self._self_add
         try:
@@ -236,11 +232,8 @@ def _sync_chunks(proxy: SyncStreamProxy, stream: Any) -> Iterator[Any]:
             yield item
     except GeneratorExit:
         raise
-    except Exception as exc:
+    except BaseException as exc:
         proxy._self_finish(exc)
-        raise
-    except BaseException:
-        proxy._self_finish(None)
         raise
     proxy._self_finish(None)
 
@@ -259,11 +252,8 @@ async def _async_chunks(proxy: AsyncStreamProxy, stream: Any) -> AsyncIterator[A
             yield item
     except GeneratorExit:
         raise
-    except Exception as exc:
+    except BaseException as exc:
         proxy._self_finish(exc)
-        raise
-    except BaseException:
-        proxy._self_finish(None)
         raise
     proxy._self_finish(None)
 

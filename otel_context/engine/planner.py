@@ -29,7 +29,7 @@ from otel_context.conversation import STORE, Snapshot, shared
 from otel_context.conversation import resolve as resolve_conversation
 from otel_context.engine import auto, budgets, fleet, reactive
 from otel_context.engine.call import EngineCall, rewrites
-from otel_context.engine.provider_compaction import observe_provider_compaction
+from otel_context.engine.provider_compaction import observe_provider_compaction, usage_shows_compaction
 from otel_context.flow import Step
 from otel_context.formats import for_format
 from otel_context.tokens import estimate_fixed, estimate_item, estimate_items
@@ -93,14 +93,10 @@ class EnginePlan(EngineCall):
         # The response is read for compaction blocks and edits only when the request asked the provider to
         # manage its context; usage's compaction figures are always looked at (here first: most calls have none).
         read = response if _asks_provider_to_compact(self.request) else None
-        if read is not None or (usage is not None and _compacted_per_usage(usage)):
+        if read is not None or (usage is not None and usage_shows_compaction(usage)):
             observe_provider_compaction(span, provider, self.model, usage, read, state)
         if store is not None:
             fleet.commit(self, store, snapshot)
-
-
-def _compacted_per_usage(usage: TokenUsage) -> bool:
-    return bool(usage.compaction_iterations or usage.compaction_input_tokens or usage.compaction_output_tokens)
 
 
 def _asks_provider_to_compact(request: CallRequest) -> bool:

@@ -16,14 +16,17 @@ from otel_context.conversation import ConversationState
 from otel_context.usage import TokenUsage, is_mapping
 
 
+def usage_shows_compaction(usage: TokenUsage) -> bool:
+    """Whether a response's usage reports a compaction the provider did (Anthropic ``usage.iterations``)."""
+    return bool(usage.compaction_iterations or usage.compaction_input_tokens or usage.compaction_output_tokens)
+
+
 def _provider_compaction(usage: TokenUsage | None, response: Mapping[str, Any] | None) -> tuple[int, int, int] | None:
     """(items compacted, tokens in, tokens out) when the response shows the provider compacted; else None."""
-    found = False
+    found = usage is not None and usage_shows_compaction(usage)
     items = 0
     tokens_in = usage.compaction_input_tokens if usage is not None else 0
     tokens_out = usage.compaction_output_tokens if usage is not None else 0
-    if usage is not None and (usage.compaction_iterations or tokens_in or tokens_out):
-        found = True
     if response is not None:
         for key in ("content", "output"):
             blocks = response.get(key)

@@ -166,10 +166,7 @@ def test_not_ready_at_the_threshold_sends_unchanged_then_applies_when_it_lands(
     simulated_provider.summary_latency = 1.5
     _setup(simulated_provider, instrumented)
     chat = Chat(simulated_provider.anthropic())
-    turn = 0
-    while not background_pending():
-        turn += 1
-        chat.turn(turn)
+    turn = _turns_until_pending(chat)
     # Cross the threshold while the summary is still in flight: sent unchanged, without waiting.
     threshold = _threshold()
     threshold_calls = []
@@ -205,18 +202,24 @@ def background_pending() -> bool:
     return any(background.pending(state) is not None for state in STORE.states())
 
 
+def _turns_until_pending(chat: Chat) -> int:
+    """Turns of ``chat`` until a background summary is under way; the number of the last turn."""
+    turn = 0
+    while not background_pending():
+        turn += 1
+        chat.turn(turn)
+    return turn
+
+
 def test_edited_history_discards_the_prepared_summary_and_sends_nothing_stale(
     simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
 ) -> None:
     _setup(simulated_provider, instrumented)
     chat = Chat(simulated_provider.anthropic())
-    turn = 0
     # An explicit id: the edited history stays the same conversation (a derived key would branch, and the
     # old branch keeps its summary for a rewind until the store forgets it).
     with otel_context.conversation("edited"):
-        while not background_pending():
-            turn += 1
-            chat.turn(turn)
+        turn = _turns_until_pending(chat)
         _wait_idle()
         stale = chat.history[2]["content"]
         chat.history[2] = {"role": "user", "content": "EDITED " + _question(999)}  # below any cut
@@ -567,11 +570,8 @@ def test_a_conversation_evicted_with_a_ready_summary_discards_it_at_once(
     # One conversation tracked at a time: the first call of another one evicts it.
     _setup(simulated_provider, instrumented, max_conversations=1)
     chat = Chat(simulated_provider.anthropic())
-    turn = 0
     with otel_context.conversation("evicted"):
-        while not background_pending():
-            turn += 1
-            chat.turn(turn)
+        _turns_until_pending(chat)
     _wait_idle()  # the summary is ready, waiting for the threshold
     assert not otel.compact_spans()  # its span is still open
     with otel_context.conversation("other"):
