@@ -78,11 +78,25 @@ CONFIGS: tuple[Config, ...] = (
         "traceloop", "anthropic", "Traceloop (OpenLLMetry) anthropic", "opentelemetry-instrumentation-anthropic", True
     ),
     Config("otel-floor", "anthropic", "floor: span + 2 histograms, nothing else", "opentelemetry-sdk", False),
+    Config(
+        "otel-contract-floor",
+        "anthropic",
+        "contract floor: our span's attributes + 2 histograms, no logic",
+        "opentelemetry-sdk",
+        False,
+    ),
     Config("otel-context", "openai", "otel-context (defaults)", "otel-context", False),
     Config("otel-context-observe", "openai", "otel-context (compaction off)", "otel-context", False),
     Config("otel-genai", "openai", "OpenTelemetry genai-openai", "opentelemetry-instrumentation-genai-openai", True),
     Config("traceloop", "openai", "Traceloop (OpenLLMetry) openai", "opentelemetry-instrumentation-openai", True),
     Config("otel-floor", "openai", "floor: span + 2 histograms, nothing else", "opentelemetry-sdk", False),
+    Config(
+        "otel-contract-floor",
+        "openai",
+        "contract floor: our span's attributes + 2 histograms, no logic",
+        "opentelemetry-sdk",
+        False,
+    ),
 )
 
 
@@ -94,14 +108,18 @@ CONFIGS: tuple[Config, ...] = (
 class _Switch:
     """instrument()/uninstrument() of one configuration, with the OpenTelemetry providers it reports to."""
 
-    def __init__(self, key: str, provider: str, tracer_provider: Any, meter_provider: Any) -> None:
+    def __init__(
+        self, key: str, provider: str, tracer_provider: Any, meter_provider: Any, call: Callable[[], Any]
+    ) -> None:
         self.key, self.provider = key, provider
         self.tp, self.mp = tracer_provider, meter_provider
         self._instrumentor: Any = None
+        #: The contract floor writes the attributes otel-context writes for this very call.
+        self._chat_attributes = chat_span_attributes(call) if key == "otel-contract-floor" else None
 
     def on(self) -> None:
-        if self.key == "otel-floor":
-            self._instrumentor = _Floor(self.provider, self.tp, self.mp)
+        if self.key in ("otel-floor", "otel-contract-floor"):
+            self._instrumentor = _Floor(self.provider, self.tp, self.mp, self._chat_attributes)
             return
         if self.key.startswith("otel-context"):
             import otel_context
@@ -116,7 +134,7 @@ class _Switch:
         self._instrumentor.instrument(tracer_provider=self.tp, meter_provider=self.mp)
 
     def off(self) -> None:
-        if self.key == "otel-floor":
+        if self.key in ("otel-floor", "otel-contract-floor"):
             self._instrumentor.remove()
             return
         if self.key.startswith("otel-context"):
@@ -158,16 +176,103 @@ def floor_wrapper(provider: str, tracer_provider: Any, meter_provider: Any) -> C
     return wrapper
 
 
-class _Floor:
-    """:func:`floor_wrapper` on the same choke point as otel-context's (the SDK's ``SyncAPIClient.request``)."""
+def chat_span_attributes(call: Callable[[], Any]) -> dict[str, Any]:
+    """The attributes otel-context puts on the chat span of ``call`` once its conversation is under way (the
+    second call: what every later one writes), read from a real instrumented call with private providers."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    def __init__(self, provider: str, tracer_provider: Any, meter_provider: Any) -> None:
+    import otel_context
+
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    otel_context.instrument(tracer_provider=tracer_provider, meter_provider=MeterProvider())  # type: ignore[attr-defined]
+    try:
+        call()
+        call()
+    finally:
+        otel_context.uninstrument()  # type: ignore[attr-defined]
+    return dict(exporter.get_finished_spans()[-1].attributes or {})
+
+
+def contract_floor_wrapper(
+    provider: str, tracer_provider: Any, meter_provider: Any, attributes: dict[str, Any]
+) -> Callable[..., Any]:
+    """The OpenTelemetry SDK work the telemetry contract itself asks of one chat call, with no logic at all:
+    the chat span with ``attributes`` (the very keys, values and types otel-context writes for this call, see
+    :func:`chat_span_attributes`), those that describe the request given when the span starts and the others
+    written in one call at its end (as otel-context does), and the two histograms of every chat call (duration
+    and context utilization, with the contract's metric attributes) recorded in the span's context, so their
+    exemplars are sampled as otel-context's are. The token counters are left out (otel-context sums them in
+    process). What otel-context costs above this is its own code: the conversation, the engine, the reading
+    of the request and the response."""
+    from opentelemetry import context, trace
+    from opentelemetry.trace import SpanKind
+
+    from otel_context import semconv
+
+    tracer = tracer_provider.get_tracer("contract-floor")
+    meter = meter_provider.get_meter("contract-floor")
+    duration = meter.create_histogram(semconv.METRIC_INFERENCE_DURATION, unit="s")
+    utilization = meter.create_histogram(semconv.METRIC_CONTEXT_UTILIZATION, unit="1")
+    request_keys = {semconv.GEN_AI_OPERATION_NAME, semconv.GEN_AI_PROVIDER_NAME, semconv.SERVER_ADDRESS}
+    request_keys |= {semconv.SERVER_PORT, semconv.GEN_AI_REQUEST_MODEL, semconv.GEN_AI_REQUEST_STREAM}
+    request_keys |= {
+        semconv.GEN_AI_REQUEST_MAX_TOKENS,
+        semconv.GEN_AI_REQUEST_TEMPERATURE,
+        semconv.GEN_AI_REQUEST_TOP_P,
+    }
+    at_start = {k: v for k, v in attributes.items() if k in request_keys}
+    at_end = {k: v for k, v in attributes.items() if k not in request_keys}
+    metric_keys = (
+        semconv.GEN_AI_OPERATION_NAME,
+        semconv.GEN_AI_PROVIDER_NAME,
+        semconv.GEN_AI_REQUEST_MODEL,
+        semconv.SERVER_ADDRESS,
+        semconv.GEN_AI_RESPONSE_MODEL,
+    )
+    metric_attributes = {k: attributes[k] for k in metric_keys if k in attributes}
+    small = {k: attributes[k] for k in metric_keys[1:3] if k in attributes}
+    name = f"{attributes.get(semconv.GEN_AI_OPERATION_NAME)} {attributes.get(semconv.GEN_AI_REQUEST_MODEL)}"
+    ratio = attributes.get(semconv.CONTEXT_UTILIZATION, 0.5)
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        start = time.perf_counter()
+        span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=dict(at_start))
+        span_context = trace.set_span_in_context(span)
+        token = context.attach(span_context)
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            context.detach(token)
+            span.set_attributes(dict(at_end))
+            utilization.record(ratio, small, context=span_context)
+            duration.record(time.perf_counter() - start, metric_attributes, context=span_context)
+            span.end()
+
+    return wrapper
+
+
+class _Floor:
+    """A floor wrapper on the same choke point as otel-context's (the SDK's ``SyncAPIClient.request``):
+    :func:`floor_wrapper`, or :func:`contract_floor_wrapper` when given the chat span's attributes."""
+
+    def __init__(
+        self, provider: str, tracer_provider: Any, meter_provider: Any, attributes: dict[str, Any] | None = None
+    ) -> None:
         import wrapt
 
         module = importlib.import_module(f"{provider}._base_client")
         self.cls = module.SyncAPIClient
         self.original = self.cls.__dict__["request"]
-        wrapt.wrap_function_wrapper(self.cls, "request", floor_wrapper(provider, tracer_provider, meter_provider))
+        if attributes is None:
+            wrapper = floor_wrapper(provider, tracer_provider, meter_provider)
+        else:
+            wrapper = contract_floor_wrapper(provider, tracer_provider, meter_provider, attributes)
+        wrapt.wrap_function_wrapper(self.cls, "request", wrapper)
 
     def remove(self) -> None:
         self.cls.request = self.original
@@ -352,8 +457,8 @@ def worker(args: argparse.Namespace) -> None:
 
     warnings.simplefilter("ignore")  # model deprecation warnings: once is noise, per call would be a cost
     tracer_provider, meter_provider, spans = _providers()
-    switch = _Switch(args.config, args.provider, tracer_provider, meter_provider)
     call, stream = _calls(args.provider, args.base_url)
+    switch = _Switch(args.config, args.provider, tracer_provider, meter_provider, call)
     measures = (("call", call, args.block, False), ("stream", stream, args.stream_block, True))
     results = {name: _Samples() for name, *_ in measures}
 
@@ -502,6 +607,7 @@ def verdict(results: list[tuple[Config, dict[str, Any] | str]], clock: str) -> l
             (c.label, r) for c, r in results if c.provider == provider and c.key in PEER_KEYS and isinstance(r, dict)
         ]
         floor = next((r for c, r in results if c.provider == provider and c.key == "otel-floor"), None)
+        contract = next((r for c, r in results if c.provider == provider and c.key == "otel-contract-floor"), None)
         for key in ("otel-context", "otel-context-observe"):
             ours = next((r for c, r in results if c.provider == provider and c.key == key), None)
             name = "otel-context" if key == "otel-context" else "otel-context (compaction off)"
@@ -525,6 +631,13 @@ def verdict(results: list[tuple[Config, dict[str, Any] | str]], clock: str) -> l
                     bare = floor[measure][clock]["delta_us"]
                     line += f"; {mine / bare:.2f}x the floor ({bare:+.1f})" + (
                         f", aim ≤ {FLOOR_AIM:.0f}x" if measure == "call" else ""
+                    )
+                if measure == "call" and isinstance(contract, dict) and best > 0:
+                    # What the contract's own telemetry costs, and what is left for otel-context's code.
+                    owed = contract[measure][clock]["delta_us"]
+                    line += (
+                        f"; contract floor {owed:+.1f}, our code {mine - owed:+.1f} above it"
+                        f" (the target leaves {best * ratio - owed:+.1f})"
                     )
                 out.append(line)
     return out
