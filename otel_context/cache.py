@@ -659,6 +659,8 @@ class CacheBreakDetector:
     def forget_uncached(self) -> None:
         """What :meth:`check` would leave after a call that left nothing in the cache, without its fingerprint:
         no baseline (the next call has nothing to lose), and no compaction pending announcement."""
+        if self._baseline is None and not self._compaction_announced:
+            return  # most calls of a conversation that does not cache: already so (a racing writer wins)
         with self._lock:
             self._baseline = None
             self._compaction_announced = False

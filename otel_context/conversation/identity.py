@@ -69,7 +69,7 @@ def derive_key(provider: str, first_user_text: str | None) -> str:
 def first_user_text(adapter: WireFormatAdapter, items: Sequence[Mapping[str, Any]]) -> str | None:
     """The text of the first user message of ``items`` (what a derived key is made of), if any."""
     for item in items:
-        if not is_mapping(item):
+        if type(item) is not dict and not is_mapping(item):
             continue  # malformed entries are reported by has_unknown_content when compaction is due
         texts = adapter.user_text_items([item])
         if texts:

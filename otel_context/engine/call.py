@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.trace import Span
 
 from otel_context import semconv, telemetry
-from otel_context.cache import monotonic
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.contract import CallPlan, CallRequest
@@ -39,6 +38,23 @@ def skip(span: Span | None, reason: str) -> None:
 class EngineCall(CallPlan):
     """The state of one call the engine planned, and how a compaction's result becomes what is sent."""
 
+    # What most calls keep, as class-level defaults: an instance sets only what its call changes (one is
+    # made per chat call, and each attribute written costs).
+    #: The memo entry whose head the sent items start with (None: the app's items as they are).
+    entry: MemoEntry | None = None
+    estimated_tokens = 0
+    #: Estimated tokens of the app's items (what this call's snapshot keeps alive).
+    history_tokens = 0
+    fingerprint: Any = None
+    #: No fingerprint was taken before sending (nothing to break): taken after the response if needed.
+    fingerprint_deferred = False
+    #: Set once a reactive compaction was attempted: a call is compacted and retried at most once.
+    reactive_done = False
+    #: The shared state store, when one is configured (None: this process's state only).
+    store: StateStore | None = None
+    #: When the request was ready to go (the cache check measures the gap since the previous call from here).
+    started = 0.0
+
     def __init__(
         self,
         request: CallRequest,
@@ -57,19 +73,6 @@ class EngineCall(CallPlan):
         self.sent_items: Sequence[Item] = items
         self.model = model
         self.budget = budget
-        #: The memo entry whose head the sent items start with (None: the app's items as they are).
-        self.entry: MemoEntry | None = None
-        self.estimated_tokens = 0
-        #: Estimated tokens of the app's items (what this call's snapshot keeps alive).
-        self.history_tokens = 0
-        self.fingerprint: Any = None
-        #: No fingerprint was taken before sending (nothing to break): taken after the response if needed.
-        self.fingerprint_deferred = False
-        self.started = monotonic()
-        #: Set once a reactive compaction was attempted: a call is compacted and retried at most once.
-        self.reactive_done = False
-        #: The shared state store, when one is configured (None: this process's state only).
-        self.store: StateStore | None = None
 
     def job(self, span: Span | None, trigger: str, estimated: int) -> cascade.CompactionJob:
         """A compaction of what this call would send now."""

@@ -136,10 +136,12 @@ def _plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
     state, snapshot, unchanged = resolution.state, resolution.snapshot, resolution.unchanged
     budget = budgets.budget_of(request, adapter, model)
     p = EnginePlan(request, adapter, resolution, items, model, budget)
-    p.store = store
-    p.attributes[semconv.STATE_SOURCE] = source
-    p.attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
-    p.attributes[semconv.CONVERSATION_ID_SOURCE] = (
+    if store is not None:
+        p.store = store
+    attributes = p.attributes
+    attributes[semconv.STATE_SOURCE] = source
+    attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
+    attributes[semconv.CONVERSATION_ID_SOURCE] = (
         semconv.ID_SOURCE_EXPLICIT if state.explicit else semconv.ID_SOURCE_DERIVED
     )
     cascade.precreate_counters(request.provider, model)
@@ -158,7 +160,7 @@ def _plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
     if snapshot is not None and snapshot.usage is not None and unchanged > 0:
         last = snapshot.items
         known = len(last)
-        appended = estimate_items(adapter, items[known:])
+        appended = estimate_items(adapter, items[known:]) if len(items) > known else 0
         if unchanged < known:
             # The previous call's last item came back changed (a moved cache_control marker): the reported
             # usage already counts its old version, so only the difference is new. Counting it whole again
@@ -175,19 +177,19 @@ def _plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
         estimated = int((estimate_fixed(adapter, p.body) + items_tokens) * state.estimate_factor)
         p.history_tokens = items_tokens if p.entry is None else estimate_items(adapter, items)
     p.estimated_tokens = estimated
-    p.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = estimated
-    if state.breaker.open:
-        p.attributes[semconv.COMPACTION_BREAKER_OPEN] = True
-
-    automatic = can_rewrite and not settings.disable_auto_compact
+    attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = estimated
+    breaker_open = state.breaker.open
+    if breaker_open:
+        attributes[semconv.COMPACTION_BREAKER_OPEN] = True
     if budget is not None:
-        p.attributes[semconv.CONTEXT_WINDOW] = budget.window
-        p.attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = budget.effective
-    if automatic and budget is not None and auto.concerned(p, budget):
-        yield from auto.compact(span, p, budget)
-    if budget is not None:
-        available = automatic and not state.breaker.open
-        p.attributes[semconv.CONTEXT_STATE] = budget.state(p.estimated_tokens, compaction_available=available)
+        attributes[semconv.CONTEXT_WINDOW] = budget.window
+        attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = budget.effective
+        automatic = can_rewrite and not settings.disable_auto_compact
+        if automatic and auto.concerned(p, budget):
+            yield from auto.compact(span, p, budget)
+            breaker_open = state.breaker.open  # a failed summary may have opened it
+        available = automatic and not breaker_open
+        attributes[semconv.CONTEXT_STATE] = budget.state(p.estimated_tokens, compaction_available=available)
     if state.detector is None:
         state.detector = cache.CacheBreakDetector()
     if state.detector.nothing_cached():

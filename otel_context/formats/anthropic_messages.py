@@ -119,8 +119,9 @@ def _blocks(item: Item) -> list[Mapping[str, Any]]:
 
 
 def _role(item: Item) -> str:
-    # Malformed entries (see has_unknown_content) have no role: every rule then leaves them alone.
-    return str(item.get("role", "")) if isinstance(item, Mapping) else ""
+    # Malformed entries (see has_unknown_content) have no role: every rule then leaves them alone. (A plain
+    # dict, nearly every item, is told without the ABC isinstance: this runs for every item of a history.)
+    return str(item.get("role", "")) if type(item) is dict or isinstance(item, Mapping) else ""
 
 
 def _tool_use_ids(item: Item) -> list[str]:
