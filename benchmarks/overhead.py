@@ -198,9 +198,7 @@ def chat_span_attributes(call: Callable[[], Any]) -> dict[str, Any]:
     return dict(exporter.get_finished_spans()[-1].attributes or {})
 
 
-def contract_floor_wrapper(
-    provider: str, tracer_provider: Any, meter_provider: Any, attributes: dict[str, Any]
-) -> Callable[..., Any]:
+def contract_floor_wrapper(tracer_provider: Any, meter_provider: Any, attributes: dict[str, Any]) -> Callable[..., Any]:
     """The OpenTelemetry SDK work the telemetry contract itself asks of one chat call, with no logic at all:
     the chat span with ``attributes`` (the very keys, values and types otel-context writes for this call, see
     :func:`chat_span_attributes`), those that describe the request given when the span starts and the others
@@ -218,9 +216,13 @@ def contract_floor_wrapper(
     meter = meter_provider.get_meter("contract-floor")
     duration = meter.create_histogram(semconv.METRIC_INFERENCE_DURATION, unit="s")
     utilization = meter.create_histogram(semconv.METRIC_CONTEXT_UTILIZATION, unit="1")
-    request_keys = {semconv.GEN_AI_OPERATION_NAME, semconv.GEN_AI_PROVIDER_NAME, semconv.SERVER_ADDRESS}
-    request_keys |= {semconv.SERVER_PORT, semconv.GEN_AI_REQUEST_MODEL, semconv.GEN_AI_REQUEST_STREAM}
-    request_keys |= {
+    request_keys = {
+        semconv.GEN_AI_OPERATION_NAME,
+        semconv.GEN_AI_PROVIDER_NAME,
+        semconv.SERVER_ADDRESS,
+        semconv.SERVER_PORT,
+        semconv.GEN_AI_REQUEST_MODEL,
+        semconv.GEN_AI_REQUEST_STREAM,
         semconv.GEN_AI_REQUEST_MAX_TOKENS,
         semconv.GEN_AI_REQUEST_TEMPERATURE,
         semconv.GEN_AI_REQUEST_TOP_P,
@@ -235,7 +237,8 @@ def contract_floor_wrapper(
         semconv.GEN_AI_RESPONSE_MODEL,
     )
     metric_attributes = {k: attributes[k] for k in metric_keys if k in attributes}
-    small = {k: attributes[k] for k in metric_keys[1:3] if k in attributes}
+    utilization_keys = (semconv.GEN_AI_PROVIDER_NAME, semconv.GEN_AI_REQUEST_MODEL)
+    utilization_attributes = {k: attributes[k] for k in utilization_keys if k in attributes}
     name = f"{attributes.get(semconv.GEN_AI_OPERATION_NAME)} {attributes.get(semconv.GEN_AI_REQUEST_MODEL)}"
     ratio = attributes.get(semconv.CONTEXT_UTILIZATION, 0.5)
 
@@ -249,7 +252,7 @@ def contract_floor_wrapper(
         finally:
             context.detach(token)
             span.set_attributes(dict(at_end))
-            utilization.record(ratio, small, context=span_context)
+            utilization.record(ratio, utilization_attributes, context=span_context)
             duration.record(time.perf_counter() - start, metric_attributes, context=span_context)
             span.end()
 
@@ -271,7 +274,7 @@ class _Floor:
         if attributes is None:
             wrapper = floor_wrapper(provider, tracer_provider, meter_provider)
         else:
-            wrapper = contract_floor_wrapper(provider, tracer_provider, meter_provider, attributes)
+            wrapper = contract_floor_wrapper(tracer_provider, meter_provider, attributes)
         wrapt.wrap_function_wrapper(self.cls, "request", wrapper)
 
     def remove(self) -> None:
