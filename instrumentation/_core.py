@@ -273,14 +273,16 @@ class Interceptor:
             if type(raw_headers) is dict or isinstance(raw_headers, Mapping)
             else {}
         )
+        call = begun.call
         return CallRequest(  # positional (one is made per call): provider, format, body, model, settings, headers
-            begun.call.provider,
+            call.provider,
             begun.endpoint.fmt.wire_format or "",
             body,
             model if isinstance(model, str) else None,
             self.settings,
             headers,
             True,  # background: the plan's drivers below run background summaries (._background)
+            call.context,
         )
 
     def _capture_request(self, begun: _Begun, body: Any) -> None:
@@ -360,7 +362,13 @@ class Interceptor:
             if prepared:
                 body = yield _Prepare(begun.options.json_data)
             request = self._call_request(begun, body)
-            plan = yield from self._with_summarizer(begun, engine.plan(begun.call.span, request))
+            steps = engine.plan(begun.call.span, request)
+            try:
+                first = next(steps)
+            except StopIteration as done:  # most plans need no summary and no store: no relay to set up
+                plan = done.value
+            else:
+                plan = yield from self._with_summarizer(begun, steps, first)
             self._apply_plan(begun, plan, body, prepared)
             if self.settings.capture_content != "NO_CONTENT":
                 self._capture_request(begun, plan.body)  # what is sent, as plain JSON (no SDK sentinels)
@@ -369,13 +377,16 @@ class Interceptor:
                 "plan", "otel_context: the context engine failed; sending the call unchanged", exc_info=True
             )
 
-    def _with_summarizer(self, begun: _Begun, steps: Generator[Step, Any, T]) -> Generator[_Op, Any, T]:
+    def _with_summarizer(
+        self, begun: _Begun, steps: Generator[Step, Any, T], first: Step | None = None
+    ) -> Generator[_Op, Any, T]:
         """Run engine steps, sending each summary request through the app's own client (see
         :meth:`_summarize`; one retry budget for all the summarizer calls of these steps) and handing each
-        shared-store request to the driver (blocking for sync clients, awaited for async ones)."""
+        shared-store request to the driver (blocking for sync clients, awaited for async ones). ``first``:
+        the step the caller already took from ``steps``, if any."""
         budget: SummarizerBudget | None = None  # made by the first summary request (most plans make none)
         try:
-            request = next(steps)
+            request = next(steps) if first is None else first
             while True:
                 if isinstance(request, StoreRequest):
                     reply = yield _Store(request)
@@ -489,17 +500,24 @@ class Interceptor:
     def _drive(
         flow: Generator[_Op, Any, Any], perform: Callable[[_Op], Any], stopped: Callable[[], bool] | None = None
     ) -> Any:
-        """Run a flow to its end, doing its I/O synchronously; ``stopped``: give up after the current step."""
-        step = _advance(flow, None, None)
-        while not isinstance(step, _Finished):
+        """Run a flow to its end, doing its I/O synchronously; ``stopped``: give up after the current step.
+
+        The flow is resumed here with the result of its last step (or the exception that step raised); what
+        it returns is what the wrapper hands back to the app, and an exception it raises (the app's own
+        error) propagates to the app."""
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = flow.send(value) if error is None else flow.throw(error)
+            except StopIteration as done:
+                return done.value
             try:
                 value, error = perform(step), None
             except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
                 value, error = None, exc
             if stopped is not None and stopped():
                 return None
-            step = _advance(flow, value, error)
-        return step.value
 
     @staticmethod
     async def _adrive(
@@ -508,16 +526,19 @@ class Interceptor:
         stopped: Callable[[], bool] | None = None,
     ) -> Any:
         """:meth:`_drive` on the event loop."""
-        step = _advance(flow, None, None)
-        while not isinstance(step, _Finished):
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = flow.send(value) if error is None else flow.throw(error)
+            except StopIteration as done:
+                return done.value
             try:
                 value, error = await perform(step), None
             except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
                 value, error = None, exc
             if stopped is not None and stopped():
                 return None
-            step = _advance(flow, value, error)
-        return step.value
 
     def _begin(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Begun | None:
         try:
@@ -565,21 +586,6 @@ class Interceptor:
             return None
         await asyncio.sleep(op.seconds)
         return None
-
-
-class _Finished(NamedTuple):
-    """The flow of a call returned ``value`` (what the wrapper hands back to the app)."""
-
-    value: Any
-
-
-def _advance(flow: Generator[_Op, Any, Any], value: Any, error: BaseException | None) -> _Op | _Finished:
-    """Resume the flow with the result of its last step (or the exception it raised): its next step, or
-    its end. An exception the flow raises (the app's own error) propagates to the app."""
-    try:
-        return flow.send(value) if error is None else flow.throw(error)
-    except StopIteration as done:
-        return _Finished(done.value)
 
 
 class ContextWindowExceeded(Exception):

@@ -15,6 +15,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.context import Context
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
@@ -42,6 +43,10 @@ class CallRequest:
     #: :class:`~otel_context.flow.BackgroundWait` requests (the instrumentation does); without it the engine
     #: compacts inline only.
     background: bool = False
+    #: The OpenTelemetry context in which the chat span is current (None: the engine makes one from the span
+    #: it is given). The engine records its histograms in it, so their exemplars point at the chat span,
+    #: also when a stream ends in the app's own context.
+    context: Context | None = None
 
     def __init__(
         self,
@@ -52,6 +57,7 @@ class CallRequest:
         settings: Settings,
         headers: Mapping[str, str] | None = None,
         background: bool = False,
+        context: Context | None = None,
     ) -> None:
         # The generated __init__'s fields and order, in one dict update instead of a frozen dataclass's
         # object.__setattr__ per field (one of these is made for every chat call).
@@ -63,6 +69,7 @@ class CallRequest:
             settings=settings,
             headers={} if headers is None else headers,
             background=background,
+            context=context,
         )
 
 

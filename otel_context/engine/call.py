@@ -64,7 +64,9 @@ class EngineCall(CallPlan):
         model: str,
         budget: Budget | None,
     ) -> None:
-        super().__init__(request.body)
+        # CallPlan's two fields, set here rather than through its __init__ (one frame fewer per chat call).
+        self.body = request.body
+        self.attributes = {}
         self.request = request
         self.adapter = adapter
         self.resolution = resolution

@@ -49,14 +49,8 @@ class EnginePlan(EngineCall):
             return None
 
     def on_response(self, span: Span, usage: TokenUsage | None, response: Mapping[str, Any] | None) -> None:
-        try:
-            self._on_response(span, usage, response)
-        except Exception:
-            telemetry.log_once(
-                "engine.on_response", "otel_context: the context engine failed after a response", exc_info=True
-            )
-
-    def _on_response(self, span: Span, usage: TokenUsage | None, response: Mapping[str, Any] | None) -> None:
+        # No guard of its own: its one caller (the call's end, in the instrumentation) logs what it raises and
+        # ends the span as usual.
         ended = cache.monotonic()
         provider = self.request.provider
         anchor = usage if usage is not None and usage.input_tokens > 0 else None
@@ -72,11 +66,12 @@ class EnginePlan(EngineCall):
             utilization = usage.input_tokens / self.budget.effective
             # With the plan's other attributes: Call.end writes them to the span in one call after this.
             self.attributes[semconv.CONTEXT_UTILIZATION] = utilization
+            context = self.request.context
             telemetry.get().instruments.context_utilization.record(
                 utilization,
                 {semconv.GEN_AI_PROVIDER_NAME: provider, semconv.GEN_AI_REQUEST_MODEL: self.model},
                 # In the chat span's context: a stream ends in the app's, and the exemplar must point here.
-                context=trace.set_span_in_context(span),
+                context=context if context is not None else trace.set_span_in_context(span),
             )
         if usage is not None and state.detector is not None and self.fingerprint_deferred:
             if not cache.leaves_cache(self.adapter.automatic_caching, usage):
@@ -110,91 +105,92 @@ def _asks_provider_to_compact(request: CallRequest) -> bool:
 
 
 def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
-    """Plan a chat call (see :mod:`otel_context.contract`); never raises, falls back to the no-op plan."""
+    """Plan a chat call (see :mod:`otel_context.contract`); never raises, falls back to the no-op plan.
+
+    One generator, with its guard inside: every chat call runs it, and a wrapper generator around it cost
+    a frame and a delegation per call."""
     try:
-        return (yield from _plan(span, request))
+        settings = request.settings
+        adapter = for_format(request.wire_format)
+        body = request.body
+        items = adapter.items(body)
+        model = str(request.model or body.get("model") or "")
+        resolution = resolve_conversation(adapter, request.provider, items, settings)
+        source = semconv.STATE_SOURCE_MEMORY
+        store = shared.store_for(settings) if settings.state_store is not None else None
+        if store is not None:  # another worker may have moved this conversation on: one read of the store
+            resolution, source = yield from fleet.take(store, request.provider, resolution, items)
+        elif settings.state_store is not None:
+            source = semconv.STATE_SOURCE_FALLBACK
+        state, snapshot, unchanged = resolution.state, resolution.snapshot, resolution.unchanged
+        budget = budgets.budget_of(request, adapter, model)
+        p = EnginePlan(request, adapter, resolution, items, model, budget)
+        if store is not None:
+            p.store = store
+        attributes = p.attributes
+        attributes[semconv.STATE_SOURCE] = source
+        attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
+        attributes[semconv.CONVERSATION_ID_SOURCE] = (
+            semconv.ID_SOURCE_EXPLICIT if state.explicit else semconv.ID_SOURCE_DERIVED
+        )
+        cascade.precreate_counters(request.provider, model)
+        can_rewrite = rewrites(settings) and budget is not None
+
+        # Transparent mode: reuse an earlier compaction of this very prefix (proven by this call's snapshot, or
+        # by hashing this call's own items).
+        if can_rewrite and (len(state.memo) or (snapshot is not None and snapshot.entry is not None)):
+            entry = state.memo.find(items, snapshot.entry if snapshot is not None else None, unchanged)
+            if entry is not None:
+                p.entry = entry
+                p.sent_items = entry.apply(items)
+                p.body = adapter.with_items(body, p.sent_items)
+
+        # Estimate: anchored on the last reported usage when the history only grew since.
+        if snapshot is not None and snapshot.usage is not None and unchanged > 0:
+            last = snapshot.items
+            known = len(last)
+            appended = estimate_items(adapter, items[known:]) if len(items) > known else 0
+            if unchanged < known:
+                # The previous call's last item came back changed (a moved cache_control marker): the reported
+                # usage already counts its old version, so only the difference is new. Counting it whole again
+                # overstated the context by a whole tool result (+77 % in the demo) and compacted too early.
+                appended += max(
+                    0,
+                    estimate_item(adapter, items[unchanged]) - estimate_item(adapter, last[unchanged]),
+                )
+            estimated = (
+                snapshot.usage.input_tokens + snapshot.usage.output_tokens + int(appended * state.estimate_factor)
+            )
+            # The app's history this call keeps alive grows by what was appended (for the store's byte bound).
+            p.history_tokens = snapshot.tokens + appended
+        else:
+            items_tokens = estimate_items(adapter, p.sent_items)
+            estimated = int((estimate_fixed(adapter, p.body) + items_tokens) * state.estimate_factor)
+            p.history_tokens = items_tokens if p.entry is None else estimate_items(adapter, items)
+        p.estimated_tokens = estimated
+        attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = estimated
+        breaker_open = state.breaker.open
+        if breaker_open:
+            attributes[semconv.COMPACTION_BREAKER_OPEN] = True
+        if budget is not None:
+            attributes[semconv.CONTEXT_WINDOW] = budget.window
+            attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = budget.effective
+            automatic = can_rewrite and not settings.disable_auto_compact
+            if automatic and auto.concerned(p, budget):
+                yield from auto.compact(span, p, budget)
+                breaker_open = state.breaker.open  # a failed summary may have opened it
+            available = automatic and not breaker_open
+            attributes[semconv.CONTEXT_STATE] = budget.state(p.estimated_tokens, compaction_available=available)
+        if state.detector is None:
+            state.detector = cache.CacheBreakDetector()
+        if state.detector.nothing_cached():
+            p.fingerprint_deferred = True  # most calls of a conversation that does not cache: no fingerprint
+        else:
+            p.refingerprint()
+        p.started = cache.monotonic()
+        return p
     except Exception:
         telemetry.log_once(
             "engine.plan", "otel_context: the context engine failed; request sent unchanged", exc_info=True
         )
         return CallPlan(request.body)
-
-
-def _plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
-    settings = request.settings
-    adapter = for_format(request.wire_format)
-    body = request.body
-    items = adapter.items(body)
-    model = str(request.model or body.get("model") or "")
-    resolution = resolve_conversation(adapter, request.provider, items, settings)
-    source = semconv.STATE_SOURCE_MEMORY
-    store = shared.store_for(settings) if settings.state_store is not None else None
-    if store is not None:  # another worker may have moved this conversation on: one read of the store
-        resolution, source = yield from fleet.take(store, request.provider, resolution, items)
-    elif settings.state_store is not None:
-        source = semconv.STATE_SOURCE_FALLBACK
-    state, snapshot, unchanged = resolution.state, resolution.snapshot, resolution.unchanged
-    budget = budgets.budget_of(request, adapter, model)
-    p = EnginePlan(request, adapter, resolution, items, model, budget)
-    if store is not None:
-        p.store = store
-    attributes = p.attributes
-    attributes[semconv.STATE_SOURCE] = source
-    attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
-    attributes[semconv.CONVERSATION_ID_SOURCE] = (
-        semconv.ID_SOURCE_EXPLICIT if state.explicit else semconv.ID_SOURCE_DERIVED
-    )
-    cascade.precreate_counters(request.provider, model)
-    can_rewrite = rewrites(settings) and budget is not None
-
-    # Transparent mode: reuse an earlier compaction of this very prefix (proven by this call's snapshot, or
-    # by hashing this call's own items).
-    if can_rewrite and (len(state.memo) or (snapshot is not None and snapshot.entry is not None)):
-        entry = state.memo.find(items, snapshot.entry if snapshot is not None else None, unchanged)
-        if entry is not None:
-            p.entry = entry
-            p.sent_items = entry.apply(items)
-            p.body = adapter.with_items(body, p.sent_items)
-
-    # Estimate: anchored on the last reported usage when the history only grew since.
-    if snapshot is not None and snapshot.usage is not None and unchanged > 0:
-        last = snapshot.items
-        known = len(last)
-        appended = estimate_items(adapter, items[known:]) if len(items) > known else 0
-        if unchanged < known:
-            # The previous call's last item came back changed (a moved cache_control marker): the reported
-            # usage already counts its old version, so only the difference is new. Counting it whole again
-            # overstated the context by a whole tool result (+77 % in the demo) and compacted too early.
-            appended += max(
-                0,
-                estimate_item(adapter, items[unchanged]) - estimate_item(adapter, last[unchanged]),
-            )
-        estimated = snapshot.usage.input_tokens + snapshot.usage.output_tokens + int(appended * state.estimate_factor)
-        # The app's history this call keeps alive grows by what was appended (for the store's byte bound).
-        p.history_tokens = snapshot.tokens + appended
-    else:
-        items_tokens = estimate_items(adapter, p.sent_items)
-        estimated = int((estimate_fixed(adapter, p.body) + items_tokens) * state.estimate_factor)
-        p.history_tokens = items_tokens if p.entry is None else estimate_items(adapter, items)
-    p.estimated_tokens = estimated
-    attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = estimated
-    breaker_open = state.breaker.open
-    if breaker_open:
-        attributes[semconv.COMPACTION_BREAKER_OPEN] = True
-    if budget is not None:
-        attributes[semconv.CONTEXT_WINDOW] = budget.window
-        attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = budget.effective
-        automatic = can_rewrite and not settings.disable_auto_compact
-        if automatic and auto.concerned(p, budget):
-            yield from auto.compact(span, p, budget)
-            breaker_open = state.breaker.open  # a failed summary may have opened it
-        available = automatic and not breaker_open
-        attributes[semconv.CONTEXT_STATE] = budget.state(p.estimated_tokens, compaction_available=available)
-    if state.detector is None:
-        state.detector = cache.CacheBreakDetector()
-    if state.detector.nothing_cached():
-        p.fingerprint_deferred = True  # most calls of a conversation that does not cache: no fingerprint
-    else:
-        p.refingerprint()
-    p.started = cache.monotonic()
-    return p
