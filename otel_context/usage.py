@@ -16,6 +16,7 @@ name (an older or a compatible API's spelling) is picked up rather than read as 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,7 +158,7 @@ def as_count(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, float) and value == value:  # not NaN
+    if isinstance(value, float) and math.isfinite(value):  # not NaN, not infinite (int() would raise)
         return int(value)
     return None
 

@@ -12,6 +12,8 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from anthropic._models import construct_type as anthropic_construct
 from anthropic.types import MessageDeltaUsage, Usage
 from anthropic.types.beta import BetaMessageDeltaUsage, BetaUsage
@@ -93,7 +95,17 @@ def test_anthropic_cache_write_reported_only_as_ttl_breakdown_is_not_zero() -> N
 
 
 @pytest.mark.parametrize(
-    "garbage", [None, "usage", 42, [], {}, object(), {"input_tokens": "12", "output_tokens": True}]
+    "garbage",
+    [
+        None,
+        "usage",
+        42,
+        [],
+        {},
+        object(),
+        {"input_tokens": "12", "output_tokens": True},
+        {"input_tokens": float("inf")},
+    ],
 )
 def test_anthropic_never_crashes_on_garbage(garbage: Any) -> None:
     assert usage_from_anthropic(garbage) == TokenUsage()
@@ -474,3 +486,34 @@ def test_token_usage_stays_a_frozen_value() -> None:
         "cache_write_tokens",
     ]
     assert hash(usage) == hash(TokenUsage(1, 2, 3))
+
+
+_COUNT = st.one_of(st.none(), st.integers(min_value=0, max_value=10**7), st.booleans(), st.floats(allow_nan=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "input_tokens": _COUNT,
+            "output_tokens": _COUNT,
+            "cache_read_input_tokens": _COUNT,
+            "cache_creation_input_tokens": _COUNT,
+            "cache_creation": st.one_of(
+                st.none(),
+                st.fixed_dictionaries(
+                    {}, optional={"ephemeral_5m_input_tokens": _COUNT, "ephemeral_1h_input_tokens": _COUNT}
+                ),
+            ),
+            "output_tokens_details": st.one_of(st.none(), st.fixed_dictionaries({"thinking_tokens": _COUNT})),
+            "service_tier": st.just("standard"),
+        },
+    ),
+    st.booleans(),
+)
+def test_anthropic_usage_read_directly_equals_the_general_reading(raw: dict[str, Any], as_sdk_object: bool) -> None:
+    """A whole response's usage is read straight into TokenUsage when it has the common shape; a stream's first
+    event goes through the raw figures. Both must agree on every shape, as dicts and as the SDK's objects."""
+    usage: Any = anthropic_construct(type_=Usage, value=copy.deepcopy(raw)) if as_sdk_object else raw
+    assert usage_from_anthropic(usage) == merge_stream_usage(None, usage)
