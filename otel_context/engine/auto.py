@@ -34,8 +34,11 @@ def micro_due(call: EngineCall, budget: Budget) -> bool:
 
 def concerned(call: EngineCall, budget: Budget) -> bool:
     """Whether :func:`compact` can do anything for this call: most calls of a conversation are far below its
-    threshold, and this plain test spares them the cascade's generator."""
-    if call.estimated_tokens >= budget.auto_threshold or micro_due(call, budget):
+    threshold, and this plain test spares them the cascade's generator (and :func:`micro_due`, when
+    microcompact is off, as it is by default)."""
+    if call.estimated_tokens >= budget.auto_threshold:
+        return True
+    if call.request.settings.microcompact and micro_due(call, budget):
         return True
     return background.enabled(call) and background.watching(call, budget)
 

@@ -12,11 +12,11 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from anthropic._models import construct_type as anthropic_construct
 from anthropic.types import MessageDeltaUsage, Usage
 from anthropic.types.beta import BetaMessageDeltaUsage, BetaUsage
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai._models import construct_type as openai_construct
 from openai.types import CompletionUsage
 from openai.types.responses import ResponseUsage
