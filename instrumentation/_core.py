@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import threading
 import time
@@ -50,15 +51,17 @@ from ._content import Capture
 from ._streams import wrap_result
 from ._summarizer import SummarizerBudget
 
-__all__ = ["NATIVE_OFF_KEY", "Call", "ClientInfo", "Endpoint", "Interceptor", "SDKSpec", "native_tracing_allowed"]
+__all__ = ["Call", "ClientInfo", "Endpoint", "Interceptor", "SDKSpec", "native_tracing_allowed"]
 
-#: Context key set while one of our spans is current and the SDK's own span must not be made.
-NATIVE_OFF_KEY = otel_context.create_key("otel_context.native_spans_off")
+#: Set while one of our spans is current and the SDK's own span must not be made. A context variable of its
+#: own, set and reset around the call like the span's OpenTelemetry context: putting it in that context
+#: cost a copy of the context on every call and a lookup in it whenever the SDK asks.
+_native_off: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_context_native_spans_off", default=False)
 
 
 def native_tracing_allowed() -> bool:
     """False while an instrumented call runs (so anthropic's native span is skipped) or when suppressed."""
-    return not otel_context.get_value(NATIVE_OFF_KEY) and is_instrumentation_enabled()
+    return not _native_off.get() and is_instrumentation_enabled()
 
 
 @dataclass(frozen=True)
@@ -173,15 +176,31 @@ T = TypeVar("T")
 class _Begun:
     """What ``Interceptor.begin`` hands back to the wrapper: the call, the parsed arguments, the context token."""
 
-    __slots__ = ("call", "cast_to", "endpoint", "options", "rest", "token")
+    __slots__ = ("call", "cast_to", "endpoint", "native_off", "options", "rest", "token")
 
-    def __init__(self, call: Call, endpoint: Endpoint, cast_to: Any, options: Any, rest: dict[str, Any], token: Any):
+    def __init__(
+        self,
+        call: Call,
+        endpoint: Endpoint,
+        cast_to: Any,
+        options: Any,
+        rest: dict[str, Any],
+        token: Any,
+        native_off: contextvars.Token[bool] | None,
+    ):
         self.call = call
         self.endpoint = endpoint
         self.cast_to = cast_to
         self.options = options
         self.rest = rest
-        self.token = token
+        self.token = token  #: the OpenTelemetry context attached for the call
+        self.native_off = native_off  #: set when the SDK's native span is kept off for the call
+
+    def detach(self) -> None:
+        """Undo what :meth:`Interceptor.begin` made current, when the wrapper returns."""
+        if self.native_off is not None:
+            _native_off.reset(self.native_off)
+        otel_context.detach(self.token)
 
 
 class Interceptor:
@@ -258,11 +277,12 @@ class Interceptor:
         name = f"{operation} {model}" if model else operation
         span = telemetry.get().tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
         ctx = trace.set_span_in_context(span)
-        if self.spec.has_native_spans and not self.settings.anthropic_native_spans:
-            ctx = otel_context.set_value(NATIVE_OFF_KEY, True, ctx)
         call = Call(span, endpoint.fmt, endpoint.chat, metric_attrs, client_info.provider, stream, ctx)
         token = otel_context.attach(ctx)
-        return _Begun(call, endpoint, cast_to, options, rest, token)
+        native_off = (
+            _native_off.set(True) if self.spec.has_native_spans and not self.settings.anthropic_native_spans else None
+        )
+        return _Begun(call, endpoint, cast_to, options, rest, token, native_off)
 
     def _call_request(self, begun: _Begun, body: Any) -> CallRequest:
         """What the engine is told about the call: ``body`` as the SDK would send it, the app's own headers."""
@@ -483,7 +503,7 @@ class Interceptor:
         try:
             return self._drive(self._call(begun), lambda op: self._perform(op, begun, wrapped, instance))
         finally:
-            otel_context.detach(begun.token)
+            begun.detach()
 
     async def async_request(
         self, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -494,7 +514,7 @@ class Interceptor:
         try:
             return await self._adrive(self._call(begun), lambda op: self._aperform(op, begun, wrapped, instance))
         finally:
-            otel_context.detach(begun.token)
+            begun.detach()
 
     @staticmethod
     def _drive(

@@ -172,7 +172,10 @@ def field_getter(obj: Any) -> Callable[[str], Any]:
     extra-free SDK models (their fields live in ``__dict__``; pydantic's ``__getattr__`` for absent names is slow)."""
     if obj is None:
         return _none
-    kind = _kind(type(obj))
+    cls = type(obj)
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = _kind(cls)
     if kind == _MAPPING:
         return obj.get  # type: ignore[no-any-return]
     if kind == _PYDANTIC and not getattr(obj, "__pydantic_extra__", None):

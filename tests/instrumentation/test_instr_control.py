@@ -45,6 +45,18 @@ def test_sdk_native_span_is_replaced_by_ours(simulated_provider: Any, otel: Any)
     otel_context.instrument()
     client.messages.create(**A)
     assert only_span(otel()).name == f"chat {MODEL_A}"
+    # Kept off for our calls only: outside them (the SDK's tool-runner spans ask too) the SDK traces as before.
+    assert client._tracer is not None
+
+
+async def test_native_span_kept_off_for_streams_and_async_calls_only(simulated_provider: Any, otel: Any) -> None:
+    otel_context.instrument()
+    client, aclient = simulated_provider.anthropic(), simulated_provider.async_anthropic()
+    for _ in client.messages.create(**A, stream=True):
+        assert client._tracer is not None  # the app's own code between chunks runs outside our call
+    await aclient.messages.create(**A)
+    assert [s.name for s in otel()] == [f"chat {MODEL_A}"] * 2
+    assert client._tracer is not None and aclient._tracer is not None
 
 
 def test_native_span_opt_out_keeps_it_as_child(simulated_provider: Any, otel: Any) -> None:
