@@ -101,11 +101,11 @@ def _view(value: Any) -> Any:
 
 
 def _as_json(obj: Any) -> Mapping[str, Any] | None:
-    if obj is None:
-        return None
-    if type(obj) is dict or isinstance(obj, Mapping):
+    if obj is None or type(obj) is dict:
         return obj
-    return ModelView(obj) if _is_model(obj) else None
+    if _is_model(obj):  # the SDK's response (asked first: the Mapping test of a model is an ABC check)
+        return ModelView(obj)
+    return obj if isinstance(obj, Mapping) else None
 
 
 class Call:

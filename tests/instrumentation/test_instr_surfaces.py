@@ -6,6 +6,7 @@ result the way an app would, then checks the single span against what the server
 
 from __future__ import annotations
 
+import gc
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -426,3 +427,27 @@ async def test_async_surface_makes_one_span(
         warnings.simplefilter("ignore")
         await call(client)
     _check(spans, simulated_provider, provider, operation, streamed)
+
+
+def test_server_attributes_follow_the_client_and_collected_clients_are_forgotten(
+    simulated_provider: Any, spans: Any
+) -> None:
+    """What is worked out once per client (provider, server address and port) follows a changed ``base_url``,
+    and the clients an app makes and drops are not kept, nor their entries."""
+    from otel_context.instrumentation.anthropic import AnthropicInstrumentor
+
+    interceptor = AnthropicInstrumentor().interceptor
+    assert interceptor is not None
+    port = int(simulated_provider.base_url.rsplit(":", 1)[1])
+    client = simulated_provider.anthropic()
+    client.messages.create(**A)
+    client.base_url = f"http://localhost:{port}"
+    client.messages.create(**A)
+    first, second = spans()
+    assert attrs(first)[semconv.SERVER_ADDRESS] == "127.0.0.1"
+    assert attrs(second)[semconv.SERVER_ADDRESS] == "localhost"
+    for _ in range(20):
+        simulated_provider.anthropic().messages.create(**A)
+    del client
+    gc.collect()
+    assert len(interceptor._clients) == 0
