@@ -729,16 +729,13 @@ def usage_from_anthropic(u: Any) -> TokenUsage:
             write_5m = write_5m if type(write_5m) is int else or_zero(as_count(write_5m))
             write_1h = write_1h if type(write_1h) is int else or_zero(as_count(write_1h))
         return TokenUsage(
-            input_tokens + cache_read + cache_write,
-            output_tokens,
-            cache_read,
-            cache_write,
-            write_5m,
-            write_1h,
-            0,
-            0,
-            0,
-            True,
+            input_tokens=input_tokens + cache_read + cache_write,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+            cache_write_5m_tokens=write_5m,
+            cache_write_1h_tokens=write_1h,
+            reported_cache=True,
         )
     return _from_anthropic_fields(_anthropic_fields(u))
 
