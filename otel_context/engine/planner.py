@@ -11,7 +11,8 @@ The returned :class:`EnginePlan` compacts reactively on a too-long rejection
 (:mod:`otel_context.engine.reactive`) and, after the response, commits the conversation's new snapshot,
 records the utilization, checks for a prompt-cache break and reports a compaction the provider did.
 
-Nothing raised in here reaches the app: every entry point falls back to "send the request unchanged".
+Nothing raised in here reaches the app: ``plan`` and ``on_too_long`` fall back to "send the request unchanged",
+and ``on_response``'s one caller (the call's end, in the instrumentation) logs what it raises and ends the span.
 """
 
 from __future__ import annotations
