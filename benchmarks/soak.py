@@ -56,6 +56,7 @@ import openai
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 import otel_context
+from otel_context.instrumentation import _background  # summaries in flight (a private count; see the end)
 from otel_context.testing import Fault, SimulatedProvider
 from otel_context.testing import tokens as sim_tokens
 
@@ -447,11 +448,20 @@ def main() -> int:
         before_trim = rss_mb()
         if malloc_trim():
             print(f"at the end, after gc.collect(): RSS {before_trim:.1f} MB, {rss_mb():.1f} MB after malloc_trim(0)")
+    in_flight = _background.running()
     otel_context.uninstrument()
+    # A summary still in flight in the background (one the last calls started; after the provider stopped it
+    # may be waiting to retry) is abandoned by uninstrument() and ends its span when its current step returns:
+    # give it that time before counting, and fail if it takes longer.
+    deadline = time.monotonic() + 30
+    while _background.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
     failures: list[str] = []
     if any(thread.is_alive() for thread in threads):
         failures.append("a worker did not stop within 60 s")
+    if _background.running():
+        failures.append(f"{_background.running()} background summaries still running 30 s after uninstrument()")
     if tally.unexpected:
         failures.append(f"{len(tally.unexpected)} unexpected errors reached the app, e.g. {tally.unexpected[0]}")
     if tally.app_errors > tally.injected:
@@ -481,7 +491,8 @@ def main() -> int:
     print(
         f"calls {tally.calls} ({tally.calls / args.seconds:.1f}/s), app errors {tally.app_errors} "
         f"(injected faults {tally.injected}), unexpected errors {len(tally.unexpected)}, "
-        f"spans {processor.started} started / {processor.ended} ended, open {open_spans}"
+        f"spans {processor.started} started / {processor.ended} ended, open {open_spans}; "
+        f"background summaries in flight at uninstrument(): {in_flight}"
     )
     for failure in failures:
         print("FAIL:", failure)
