@@ -24,7 +24,8 @@ Invariants (each printed, any failure -> exit 1):
   Responses calls use ``store: false`` and the provider's prompt cache, exchange record and token-count memos
   are reset every 2 s:
   the provider's memory is not ours to measure);
-* no open spans at the end (spans started == spans ended, counted by a span processor);
+* no open spans at the end (spans started == spans ended, counted by a span processor, once the background
+  summaries that ``uninstrument()`` abandoned have ended: at most 30 s);
 * RSS and thread count flat after warm-up (the first fifth of the run, at least 10 s): the last samples'
   maximum RSS at most 25 MB (or 25 %) above the warm-up's, threads at most 8 above.
 """
