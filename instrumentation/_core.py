@@ -520,24 +520,17 @@ class Interceptor:
     def _drive(
         flow: Generator[_Op, Any, Any], perform: Callable[[_Op], Any], stopped: Callable[[], bool] | None = None
     ) -> Any:
-        """Run a flow to its end, doing its I/O synchronously; ``stopped``: give up after the current step.
-
-        The flow is resumed here with the result of its last step (or the exception that step raised); what
-        it returns is what the wrapper hands back to the app, and an exception it raises (the app's own
-        error) propagates to the app."""
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = flow.send(value) if error is None else flow.throw(error)
-            except StopIteration as done:
-                return done.value
+        """Run a flow to its end, doing its I/O synchronously; ``stopped``: give up after the current step."""
+        step = _advance(flow, None, None)
+        while not isinstance(step, _Finished):
             try:
                 value, error = perform(step), None
             except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
                 value, error = None, exc
             if stopped is not None and stopped():
                 return None
+            step = _advance(flow, value, error)
+        return step.value
 
     @staticmethod
     async def _adrive(
@@ -546,19 +539,16 @@ class Interceptor:
         stopped: Callable[[], bool] | None = None,
     ) -> Any:
         """:meth:`_drive` on the event loop."""
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = flow.send(value) if error is None else flow.throw(error)
-            except StopIteration as done:
-                return done.value
+        step = _advance(flow, None, None)
+        while not isinstance(step, _Finished):
             try:
                 value, error = await perform(step), None
             except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
                 value, error = None, exc
             if stopped is not None and stopped():
                 return None
+            step = _advance(flow, value, error)
+        return step.value
 
     def _begin(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Begun | None:
         try:
@@ -606,6 +596,21 @@ class Interceptor:
             return None
         await asyncio.sleep(op.seconds)
         return None
+
+
+class _Finished(NamedTuple):
+    """The flow of a call returned ``value`` (what the wrapper hands back to the app)."""
+
+    value: Any
+
+
+def _advance(flow: Generator[_Op, Any, Any], value: Any, error: BaseException | None) -> _Op | _Finished:
+    """Resume the flow with the result of its last step (or the exception it raised): its next step, or
+    its end. An exception the flow raises (the app's own error) propagates to the app."""
+    try:
+        return flow.send(value) if error is None else flow.throw(error)
+    except StopIteration as done:
+        return _Finished(done.value)
 
 
 class ContextWindowExceeded(Exception):

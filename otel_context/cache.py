@@ -760,13 +760,8 @@ def _reported(usage: TokenUsage) -> bool:
 
 def leaves_cache(automatic_caching: bool, usage: TokenUsage) -> bool:
     """Whether a call with this usage left anything in the cache, as :meth:`CacheBreakDetector.check` counts
-    it: cache figures reported, and something left (see :func:`_left_in_cache`). :func:`_reported` and
-    :func:`_left` inlined: the engine asks after every call of a conversation that does not cache."""
-    read, written = usage.cache_read_tokens, usage.cache_write_tokens
-    left = read + written
-    if automatic_caching and not written and usage.input_tokens >= AUTOMATIC_CACHE_MIN_TOKENS:
-        left = max(left, usage.input_tokens)
-    return left > 0 and bool(usage.reported_cache or read or written)
+    it: cache figures reported, and something left (see :func:`_left_in_cache`)."""
+    return _reported(usage) and _left(automatic_caching, usage) > 0
 
 
 def _left_in_cache(fp: RequestFingerprint, usage: TokenUsage) -> int:

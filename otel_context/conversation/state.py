@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from otel_context.conversation.breaker import Breaker
@@ -40,9 +40,6 @@ class Snapshot:
     #: With a shared store only: the chained content hash after each item (see
     #: :mod:`otel_context.conversation.shared`), so the next commit hashes only what was appended.
     chain: tuple[str, ...] = ()
-    #: Approximate bytes of the app's objects this snapshot keeps alive (for the store's byte bound): made
-    #: from ``tokens`` once, since the store reads it twice per commit.
-    size: int = field(init=False, repr=False, compare=False)
 
     def __init__(
         self,
@@ -54,9 +51,12 @@ class Snapshot:
     ) -> None:
         # The generated __init__'s fields and order, in one dict update instead of a frozen dataclass's
         # object.__setattr__ per field (every chat call commits one).
-        self.__dict__.update(
-            items=items, usage=usage, entry=entry, tokens=tokens, chain=chain, size=BYTES_PER_TOKEN * tokens
-        )
+        self.__dict__.update(items=items, usage=usage, entry=entry, tokens=tokens, chain=chain)
+
+    @property
+    def size(self) -> int:
+        """Approximate bytes of the app's objects this snapshot keeps alive (for the store's byte bound)."""
+        return BYTES_PER_TOKEN * self.tokens
 
 
 def unchanged_prefix(

@@ -133,28 +133,22 @@ class ConversationStore:
         evicted: list[ConversationState] = []
         with self._lock:
             current = state.snapshot
-            branched = (
+            if (
                 current is not None
                 and current is not resolution.snapshot
                 and not state.explicit
                 and unchanged_prefix(current, snapshot.items) < len(current.items)
-            )
-            if branched:
+            ):
                 parent = state
                 state = self._new(state.key, False)
                 state.inherit(parent, factor=True, baseline=False)
             tracked = state.ident in self._states
             if tracked:
-                self._bytes += snapshot.size - (current.size if current is not None and not branched else 0)
+                self._bytes += snapshot.size - (state.snapshot.size if state.snapshot is not None else 0)
             state.snapshot = snapshot
             state.last_call_ended = ended
-            if tracked and (branched or self._bytes > self.max_bytes):
-                self._touch_and_evict(state, evicted)  # one more state, or more bytes than allowed: evict
-            elif tracked:
-                # Most commits: the call's resolve enforced the bounds and the count is unchanged; only mark
-                # the state used (idle expiry counts from the call's end).
-                state.last_seen = self._clock()
-                self._states.move_to_end(state.ident)
+            if tracked:
+                self._touch_and_evict(state, evicted)
         if evicted:
             self._report(evicted)
         return state

@@ -707,36 +707,6 @@ def usage_from_anthropic(u: Any) -> TokenUsage:
     ``compaction_*`` fields and are NOT added to the top-level figures, which describe the final pass
     (the context the conversation now has).
     """
-    get = field_getter(u)
-    input_tokens, output_tokens = get("input_tokens"), get("output_tokens")
-    cache_read, cache_write = get("cache_read_input_tokens"), get("cache_creation_input_tokens")
-    if (
-        type(input_tokens) is int
-        and type(output_tokens) is int
-        and type(cache_read) is int
-        and type(cache_write) is int
-        and get("output_tokens_details") is None
-        and get("iterations") is None
-    ):
-        # What nearly every response carries: the four counts and at most the TTL split of the cache writes,
-        # read straight into the usage (this runs on every call; the general path below builds the raw
-        # figures first, which streams need to merge). Same result as that path (tests/usage).
-        write_5m = write_1h = 0
-        cache_creation = get("cache_creation")
-        if cache_creation is not None:
-            split = field_getter(cache_creation)
-            write_5m, write_1h = split("ephemeral_5m_input_tokens"), split("ephemeral_1h_input_tokens")
-            write_5m = write_5m if type(write_5m) is int else or_zero(as_count(write_5m))
-            write_1h = write_1h if type(write_1h) is int else or_zero(as_count(write_1h))
-        return TokenUsage(
-            input_tokens=input_tokens + cache_read + cache_write,
-            output_tokens=output_tokens,
-            cache_read_tokens=cache_read,
-            cache_write_tokens=cache_write,
-            cache_write_5m_tokens=write_5m,
-            cache_write_1h_tokens=write_1h,
-            reported_cache=True,
-        )
     return _from_anthropic_fields(_anthropic_fields(u))
 
 

@@ -512,8 +512,8 @@ _COUNT = st.one_of(st.none(), st.integers(min_value=0, max_value=10**7), st.bool
     ),
     st.booleans(),
 )
-def test_anthropic_usage_read_directly_equals_the_general_reading(raw: dict[str, Any], as_sdk_object: bool) -> None:
-    """A whole response's usage is read straight into TokenUsage when it has the common shape; a stream's first
-    event goes through the raw figures. Both must agree on every shape, as dicts and as the SDK's objects."""
+def test_anthropic_response_usage_reads_as_a_stream_first_event(raw: dict[str, Any], as_sdk_object: bool) -> None:
+    """A whole response's usage and a stream's first event that carries the same figures must read the same, on
+    every shape, as dicts and as the SDK's objects (it found an infinite count raising in ``as_count``)."""
     usage: Any = anthropic_construct(type_=Usage, value=copy.deepcopy(raw)) if as_sdk_object else raw
     assert usage_from_anthropic(usage) == merge_stream_usage(None, usage)
