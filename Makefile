@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench dashboards clean
+.PHONY: demo test lint typecheck unit test-oldest-sdks bench dashboards clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,17 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
+# The tests once more on the oldest SDK releases pyproject.toml declares supported (its anthropic/openai
+# extras; `make test` runs on the dev extras' pins, recent releases): CI runs both.
+OLDEST := .venv-oldest-sdks
+test-oldest-sdks: $(STAMP)
+	$(PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST)/bin/python -m pip install --quiet -e '.[dev]'
+	$(OLDEST)/bin/python -m pip install --quiet $$($(BIN)/python .ci/oldest_sdks.py)
+	$(OLDEST)/bin/python -m pip list 2>/dev/null | grep -E '^(anthropic|openai) '
+	$(OLDEST)/bin/pytest -q $(PYTEST_ARGS)
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 	$(BIN)/python benchmarks/compaction.py
@@ -38,4 +49,4 @@ dashboards: $(STAMP)
 	$(BIN)/python dashboards/build.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(OLDEST) build *.egg-info
