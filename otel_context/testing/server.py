@@ -351,6 +351,9 @@ class SimulatedProvider:
         headers = {k.lower(): v for k, v in h.headers.items()}
         try:
             body_bytes = _read_body(h, headers)
+        except _HungUp:  # the client gave up while sending: there is no request, and nobody to answer
+            h.close_connection = True
+            return
         except (ValueError, OSError):  # a broken chunked body: answer, then drop the unreadable connection
             body_bytes = b"\x00"
             h.close_connection = True
@@ -477,6 +480,17 @@ def _retry_headers(seconds: float | None) -> dict[str, str]:
     return headers
 
 
+class _HungUp(Exception):
+    """The connection closed before the whole body arrived (the client gave up while sending it)."""
+
+
+def _read_exactly(h: _Handler, n: int) -> bytes:
+    data = h.rfile.read(n)
+    if len(data) < n:
+        raise _HungUp
+    return data
+
+
 def _read_body(h: _Handler, headers: Mapping[str, str]) -> bytes:
     length = headers.get("content-length")
     if length is not None:
@@ -484,17 +498,19 @@ def _read_body(h: _Handler, headers: Mapping[str, str]) -> bytes:
             n = int(length)
         except ValueError:
             return b""
-        return h.rfile.read(n) if n > 0 else b""
+        return _read_exactly(h, n) if n > 0 else b""
     if headers.get("transfer-encoding", "").lower() == "chunked":
         parts: list[bytes] = []
         while True:
             line = h.rfile.readline(65537)
+            if not line:
+                raise _HungUp
             size = int(line.split(b";", 1)[0].strip() or b"0", 16)
             if size == 0:
                 while h.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
                     pass
                 break
-            parts.append(h.rfile.read(size))
+            parts.append(_read_exactly(h, size))
             h.rfile.readline(65537)
         return b"".join(parts)
     return b""

@@ -126,6 +126,24 @@ def test_chunked_request_body(sim: Any) -> None:
         conn.close()
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_client_that_hangs_up_while_sending_makes_no_exchange(sim: Any, chunked: bool) -> None:
+    """A client that gives up mid-body (its timeout, or the app closing it) sent no request: a real server
+    drops such a connection, so none is recorded (it used to be a 400 "expected an object" of an empty body)."""
+    payload = json.dumps({"model": GPT, "messages": [{"role": "user", "content": "x" * 1000}]}).encode()
+    if chunked:
+        head = b"transfer-encoding: chunked\r\n\r\n" + f"{len(payload):x}\r\n".encode() + payload[:100]
+    else:
+        head = f"content-length: {len(payload)}\r\n\r\n".encode() + payload[:100]
+    with socket.create_connection(("127.0.0.1", sim.port), timeout=5) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n" + head)
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(1024) == b""  # no answer: the server closed the connection
+    status, _, body = _raw(sim, "/v1/chat/completions", payload)  # and serves the next one as usual
+    assert status == 200 and body["object"] == "chat.completion"
+    assert [e.status for e in sim.exchanges] == [200]
+
+
 def test_exchanges_record_and_clear(sim: Any, anthropic_client: Any) -> None:
     with pytest.raises(LookupError):
         _ = sim.last_exchange
