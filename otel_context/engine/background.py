@@ -389,15 +389,6 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | Sto
                 yield from _publish(prepared, call, entry, out.open_span)
         if prepared.lease is not None and call.store is not None:
             yield fleet.release(call.store, prepared.lease)
-    except GeneratorExit:
-        # Given up midway (uninstrument(), or the app closed the client it was sent through): it will never
-        # land, so the conversation may prepare its summary again on a later call (a failed one may not).
-        with _lock:
-            prepared.discarded = True
-            record = _current(call.state)
-            if record is not None and record.prepared is prepared:
-                record.prepared = None
-        raise
     finally:
         prepared.done.set()
 
