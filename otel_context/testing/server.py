@@ -167,6 +167,7 @@ class SimulatedProvider:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
+        self._in_flight = 0
         self._previous_clock: Callable[[], float] | None = None
         self._detector_clock: Callable[[], float] | None = None
 
@@ -315,6 +316,13 @@ class SimulatedProvider:
                 raise LookupError("the simulated provider has not answered any request yet")
             return self._exchanges[-1]
 
+    @property
+    def in_flight(self) -> int:
+        """Requests being handled now. A request the client gave up on is still handled (and recorded) after
+        the client call failed: wait for 0 before clearing the record, or it may land in the next test's."""
+        with self._lock:
+            return self._in_flight
+
     def clear(self) -> None:
         """Forget the recorded exchanges (the prompt cache is kept)."""
         with self._lock:
@@ -346,6 +354,15 @@ class SimulatedProvider:
             self._exchanges.append(exchange)
 
     def _handle(self, h: _Handler) -> None:
+        with self._lock:
+            self._in_flight += 1
+        try:
+            self._handle_request(h)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _handle_request(self, h: _Handler) -> None:
         raw_path = h.path
         path = raw_path.split("?", 1)[0]
         headers = {k.lower(): v for k, v in h.headers.items()}

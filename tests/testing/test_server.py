@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 import anthropic
@@ -141,6 +142,21 @@ def test_a_client_that_hangs_up_while_sending_makes_no_exchange(sim: Any, chunke
         assert sock.recv(1024) == b""  # no answer: the server closed the connection
     status, _, body = _raw(sim, "/v1/chat/completions", payload)  # and serves the next one as usual
     assert status == 200 and body["object"] == "chat.completion"
+    assert [e.status for e in sim.exchanges] == [200]
+
+
+def test_in_flight_counts_a_request_the_client_gave_up_on_until_it_is_recorded(sim: Any) -> None:
+    """A client that times out has gone; its request is still being handled, and recorded once it is."""
+    sim.latency = 0.5
+    client = sim.openai(timeout=0.05)
+    with pytest.raises(Exception, match="timed out"):
+        client.chat.completions.create(model=GPT, messages=[{"role": "user", "content": "x"}])
+    client.close()
+    assert sim.in_flight == 1 and sim.exchanges == []
+    deadline = time.monotonic() + 5
+    while sim.in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sim.in_flight == 0
     assert [e.status for e in sim.exchanges] == [200]
 
 
