@@ -10,7 +10,7 @@ import pytest
 from otel_context import semconv
 from otel_context.conversation.memo import items_hash
 
-from .bodies import CLAUDE, DUE_CHARS, GPT, Case
+from .bodies import CLAUDE, DUE_CHARS, GPT, Case, _due
 from .harness import Rig, check, make_rig
 
 
@@ -148,3 +148,12 @@ def test_a_lone_surrogate_is_not_compacted_away(rig: Rig, fmt: str) -> None:
 
 def test_the_memo_hash_takes_a_lone_surrogate() -> None:
     assert items_hash([{"content": "\ud800"}]) != items_hash([{"content": "\udfff"}])
+
+
+# The generator called a history "due" from its repr, where a character Python does not print (U+D7FC) takes
+# six: 8,000 of them looked over the window, the engine (rightly) estimated 2,700 tokens of 8,000 and the
+# check asked for a skipped reason that no compaction had cause to give.
+def test_due_measures_the_text_not_its_repr() -> None:
+    assert not _due([{"role": "assistant", "content": [{"type": "text", "text": "\ud7fc" * 8_000}]}])
+    assert _due([{"role": "assistant", "content": [{"type": "text", "text": "\ud7fc" * DUE_CHARS}]}])
+    assert _due([{"role": "user", "content": "x" * DUE_CHARS}])
