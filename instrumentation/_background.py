@@ -7,7 +7,9 @@ module runs it: :func:`start_thread` for a sync client, :func:`start_task` for a
 driver the call's flow uses. It owns their lifecycle.
 
 Lifecycle: :func:`shutdown` (``uninstrument()``) cancels the loop tasks and abandons the threads (a request
-in flight cannot be interrupted: its thread ends when the request does, and sends nothing more); at
+in flight cannot be interrupted: its thread ends when the request does, and sends nothing more); a summary
+whose request fails because the app closed the client it goes through is abandoned the same way (the app
+withdrew it: not a compaction failure, and a later call of the conversation may prepare one again); at
 interpreter exit everything is abandoned silently (daemon threads, no span ended after the exporters shut
 down); a forked child forgets its parent's summaries (:func:`os.register_at_fork`).
 """
@@ -33,23 +35,31 @@ THREAD_NAME = "otel-context-summary"
 
 #: A summary's flow of I/O steps (``_core.Interceptor._with_summarizer`` over the engine's steps).
 Flow = Generator[Any, Any, Any]
-#: Runs a flow to its end, giving up once the callable says so (``_core.Interceptor._drive``).
-SyncDriver = Callable[[Flow, Callable[[], bool]], Any]
-AsyncDriver = Callable[[Flow, Callable[[], bool]], Awaitable[Any]]
+#: Asked after each step of a flow with the error that step raised (None: none): whether to give up there.
+Stopped = Callable[[BaseException | None], bool]
+#: Runs a flow to its end, giving up once ``Stopped`` says so (``_core.Interceptor._drive``).
+SyncDriver = Callable[[Flow, Stopped], Any]
+AsyncDriver = Callable[[Flow, Stopped], Awaitable[Any]]
 
 
 class _Run:
-    """One background summary in flight."""
+    """One background summary in flight; ``client_closed`` tells whether the app closed the client its
+    requests go through."""
 
-    __slots__ = ("abandoned", "loop", "task", "thread")
+    __slots__ = ("abandoned", "client_closed", "loop", "task", "thread")
 
-    def __init__(self) -> None:
+    def __init__(self, client_closed: Callable[[], bool]) -> None:
         self.abandoned = False
+        self.client_closed = client_closed
         self.thread: threading.Thread | None = None
         self.task: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    def stopped(self) -> bool:
+    def stopped(self, error: BaseException | None) -> bool:
+        """Abandoned by :func:`shutdown`, or a step failed because the app closed the client (asked only
+        after a failure: a summary already received is kept even when the client closes right after)."""
+        if not self.abandoned and error is not None and self.client_closed():
+            self.abandoned = True
         return self.abandoned
 
 
@@ -89,9 +99,9 @@ def _unregister(run: _Run) -> None:
         _runs.discard(run)
 
 
-def start_thread(flow: Flow, drive: SyncDriver) -> None:
+def start_thread(flow: Flow, drive: SyncDriver, client_closed: Callable[[], bool]) -> None:
     """Run ``flow`` with ``drive`` on a worker thread (sync clients), in the starting call's context."""
-    run = _Run()
+    run = _Run(client_closed)
     if not _register(run):
         _keep(flow)
         return
@@ -117,9 +127,9 @@ def _run_sync(run: _Run, flow: Flow, drive: SyncDriver) -> None:
         _unregister(run)
 
 
-def start_task(flow: Flow, drive: AsyncDriver) -> None:
+def start_task(flow: Flow, drive: AsyncDriver, client_closed: Callable[[], bool]) -> None:
     """Run ``flow`` with ``drive`` as a task on the running loop (async clients)."""
-    run = _Run()
+    run = _Run(client_closed)
     if not _register(run):
         _keep(flow)
         return

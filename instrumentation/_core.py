@@ -518,16 +518,19 @@ class Interceptor:
 
     @staticmethod
     def _drive(
-        flow: Generator[_Op, Any, Any], perform: Callable[[_Op], Any], stopped: Callable[[], bool] | None = None
+        flow: Generator[_Op, Any, Any],
+        perform: Callable[[_Op], Any],
+        stopped: Callable[[BaseException | None], bool] | None = None,
     ) -> Any:
-        """Run a flow to its end, doing its I/O synchronously; ``stopped``: give up after the current step."""
+        """Run a flow to its end, doing its I/O synchronously. ``stopped``, asked after each step with the
+        error that step raised (None when it did not): whether to give up there, without resuming the flow."""
         step = _advance(flow, None, None)
         while not isinstance(step, _Finished):
             try:
                 value, error = perform(step), None
             except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
                 value, error = None, exc
-            if stopped is not None and stopped():
+            if stopped is not None and stopped(error):
                 return None
             step = _advance(flow, value, error)
         return step.value
@@ -536,7 +539,7 @@ class Interceptor:
     async def _adrive(
         flow: Generator[_Op, Any, Any],
         perform: Callable[[_Op], Awaitable[Any]],
-        stopped: Callable[[], bool] | None = None,
+        stopped: Callable[[BaseException | None], bool] | None = None,
     ) -> Any:
         """:meth:`_drive` on the event loop."""
         step = _advance(flow, None, None)
@@ -545,7 +548,7 @@ class Interceptor:
                 value, error = await perform(step), None
             except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
                 value, error = None, exc
-            if stopped is not None and stopped():
+            if stopped is not None and stopped(error):
                 return None
             step = _advance(flow, value, error)
         return step.value
@@ -569,7 +572,9 @@ class Interceptor:
             return op.request.run()
         if isinstance(op, _Background):
             perform = functools.partial(self._perform, begun=begun, wrapped=wrapped, instance=instance)
-            _background.start_thread(op.flow, lambda flow, stopped: self._drive(flow, perform, stopped))
+            _background.start_thread(
+                op.flow, lambda flow, stopped: self._drive(flow, perform, stopped), lambda: _client_closed(instance)
+            )
             return None
         if isinstance(op, _Wait):
             op.done.wait(op.timeout)
@@ -589,7 +594,9 @@ class Interceptor:
             return await op.request.arun()
         if isinstance(op, _Background):
             perform = functools.partial(self._aperform, begun=begun, wrapped=wrapped, instance=instance)
-            _background.start_task(op.flow, lambda flow, stopped: self._adrive(flow, perform, stopped))
+            _background.start_task(
+                op.flow, lambda flow, stopped: self._adrive(flow, perform, stopped), lambda: _client_closed(instance)
+            )
             return None
         if isinstance(op, _Wait):
             await _background.wait_on_loop(op.done, op.timeout)
@@ -618,6 +625,16 @@ class ContextWindowExceeded(Exception):
 
     def __init__(self) -> None:
         super().__init__("model_context_window_exceeded")
+
+
+def _client_closed(client: Any) -> bool:
+    """Whether the app closed ``client`` (both SDKs' ``is_closed()``): a background summary sent through it can
+    go no further (an app that makes a client per request closes it while the summary is still running)."""
+    is_closed = getattr(client, "is_closed", None)
+    try:
+        return callable(is_closed) and is_closed() is True
+    except Exception:
+        return False
 
 
 def _window_exceeded(result: Any) -> bool:

@@ -211,7 +211,9 @@ def maybe_start(
         return
     with _lock:
         existing = _prepared_of(state)
-    if existing is not None:
+    if existing is not None and existing.discarded and existing.done.is_set():
+        _drop(existing)  # given up midway (its flow was abandoned): prepare it again
+    elif existing is not None:
         if not existing.done.is_set() or existing.entry is None or _covers(existing, call):
             # One at a time; a ready one waits for the threshold; after a failed one the threshold compacts
             # inline (the breaker counted the failure; retrying in the background on every call would not).
@@ -389,6 +391,12 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | Sto
                 yield from _publish(prepared, call, entry, out.open_span)
         if prepared.lease is not None and call.store is not None:
             yield fleet.release(call.store, prepared.lease)
+    except GeneratorExit:
+        # Given up midway (uninstrument(), or the app closed the client it was sent through): it will never
+        # land, so a later call of the conversation may prepare it again (see maybe_start; a failed one may
+        # not). No lock here: this may run as the generator's finalizer, on a thread that holds it.
+        prepared.discarded = True
+        raise
     finally:
         prepared.done.set()
 

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from opentelemetry.trace import StatusCode
 
 import otel_context
 from otel_context import engine, semconv
 from otel_context.compaction.budget import budget_for
-from otel_context.conversation import STORE
+from otel_context.conversation import STORE, ConversationState
 from otel_context.engine import background
 from otel_context.instrumentation import _background
 from tests.compaction.support import Otel
@@ -366,6 +367,95 @@ def test_uninstrument_with_a_summary_in_flight(
     assert [r.getMessage() for r in caplog.records] == []
     compacts = otel.compact_spans()
     assert [c.attributes[semconv.COMPACTION_OUTCOME] for c in compacts] == [semconv.OUTCOME_DISCARDED]
+
+
+def _nothing_failed(otel: Otel, caplog: pytest.LogCaptureFixture) -> ConversationState:
+    """No compaction failed: a summary given up ended as discarded (no ERROR), nothing counted on the breaker
+    or the failure counter (the compaction-failure alert), nothing logged. The conversation's state."""
+    for compact in otel.compact_spans():
+        assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
+        assert compact.status.status_code is StatusCode.UNSET
+    assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "failure"}) == 0
+    assert [r.getMessage() for r in caplog.records] == []
+    (state,) = STORE.states()
+    assert state.breaker.consecutive_failures == 0
+    return state
+
+
+def _ready(state: ConversationState) -> bool:
+    prepared = background.pending(state)
+    return prepared is not None and prepared.entry is not None
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai"])
+def test_closing_the_client_with_a_summary_in_flight_gives_it_up(
+    simulated_provider: Any,
+    otel: Otel,
+    instrumented: Callable[..., Any],
+    caplog: pytest.LogCaptureFixture,
+    fmt: str,
+) -> None:
+    """An app that makes a client per request closes it while the summary its call started is still running
+    through it: that summary is given up like one uninstrument() abandons, and the next client of the same
+    conversation prepares it again (a failure here would count on the breaker and fire the failure alert)."""
+    simulated_provider.summary_latency = 1.0
+    _setup(simulated_provider, instrumented)
+    new_client = simulated_provider.anthropic if fmt == "anthropic" else simulated_provider.openai
+    chat = Chat(new_client(), fmt)
+    turn = 0
+    while not _bg_threads():
+        turn += 1
+        chat.turn(turn)
+    with caplog.at_level(logging.WARNING, logger="otel_context"):
+        chat.client.close()  # the sync client's close cuts the request in flight
+        _wait_idle(timeout=10)
+    state = _nothing_failed(otel, caplog)
+    assert len(otel.compact_spans()) == 1 and not _ready(state)
+    simulated_provider.summary_latency = 0.0
+    chat.client = new_client()
+    chat.turn(turn + 1)
+    _wait_idle()
+    assert _ready(state)
+
+
+def test_closing_an_async_client_with_a_summary_in_flight_fails_nothing(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same with an async client. Its close may or may not cut the request in flight (that depends on
+    where the request is): either the summary lands and is kept, or it is given up and the next client
+    prepares it again. Neither is a failure."""
+    simulated_provider.summary_latency = 1.0
+    _setup(simulated_provider, instrumented)
+
+    async def settled() -> None:
+        deadline = time.monotonic() + 10
+        while _background.running() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert _background.running() == 0
+
+    async def main() -> None:
+        history: list[dict[str, Any]] = []
+
+        async def turn(client: Any, number: int) -> None:
+            history.append({"role": "user", "content": _question(number)})
+            reply = await client.messages.create(model=MODEL, max_tokens=512, messages=list(history))
+            history.append({"role": "assistant", "content": reply.content[0].text})
+
+        client = simulated_provider.async_anthropic()
+        number = 0
+        while not _background.running():
+            number += 1
+            await turn(client, number)
+        with caplog.at_level(logging.WARNING, logger="otel_context"):
+            await client.close()
+            await settled()
+        state = _nothing_failed(otel, caplog)
+        simulated_provider.summary_latency = 0.0
+        await turn(simulated_provider.async_anthropic(), number + 1)
+        await settled()
+        assert _ready(state)
+
+    asyncio.run(main())
 
 
 def test_uninstrument_cancels_an_async_summary_in_flight(
