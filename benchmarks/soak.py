@@ -454,14 +454,12 @@ def main() -> int:
     # A summary still in flight in the background (one the last calls started; after the provider stopped it
     # may be waiting to retry) is abandoned by uninstrument() and ends its span when its current step returns:
     # give it that time before counting, and fail if it takes longer.
-    deadline = time.monotonic() + 30
-    while _background.running() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    background_idle = _background.wait_idle(30)
 
     failures: list[str] = []
     if any(thread.is_alive() for thread in threads):
         failures.append("a worker did not stop within 60 s")
-    if _background.running():
+    if not background_idle:
         failures.append(f"{_background.running()} background summaries still running 30 s after uninstrument()")
     if tally.unexpected:
         failures.append(f"{len(tally.unexpected)} unexpected errors reached the app, e.g. {tally.unexpected[0]}")

@@ -28,7 +28,7 @@ from typing import Any
 from otel_context import telemetry
 from otel_context.engine import background as engine_background
 
-__all__ = ["THREAD_NAME", "running", "shutdown", "start_task", "start_thread", "wait_on_loop"]
+__all__ = ["THREAD_NAME", "running", "shutdown", "start_task", "start_thread", "wait_idle", "wait_on_loop"]
 
 #: Name of the worker threads (tests look for leaks by it).
 THREAD_NAME = "otel-context-summary"
@@ -74,6 +74,16 @@ def running() -> int:
     """Background summaries in flight (tests and the demo)."""
     with _lock:
         return len(_runs)
+
+
+def wait_idle(timeout: float) -> bool:
+    """Block until no background summary is in flight, at most ``timeout`` seconds; whether none is. For a
+    thread that is not the loop of an async client's summaries (tests, the soak): ``uninstrument()`` abandons
+    them without waiting, and each ends (and ends its span) when its current step returns."""
+    deadline = time.monotonic() + timeout
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return running() == 0
 
 
 async def wait_on_loop(done: threading.Event, timeout: float) -> None:

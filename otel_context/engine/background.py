@@ -211,10 +211,9 @@ def maybe_start(
         return
     with _lock:
         existing = _prepared_of(state)
-    if existing is not None and existing.discarded and existing.done.is_set():
-        _drop(existing)  # given up midway (its flow was abandoned): prepare it again
-    elif existing is not None:
-        if not existing.done.is_set() or existing.entry is None or _covers(existing, call):
+    if existing is not None:
+        given_up = existing.discarded and existing.done.is_set()  # its flow was abandoned: prepare it again
+        if not given_up and (not existing.done.is_set() or existing.entry is None or _covers(existing, call)):
             # One at a time; a ready one waits for the threshold; after a failed one the threshold compacts
             # inline (the breaker counted the failure; retrying in the background on every call would not).
             return

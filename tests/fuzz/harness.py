@@ -221,9 +221,7 @@ def check(rig: Rig, case: Case, mode: str) -> None:
         otel_context.uninstrument()
     # A summary prepared in the background and still in flight is abandoned by uninstrument(): its thread
     # ends (and its compact span with ``outcome=discarded``) when its request comes back.
-    deadline = time.monotonic() + 30
-    while _background.running() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _background.wait_idle(30)
     exchanges = rig.sim.exchanges
     spans = list(rig.exporter.get_finished_spans())
 
