@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 from .anthropic_api import count_tokens_endpoint, messages_endpoint
 from .caching import PromptCache
@@ -363,8 +364,9 @@ class SimulatedProvider:
                 self._in_flight -= 1
 
     def _handle_request(self, h: _Handler) -> None:
-        raw_path = h.path
-        path = raw_path.split("?", 1)[0]
+        # The absolute form (``POST http://host/v1/messages``) is what a client sends through an HTTP proxy;
+        # servers must accept it too (RFC 9112, 3.2.2), so the simulator can stand in for a proxy in tests.
+        path = urlsplit(h.path).path if h.path.startswith(("http://", "https://")) else h.path.split("?", 1)[0]
         headers = {k.lower(): v for k, v in h.headers.items()}
         try:
             body_bytes = _read_body(h, headers)

@@ -75,6 +75,22 @@ def test_query_string_is_ignored(sim: Any) -> None:
     assert status == 200 and body["type"] == "message"
 
 
+def test_a_request_through_a_proxy_is_answered_as_its_path(sim: Any) -> None:
+    """A client whose proxy is the simulator sends the absolute form; it is answered like the origin form."""
+    import anthropic
+
+    http = anthropic.DefaultHttpxClient(proxy=f"http://user:secret@127.0.0.1:{sim.port}", trust_env=False)
+    client = anthropic.Anthropic(base_url="http://provider.invalid", api_key="k", http_client=http, max_retries=0)
+    try:
+        reply = client.messages.create(model=CLAUDE, max_tokens=5, messages=[{"role": "user", "content": "x"}])
+    finally:
+        client.close()
+    assert reply.type == "message"
+    exchange = sim.last_exchange
+    assert exchange.path == "/v1/messages" and exchange.headers["host"] == "provider.invalid"
+    assert exchange.headers["proxy-authorization"].startswith("Basic ")
+
+
 def test_internal_error_is_provider_shaped_and_silent(
     sim: Any, anthropic_client: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
