@@ -1,15 +1,17 @@
 """Running the engine's background summaries: a worker thread for sync clients, a loop task for async ones.
 
 The engine (:mod:`otel_context.engine.background`) decides; the call's flow (``_core.Interceptor``) turns
-a :class:`~otel_context.flow.BackgroundStart` into a flow of its own (the summary's requests go through the
-app's client, with the recursion guard and their own :class:`._summarizer.SummarizerBudget`), and this
-module runs it: :func:`start_thread` for a sync client, :func:`start_task` for an async one, each with the
-driver the call's flow uses. It owns their lifecycle.
+a :class:`~otel_context.flow.BackgroundStart` into a flow of its own (the summary's requests go through a
+sibling of the app's client with connections of its own, :mod:`._summary_client`, with the recursion guard
+and their own :class:`._summarizer.SummarizerBudget`), and this module runs it: :func:`start_thread` for a
+sync client, :func:`start_task` for an async one, each with the driver the call's flow uses. It owns their
+lifecycle, and the sibling's.
 
 Lifecycle: :func:`shutdown` (``uninstrument()``) cancels the loop tasks and abandons the threads (a request
 in flight cannot be interrupted: its thread ends when the request does, and sends nothing more); a summary
-whose request fails because the app closed the client it goes through is abandoned the same way (the app
-withdrew it: not a compaction failure, and a later call of the conversation may prepare one again); at
+that had to share the app's client (:mod:`._summary_client`) and whose request fails because the app closed
+that client is abandoned the same way (the app withdrew it: not a compaction failure, and a later call of
+the conversation may prepare one again); at
 interpreter exit everything is abandoned silently (daemon threads, no span ended after the exporters shut
 down); a forked child forgets its parent's summaries (:func:`os.register_at_fork`).
 """
@@ -28,6 +30,8 @@ from typing import Any
 from otel_context import telemetry
 from otel_context.engine import background as engine_background
 
+from ._summary_client import SummaryClient
+
 __all__ = ["THREAD_NAME", "running", "shutdown", "start_task", "start_thread", "wait_idle", "wait_on_loop"]
 
 #: Name of the worker threads (tests look for leaks by it).
@@ -37,28 +41,30 @@ THREAD_NAME = "otel-context-summary"
 Flow = Generator[Any, Any, Any]
 #: Asked after each step of a flow with the error that step raised (None: none): whether to give up there.
 Stopped = Callable[[BaseException | None], bool]
-#: Runs a flow to its end, giving up once ``Stopped`` says so (``_core.Interceptor._drive``).
-SyncDriver = Callable[[Flow, Stopped], Any]
-AsyncDriver = Callable[[Flow, Stopped], Awaitable[Any]]
+#: Runs a flow to its end through the given SDK client, giving up once ``Stopped`` says so
+#: (``_core.Interceptor._drive``).
+SyncDriver = Callable[[Flow, Stopped, Any], Any]
+AsyncDriver = Callable[[Flow, Stopped, Any], Awaitable[Any]]
 
 
 class _Run:
-    """One background summary in flight; ``client_closed`` tells whether the app closed the client its
-    requests go through."""
+    """One background summary in flight, and the client its requests go through (made by its thread or task:
+    copying the app's client is not the app's call's cost)."""
 
-    __slots__ = ("abandoned", "client_closed", "loop", "task", "thread")
+    __slots__ = ("abandoned", "client", "loop", "task", "thread")
 
-    def __init__(self, client_closed: Callable[[], bool]) -> None:
+    def __init__(self) -> None:
         self.abandoned = False
-        self.client_closed = client_closed
+        self.client: SummaryClient | None = None
         self.thread: threading.Thread | None = None
         self.task: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def stopped(self, error: BaseException | None) -> bool:
-        """Abandoned by :func:`shutdown`, or a step failed because the app closed the client (asked only
-        after a failure: a summary already received is kept even when the client closes right after)."""
-        if not self.abandoned and error is not None and self.client_closed():
+        """Abandoned by :func:`shutdown`, or a step failed because the app closed the client it shares with
+        us (asked only after a failure: a summary already received is kept even when the client closes right
+        after)."""
+        if not self.abandoned and error is not None and self.client is not None and self.client.closed():
             self.abandoned = True
         return self.abandoned
 
@@ -109,14 +115,15 @@ def _unregister(run: _Run) -> None:
         _runs.discard(run)
 
 
-def start_thread(flow: Flow, drive: SyncDriver, client_closed: Callable[[], bool]) -> None:
+def start_thread(flow: Flow, drive: SyncDriver, app_client: Any) -> None:
     """Run ``flow`` with ``drive`` on a worker thread (sync clients), in the starting call's context."""
-    run = _Run(client_closed)
+    run = _Run()
     if not _register(run):
         _keep(flow)
         return
     ctx = contextvars.copy_context()  # the starting call's trace context: the compact span lives in its trace
-    thread = threading.Thread(target=ctx.run, args=(_run_sync, run, flow, drive), name=THREAD_NAME, daemon=True)
+    args = (_run_sync, run, flow, drive, app_client)
+    thread = threading.Thread(target=ctx.run, args=args, name=THREAD_NAME, daemon=True)
     run.thread = thread
     try:
         thread.start()
@@ -125,9 +132,10 @@ def start_thread(flow: Flow, drive: SyncDriver, client_closed: Callable[[], bool
         _keep(flow)
 
 
-def _run_sync(run: _Run, flow: Flow, drive: SyncDriver) -> None:
+def _run_sync(run: _Run, flow: Flow, drive: SyncDriver, app_client: Any) -> None:
+    client = run.client = SummaryClient(app_client)
     try:
-        drive(flow, run.stopped)
+        drive(flow, run.stopped, client.client)
         if run.abandoned:
             _abandon(flow)
     except Exception:
@@ -135,22 +143,24 @@ def _run_sync(run: _Run, flow: Flow, drive: SyncDriver) -> None:
             telemetry.log_once("background.run", "otel_context: a background summary failed", exc_info=True)
     finally:
         _unregister(run)
+        _close(client.close)
 
 
-def start_task(flow: Flow, drive: AsyncDriver, client_closed: Callable[[], bool]) -> None:
+def start_task(flow: Flow, drive: AsyncDriver, app_client: Any) -> None:
     """Run ``flow`` with ``drive`` as a task on the running loop (async clients)."""
-    run = _Run(client_closed)
+    run = _Run()
     if not _register(run):
         _keep(flow)
         return
     loop = asyncio.get_running_loop()
     run.loop = loop
-    run.task = loop.create_task(_run_async(run, flow, drive), name=THREAD_NAME)
+    run.task = loop.create_task(_run_async(run, flow, drive, app_client), name=THREAD_NAME)
 
 
-async def _run_async(run: _Run, flow: Flow, drive: AsyncDriver) -> None:
+async def _run_async(run: _Run, flow: Flow, drive: AsyncDriver, app_client: Any) -> None:
+    client = run.client = SummaryClient(app_client)
     try:
-        await drive(flow, run.stopped)
+        await drive(flow, run.stopped, client.client)
         if run.abandoned:
             _abandon(flow)
     except asyncio.CancelledError:
@@ -161,6 +171,10 @@ async def _run_async(run: _Run, flow: Flow, drive: AsyncDriver) -> None:
             telemetry.log_once("background.run", "otel_context: a background summary failed", exc_info=True)
     finally:
         _unregister(run)
+        try:
+            await client.aclose()
+        except Exception:
+            _closing_failed()
 
 
 def _abandon(flow: Flow) -> None:
@@ -172,6 +186,19 @@ def _abandon(flow: Flow) -> None:
         flow.close()
     except Exception:
         telemetry.log_once("background.close", "otel_context: could not close a background summary", exc_info=True)
+
+
+def _close(close: Callable[[], None]) -> None:
+    """Close the summary's own client (its connections are ours to release)."""
+    try:
+        close()
+    except Exception:
+        _closing_failed()
+
+
+def _closing_failed() -> None:
+    if not _exiting:
+        telemetry.log_once("background.client", "otel_context: could not close a summary's client", exc_info=True)
 
 
 def _keep(flow: Flow) -> None:

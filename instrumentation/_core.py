@@ -571,10 +571,12 @@ class Interceptor:
         if isinstance(op, _Store):
             return op.request.run()
         if isinstance(op, _Background):
-            perform = functools.partial(self._perform, begun=begun, wrapped=wrapped, instance=instance)
-            _background.start_thread(
-                op.flow, lambda flow, stopped: self._drive(flow, perform, stopped), lambda: _client_closed(instance)
-            )
+
+            def drive(flow: Generator[_Op, Any, Any], stopped: _background.Stopped, client: Any) -> Any:
+                perform = functools.partial(self._perform, begun=begun, wrapped=wrapped, instance=client)
+                return self._drive(flow, perform, stopped)
+
+            _background.start_thread(op.flow, drive, instance)
             return None
         if isinstance(op, _Wait):
             op.done.wait(op.timeout)
@@ -593,10 +595,12 @@ class Interceptor:
         if isinstance(op, _Store):
             return await op.request.arun()
         if isinstance(op, _Background):
-            perform = functools.partial(self._aperform, begun=begun, wrapped=wrapped, instance=instance)
-            _background.start_task(
-                op.flow, lambda flow, stopped: self._adrive(flow, perform, stopped), lambda: _client_closed(instance)
-            )
+
+            async def adrive(flow: Generator[_Op, Any, Any], stopped: _background.Stopped, client: Any) -> Any:
+                perform = functools.partial(self._aperform, begun=begun, wrapped=wrapped, instance=client)
+                return await self._adrive(flow, perform, stopped)
+
+            _background.start_task(op.flow, adrive, instance)
             return None
         if isinstance(op, _Wait):
             await _background.wait_on_loop(op.done, op.timeout)
@@ -625,16 +629,6 @@ class ContextWindowExceeded(Exception):
 
     def __init__(self) -> None:
         super().__init__("model_context_window_exceeded")
-
-
-def _client_closed(client: Any) -> bool:
-    """Whether the app closed ``client`` (both SDKs' ``is_closed()``): a background summary sent through it can
-    go no further (an app that makes a client per request closes it while the summary is still running)."""
-    is_closed = getattr(client, "is_closed", None)
-    try:
-        return callable(is_closed) and is_closed() is True
-    except Exception:
-        return False
 
 
 def _window_exceeded(result: Any) -> bool:

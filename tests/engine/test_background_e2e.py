@@ -7,6 +7,7 @@ Real SDK clients (sync, async, streaming; anthropic and openai chat) against the
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx2
 import pytest
 from opentelemetry.trace import StatusCode
 
@@ -387,25 +389,92 @@ def _ready(state: ConversationState) -> bool:
     return prepared is not None and prepared.entry is not None
 
 
+def _client_of(sim: Any, fmt: str) -> Callable[..., Any]:
+    return sim.anthropic if fmt == "anthropic" else sim.openai
+
+
+def _until_a_summary_is_in_flight(chat: Chat) -> int:
+    turn = 0
+    while not _bg_threads():
+        turn += 1
+        chat.turn(turn)
+    return turn
+
+
+def _proxied_client(sim: Any, fmt: str, **kw: Any) -> Any:
+    """A client of a provider reached through an HTTP proxy with credentials (the simulator plays both)."""
+    sdk: Any = importlib.import_module(fmt)
+    http = sdk.DefaultHttpxClient(proxy=f"http://user:secret@127.0.0.1:{sim.port}", trust_env=False)
+    cls, base = (
+        (sdk.Anthropic, "http://provider.invalid") if fmt == "anthropic" else (sdk.OpenAI, "http://provider.invalid/v1")
+    )
+    return cls(base_url=base, http_client=http, max_retries=0, **kw)
+
+
+@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "proxied"])
 @pytest.mark.parametrize("fmt", ["anthropic", "openai"])
-def test_closing_the_client_with_a_summary_in_flight_gives_it_up(
+def test_closing_the_client_with_a_summary_in_flight_keeps_the_summary(
+    simulated_provider: Any,
+    otel: Otel,
+    instrumented: Callable[..., Any],
+    caplog: pytest.LogCaptureFixture,
+    fmt: str,
+    proxied: bool,
+) -> None:
+    """An app that makes a client per request closes it while the summary its call started is still running.
+    The summary has connections of its own (httpx's close() closes every connection of its pool, the one a
+    summary thread is reading included): it lands, is kept, and the conversation's next call, on a new client,
+    applies it. It went out as the app's client would send it: its credentials, its default headers, its
+    proxy (with the proxy's credentials)."""
+    simulated_provider.summary_latency = 1.0
+    _setup(simulated_provider, instrumented)
+    app = {"api_key": "key-of-the-app", "default_headers": {"x-app": "mine"}}
+    chat = Chat(
+        _proxied_client(simulated_provider, fmt, **app) if proxied else _client_of(simulated_provider, fmt)(**app), fmt
+    )
+    turn = _until_a_summary_is_in_flight(chat)
+    with caplog.at_level(logging.WARNING, logger="otel_context"):
+        chat.client.close()  # before the change, this cut the summary's request
+        _wait_idle(timeout=10)
+    state = _nothing_failed(otel, caplog)
+    assert _ready(state)
+    (summary,) = [e for e in simulated_provider.exchanges if _is_summary(e.body)]
+    assert summary.status == 200
+    credential = summary.headers.get("x-api-key") or summary.headers.get("authorization", "")
+    assert credential.endswith("key-of-the-app") and summary.headers["x-app"] == "mine"
+    if proxied:
+        assert summary.headers["host"] == "provider.invalid" and "proxy-authorization" in summary.headers
+    chat.client = _client_of(simulated_provider, fmt)()  # turns until the threshold, where the summary is applied
+    for later in range(turn + 1, turn + 20):
+        chat.turn(later)
+        if otel.compact_spans():
+            break
+    (compact,) = otel.compact_spans()
+    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert _mains(otel)[-1].attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+    assert [e for e in simulated_provider.exchanges if _is_summary(e.body)] == [summary]  # kept, not made again
+
+
+class _TransportOfTheApp(httpx2.HTTPTransport):
+    """A transport class of the app's own: its connections cannot be remade without guessing at it."""
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai"])
+def test_closing_a_client_whose_connections_cannot_be_remade_gives_the_summary_up(
     simulated_provider: Any,
     otel: Otel,
     instrumented: Callable[..., Any],
     caplog: pytest.LogCaptureFixture,
     fmt: str,
 ) -> None:
-    """An app that makes a client per request closes it while the summary its call started is still running
-    through it: that summary is given up like one uninstrument() abandons, and the next client of the same
-    conversation prepares it again (a failure here would count on the breaker and fire the failure alert)."""
+    """With a transport of the app's own, the summary goes through the app's client itself. Closing it cuts
+    the summary's request: the summary is given up like one uninstrument() abandons (not a failure, which
+    would count on the breaker and fire the failure alert), and the next client prepares it again."""
     simulated_provider.summary_latency = 1.0
     _setup(simulated_provider, instrumented)
-    new_client = simulated_provider.anthropic if fmt == "anthropic" else simulated_provider.openai
-    chat = Chat(new_client(), fmt)
-    turn = 0
-    while not _bg_threads():
-        turn += 1
-        chat.turn(turn)
+    new_client = _client_of(simulated_provider, fmt)
+    chat = Chat(new_client(http_client=httpx2.Client(transport=_TransportOfTheApp())), fmt)
+    turn = _until_a_summary_is_in_flight(chat)
     with caplog.at_level(logging.WARNING, logger="otel_context"):
         chat.client.close()  # the sync client's close cuts the request in flight
         _wait_idle(timeout=10)
@@ -418,12 +487,10 @@ def test_closing_the_client_with_a_summary_in_flight_gives_it_up(
     assert _ready(state)
 
 
-def test_closing_an_async_client_with_a_summary_in_flight_fails_nothing(
+def test_closing_an_async_client_with_a_summary_in_flight_keeps_the_summary(
     simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The same with an async client. Its close may or may not cut the request in flight (that depends on
-    where the request is): either the summary lands and is kept, or it is given up and the next client
-    prepares it again. Neither is a failure."""
+    """The same with an async client: the summary's connections are its own, so it lands and is kept."""
     simulated_provider.summary_latency = 1.0
     _setup(simulated_provider, instrumented)
 
@@ -450,10 +517,14 @@ def test_closing_an_async_client_with_a_summary_in_flight_fails_nothing(
             await client.close()
             await settled()
         state = _nothing_failed(otel, caplog)
-        simulated_provider.summary_latency = 0.0
-        await turn(simulated_provider.async_anthropic(), number + 1)
-        await settled()
         assert _ready(state)
+        client = simulated_provider.async_anthropic()
+        for later in range(number + 1, number + 20):  # until the threshold, where the summary is applied
+            await turn(client, later)
+            if otel.compact_spans():
+                break
+        (compact,) = otel.compact_spans()
+        assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
 
     asyncio.run(main())
 
