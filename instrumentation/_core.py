@@ -325,7 +325,7 @@ class Interceptor:
             begun.options = begun.options.model_copy(update={"json_data": plain})
 
     def _summary_options(self, options: Any, body: Mapping[str, Any]) -> Any:
-        """The summarizer's request: the app's call options (same client, headers the app set; retries and
+        """The summarizer's request: the app's call options (the headers the app set; retries and
         timeout are the summarizer's own, see :class:`._summarizer.SummarizerBudget`) with
         the engine's body, never streamed, and without the app's post parser (``parse()`` helpers set one),
         which would otherwise be applied to the summary's raw HTTP response."""
@@ -400,8 +400,9 @@ class Interceptor:
     def _with_summarizer(
         self, begun: _Begun, steps: Generator[Step, Any, T], first: Step | None = None
     ) -> Generator[_Op, Any, T]:
-        """Run engine steps, sending each summary request through the app's own client (see
-        :meth:`_summarize`; one retry budget for all the summarizer calls of these steps) and handing each
+        """Run engine steps, sending each summary request through the client the driver sends with (the app's
+        own inline; for a background summary, a sibling with connections of its own, see ._summary_client;
+        :meth:`_summarize`: one retry budget for all the summarizer calls of these steps) and handing each
         shared-store request to the driver (blocking for sync clients, awaited for async ones). ``first``:
         the step the caller already took from ``steps``, if any."""
         budget: SummarizerBudget | None = None  # made by the first summary request (most plans make none)
