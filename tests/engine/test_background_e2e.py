@@ -393,14 +393,6 @@ def _client_of(sim: Any, fmt: str) -> Callable[..., Any]:
     return sim.anthropic if fmt == "anthropic" else sim.openai
 
 
-def _until_a_summary_is_in_flight(chat: Chat) -> int:
-    turn = 0
-    while not _bg_threads():
-        turn += 1
-        chat.turn(turn)
-    return turn
-
-
 def _proxied_client(sim: Any, fmt: str, **kw: Any) -> Any:
     """A client of a provider reached through an HTTP proxy with credentials (the simulator plays both)."""
     sdk: Any = importlib.import_module(fmt)
@@ -432,7 +424,7 @@ def test_closing_the_client_with_a_summary_in_flight_keeps_the_summary(
     chat = Chat(
         _proxied_client(simulated_provider, fmt, **app) if proxied else _client_of(simulated_provider, fmt)(**app), fmt
     )
-    turn = _until_a_summary_is_in_flight(chat)
+    turn = _turns_until_pending(chat)  # under way: the summarizer takes 1 s
     with caplog.at_level(logging.WARNING, logger="otel_context"):
         chat.client.close()  # before the change, this cut the summary's request
         _wait_idle(timeout=10)
@@ -474,7 +466,7 @@ def test_closing_a_client_whose_connections_cannot_be_remade_gives_the_summary_u
     _setup(simulated_provider, instrumented)
     new_client = _client_of(simulated_provider, fmt)
     chat = Chat(new_client(http_client=httpx2.Client(transport=_TransportOfTheApp())), fmt)
-    turn = _until_a_summary_is_in_flight(chat)
+    turn = _turns_until_pending(chat)  # under way: the summarizer takes 1 s
     with caplog.at_level(logging.WARNING, logger="otel_context"):
         chat.client.close()  # the sync client's close cuts the request in flight
         _wait_idle(timeout=10)
