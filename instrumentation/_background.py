@@ -143,7 +143,10 @@ def _run_sync(run: _Run, flow: Flow, drive: SyncDriver, app_client: Any) -> None
             telemetry.log_once("background.run", "otel_context: a background summary failed", exc_info=True)
     finally:
         _unregister(run)
-        _close(client.close)
+        try:
+            client.close()
+        except Exception:
+            _closing_failed()
 
 
 def start_task(flow: Flow, drive: AsyncDriver, app_client: Any) -> None:
@@ -188,15 +191,8 @@ def _abandon(flow: Flow) -> None:
         telemetry.log_once("background.close", "otel_context: could not close a background summary", exc_info=True)
 
 
-def _close(close: Callable[[], None]) -> None:
-    """Close the summary's own client (its connections are ours to release)."""
-    try:
-        close()
-    except Exception:
-        _closing_failed()
-
-
 def _closing_failed() -> None:
+    """Closing the summary's own client (its connections are ours to release) failed."""
     if not _exiting:
         telemetry.log_once("background.client", "otel_context: could not close a summary's client", exc_info=True)
 

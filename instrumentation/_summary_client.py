@@ -25,14 +25,14 @@ from typing import Any
 
 from otel_context import telemetry
 
-__all__ = ["SummaryClient", "client_closed"]
+__all__ = ["SummaryClient"]
 
 #: A pool's constructor parameter it keeps only in another form: HTTPProxy folds ``proxy_auth`` into its
 #: ``Proxy-Authorization`` header, which ``_proxy_headers`` (passed on) carries.
 _FOLDED = frozenset({"proxy_auth"})
 
 
-def client_closed(client: Any) -> bool:
+def _client_closed(client: Any) -> bool:
     """Whether ``client`` was closed (both SDKs' ``is_closed()``)."""
     is_closed = getattr(client, "is_closed", None)
     try:
@@ -61,7 +61,7 @@ class SummaryClient:
 
     def closed(self) -> bool:
         """Whether the client the summary goes through was closed under it (only the app's can be)."""
-        return client_closed(self.client)
+        return _client_closed(self.client)
 
     def close(self) -> None:
         if self.owned:
@@ -76,7 +76,7 @@ def _sibling(app_client: Any) -> Any:
     """A copy of ``app_client`` with an HTTP client of its own, or None when its connections cannot be remade."""
     http = getattr(app_client, "_client", None)
     copier = getattr(app_client, "copy", None)
-    if http is None or not callable(copier) or client_closed(app_client):
+    if http is None or not callable(copier) or _client_closed(app_client):
         return None
     sibling_http = _sibling_http(http)  # nothing opened yet: dropping it on a failed copy leaks nothing
     return None if sibling_http is None else copier(http_client=sibling_http)
