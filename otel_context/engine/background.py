@@ -217,6 +217,11 @@ def maybe_start(
             # One at a time; a ready one waits for the threshold; after a failed one the threshold compacts
             # inline (the breaker counted the failure; retrying in the background on every call would not).
             return
+        if given_up and existing.lease is not None and call.store is not None:
+            # Given up midway, it could not let the fleet's prepare lock go (that path makes no store round
+            # trip): let it go now, or this conversation prepares nothing in the background until the lease ends.
+            given_up_lease, existing.lease = existing.lease, None
+            yield fleet.release(call.store, given_up_lease)
         _drop(existing)
     if cascade.not_understood_reason(call.adapter, call.body, call.sent_items, budget):
         return  # the threshold reports the reason (and compacts nothing) as today
@@ -391,9 +396,10 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | Sto
         if prepared.lease is not None and call.store is not None:
             yield fleet.release(call.store, prepared.lease)
     except GeneratorExit:
-        # Given up midway (uninstrument(), or the app closed the client it was sent through): it will never
-        # land, so a later call of the conversation may prepare it again (see maybe_start; a failed one may
-        # not). No lock here: this may run as the generator's finalizer, on a thread that holds it.
+        # Given up midway (uninstrument(), or the app closed a client it had to share): it will never land,
+        # so a later call of the conversation lets its fleet lease go and may prepare it again (see
+        # maybe_start; a failed one may not). No lock here: this may run as the generator's finalizer, on a
+        # thread that holds it.
         prepared.discarded = True
         raise
     finally:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx2
 import pytest
 
 import otel_context
@@ -24,6 +25,7 @@ from otel_context.conversation import shared
 from otel_context.conversation.state_store import StateStore
 from otel_context.engine import background
 from otel_context.formats import for_format
+from otel_context.instrumentation import _background
 from otel_context.testing import SimulatedProvider
 from otel_context.testing.fleet import Figures, Fleet, file_content, run_agent
 from otel_context.testing.redis_server import RedisServer
@@ -32,6 +34,7 @@ from otel_context.tokens import estimate_fixed, estimate_items
 from tests.compaction.conftest import _fresh_engine, otel
 from tests.compaction.support import Otel
 from tests.conversation.test_fleet import FILE_LINES, MODELS, SLOW_MACHINE, TURNS, WINDOW
+from tests.engine.test_background_e2e import _TransportOfTheApp
 
 __all__ = ["_fresh_engine", "otel"]
 
@@ -192,6 +195,35 @@ def _apply_published(chat: _Chat, store: StateStore, otel: Otel, simulated_provi
     assert sent[: len(published.entry.replacement)] == list(published.entry.replacement)
     assert sent[len(published.entry.replacement) :] == chat.history[published.entry.prefix_len : -1]
     assert len(otel.compact_spans()) == 1  # applied without another summary
+
+
+def test_a_summary_given_up_midway_lets_the_prepare_lock_go(
+    simulated_provider: SimulatedProvider, otel: Otel, store_url: str
+) -> None:
+    """A summary given up midway (the app closed a client we had to share) cannot let the fleet's prepare lock
+    go where it stops; the conversation's next call does, so the summary is prepared again in the background
+    at once, not after the lease (the summarizer's whole budget) runs out while the threshold compacts inline."""
+    simulated_provider.summary_latency = 1.0
+    simulated_provider.set_window(MODELS["anthropic"], SMALL_WINDOW)
+    store = _instrument(otel, store_url)
+    chat = _Chat(simulated_provider, otel)
+    chat.client = simulated_provider.anthropic(http_client=httpx2.Client(transport=_TransportOfTheApp()))
+    turn = 0
+    while not _background.running():
+        turn += 1
+        chat.turn(turn)
+    chat.client.close()  # cuts the summary's request: it is given up
+    assert _background.wait_idle(10)
+    assert [c.attributes[semconv.COMPACTION_OUTCOME] for c in otel.compact_spans()] == [semconv.OUTCOME_DISCARDED]
+    simulated_provider.summary_latency = SUMMARY_LATENCY
+    chat.client = simulated_provider.anthropic()
+    _until_published(chat, store)
+    compacts = otel.compact_spans()
+    assert [c.attributes[semconv.COMPACTION_OUTCOME] for c in compacts] == [
+        semconv.OUTCOME_DISCARDED,
+        semconv.OUTCOME_SUCCESS,
+    ]
+    assert {c.attributes[semconv.COMPACTION_MODE] for c in compacts} == {semconv.MODE_BACKGROUND}
 
 
 def test_a_stale_published_summary_is_dropped_and_reported_as_discarded(
