@@ -207,6 +207,7 @@ def test_a_summary_given_up_midway_lets_the_prepare_lock_go(
     simulated_provider.set_window(MODELS["anthropic"], SMALL_WINDOW)
     store = _instrument(otel, store_url)
     chat = _Chat(simulated_provider, otel)
+    chat.client.close()  # this conversation's first client is one whose connections we share
     chat.client = simulated_provider.anthropic(http_client=httpx2.Client(transport=_TransportOfTheApp()))
     turn = 0
     while not _background.running():
