@@ -163,6 +163,7 @@ class SimulatedProvider:
         self._faults = FaultQueue()
         self._exchanges: list[Exchange] = []
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  #: notified when the last request in flight is recorded
         self._host = host
         self._port = port
         self._server: _Server | None = None
@@ -324,6 +325,13 @@ class SimulatedProvider:
         with self._lock:
             return self._in_flight
 
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no request is in flight (see :attr:`in_flight`), at most ``timeout`` seconds; whether none
+        is. Call it before :meth:`clear` between tests, so that a request a client gave up on is not recorded
+        in the next test's record."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
+
     def clear(self) -> None:
         """Forget the recorded exchanges (the prompt cache is kept)."""
         with self._lock:
@@ -360,8 +368,10 @@ class SimulatedProvider:
         try:
             self._handle_request(h)
         finally:
-            with self._lock:
+            with self._idle:
                 self._in_flight -= 1
+                if not self._in_flight:
+                    self._idle.notify_all()
 
     def _handle_request(self, h: _Handler) -> None:
         # The absolute form (``POST http://host/v1/messages``) is what a client sends through an HTTP proxy;

@@ -34,7 +34,7 @@ from otel_context.tokens import estimate_fixed, estimate_items
 from tests.compaction.conftest import _fresh_engine, otel
 from tests.compaction.support import Otel
 from tests.conversation.test_fleet import FILE_LINES, MODELS, SLOW_MACHINE, TURNS, WINDOW
-from tests.engine.test_background_e2e import _TransportOfTheApp
+from tests.instrumentation.instr_support import TransportOfTheApp
 
 __all__ = ["_fresh_engine", "otel"]
 
@@ -208,7 +208,7 @@ def test_a_summary_given_up_midway_lets_the_prepare_lock_go(
     store = _instrument(otel, store_url)
     chat = _Chat(simulated_provider, otel)
     chat.client.close()  # this conversation's first client is one whose connections we share
-    chat.client = simulated_provider.anthropic(http_client=httpx2.Client(transport=_TransportOfTheApp()))
+    chat.client = simulated_provider.anthropic(http_client=httpx2.Client(transport=TransportOfTheApp()))
     turn = 0
     while not _background.running():
         turn += 1

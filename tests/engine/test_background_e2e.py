@@ -30,6 +30,7 @@ from otel_context.conversation import STORE, ConversationState
 from otel_context.engine import background
 from otel_context.instrumentation import _background
 from tests.compaction.support import Otel
+from tests.instrumentation.instr_support import TransportOfTheApp
 
 MODEL = "claude-sonnet-4-6"
 OPENAI_MODEL = "gpt-4o"
@@ -447,10 +448,6 @@ def test_closing_the_client_with_a_summary_in_flight_keeps_the_summary(
     assert [e for e in simulated_provider.exchanges if _is_summary(e.body)] == [summary]  # kept, not made again
 
 
-class _TransportOfTheApp(httpx2.HTTPTransport):
-    """A transport class of the app's own: its connections cannot be remade without guessing at it."""
-
-
 @pytest.mark.parametrize("fmt", ["anthropic", "openai"])
 def test_closing_a_client_whose_connections_cannot_be_remade_gives_the_summary_up(
     simulated_provider: Any,
@@ -465,7 +462,7 @@ def test_closing_a_client_whose_connections_cannot_be_remade_gives_the_summary_u
     simulated_provider.summary_latency = 1.0
     _setup(simulated_provider, instrumented)
     new_client = _client_of(simulated_provider, fmt)
-    chat = Chat(new_client(http_client=httpx2.Client(transport=_TransportOfTheApp())), fmt)
+    chat = Chat(new_client(http_client=httpx2.Client(transport=TransportOfTheApp())), fmt)
     turn = _turns_until_pending(chat)  # under way: the summarizer takes 1 s
     with caplog.at_level(logging.WARNING, logger="otel_context"):
         chat.client.close()  # the sync client's close cuts the request in flight

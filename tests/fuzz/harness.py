@@ -23,7 +23,6 @@ import copy
 import logging
 import re
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -187,9 +186,7 @@ def call(sim: SimulatedProvider, case: Case, mode: str) -> Outcome:
 def _fresh(rig: Rig) -> None:
     # A request the previous example's client gave up on (closed with a background summary in flight) may
     # still be handled: it must not land in this example's record.
-    deadline = time.monotonic() + 30
-    while rig.sim.in_flight and time.monotonic() < deadline:
-        time.sleep(0.005)
+    rig.sim.wait_idle(30)
     rig.sim.clear()
     rig.sim.reset_cache()
     rig.exporter.clear()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -12,6 +13,11 @@ from otel_context import semconv
 MODEL_A = "claude-sonnet-4-6"
 MODEL_O = "gpt-5"
 USER = [{"role": "user", "content": "hello there"}]
+
+
+class TransportOfTheApp(httpx2.HTTPTransport):
+    """A transport class of the app's own: one whose connections a background summary cannot remake without
+    guessing at it, so the summary shares the app's client (``instrumentation/_summary_client.py``)."""
 
 
 def only_span(found: list[ReadableSpan]) -> ReadableSpan:

@@ -16,10 +16,7 @@ import openai
 import pytest
 
 from otel_context.instrumentation._summary_client import SummaryClient
-
-
-class _TransportOfTheApp(httpx2.HTTPTransport):
-    """A transport class of the app's own: nothing we could remake without guessing at it."""
+from tests.instrumentation.instr_support import TransportOfTheApp
 
 
 def _pool(client: Any) -> Any:
@@ -62,8 +59,8 @@ def test_a_proxy_is_remade_with_its_credentials() -> None:
 @pytest.mark.parametrize(
     "http",
     [
-        lambda: httpx2.Client(transport=_TransportOfTheApp()),
-        lambda: httpx2.Client(mounts={"http://": _TransportOfTheApp()}),
+        lambda: httpx2.Client(transport=TransportOfTheApp()),
+        lambda: httpx2.Client(mounts={"http://": TransportOfTheApp()}),
     ],
     ids=["transport", "mount"],
 )

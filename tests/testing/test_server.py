@@ -7,7 +7,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from typing import Any
 
 import anthropic
@@ -77,8 +76,6 @@ def test_query_string_is_ignored(sim: Any) -> None:
 
 def test_a_request_through_a_proxy_is_answered_as_its_path(sim: Any) -> None:
     """A client whose proxy is the simulator sends the absolute form; it is answered like the origin form."""
-    import anthropic
-
     http = anthropic.DefaultHttpxClient(proxy=f"http://user:secret@127.0.0.1:{sim.port}", trust_env=False)
     client = anthropic.Anthropic(base_url="http://provider.invalid", api_key="k", http_client=http, max_retries=0)
     try:
@@ -169,9 +166,7 @@ def test_in_flight_counts_a_request_the_client_gave_up_on_until_it_is_recorded(s
         client.chat.completions.create(model=GPT, messages=[{"role": "user", "content": "x"}])
     client.close()
     assert sim.in_flight == 1 and sim.exchanges == []
-    deadline = time.monotonic() + 5
-    while sim.in_flight and time.monotonic() < deadline:
-        time.sleep(0.01)
+    sim.wait_idle(5)
     assert sim.in_flight == 0
     assert [e.status for e in sim.exchanges] == [200]
 
