@@ -8,18 +8,20 @@ sync client, :func:`start_task` for an async one, each with the driver the call'
 lifecycle, and the sibling's.
 
 Lifecycle: :func:`shutdown` (``uninstrument()``) cancels the loop tasks and abandons the threads (a request
-in flight cannot be interrupted: its thread ends when the request does, and sends nothing more); a summary
+in flight cannot be interrupted: its thread ends when the request does, and sends nothing more), and gives
+the fleet's prepare locks of their summaries back at once (a shared store); a summary
 that had to share the app's client (:mod:`._summary_client`) and whose request fails because the app closed
 that client is abandoned the same way (the app withdrew it: not a compaction failure, and a later call of
 the conversation may prepare one again); at
 interpreter exit everything is abandoned silently (daemon threads, no span ended after the exporters shut
-down); a forked child forgets its parent's summaries (:func:`os.register_at_fork`).
+down; the prepare locks given back); a forked child forgets its parent's summaries (:func:`os.register_at_fork`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import contextvars
 import os
 import threading
@@ -228,13 +230,17 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
 
 
 def _at_exit() -> None:
-    """Interpreter exit: abandon everything silently (the exporters may already be shut down)."""
+    """Interpreter exit: abandon everything silently (the exporters may already be shut down), giving the
+    fleet's prepare locks back (a worker stopped by a deployment must not keep the others from preparing
+    its conversations' summaries until the leases run out)."""
     global _exiting
     with _lock:
         _exiting = True
         runs = list(_runs)
     for run in runs:
         run.abandoned = True
+    with contextlib.suppress(Exception):  # nothing may be said at exit; the leases then run out as before
+        engine_background.release_leases()
 
 
 def _after_fork_in_child() -> None:

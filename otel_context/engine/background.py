@@ -62,7 +62,7 @@ from otel_context.compaction.summary import CompactionError, choose_cut, deepen_
 from otel_context.conversation import STORE, ConversationState
 from otel_context.conversation.memo import MemoEntry, items_hash
 from otel_context.conversation.shared import Published
-from otel_context.conversation.state_store import Lease
+from otel_context.conversation.state_store import Lease, StateStore
 from otel_context.engine import fleet
 from otel_context.engine.call import EngineCall
 from otel_context.flow import BackgroundStart, BackgroundWait, StoreRequest, SummaryRequest, SummaryResult
@@ -105,8 +105,10 @@ class Prepared:
     entry: MemoEntry | None = None
     discarded: bool = False
     settled: bool = False
-    #: The shared store's prepare lock this worker holds for the fleet (None: no shared store).
+    #: The shared store's prepare lock this worker still holds for the fleet (None: no shared store, or given
+    #: back; taken off with :func:`_take_lease`, so it is given back once), and that store.
     lease: Lease | None = None
+    store: StateStore | None = None
     #: Published for the fleet: it is applied from the store (:func:`_fleet_threshold`), not from here.
     published: bool = False
 
@@ -217,10 +219,10 @@ def maybe_start(
             # One at a time; a ready one waits for the threshold; after a failed one the threshold compacts
             # inline (the breaker counted the failure; retrying in the background on every call would not).
             return
-        if given_up and existing.lease is not None and call.store is not None:
+        given_up_lease = _take_lease(existing) if given_up else None
+        if given_up_lease is not None and call.store is not None:
             # Given up midway, it could not let the fleet's prepare lock go (that path makes no store round
             # trip): let it go now, or this conversation prepares nothing in the background until the lease ends.
-            given_up_lease, existing.lease = existing.lease, None
             yield fleet.release(call.store, given_up_lease)
         _drop(existing)
     if cascade.not_understood_reason(call.adapter, call.body, call.sent_items, budget):
@@ -238,7 +240,7 @@ def maybe_start(
         lease = yield from _claim(span, call)
         if lease is None:
             return  # another worker prepares (or published) this conversation's summary
-    prepared = Prepared(job, call.items, call.entry, lease=lease)
+    prepared = Prepared(job, call.items, call.entry, lease=lease, store=call.store)
     with _lock:
         raced = _prepared_of(state) is not None  # another call of this conversation started one meanwhile
         if not raced:
@@ -393,13 +395,14 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | Sto
                 _settle(prepared, semconv.OUTCOME_DISCARDED)
             elif prepared.lease is not None and call.store is not None:
                 yield from _publish(prepared, call, entry, out.open_span)
-        if prepared.lease is not None and call.store is not None:
-            yield fleet.release(call.store, prepared.lease)
+        lease = _take_lease(prepared)
+        if lease is not None and call.store is not None:
+            yield fleet.release(call.store, lease)
     except GeneratorExit:
         # Given up midway (uninstrument(), or the app closed a client it had to share): it will never land,
-        # so a later call of the conversation lets its fleet lease go and may prepare it again (see
-        # maybe_start; a failed one may not). No lock here: this may run as the generator's finalizer, on a
-        # thread that holds it.
+        # so a later call of the conversation lets its fleet lease go (see maybe_start; uninstrument() and
+        # the interpreter's exit let it go at once, see release_leases) and may prepare it again (a failed
+        # one may not). No lock here: this may run as the generator's finalizer, on a thread that holds it.
         prepared.discarded = True
         raise
     finally:
@@ -680,10 +683,26 @@ def _drop(prepared: Prepared) -> None:
         _settle(prepared, semconv.OUTCOME_DISCARDED)
 
 
+def _take_lease(prepared: Prepared) -> Lease | None:
+    """The prepare lock ``prepared`` still holds, taken off it: whoever takes it gives it back, once."""
+    with _lock:
+        lease, prepared.lease = prepared.lease, None
+    return lease
+
+
+def _give_back(prepared: Prepared) -> None:
+    """Give the fleet's prepare lock back now, with a synchronous store round trip (a short timeout, never
+    raises): a summary that will never be published, so the other workers may prepare the conversation at
+    once rather than compact it inline until the lease (the summarizer's whole budget) runs out."""
+    lease, store = _take_lease(prepared), prepared.store
+    if lease is not None and store is not None:
+        store.release(lease)
+
+
 def discard_all() -> None:
-    """Drop every prepared summary and what was learned about paces and durations (``engine.reset()``,
-    ``uninstrument()``). The store evicted no state with a summary without discarding it (see
-    :class:`_Record`), so its states hold them all."""
+    """Drop every prepared summary, giving back the fleet's prepare locks they hold, and what was learned
+    about paces and durations (``engine.reset()``, ``uninstrument()``). The store evicted no state with a
+    summary without discarding it (see :class:`_Record`), so its states hold them all."""
     global _epoch
     states = STORE.states()
     with _lock:
@@ -692,6 +711,17 @@ def discard_all() -> None:
         _durations.clear()
     for prepared in every:
         _drop(prepared)
+        _give_back(prepared)
+
+
+def release_leases() -> None:
+    """Give back every fleet prepare lock this worker's summaries hold (the interpreter exits: none of them
+    will be published). Nothing else changes: no span ends, the exporters may be shut down already."""
+    states = STORE.states()
+    with _lock:
+        every = [p for p in map(_prepared_of, states) if p is not None]
+    for prepared in every:
+        _give_back(prepared)
 
 
 def forget_all() -> None:

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -23,7 +27,7 @@ from otel_context import Settings, engine, semconv
 from otel_context.compaction.budget import budget_for
 from otel_context.conversation import shared
 from otel_context.conversation.state_store import StateStore
-from otel_context.engine import background
+from otel_context.engine import background, fleet
 from otel_context.formats import for_format
 from otel_context.instrumentation import _background
 from otel_context.testing import SimulatedProvider
@@ -225,6 +229,84 @@ def test_a_summary_given_up_midway_lets_the_prepare_lock_go(
         semconv.OUTCOME_SUCCESS,
     ]
     assert {c.attributes[semconv.COMPACTION_MODE] for c in compacts} == {semconv.MODE_BACKGROUND}
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_uninstrument_with_a_summary_in_flight_gives_the_prepare_lock_back(
+    simulated_provider: SimulatedProvider, otel: Otel, store_url: str, asynchronous: bool
+) -> None:
+    """``uninstrument()`` gives up a summary in flight, which will never be published: the fleet's prepare lock
+    it holds is given back at once, so another worker may prepare the conversation now rather than compact it
+    inline until the lease (the summarizer's whole budget) runs out."""
+    simulated_provider.summary_latency = 2.0
+    simulated_provider.set_window(MODELS["anthropic"], SMALL_WINDOW)
+    store = _instrument(otel, store_url)
+    chat = _Chat(simulated_provider, otel, asynchronous)
+    try:
+        turn = 0
+        while not _background.running():
+            turn += 1
+            chat.turn(turn)
+        assert store.acquire("published", fleet.PREPARE_LOCK, 5.0) is None  # this worker holds it
+        otel_context.uninstrument()
+        lease = store.acquire("published", fleet.PREPARE_LOCK, 5.0)
+        assert lease is not None and lease.exclusive
+        store.release(lease)
+    finally:
+        deadline = time.monotonic() + 10
+        while _background.running() and time.monotonic() < deadline:
+            chat.pause(0.05)  # an async summary's task is cancelled on the chat's loop
+        chat.close()
+    assert not _background.running()
+    assert [c.attributes[semconv.COMPACTION_OUTCOME] for c in otel.compact_spans()] == [semconv.OUTCOME_DISCARDED]
+
+
+EXITING_WORKER = """
+import sys
+import anthropic
+import otel_context
+from otel_context.instrumentation import _background
+
+base_url, store_url, window, model = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+otel_context.instrument(auto_compact_window=window, background_compaction=True, state_store=store_url)
+client = anthropic.Anthropic(base_url=base_url, api_key="sk-test", max_retries=0)
+history = []
+for turn in range(1, 40):
+    history.append({"role": "user", "content": f"Question {turn}: " + " ".join(f"w{turn}x{i}" for i in range(400))})
+    with otel_context.conversation("exiting"):
+        response = client.messages.create(model=model, max_tokens=256, messages=list(history))
+    history.append({"role": "assistant", "content": response.content[0].text})
+    if _background.running():
+        print("summary in flight", flush=True)
+        break
+"""
+
+
+def test_a_worker_that_exits_with_a_summary_in_flight_gives_the_prepare_lock_back(
+    simulated_provider: SimulatedProvider, store_url: str, tmp_path: Path
+) -> None:
+    """A worker stopped by a deployment (its interpreter exits normally) while it prepares a summary: the fleet's
+    prepare lock is given back at exit, so the other workers prepare that conversation at once rather than
+    compact it inline until the lease runs out. Run as a worker runs: a process of its own."""
+    simulated_provider.summary_latency = 30.0  # still in flight when the worker exits
+    simulated_provider.set_window(MODELS["anthropic"], SMALL_WINDOW)
+    store = shared.store_for(otel_context.Settings(state_store=store_url))
+    assert store is not None
+    script = tmp_path / "worker.py"
+    script.write_text(EXITING_WORKER)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_TRACES_EXPORTER"] = env["OTEL_METRICS_EXPORTER"] = env["OTEL_LOGS_EXPORTER"] = "none"
+    args = [simulated_provider.base_url, store_url, str(SMALL_WINDOW), MODELS["anthropic"]]
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(script), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "summary in flight" in proc.stdout, proc.stdout + proc.stderr
+    assert time.monotonic() - started < simulated_provider.summary_latency  # it did not wait for the summary
+    lease = store.acquire("exiting", fleet.PREPARE_LOCK, 5.0)
+    assert lease is not None and lease.exclusive
+    store.release(lease)
 
 
 def test_a_stale_published_summary_is_dropped_and_reported_as_discarded(
