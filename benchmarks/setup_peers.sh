@@ -20,7 +20,7 @@ fi
 # The SDKs exactly as the project's dev extras pin them, the peers at the releases pinned
 # below, and otel-context itself from this checkout.
 "$venv/bin/python" -m pip install --quiet \
-    "anthropic==2.14.0" \
+    "anthropic==2.15.0" \
     "openai==3.57.0" \
     "opentelemetry-instrumentation-genai-anthropic==1.3b0" \
     "opentelemetry-instrumentation-genai-openai==1.3b0" \
