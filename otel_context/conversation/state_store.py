@@ -30,6 +30,7 @@ Keys are hashes of the conversation key, so an app's explicit conversation ids d
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import json
 import logging
@@ -78,6 +79,8 @@ DEFAULT_LEASE_SECONDS: Final = 30.0
 WARN_INTERVAL_SECONDS: Final = 300.0
 #: How often a waiter looks for the value another worker is writing.
 POLL_SECONDS: Final = 0.005
+#: At the interpreter's normal exit, how long the ``put_later`` values still queued may hold the exit up.
+EXIT_FLUSH_SECONDS: Final = 1.0
 
 _RELEASE_SCRIPT = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 #: Delete a value only if its field ARGV[1] still holds ARGV[2] (one script: atomic, so one caller wins).
@@ -519,7 +522,12 @@ class InProcessStore(StateStore):
 
 
 class _Writer:
-    """One daemon thread that writes ``put_later`` values, newest per key (a burst coalesces)."""
+    """One daemon thread that writes ``put_later`` values, newest per key (a burst coalesces).
+
+    A daemon thread dies with the interpreter wherever it is, so what is still queued at a normal exit is
+    written first (at most :data:`EXIT_FLUSH_SECONDS`): a worker stopped by a deployment right after its last
+    call does not lose that conversation's last state (the next worker would take an older one).
+    """
 
     MAX_PENDING = 10_000
 
@@ -530,6 +538,7 @@ class _Writer:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pid = 0
+        self._flushes_at_exit = False
 
     def submit(self, name: str, payload: bytes, renew: tuple[str, ...]) -> None:
         with self._cond:
@@ -541,6 +550,9 @@ class _Writer:
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._run, name="otel-context-state-writer", daemon=True)
                 self._thread.start()
+                if not self._flushes_at_exit:  # once per writer (a fork's child inherits the registration)
+                    self._flushes_at_exit = True
+                    atexit.register(_flush_at_exit, weakref.ref(self))
             self._cond.notify_all()
 
     def _run(self) -> None:
@@ -566,6 +578,13 @@ class _Writer:
                     return False
                 self._cond.wait(left)
         return True
+
+
+def _flush_at_exit(writer: weakref.ref[_Writer]) -> None:
+    """The interpreter exits normally: write what is still queued, if the writer is still alive."""
+    alive = writer()
+    if alive is not None:
+        alive.flush(EXIT_FLUSH_SECONDS)
 
 
 class _Connections:

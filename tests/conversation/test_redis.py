@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import redis
@@ -134,6 +137,34 @@ def test_put_later_never_waits_for_a_stalled_store(
     store.put_later("c", {"n": 100})
     assert store.flush(5)
     assert store.get("c").value == {"n": 100}
+
+
+EXITING_WRITER = """
+import sys
+from otel_context.conversation.state_store import open_store
+
+store = open_store(sys.argv[1])
+for n in range(int(sys.argv[2])):
+    store.put_later(f"c{n}", {"n": n})
+print("queued", flush=True)
+"""
+
+
+def test_values_queued_by_put_later_are_written_before_the_interpreter_exits(
+    redis_url: str, make_store: Callable[..., StateStore], tmp_path: Path
+) -> None:
+    """A worker that exits normally right after its last calls (a deployment stops it) writes what it queued:
+    the writer is a daemon thread, which the interpreter would otherwise stop wherever it was. Run as a
+    worker runs: a process of its own, here with 2,000 values queued at once."""
+    count = 2_000
+    script = tmp_path / "writer.py"
+    script.write_text(EXITING_WRITER)
+    proc = subprocess.run(
+        [sys.executable, str(script), redis_url, str(count)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0 and "queued" in proc.stdout, proc.stderr
+    store = make_store(redis_url)
+    assert [store.get(f"c{n}").value for n in range(count)] == [{"n": n} for n in range(count)]
 
 
 def test_two_workers_one_conversation(redis_url: str, make_store: Callable[..., StateStore]) -> None:
