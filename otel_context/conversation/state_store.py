@@ -527,18 +527,25 @@ class _Writer:
     A daemon thread dies with the interpreter wherever it is, so what is still queued at a normal exit is
     written first (at most :data:`EXIT_FLUSH_SECONDS`): a worker stopped by a deployment right after its last
     call does not lose that conversation's last state (the next worker would take an older one).
+
+    A fork's child starts with an empty queue and no thread: what was queued at the fork is the parent's to
+    write (the child writing it too could overwrite a newer value the parent wrote since), and the child's exit
+    does not wait for it.
     """
 
     MAX_PENDING = 10_000
 
     def __init__(self, write: Callable[[str, bytes, tuple[str, ...]], bool]) -> None:
         self._write = write
+        self._flushes_at_exit = False
+        self._start_empty()
+        _writers.add(self)
+
+    def _start_empty(self) -> None:
         self._pending: OrderedDict[str, tuple[bytes, tuple[str, ...]]] = OrderedDict()
         self._busy = False
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # a fork's child: the parent's may have been held at the fork
         self._thread: threading.Thread | None = None
-        self._pid = 0
-        self._flushes_at_exit = False
 
     def submit(self, name: str, payload: bytes, renew: tuple[str, ...]) -> None:
         with self._cond:
@@ -546,8 +553,7 @@ class _Writer:
             self._pending.move_to_end(name)
             while len(self._pending) > self.MAX_PENDING:
                 self._pending.popitem(last=False)
-            if self._thread is None or self._pid != os.getpid():  # none yet, or we are a fork's child
-                self._pid = os.getpid()
+            if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="otel-context-state-writer", daemon=True)
                 self._thread.start()
                 if not self._flushes_at_exit:  # once per writer (a fork's child inherits the registration)
@@ -580,11 +586,24 @@ class _Writer:
         return True
 
 
+#: Every writer of this process, so that a fork's child can empty them all (see :class:`_Writer`).
+_writers: weakref.WeakSet[_Writer] = weakref.WeakSet()
+
+
 def _flush_at_exit(writer: weakref.ref[_Writer]) -> None:
     """The interpreter exits normally: write what is still queued, if the writer is still alive."""
     alive = writer()
     if alive is not None:
         alive.flush(EXIT_FLUSH_SECONDS)
+
+
+def _after_fork_in_child() -> None:
+    for writer in list(_writers):
+        writer._start_empty()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Connections:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -165,6 +166,40 @@ def test_values_queued_by_put_later_are_written_before_the_interpreter_exits(
     assert proc.returncode == 0 and "queued" in proc.stdout, proc.stderr
     store = make_store(redis_url)
     assert [store.get(f"c{n}").value for n in range(count)] == [{"n": n} for n in range(count)]
+
+
+def test_a_forked_child_neither_writes_nor_waits_for_what_its_parent_queued(
+    own_redis: RedisServer, make_store: Callable[..., StateStore]
+) -> None:
+    """Values queued at a fork are the parent's to write. The child writing them too (its first write of its own
+    used to start a writer on the inherited queue) put back a value older than one the parent wrote since; and
+    the child's exit would wait for a queue no thread of its own drains."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    store = make_store(own_redis.url + "?timeout_ms=3000")
+    sleeper = own_redis.pause(0.5)  # the parent's writes stay queued over the fork
+    store.put_later("busy", {"n": 0})
+    store.put_later("c", {"n": 1})
+    go_read, go_write = os.pipe()
+    answer_read, answer_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            empty = store.flush(0)  # nothing of the parent's to wait for
+            os.read(go_read, 1)  # the parent has written a newer value of "c" meanwhile
+            store.put_later("child", {"n": 2})
+            written = store.flush(5)
+            os.write(answer_write, b"1" if empty and written else b"0")
+        finally:
+            os._exit(0)
+    sleeper.join()
+    store.put_later("c", {"n": 3})
+    assert store.flush(5)
+    os.write(go_write, b"1")
+    os.waitpid(pid, 0)
+    assert os.read(answer_read, 1) == b"1"
+    assert store.get("child").value == {"n": 2}
+    assert store.get("c").value == {"n": 3}  # not the {"n": 1} queued before the fork
 
 
 def test_two_workers_one_conversation(redis_url: str, make_store: Callable[..., StateStore]) -> None:
