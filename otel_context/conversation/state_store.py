@@ -598,6 +598,7 @@ def _flush_at_exit(writer: weakref.ref[_Writer]) -> None:
 
 
 def _after_fork_in_child() -> None:
+    """A fork's child: every writer starts empty, with no thread (see :class:`_Writer`)."""
     for writer in list(_writers):
         writer._start_empty()
 
