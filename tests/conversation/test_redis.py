@@ -192,12 +192,17 @@ def test_a_forked_child_neither_writes_nor_waits_for_what_its_parent_queued(
             os.write(answer_write, b"1" if empty and written else b"0")
         finally:
             os._exit(0)
-    sleeper.join()
-    store.put_later("c", {"n": 3})
-    assert store.flush(5)
-    os.write(go_write, b"1")
-    os.waitpid(pid, 0)
-    assert os.read(answer_read, 1) == b"1"
+    try:
+        sleeper.join()
+        store.put_later("c", {"n": 3})
+        assert store.flush(5)
+        os.write(go_write, b"1")
+        os.waitpid(pid, 0)
+        answer = os.read(answer_read, 1)
+    finally:
+        for fd in (go_read, go_write, answer_read, answer_write):
+            os.close(fd)
+    assert answer == b"1"
     assert store.get("child").value == {"n": 2}
     assert store.get("c").value == {"n": 3}  # not the {"n": 1} queued before the fork
 
