@@ -537,7 +537,6 @@ class _Writer:
 
     def __init__(self, write: Callable[[str, bytes, tuple[str, ...]], bool]) -> None:
         self._write = write
-        self._flushes_at_exit = False
         self._start_empty()
         _writers.add(self)
 
@@ -556,9 +555,6 @@ class _Writer:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="otel-context-state-writer", daemon=True)
                 self._thread.start()
-                if not self._flushes_at_exit:  # once per writer (a fork's child inherits the registration)
-                    self._flushes_at_exit = True
-                    atexit.register(_flush_at_exit, weakref.ref(self))
             self._cond.notify_all()
 
     def _run(self) -> None:
@@ -586,15 +582,15 @@ class _Writer:
         return True
 
 
-#: Every writer of this process, so that a fork's child can empty them all (see :class:`_Writer`).
+#: Every writer of this process, for the exit's flush and a fork's child (see :class:`_Writer`).
 _writers: weakref.WeakSet[_Writer] = weakref.WeakSet()
 
 
-def _flush_at_exit(writer: weakref.ref[_Writer]) -> None:
-    """The interpreter exits normally: write what is still queued, if the writer is still alive."""
-    alive = writer()
-    if alive is not None:
-        alive.flush(EXIT_FLUSH_SECONDS)
+def _flush_at_exit() -> None:
+    """The interpreter exits normally: write what every writer still has queued, within one deadline."""
+    deadline = time.monotonic() + EXIT_FLUSH_SECONDS
+    for writer in list(_writers):
+        writer.flush(max(0.0, deadline - time.monotonic()))
 
 
 def _after_fork_in_child() -> None:
@@ -603,6 +599,7 @@ def _after_fork_in_child() -> None:
         writer._start_empty()
 
 
+atexit.register(_flush_at_exit)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 

@@ -219,11 +219,10 @@ def maybe_start(
             # One at a time; a ready one waits for the threshold; after a failed one the threshold compacts
             # inline (the breaker counted the failure; retrying in the background on every call would not).
             return
-        given_up_lease = _take_lease(existing) if given_up else None
-        if given_up_lease is not None and call.store is not None:
+        if given_up:
             # Given up midway, it could not let the fleet's prepare lock go (that path makes no store round
             # trip): let it go now, or this conversation prepares nothing in the background until the lease ends.
-            yield fleet.release(call.store, given_up_lease)
+            yield from _let_go(existing)
         _drop(existing)
     if cascade.not_understood_reason(call.adapter, call.body, call.sent_items, budget):
         return  # the threshold reports the reason (and compacts nothing) as today
@@ -254,8 +253,7 @@ def maybe_start(
                 record.prepared = None
         raced = True
     if raced:
-        if lease is not None and call.store is not None:
-            yield fleet.release(call.store, lease)
+        yield from _let_go(prepared)
         return
     yield BackgroundStart(body={}, steps=_run(prepared, call))
 
@@ -395,9 +393,7 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | Sto
                 _settle(prepared, semconv.OUTCOME_DISCARDED)
             elif prepared.lease is not None and call.store is not None:
                 yield from _publish(prepared, call, entry, out.open_span)
-        lease = _take_lease(prepared)
-        if lease is not None and call.store is not None:
-            yield fleet.release(call.store, lease)
+        yield from _let_go(prepared)
     except GeneratorExit:
         # Given up midway (uninstrument(), or the app closed a client it had to share): it will never land,
         # so a later call of the conversation lets its fleet lease go (see maybe_start; uninstrument() and
@@ -690,6 +686,13 @@ def _take_lease(prepared: Prepared) -> Lease | None:
     return lease
 
 
+def _let_go(prepared: Prepared) -> Generator[StoreRequest, Any, None]:
+    """Give the fleet's prepare lock back, if ``prepared`` still holds it, as a step of the call's flow."""
+    lease = _take_lease(prepared)
+    if lease is not None and prepared.store is not None:
+        yield fleet.release(prepared.store, lease)
+
+
 def _give_back(prepared: Prepared) -> None:
     """Give the fleet's prepare lock back now, with a synchronous store round trip (a short timeout, never
     raises): a summary that will never be published, so the other workers may prepare the conversation at
@@ -699,6 +702,11 @@ def _give_back(prepared: Prepared) -> None:
         store.release(lease)
 
 
+def _prepared_in(states: list[ConversationState]) -> list[Prepared]:
+    """The prepared summaries of ``states`` (``_lock`` held)."""
+    return [p for p in map(_prepared_of, states) if p is not None]
+
+
 def discard_all() -> None:
     """Drop every prepared summary, giving back the fleet's prepare locks they hold, and what was learned
     about paces and durations (``engine.reset()``, ``uninstrument()``). The store evicted no state with a
@@ -706,7 +714,7 @@ def discard_all() -> None:
     global _epoch
     states = STORE.states()
     with _lock:
-        every = [p for p in map(_prepared_of, states) if p is not None]
+        every = _prepared_in(states)
         _epoch += 1  # every record (paces, fleet knowledge) is forgotten
         _durations.clear()
     for prepared in every:
@@ -719,7 +727,7 @@ def release_leases() -> None:
     will be published). Nothing else changes: no span ends, the exporters may be shut down already."""
     states = STORE.states()
     with _lock:
-        every = [p for p in map(_prepared_of, states) if p is not None]
+        every = _prepared_in(states)
     for prepared in every:
         _give_back(prepared)
 

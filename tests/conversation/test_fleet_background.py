@@ -159,6 +159,13 @@ def _until_published(chat: _Chat, store: StateStore) -> shared.Published:
     raise AssertionError("no summary was published")
 
 
+def _until_a_summary_is_in_flight(chat: _Chat) -> None:
+    turn = 0
+    while not _background.running():
+        turn += 1
+        chat.turn(turn)
+
+
 @pytest.fixture
 def store_url(redis_url: str) -> Iterator[str]:
     yield redis_url + SLOW_MACHINE
@@ -213,10 +220,7 @@ def test_a_summary_given_up_midway_lets_the_prepare_lock_go(
     chat = _Chat(simulated_provider, otel)
     chat.client.close()  # this conversation's first client is one whose connections we share
     chat.client = simulated_provider.anthropic(http_client=httpx2.Client(transport=TransportOfTheApp()))
-    turn = 0
-    while not _background.running():
-        turn += 1
-        chat.turn(turn)
+    _until_a_summary_is_in_flight(chat)
     chat.client.close()  # cuts the summary's request: it is given up
     assert _background.wait_idle(10)
     assert [c.attributes[semconv.COMPACTION_OUTCOME] for c in otel.compact_spans()] == [semconv.OUTCOME_DISCARDED]
@@ -243,10 +247,7 @@ def test_uninstrument_with_a_summary_in_flight_gives_the_prepare_lock_back(
     store = _instrument(otel, store_url)
     chat = _Chat(simulated_provider, otel, asynchronous)
     try:
-        turn = 0
-        while not _background.running():
-            turn += 1
-            chat.turn(turn)
+        _until_a_summary_is_in_flight(chat)
         assert store.acquire("published", fleet.PREPARE_LOCK, 5.0) is None  # this worker holds it
         otel_context.uninstrument()
         lease = store.acquire("published", fleet.PREPARE_LOCK, 5.0)
