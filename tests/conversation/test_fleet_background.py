@@ -214,7 +214,7 @@ def test_a_summary_given_up_midway_lets_the_prepare_lock_go(
     """A summary given up midway (the app closed a client we had to share) cannot let the fleet's prepare lock
     go where it stops; the conversation's next call does, so the summary is prepared again in the background
     at once, not after the lease (the summarizer's whole budget) runs out while the threshold compacts inline."""
-    simulated_provider.summary_latency = 1.0
+    simulated_provider.summary_latency = 3.0  # longer than a turn: still under way when the client closes
     simulated_provider.set_window(MODELS["anthropic"], SMALL_WINDOW)
     store = _instrument(otel, store_url)
     chat = _Chat(simulated_provider, otel)
@@ -242,7 +242,7 @@ def test_uninstrument_with_a_summary_in_flight_gives_the_prepare_lock_back(
     """``uninstrument()`` gives up a summary in flight, which will never be published: the fleet's prepare lock
     it holds is given back at once, so another worker may prepare the conversation now rather than compact it
     inline until the lease (the summarizer's whole budget) runs out."""
-    simulated_provider.summary_latency = 2.0
+    simulated_provider.summary_latency = 4.0  # longer than a turn: still under way at uninstrument()
     simulated_provider.set_window(MODELS["anthropic"], SMALL_WINDOW)
     store = _instrument(otel, store_url)
     chat = _Chat(simulated_provider, otel, asynchronous)
