@@ -24,6 +24,7 @@ import atexit
 import contextlib
 import contextvars
 import os
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator
@@ -31,6 +32,7 @@ from typing import Any
 
 from otel_context import telemetry
 from otel_context.engine import background as engine_background
+from otel_context.fork_safe import new_lock
 
 from ._summary_client import SummaryClient
 
@@ -71,7 +73,7 @@ class _Run:
         return self.abandoned
 
 
-_lock = threading.Lock()
+_lock = new_lock(sys.modules[__name__], "_lock")
 _runs: set[_Run] = set()
 _exiting = False
 #: Flows abandoned at interpreter exit, kept so that no finalizer ends a span after the exporters stop.
@@ -245,8 +247,6 @@ def _at_exit() -> None:
 
 def _after_fork_in_child() -> None:
     """A forked child inherits no summary: the threads did not survive the fork, the spans are the parent's."""
-    global _lock
-    _lock = threading.Lock()
     _runs.clear()
     _kept.clear()
     engine_background.forget_all()

@@ -17,9 +17,10 @@ as content it does not understand (the request is sent unchanged either way: the
 from __future__ import annotations
 
 import operator
-import threading
 from collections import OrderedDict
 from typing import Any
+
+from otel_context.fork_safe import new_lock
 
 __all__ = ["JsonNativeMemo", "is_json_native"]
 
@@ -54,7 +55,7 @@ class JsonNativeMemo:
     def __init__(self, max_entries: int = 256) -> None:
         self.max_entries = max_entries
         self._lists: OrderedDict[int, tuple[Any, list[Any]]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = new_lock(self, "_lock")
 
     #: Lists up to this long are walked directly: remembering them would cost more than the walk.
     short_list = 32

@@ -44,7 +44,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -54,6 +53,7 @@ from typing import Any, NamedTuple, Protocol
 from opentelemetry.trace import Span
 
 from otel_context import semconv, telemetry
+from otel_context.fork_safe import new_lock
 from otel_context.usage import TokenUsage
 
 __all__ = [
@@ -465,7 +465,7 @@ class CacheBreakDetector:
 
     def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self._clock = clock if clock is not None else monotonic
-        self._lock = threading.Lock()
+        self._lock = new_lock(self, "_lock")
         self._wire_format: str | None = None
         self._system = _Section()
         self._tools = _Section()

@@ -15,7 +15,6 @@ since the previous turn; numbering and counts are per conversation (``gen_ai.con
 from __future__ import annotations
 
 import sys
-import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_context import semconv
+from otel_context.fork_safe import new_lock
 from otel_context.span_figures import float_attr, int_attr
 
 __all__ = ["TokenMonitor", "TurnLine"]
@@ -94,7 +94,7 @@ class TokenMonitor(SpanProcessor):
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
             raise ValueError(f"keep={keep!r}: the number of recent lines to keep must be a whole number >= 0")
         self._keep = keep
-        self._lock = threading.Lock()
+        self._lock = new_lock(self, "_lock")
         self._compact_spans: set[int] = set()  # open compact spans: their child chat spans are summarizers
         self._chat_spans: set[int] = set()  # open chat spans
         self._compactions_under: dict[int, int] = {}  # open chat span id -> successful compactions under it

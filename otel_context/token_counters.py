@@ -21,13 +21,14 @@ registration then still reports every call made since.
 
 from __future__ import annotations
 
-import threading
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, ObservableCounter, Observation
 
 from otel_context import semconv
+from otel_context.fork_safe import new_lock
 
 __all__ = ["add", "register"]
 
@@ -41,7 +42,7 @@ _COUNTERS = (
 
 _Key = frozenset[tuple[str, Any]]
 
-_lock = threading.Lock()
+_lock = new_lock(sys.modules[__name__], "_lock")
 #: attribute set (order-free) -> (the attributes, [input, output, cache read, cache write])
 _series: dict[_Key, tuple[dict[str, Any], list[int]]] = {}
 

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from otel_context.fork_safe import new_lock
 
 Item = Mapping[str, Any]
 
@@ -67,7 +68,7 @@ class CompactionMemo:
     def __init__(self, max_entries: int = MAX_ENTRIES, entries: Sequence[MemoEntry] = ()) -> None:
         self._entries: tuple[MemoEntry, ...] = tuple(entries)[:max_entries]
         self._max = max_entries
-        self._lock = threading.Lock()
+        self._lock = new_lock(self, "_lock")
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -39,7 +39,7 @@ import itertools
 import json
 import os
 import secrets
-import threading
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +49,7 @@ from otel_context import semconv, telemetry
 from otel_context.conversation.memo import MemoEntry
 from otel_context.conversation.state import ConversationState, Resolution, Snapshot, _without_markers
 from otel_context.conversation.state_store import Loaded, StateStore, open_store
+from otel_context.fork_safe import new_lock
 from otel_context.settings import Settings
 from otel_context.usage import TokenUsage
 
@@ -84,7 +85,7 @@ _TOKEN = secrets.token_hex(6)
 _WRITES = itertools.count(1)
 
 _opened: dict[int, tuple[Any, StateStore | None]] = {}
-_opened_lock = threading.Lock()
+_opened_lock = new_lock(sys.modules[__name__], "_opened_lock")
 
 
 def store_for(settings: Settings) -> StateStore | None:

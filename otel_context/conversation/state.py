@@ -7,13 +7,13 @@ factor change under the state's lock.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from otel_context.conversation.breaker import Breaker
 from otel_context.conversation.memo import CompactionMemo, MemoEntry
+from otel_context.fork_safe import new_lock
 from otel_context.usage import TokenUsage
 
 #: The byte bound's conversion: the estimator counts about 4 characters a token, and Python's strings of
@@ -157,7 +157,7 @@ class ConversationState:
         #: known of the fleet), kept here so it lives and dies with the state; opaque to this layer, which
         #: only discards it when the store forgets the state.
         self.background: Discardable | None = None
-        self.lock = threading.Lock()
+        self.lock = new_lock(self, "lock")
 
     def raise_estimate_factor(self, factor: float) -> None:
         with self.lock:

@@ -48,6 +48,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from otel_context import semconv, telemetry
+from otel_context.fork_safe import new_lock
 from otel_context.store_spec import StateStoreConfigError, split_url, validate_spec
 
 log = logging.getLogger("otel_context")
@@ -696,7 +697,7 @@ class RedisStore(StateStore):
         self._down_until = 0.0
         self._last_warning = -WARN_INTERVAL_SECONDS
         self._outage_errors = 0
-        self._health = threading.Lock()
+        self._health = new_lock(self, "_health")
         self._writer = _Writer(self._put_raw)
         self.address = _safe_address(url) if url else type(client).__name__
         from redis import exceptions

@@ -7,7 +7,6 @@ one breaker and one memo per conversation.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +21,7 @@ from otel_context.conversation.state import (
     _equal_positions,
     unchanged_prefix,
 )
+from otel_context.fork_safe import new_lock
 from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings
 
@@ -49,7 +49,7 @@ class ConversationStore:
         self._groups: dict[str, list[ConversationState]] = {}
         self._serial = 0
         self._bytes = 0
-        self._lock = threading.Lock()
+        self._lock = new_lock(self, "_lock")
         self.max_conversations = max_conversations
         self.idle_seconds = idle_seconds
         self.max_bytes = max_bytes

@@ -46,6 +46,7 @@ processes.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 import time
 from collections import deque
@@ -66,6 +67,7 @@ from otel_context.conversation.state_store import Lease, StateStore
 from otel_context.engine import fleet
 from otel_context.engine.call import EngineCall
 from otel_context.flow import BackgroundStart, BackgroundWait, StoreRequest, SummaryRequest, SummaryResult
+from otel_context.fork_safe import new_lock
 from otel_context.tokens import estimate_item, estimate_items
 
 Item = Mapping[str, Any]
@@ -146,7 +148,7 @@ class _Record:
 
 
 #: Guards every record's fields and the module's tables.
-_lock = threading.Lock()
+_lock = new_lock(sys.modules[__name__], "_lock")
 #: Bumped to forget every record at once without finding them (``discard_all``, and a forked child, which
 #: must not take the store's lock).
 _epoch = 0
@@ -734,8 +736,7 @@ def release_leases() -> None:
 
 def forget_all() -> None:
     """In a forked child: forget the parent's summaries without any telemetry (their spans are the parent's).
-    A new epoch, so nothing here takes the store's lock (another thread may have held it at fork time)."""
-    global _lock, _epoch, _fork_epoch
-    _lock = threading.Lock()  # the parent's may have been held by another thread at fork time
+    A new epoch: every record is forgotten at once, without walking the store's states."""
+    global _epoch, _fork_epoch
     _epoch += 1
     _fork_epoch = _epoch

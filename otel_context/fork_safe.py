@@ -1,0 +1,54 @@
+"""Locks that a fork's child gets back free.
+
+``os.fork`` copies only the thread that calls it. A lock another thread held at that moment (a conversation
+being committed, a token total being added) is copied held, and no thread of the child will ever release it:
+the child's first LLM call that takes it would wait forever. Pre-forking servers whose parent made calls, and
+``multiprocessing`` with the fork start method, make such children. So every lock an LLM call takes is made by
+:func:`new_lock`, and a fork's child finds a new, free one in its place before any of its own code runs.
+
+What such a lock guarded may have been left halfway by the thread that held it. The child goes on with it as
+it is: it is this process's bookkeeping of its own conversations (a snapshot, a total, a least-recently-used
+order), and a conversation's state is only ever used for a call whose own history proves it belongs to it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from functools import partial
+from typing import Any
+
+__all__ = ["new_lock"]
+
+#: id(owner) -> (a weak reference to the owner, the attributes that hold its locks). Keyed by id, not by the
+#: owner: an owner need not be hashable; its entry goes when it does.
+_owners: dict[int, tuple[weakref.ref[Any], tuple[str, ...]]] = {}
+
+
+def new_lock(owner: Any, attribute: str) -> threading.Lock:
+    """A lock for ``owner.<attribute>`` (an object, or a module for a global): store it there. A fork's child
+    finds a new lock at that attribute."""
+    key = id(owner)
+    known = _owners.get(key)
+    if known is None or known[0]() is not owner:
+        _owners[key] = (weakref.ref(owner, partial(_forget, key)), (attribute,))
+    elif attribute not in known[1]:
+        _owners[key] = (known[0], (*known[1], attribute))
+    return threading.Lock()
+
+
+def _forget(key: int, _: weakref.ref[Any]) -> None:
+    _owners.pop(key, None)
+
+
+def _after_fork_in_child() -> None:
+    for ref, attributes in list(_owners.values()):
+        owner = ref()
+        if owner is not None:
+            for attribute in attributes:
+                setattr(owner, attribute, threading.Lock())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

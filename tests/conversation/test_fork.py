@@ -1,0 +1,186 @@
+"""A process forked while another of its threads is inside otel-context gives a child whose calls work.
+
+``os.fork`` copies only the thread that calls it. A lock another thread held at that moment (a conversation
+being committed, a token total being added, a span being read by the monitor) is copied held, and no thread
+of the child will ever release it. Pre-forking servers whose parent made calls, and ``multiprocessing`` with
+the fork start method, make such children. The test holds every lock an LLM call of otel-context takes
+(from a thread of the parent, as a call in flight would) while the parent forks; the child then makes real
+calls with both SDKs, on the conversations of the parent and on new ones, and must end them all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_context
+from otel_context import Settings, TokenMonitor, semconv, token_counters
+from otel_context.conversation import shared
+from otel_context.conversation.store import STORE
+from otel_context.testing import SimulatedProvider
+from tests.compaction.conftest import _fresh_engine
+
+__all__ = ["_fresh_engine"]
+
+ANTHROPIC_MODEL = "claude-sonnet-4-6"
+OPENAI_MODEL = "gpt-4o-mini"
+#: Seconds the child may take for its calls before the test calls it hung (it takes well under one).
+CHILD_DEADLINE = 30
+
+
+@pytest.fixture
+def provider() -> Iterator[SimulatedProvider]:
+    with SimulatedProvider() as sim:
+        yield sim
+
+
+def _calls(base_url: str, histories: dict[str, list[dict[str, Any]]], opener: str) -> None:
+    """One call per SDK on each conversation of ``histories`` (extended in place with the answer and a new
+    question), then one call per SDK of a new conversation opening with ``opener``."""
+    import anthropic
+    import openai
+
+    claude = anthropic.Anthropic(api_key="test", base_url=base_url, max_retries=0)
+    gpt = openai.OpenAI(api_key="test", base_url=base_url + "/v1", max_retries=0)
+    try:
+        for sdk, messages in (*histories.items(), ("anthropic", []), ("openai", [])):
+            if not messages:
+                messages.append({"role": "user", "content": opener})
+            if sdk == "anthropic":
+                reply = claude.messages.create(model=ANTHROPIC_MODEL, max_tokens=256, messages=messages)
+                answer = "".join(getattr(block, "text", "") for block in reply.content)
+            else:
+                completion = gpt.chat.completions.create(model=OPENAI_MODEL, messages=messages)  # type: ignore[arg-type]
+                answer = completion.choices[0].message.content or ""
+            messages.append({"role": "assistant", "content": answer})
+            messages.append({"role": "user", "content": f"And then? ({len(messages)})"})
+    finally:
+        claude.close()
+        gpt.close()
+
+
+def _locks_of_a_call(monitor: TokenMonitor, settings: Settings) -> dict[str, tuple[Any, str]]:
+    """Every lock a call of otel-context takes, by what it guards: (its owner, the owner's attribute). Private
+    names: the test stands in for threads caught in the middle of a call, which only these locks can show."""
+    from otel_context.engine import background
+    from otel_context.instrumentation import _background
+    from otel_context.instrumentation.anthropic import _spec
+
+    locks: dict[str, tuple[Any, str]] = {
+        "the conversation store": (STORE, "_lock"),
+        "the token totals": (token_counters, "_lock"),
+        "the opened shared stores": (shared, "_opened_lock"),
+        "the anthropic body check": (_spec()._native, "_lock"),
+        "the token monitor": (monitor, "_lock"),
+        "the background summaries": (background, "_lock"),
+        "the background summaries' threads": (_background, "_lock"),
+    }
+    for state in STORE.states():
+        locks[f"conversation {state.key}"] = (state, "lock")
+        locks[f"conversation {state.key}: its summaries"] = (state.memo, "_lock")
+        if state.detector is not None:
+            locks[f"conversation {state.key}: its cache-break check"] = (state.detector, "_lock")
+    opened = shared.store_for(settings)
+    if opened is not None:
+        locks["the shared store's health"] = (opened, "_health")
+    return locks
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "redis"])
+def test_a_child_forked_while_other_threads_hold_our_locks_makes_its_calls(
+    provider: SimulatedProvider, store_kind: str, request: pytest.FixtureRequest
+) -> None:
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    store = {"state_store": request.getfixturevalue("redis_url")} if store_kind == "redis" else {}
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monitor = TokenMonitor(stream=None).attach(tracer_provider)
+    reader = InMemoryMetricReader()
+    settings = otel_context.instrument(
+        tracer_provider=tracer_provider,
+        meter_provider=MeterProvider(metric_readers=[reader]),
+        capture_content="NO_CONTENT",
+        **store,
+    )
+    try:
+        histories: dict[str, list[dict[str, Any]]] = {"anthropic": [], "openai": []}
+        _calls(provider.base_url, histories, "Hello from the parent")
+        histories = {"anthropic": histories["anthropic"][:1], "openai": histories["openai"][:1]}
+        _calls(provider.base_url, histories, "Hello again from the parent")
+        locks = _locks_of_a_call(monitor, settings)
+        assert len(locks) == 7 + 4 * 3 + (store_kind == "redis")  # four conversations with three locks each
+        held, release = threading.Event(), threading.Event()
+
+        def a_call_in_flight() -> None:
+            held_here = [getattr(owner, attribute) for owner, attribute in locks.values()]
+            for lock in held_here:
+                lock.acquire()
+            held.set()
+            release.wait()
+            for lock in held_here:
+                lock.release()
+
+        holder = threading.Thread(target=a_call_in_flight, daemon=True)
+        holder.start()
+        assert held.wait(10)
+        turns_at_fork = len(monitor.lines)
+        answer_read, answer_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: the locks still held, its calls, then its spans, as JSON
+            try:
+                signal.alarm(CHILD_DEADLINE)  # a hung child ends (and the parent sees it) instead of hanging
+                still_held = [name for name, (owner, attribute) in locks.items() if getattr(owner, attribute).locked()]
+                exporter.clear()
+                _calls(provider.base_url, histories, "Hello from the child")
+                ended = [
+                    (span.name, (span.attributes or {}).get(semconv.GEN_AI_CONVERSATION_ID))
+                    for span in exporter.get_finished_spans()
+                ]
+                os.write(
+                    answer_write, json.dumps({"held": still_held, "spans": ended, "turns": len(monitor.lines)}).encode()
+                )
+            finally:
+                os._exit(0)
+        release.set()
+        holder.join(10)
+        os.close(answer_write)
+        status = _wait(pid, CHILD_DEADLINE + 10)
+        with os.fdopen(answer_read, "rb") as pipe:
+            answer = pipe.read()
+    finally:
+        otel_context.uninstrument()
+    assert os.WIFEXITED(status), (
+        f"the child did not end its calls within {CHILD_DEADLINE} s: a lock it inherited held ({sorted(locks)})"
+    )
+    child = json.loads(answer)
+    assert child["held"] == []
+    names = [name for name, _ in child["spans"]]
+    assert sorted(names) == sorted([f"chat {ANTHROPIC_MODEL}", f"chat {OPENAI_MODEL}"] * 2)
+    assert all(conversation for _, conversation in child["spans"])
+    assert child["turns"] == turns_at_fork + 4  # the monitor saw them too
+
+
+def _wait(pid: int, seconds: float) -> int:
+    """The child's exit status; killed (and its status then) when it has not ended within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    return os.waitpid(pid, 0)[1]
