@@ -149,8 +149,7 @@ class _Record:
 
 #: Guards every record's fields and the module's tables.
 _lock = new_lock(sys.modules[__name__], "_lock")
-#: Bumped to forget every record at once without finding them (``discard_all``, and a forked child, which
-#: must not take the store's lock).
+#: Bumped to forget every record at once without finding them (``discard_all``, and a forked child).
 _epoch = 0
 #: The epoch a forked child started: the records of earlier ones are the parent's (never reported here).
 _fork_epoch = 0
