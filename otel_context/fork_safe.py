@@ -16,26 +16,37 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["new_lock"]
+__all__ = ["new_condition", "new_lock"]
 
-#: id(owner) -> (a weak reference to the owner, the attributes that hold its locks). Keyed by id, not by the
-#: owner: an owner need not be hashable; its entry goes when it does.
-_owners: dict[int, tuple[weakref.ref[Any], tuple[str, ...]]] = {}
+T = TypeVar("T")
+
+#: id(owner) -> (a weak reference to the owner, {attribute: how to make what it holds}). Keyed by id, not by
+#: the owner: an owner need not be hashable; its entry goes when it does.
+_owners: dict[int, tuple[weakref.ref[Any], dict[str, Callable[[], Any]]]] = {}
 
 
 def new_lock(owner: Any, attribute: str) -> threading.Lock:
     """A lock for ``owner.<attribute>`` (an object, or a module for a global): store it there. A fork's child
     finds a new lock at that attribute."""
+    return _renewed(owner, attribute, threading.Lock)
+
+
+def new_condition(owner: Any, attribute: str) -> threading.Condition:
+    """:func:`new_lock` for a condition variable."""
+    return _renewed(owner, attribute, threading.Condition)
+
+
+def _renewed(owner: Any, attribute: str, make: Callable[[], T]) -> T:
     key = id(owner)
     known = _owners.get(key)
     if known is None or known[0]() is not owner:
-        _owners[key] = (weakref.ref(owner, partial(_forget, key)), (attribute,))
-    elif attribute not in known[1]:
-        _owners[key] = (known[0], (*known[1], attribute))
-    return threading.Lock()
+        known = _owners[key] = (weakref.ref(owner, partial(_forget, key)), {})
+    known[1][attribute] = make
+    return make()
 
 
 def _forget(key: int, _: weakref.ref[Any]) -> None:
@@ -46,8 +57,8 @@ def _after_fork_in_child() -> None:
     for ref, attributes in list(_owners.values()):
         owner = ref()
         if owner is not None:
-            for attribute in attributes:
-                setattr(owner, attribute, threading.Lock())
+            for attribute, make in attributes.items():
+                setattr(owner, attribute, make())
 
 
 if hasattr(os, "register_at_fork"):

@@ -48,7 +48,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from otel_context import semconv, telemetry
-from otel_context.fork_safe import new_lock
+from otel_context.fork_safe import new_condition, new_lock
 from otel_context.store_spec import StateStoreConfigError, split_url, validate_spec
 
 log = logging.getLogger("otel_context")
@@ -416,7 +416,7 @@ class InProcessStore(StateStore):
         self._clock = clock
         self._values: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
         self._locks: dict[str, tuple[str, float]] = {}
-        self._cond = threading.Condition()
+        self._cond = new_condition(self, "_cond")
 
     def __len__(self) -> int:
         return len(self._values)

@@ -10,12 +10,15 @@ calls with both SDKs, on the conversations of the parent and on new ones, and mu
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
 import threading
 import time
+import traceback
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +31,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_context
 from otel_context import Settings, TokenMonitor, semconv, token_counters
 from otel_context.conversation import shared
+from otel_context.conversation.state_store import InProcessStore, RedisStore
 from otel_context.conversation.store import STORE
 from otel_context.testing import SimulatedProvider
 from tests.compaction.conftest import _fresh_engine
@@ -93,18 +97,24 @@ def _locks_of_a_call(monitor: TokenMonitor, settings: Settings) -> dict[str, tup
         if state.detector is not None:
             locks[f"conversation {state.key}: its cache-break check"] = (state.detector, "_lock")
     opened = shared.store_for(settings)
-    if opened is not None:
-        locks["the shared store's health"] = (opened, "_health")
+    if isinstance(opened, RedisStore):
+        locks["the Redis store's health"] = (opened, "_health")
+    elif isinstance(opened, InProcessStore):
+        locks["the app's in-process store"] = (opened, "_cond")
     return locks
 
 
-@pytest.mark.parametrize("store_kind", ["memory", "redis"])
+@pytest.mark.parametrize("store_kind", ["memory", "redis", "store object"])
 def test_a_child_forked_while_other_threads_hold_our_locks_makes_its_calls(
     provider: SimulatedProvider, store_kind: str, request: pytest.FixtureRequest
 ) -> None:
     if not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")
-    store = {"state_store": request.getfixturevalue("redis_url")} if store_kind == "redis" else {}
+    store: dict[str, Any] = {}
+    if store_kind == "redis":
+        store["state_store"] = request.getfixturevalue("redis_url")
+    elif store_kind == "store object":
+        store["state_store"] = InProcessStore()
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -122,7 +132,7 @@ def test_a_child_forked_while_other_threads_hold_our_locks_makes_its_calls(
         histories = {"anthropic": histories["anthropic"][:1], "openai": histories["openai"][:1]}
         _calls(provider.base_url, histories, "Hello again from the parent")
         locks = _locks_of_a_call(monitor, settings)
-        assert len(locks) == 7 + 4 * 3 + (store_kind == "redis")  # four conversations with three locks each
+        assert len(locks) == 7 + 4 * 3 + (store_kind != "memory")  # four conversations with three locks each
         held, release = threading.Event(), threading.Event()
 
         def a_call_in_flight() -> None:
@@ -140,20 +150,21 @@ def test_a_child_forked_while_other_threads_hold_our_locks_makes_its_calls(
         turns_at_fork = len(monitor.lines)
         answer_read, answer_write = os.pipe()
         pid = os.fork()
-        if pid == 0:  # the child: the locks still held, its calls, then its spans, as JSON
+        if pid == 0:  # the child: the locks still held, its calls, then its spans, as JSON (or what it raised)
             try:
                 signal.alarm(CHILD_DEADLINE)  # a hung child ends (and the parent sees it) instead of hanging
-                still_held = [name for name, (owner, attribute) in locks.items() if getattr(owner, attribute).locked()]
+                still_held = [name for name, (owner, attribute) in locks.items() if _locked(getattr(owner, attribute))]
                 exporter.clear()
                 _calls(provider.base_url, histories, "Hello from the child")
                 ended = [
                     (span.name, (span.attributes or {}).get(semconv.GEN_AI_CONVERSATION_ID))
                     for span in exporter.get_finished_spans()
                 ]
-                os.write(
-                    answer_write, json.dumps({"held": still_held, "spans": ended, "turns": len(monitor.lines)}).encode()
-                )
+                report = {"held": still_held, "spans": ended, "turns": len(monitor.lines)}
+            except BaseException:
+                report = {"raised": traceback.format_exc()}
             finally:
+                os.write(answer_write, json.dumps(report).encode())
                 os._exit(0)
         release.set()
         holder.join(10)
@@ -167,11 +178,22 @@ def test_a_child_forked_while_other_threads_hold_our_locks_makes_its_calls(
         f"the child did not end its calls within {CHILD_DEADLINE} s: a lock it inherited held ({sorted(locks)})"
     )
     child = json.loads(answer)
+    assert "raised" not in child, child["raised"]
     assert child["held"] == []
     names = [name for name, _ in child["spans"]]
     assert sorted(names) == sorted([f"chat {ANTHROPIC_MODEL}", f"chat {OPENAI_MODEL}"] * 2)
     assert all(conversation for _, conversation in child["spans"])
     assert child["turns"] == turns_at_fork + 4  # the monitor saw them too
+
+
+def _locked(lock: Any) -> bool:
+    """Whether a lock or a condition's lock is held (a condition has no ``locked()`` of its own)."""
+    if isinstance(lock, threading.Condition):
+        if not lock.acquire(blocking=False):
+            return True
+        lock.release()
+        return False
+    return bool(lock.locked())
 
 
 def _wait(pid: int, seconds: float) -> int:
@@ -184,3 +206,43 @@ def _wait(pid: int, seconds: float) -> int:
         time.sleep(0.05)
     os.kill(pid, signal.SIGKILL)
     return os.waitpid(pid, 0)[1]
+
+
+#: Where a lock may be made directly: its owner renews it in a fork's child itself (with what it guards).
+RENEWED_BY_THEIR_OWNER = {("otel_context/conversation/state_store.py", "_start_empty")}
+_SYNCHRONIZATION = {"Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore"}
+
+
+def test_every_lock_of_the_package_is_made_fork_safe() -> None:
+    """A lock made with ``threading`` directly would be inherited held again (the test above only holds the
+    locks it knows): each one is made by ``otel_context.fork_safe``, or renewed by its owner's own handler."""
+    root = Path(otel_context.__file__).resolve().parent
+    found = []
+    # os.walk follows the symbolic link the source tree makes of otel_context/instrumentation; rglob does not.
+    paths = [Path(folder, name) for folder, _, names in os.walk(root, followlinks=True) for name in names]
+    for path in sorted(p for p in paths if p.suffix == ".py"):
+        relative = "otel_context/" + path.relative_to(root).as_posix()  # not resolved: the link's own path
+        if relative.startswith(("otel_context/testing/", "otel_context/fork_safe.py")):
+            continue  # the simulated provider's servers are not on an app's call path; fork_safe makes them
+        found += _made_directly(relative, ast.parse(path.read_text(encoding="utf-8")), "<module>")
+    assert found == []
+
+
+def _made_directly(relative: str, node: ast.AST, function: str) -> list[str]:
+    """The ``threading.<lock type>()`` calls under ``node`` (in ``function``), but for those allowed above."""
+    found = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            found += _made_directly(relative, child, child.name)
+            continue
+        if (
+            isinstance(child, ast.Call)
+            and isinstance(child.func, ast.Attribute)
+            and isinstance(child.func.value, ast.Name)
+            and child.func.value.id == "threading"
+            and child.func.attr in _SYNCHRONIZATION
+            and (relative, function) not in RENEWED_BY_THEIR_OWNER
+        ):
+            found.append(f"{relative}:{child.lineno} in {function}: threading.{child.func.attr}()")
+        found += _made_directly(relative, child, function)
+    return found
