@@ -35,6 +35,7 @@ from otel_context.conversation.state_store import InProcessStore, RedisStore
 from otel_context.conversation.store import STORE
 from otel_context.testing import SimulatedProvider
 from tests.compaction.conftest import _fresh_engine
+from tests.instrumentation.instr_support import counter_total, metric_points
 
 __all__ = ["_fresh_engine"]
 
@@ -184,6 +185,59 @@ def test_a_child_forked_while_other_threads_hold_our_locks_makes_its_calls(
     assert sorted(names) == sorted([f"chat {ANTHROPIC_MODEL}", f"chat {OPENAI_MODEL}"] * 2)
     assert all(conversation for _, conversation in child["spans"])
     assert child["turns"] == turns_at_fork + 4  # the monitor saw them too
+
+
+def test_a_worker_that_sets_up_telemetry_after_the_fork_reports_only_its_own_calls(
+    provider: SimulatedProvider,
+) -> None:
+    """What docs/deploying.md advises for a parent that makes calls: each worker sets up OpenTelemetry and
+    instruments again after the fork (gunicorn's ``post_fork``). Its token counters then count from there, not
+    from the totals its parent had summed when it forked, and its histograms hold only its own calls."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    otel_context.instrument(
+        tracer_provider=TracerProvider(), meter_provider=MeterProvider(), capture_content="NO_CONTENT"
+    )
+    try:
+        _calls(provider.base_url, {}, "Hello from the parent")  # the parent's totals: non-zero at the fork
+        answer_read, answer_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child, as a post_fork hook would set it up
+            try:
+                signal.alarm(CHILD_DEADLINE)
+                exporter = InMemorySpanExporter()
+                tracer_provider = TracerProvider()
+                tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+                reader = InMemoryMetricReader()
+                otel_context.instrument(
+                    tracer_provider=tracer_provider,
+                    meter_provider=MeterProvider(metric_readers=[reader]),
+                    capture_content="NO_CONTENT",
+                )
+                _calls(provider.base_url, {}, "Hello from the child")
+                spans = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+                report = {
+                    "spans": len(spans),
+                    "span_input": sum(int((s.attributes or {})[semconv.GEN_AI_USAGE_INPUT_TOKENS]) for s in spans),
+                    "counted_input": counter_total(reader, semconv.METRIC_USAGE_INPUT_TOKENS),
+                    "durations": sum(p.count for p in metric_points(reader, semconv.METRIC_INFERENCE_DURATION)),
+                }
+            except BaseException:
+                report = {"raised": traceback.format_exc()}
+            finally:
+                os.write(answer_write, json.dumps(report).encode())
+                os._exit(0)
+        os.close(answer_write)
+        status = _wait(pid, CHILD_DEADLINE + 10)
+        with os.fdopen(answer_read, "rb") as pipe:
+            child = json.loads(pipe.read() or b"{}")
+    finally:
+        otel_context.uninstrument()
+    assert os.WIFEXITED(status)
+    assert "raised" not in child, child["raised"]
+    assert child["spans"] == 2 and child["durations"] == 2
+    assert child["span_input"] > 0
+    assert child["counted_input"] == child["span_input"]
 
 
 def _locked(lock: Any) -> bool:
