@@ -538,13 +538,13 @@ class _Writer:
 
     def __init__(self, write: Callable[[str, bytes, tuple[str, ...]], bool]) -> None:
         self._write = write
+        self._cond = new_condition(self, "_cond")
         self._start_empty()
         _writers.add(self)
 
     def _start_empty(self) -> None:
         self._pending: OrderedDict[str, tuple[bytes, tuple[str, ...]]] = OrderedDict()
         self._busy = False
-        self._cond = threading.Condition()  # a fork's child: the parent's may have been held at the fork
         self._thread: threading.Thread | None = None
 
     def submit(self, name: str, payload: bytes, renew: tuple[str, ...]) -> None:
@@ -595,7 +595,8 @@ def _flush_at_exit() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """A fork's child: every writer starts empty, with no thread (see :class:`_Writer`)."""
+    """A fork's child: every writer starts empty, with no thread (see :class:`_Writer`; its lock is renewed
+    by :mod:`otel_context.fork_safe`)."""
     for writer in list(_writers):
         writer._start_empty()
 

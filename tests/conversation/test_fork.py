@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -149,36 +149,26 @@ def test_a_child_forked_while_other_threads_hold_our_locks_makes_its_calls(
         holder.start()
         assert held.wait(10)
         turns_at_fork = len(monitor.lines)
-        answer_read, answer_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: the locks still held, its calls, then its spans, as JSON (or what it raised)
-            try:
-                signal.alarm(CHILD_DEADLINE)  # a hung child ends (and the parent sees it) instead of hanging
-                still_held = [name for name, (owner, attribute) in locks.items() if _locked(getattr(owner, attribute))]
-                exporter.clear()
-                _calls(provider.base_url, histories, "Hello from the child")
-                ended = [
-                    (span.name, (span.attributes or {}).get(semconv.GEN_AI_CONVERSATION_ID))
-                    for span in exporter.get_finished_spans()
-                ]
-                report = {"held": still_held, "spans": ended, "turns": len(monitor.lines)}
-            except BaseException:
-                report = {"raised": traceback.format_exc()}
-            finally:
-                os.write(answer_write, json.dumps(report).encode())
-                os._exit(0)
+
+        def in_the_child() -> dict[str, Any]:  # the locks still held, its calls, then its spans
+            still_held = [name for name, (owner, attribute) in locks.items() if _locked(getattr(owner, attribute))]
+            exporter.clear()
+            _calls(provider.base_url, histories, "Hello from the child")
+            ended = [
+                (span.name, (span.attributes or {}).get(semconv.GEN_AI_CONVERSATION_ID))
+                for span in exporter.get_finished_spans()
+            ]
+            return {"held": still_held, "spans": ended, "turns": len(monitor.lines)}
+
+        pid, answer = _fork(in_the_child)
         release.set()
         holder.join(10)
-        os.close(answer_write)
-        status = _wait(pid, CHILD_DEADLINE + 10)
-        with os.fdopen(answer_read, "rb") as pipe:
-            answer = pipe.read()
+        status, child = _outcome(pid, answer)
     finally:
         otel_context.uninstrument()
     assert os.WIFEXITED(status), (
         f"the child did not end its calls within {CHILD_DEADLINE} s: a lock it inherited held ({sorted(locks)})"
     )
-    child = json.loads(answer)
     assert "raised" not in child, child["raised"]
     assert child["held"] == []
     names = [name for name, _ in child["spans"]]
@@ -200,37 +190,27 @@ def test_a_worker_that_sets_up_telemetry_after_the_fork_reports_only_its_own_cal
     )
     try:
         _calls(provider.base_url, {}, "Hello from the parent")  # the parent's totals: non-zero at the fork
-        answer_read, answer_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child, as a post_fork hook would set it up
-            try:
-                signal.alarm(CHILD_DEADLINE)
-                exporter = InMemorySpanExporter()
-                tracer_provider = TracerProvider()
-                tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-                reader = InMemoryMetricReader()
-                otel_context.instrument(
-                    tracer_provider=tracer_provider,
-                    meter_provider=MeterProvider(metric_readers=[reader]),
-                    capture_content="NO_CONTENT",
-                )
-                _calls(provider.base_url, {}, "Hello from the child")
-                spans = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
-                report = {
-                    "spans": len(spans),
-                    "span_input": sum(int((s.attributes or {})[semconv.GEN_AI_USAGE_INPUT_TOKENS]) for s in spans),
-                    "counted_input": counter_total(reader, semconv.METRIC_USAGE_INPUT_TOKENS),
-                    "durations": sum(p.count for p in metric_points(reader, semconv.METRIC_INFERENCE_DURATION)),
-                }
-            except BaseException:
-                report = {"raised": traceback.format_exc()}
-            finally:
-                os.write(answer_write, json.dumps(report).encode())
-                os._exit(0)
-        os.close(answer_write)
-        status = _wait(pid, CHILD_DEADLINE + 10)
-        with os.fdopen(answer_read, "rb") as pipe:
-            child = json.loads(pipe.read() or b"{}")
+
+        def in_the_child() -> dict[str, Any]:  # set up as a post_fork hook would
+            exporter = InMemorySpanExporter()
+            tracer_provider = TracerProvider()
+            tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+            reader = InMemoryMetricReader()
+            otel_context.instrument(
+                tracer_provider=tracer_provider,
+                meter_provider=MeterProvider(metric_readers=[reader]),
+                capture_content="NO_CONTENT",
+            )
+            _calls(provider.base_url, {}, "Hello from the child")
+            spans = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+            return {
+                "spans": len(spans),
+                "span_input": sum(int((s.attributes or {})[semconv.GEN_AI_USAGE_INPUT_TOKENS]) for s in spans),
+                "counted_input": counter_total(reader, semconv.METRIC_USAGE_INPUT_TOKENS),
+                "durations": sum(p.count for p in metric_points(reader, semconv.METRIC_INFERENCE_DURATION)),
+            }
+
+        status, child = _outcome(*_fork(in_the_child))
     finally:
         otel_context.uninstrument()
     assert os.WIFEXITED(status)
@@ -250,6 +230,33 @@ def _locked(lock: Any) -> bool:
     return bool(lock.locked())
 
 
+def _fork(work: Callable[[], dict[str, Any]]) -> tuple[int, int]:
+    """Fork: the child runs ``work`` (an alarm ends it after :data:`CHILD_DEADLINE` seconds, so that a hung
+    child shows instead of hanging the test), writes what it returned, or what it raised, as JSON to a pipe
+    and exits. Returns the child's pid and the pipe's end to read."""
+    answer_read, answer_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        report: dict[str, Any] = {}
+        try:
+            signal.alarm(CHILD_DEADLINE)
+            report = work()
+        except BaseException:
+            report = {"raised": traceback.format_exc()}
+        finally:
+            os.write(answer_write, json.dumps(report).encode())
+            os._exit(0)
+    os.close(answer_write)
+    return pid, answer_read
+
+
+def _outcome(pid: int, answer_read: int) -> tuple[int, dict[str, Any]]:
+    """The child's exit status and its report (empty when it wrote none)."""
+    status = _wait(pid, CHILD_DEADLINE + 10)
+    with os.fdopen(answer_read, "rb") as pipe:
+        return status, json.loads(pipe.read() or b"{}")
+
+
 def _wait(pid: int, seconds: float) -> int:
     """The child's exit status; killed (and its status then) when it has not ended within ``seconds``."""
     deadline = time.monotonic() + seconds
@@ -262,14 +269,12 @@ def _wait(pid: int, seconds: float) -> int:
     return os.waitpid(pid, 0)[1]
 
 
-#: Where a lock may be made directly: its owner renews it in a fork's child itself (with what it guards).
-RENEWED_BY_THEIR_OWNER = {("otel_context/conversation/state_store.py", "_start_empty")}
 _SYNCHRONIZATION = {"Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore"}
 
 
 def test_every_lock_of_the_package_is_made_fork_safe() -> None:
     """A lock made with ``threading`` directly would be inherited held again (the test above only holds the
-    locks it knows): each one is made by ``otel_context.fork_safe``, or renewed by its owner's own handler."""
+    locks it knows): each one is made by ``otel_context.fork_safe``."""
     root = Path(otel_context.__file__).resolve().parent
     found = []
     # os.walk follows the symbolic link the source tree makes of otel_context/instrumentation; rglob does not.
@@ -278,25 +283,13 @@ def test_every_lock_of_the_package_is_made_fork_safe() -> None:
         relative = "otel_context/" + path.relative_to(root).as_posix()  # not resolved: the link's own path
         if relative.startswith(("otel_context/testing/", "otel_context/fork_safe.py")):
             continue  # the simulated provider's servers are not on an app's call path; fork_safe makes them
-        found += _made_directly(relative, ast.parse(path.read_text(encoding="utf-8")), "<module>")
+        found += [
+            f"{relative}:{node.lineno}: threading.{node.func.attr}()"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "threading"
+            and node.func.attr in _SYNCHRONIZATION
+        ]
     assert found == []
-
-
-def _made_directly(relative: str, node: ast.AST, function: str) -> list[str]:
-    """The ``threading.<lock type>()`` calls under ``node`` (in ``function``), but for those allowed above."""
-    found = []
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-            found += _made_directly(relative, child, child.name)
-            continue
-        if (
-            isinstance(child, ast.Call)
-            and isinstance(child.func, ast.Attribute)
-            and isinstance(child.func.value, ast.Name)
-            and child.func.value.id == "threading"
-            and child.func.attr in _SYNCHRONIZATION
-            and (relative, function) not in RENEWED_BY_THEIR_OWNER
-        ):
-            found.append(f"{relative}:{child.lineno} in {function}: threading.{child.func.attr}()")
-        found += _made_directly(relative, child, function)
-    return found
