@@ -17,7 +17,7 @@ and ``on_response``'s one caller (the call's end, in the instrumentation) logs w
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -33,6 +33,7 @@ from otel_context.engine.call import EngineCall, rewrites
 from otel_context.engine.provider_compaction import observe_provider_compaction, usage_shows_compaction
 from otel_context.flow import Step
 from otel_context.formats import for_format
+from otel_context.formats.base import Item, WireFormatAdapter
 from otel_context.tokens import estimate_fixed, estimate_item, estimate_items
 from otel_context.usage import TokenUsage
 
@@ -95,6 +96,15 @@ class EnginePlan(EngineCall):
             fleet.commit(self, store, snapshot)
 
 
+def _after_reply(adapter: WireFormatAdapter, items: Sequence[Item], known: int) -> int:
+    """The index after the model's items that open what was appended at ``known``: the previous call's reply,
+    when the app appended it (Responses: its reasoning and calls too)."""
+    end = known
+    while end < len(items) and adapter.is_model_output(items[end]):
+        end += 1
+    return end
+
+
 def _asks_provider_to_compact(request: CallRequest) -> bool:
     """Whether the response can carry a compaction the provider did: only when the request asked for it,
     with ``context_management`` (Anthropic context editing and compaction, OpenAI server-side compaction)
@@ -150,7 +160,15 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
         if snapshot is not None and snapshot.usage is not None and unchanged > 0:
             last = snapshot.items
             known = len(last)
-            appended = estimate_items(adapter, items[known:]) if len(items) > known else 0
+            # What the app appended since: first, usually, the previous call's reply. Its usage's output tokens
+            # count that reply already ("the messages added since" the last response, COMPACTION.md), so only
+            # what follows it is estimated. Estimating the reply's characters too overstated every later call
+            # by one reply (+40 % in a short chat; thousands of tokens for an agent's long answer or thinking).
+            reply = appended = 0
+            if len(items) > known:
+                after_reply = _after_reply(adapter, items, known)
+                reply = estimate_items(adapter, items[known:after_reply])
+                appended = estimate_items(adapter, items[after_reply:])
             if unchanged < known:
                 # The previous call's last item came back changed (a moved cache_control marker): the reported
                 # usage already counts its old version, so only the difference is new. Counting it whole again
@@ -163,7 +181,7 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
                 snapshot.usage.input_tokens + snapshot.usage.output_tokens + int(appended * state.estimate_factor)
             )
             # The app's history this call keeps alive grows by what was appended (for the store's byte bound).
-            p.history_tokens = snapshot.tokens + appended
+            p.history_tokens = snapshot.tokens + reply + appended
         else:
             items_tokens = estimate_items(adapter, p.sent_items)
             estimated = int((estimate_fixed(adapter, p.body) + items_tokens) * state.estimate_factor)

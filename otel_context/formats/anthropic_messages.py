@@ -406,6 +406,9 @@ class AnthropicMessagesAdapter:
 
     # -- text ---------------------------------------------------------------------------------------------
 
+    def is_model_output(self, item: Item) -> bool:
+        return _role(item) == "assistant"
+
     def item_text(self, item: Item) -> str:
         if not isinstance(item, Mapping):
             return compact_json(item)

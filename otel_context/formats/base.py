@@ -134,6 +134,13 @@ class WireFormatAdapter(Protocol):
         """All text of one item (for estimates and for the summarizer's transcript)."""
         ...
 
+    def is_model_output(self, item: Item) -> bool:
+        """Whether the model wrote ``item`` (an assistant message; Responses: also its reasoning and calls).
+
+        The estimate counts the previous call's reply, once the app appended it, by the output tokens the
+        provider reported for it, not a second time by its characters."""
+        ...
+
     def image_count(self, item: Item) -> int:
         """Images/documents in one item (each counts a fixed number of tokens)."""
         ...

@@ -291,6 +291,9 @@ class OpenAIChatAdapter:
 
     # -- text ---------------------------------------------------------------------------------------------
 
+    def is_model_output(self, item: Item) -> bool:
+        return _role(item) == "assistant"
+
     def item_text(self, item: Item) -> str:
         if not isinstance(item, Mapping):
             return compact_json(item)

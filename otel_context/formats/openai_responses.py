@@ -349,6 +349,9 @@ class OpenAIResponsesAdapter:
 
     # -- text ---------------------------------------------------------------------------------------------
 
+    def is_model_output(self, item: Item) -> bool:
+        return _type(item) == "reasoning" or _is_model_item(item)
+
     def item_text(self, item: Item) -> str:
         kind = _type(item)
         if kind == "message":
