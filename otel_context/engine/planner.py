@@ -161,7 +161,7 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
             last = snapshot.items
             known = len(last)
             # What the app appended since: first, usually, the previous call's reply. Its usage's output tokens
-            # count that reply already ("the messages added since" the last response, COMPACTION.md), so only
+            # count that reply already ("the messages added since" the last response, docs/compaction.md), so only
             # what follows it is estimated. Estimating the reply's characters too overstated every later call
             # by one reply (+40 % in a short chat; thousands of tokens for an agent's long answer or thinking).
             reply = appended = 0

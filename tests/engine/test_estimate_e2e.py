@@ -1,7 +1,7 @@
 """The estimate of a call whose history holds the previous call's reply, on real instrumented calls.
 
 An app appends the model's reply to its history before the next call. The reply is already counted by the
-output tokens the provider reported for it (COMPACTION.md: reported usage + "the messages added since"), so
+output tokens the provider reported for it (docs/compaction.md: reported usage + what was appended since), so
 the estimate must not count its characters a second time: that overstated every later call by one reply, and
 an agent's long answer or thinking then reached the compaction threshold thousands of tokens early.
 
