@@ -83,11 +83,19 @@ class CallPlan:
         #: when the call ends, in the same write as the response's.
         self.attributes: dict[str, AttributeValue] = {}
 
-    def on_response(self, span: Span, usage: TokenUsage | None, response: Mapping[str, Any] | None) -> None:
+    def on_response(
+        self,
+        span: Span,
+        usage: TokenUsage | None,
+        response: Mapping[str, Any] | None,
+        response_id: str | None = None,
+    ) -> None:
         """The call succeeded (for streams: the stream ended, ``usage`` is what was seen).
 
         ``response`` is the final response as a JSON-shaped mapping when available (non-streaming calls
         and stream helpers' final message); the engine reads server-side compaction items from it.
+        ``response_id`` is the provider's id of the response (streams included), which a later request
+        may continue (Responses ``previous_response_id``).
         Runs while the chat span is still open: the engine adds events to it, and attributes to
         ``self.attributes``, which the instrumentation writes to the span right after, in one write.
         """

@@ -17,6 +17,7 @@ from __future__ import annotations
 from otel_context.conversation.identity import conversation, current_conversation_id, derive_key
 from otel_context.conversation.state import (
     BYTES_PER_TOKEN,
+    ChainLink,
     ConversationState,
     Resolution,
     Snapshot,
@@ -27,6 +28,7 @@ from otel_context.conversation.store import STORE, ConversationStore, resolve
 __all__ = [
     "BYTES_PER_TOKEN",
     "STORE",
+    "ChainLink",
     "ConversationState",
     "ConversationStore",
     "Resolution",

@@ -123,6 +123,10 @@ class ConversationState:
     entries are immutable, and the breaker and estimate factor change under :attr:`lock`.
     """
 
+    #: The id of the provider-stored response (Responses) its last call made: a call that continues that very
+    #: response is this conversation's next call; one that continues another is a branch of its own.
+    last_response: str | None = None
+
     def __init__(self, key: str, explicit: bool, serial: int = 0) -> None:
         self.key = key
         self.explicit = explicit
@@ -172,6 +176,19 @@ class ConversationState:
             self.estimate_factor = parent.estimate_factor
         if baseline and parent.detector is not None:
             self.detector = parent.detector.branch()
+
+
+class ChainLink(NamedTuple):
+    """What a call that continues a provider-stored response (Responses ``previous_response_id``) takes from
+    the call that made that response: its conversation, and its reported usage, the anchor of the estimate
+    (the history itself is at the provider, not in the request)."""
+
+    #: The conversation's key (read from a shared store: "" for an explicit id, which is never written there).
+    key: str
+    #: The serial of this process's state of it; None when the link was read from a shared store.
+    serial: int | None
+    input_tokens: int
+    output_tokens: int
 
 
 class Resolution(NamedTuple):

@@ -15,6 +15,7 @@ from typing import Any
 from otel_context import semconv, telemetry
 from otel_context.conversation.identity import current_conversation_id, derive_key, first_user_text
 from otel_context.conversation.state import (
+    ChainLink,
     ConversationState,
     Resolution,
     Snapshot,
@@ -56,6 +57,9 @@ class ConversationStore:
         self._clock = clock
         self._on_evict = on_evict
         self._followed: Settings | None = None
+        #: Provider-stored responses this process made (Responses ``previous_response_id``) -> their
+        #: conversation, least recently used first; a few per tracked conversation at most.
+        self._links: OrderedDict[str, ChainLink] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._states)
@@ -121,6 +125,42 @@ class ConversationStore:
             return Resolution(state, None, 0)
         return Resolution(state, best_snapshot, max(0, best_unchanged))
 
+    def link(self, response_id: str, link: ChainLink) -> None:
+        """Remember the conversation of a response the provider stored, for the calls that continue it."""
+        with self._lock:
+            state = self._states.get((link.key, link.serial)) if link.serial is not None else None
+            if state is not None:
+                state.last_response = response_id
+            links = self._links
+            links[response_id] = link
+            links.move_to_end(response_id)
+            while len(links) > LINKS_PER_CONVERSATION * self.max_conversations:
+                links.popitem(last=False)
+
+    def link_of(self, response_id: str) -> ChainLink | None:
+        """The conversation of a stored response this process made, if it still remembers it."""
+        with self._lock:
+            return self._links.get(response_id)
+
+    def resolve_link(self, response_id: str, link: ChainLink) -> Resolution:
+        """The state of a call that continues the stored response ``response_id``: the very state whose call
+        made it, when that was its last call. Else a new state of its key: a branch (an earlier response is
+        continued, or two histories that opened alike shared a state until their chains parted), or another
+        worker made it, or the state was forgotten. A new state takes nothing from other histories of the key."""
+        gone: list[ConversationState] = []
+        with self._lock:
+            parent = self._states.get((link.key, link.serial)) if link.serial is not None else None
+            state = parent
+            if state is None or state.last_response != response_id:
+                state = self._new(link.key, False)
+                if parent is not None:
+                    state.inherit(parent, factor=True, baseline=False)
+            state = self._touch_and_evict(state, gone)
+            snapshot = state.snapshot
+        if gone:
+            self._report(gone)
+        return Resolution(state, snapshot, 0)
+
     def commit(self, resolution: Resolution, snapshot: Snapshot, ended: float) -> ConversationState:
         """Record what a call of ``resolution`` left behind; returns the state that now holds it.
 
@@ -158,6 +198,7 @@ class ConversationStore:
             gone = list(self._states.values())
             self._states.clear()
             self._groups.clear()
+            self._links.clear()
             self._bytes = 0
         self._report(gone)
 
@@ -273,20 +314,30 @@ def _on_evict(state: ConversationState) -> None:
         telemetry.get().instruments.breakers_open.add(-1, {semconv.GEN_AI_REQUEST_MODEL: state.breaker_model or ""})
 
 
+#: Stored responses remembered per tracked conversation (the newest of each, and a few a chain forked from).
+LINKS_PER_CONVERSATION = 4
+
 #: Every conversation this process tracks (LRU + idle expiry, sized from the settings of the calls).
 STORE = ConversationStore(on_evict=_on_evict)
 
 
 def resolve(
-    adapter: WireFormatAdapter, provider: str, items: Sequence[Mapping[str, Any]], settings: Settings
+    adapter: WireFormatAdapter,
+    provider: str,
+    items: Sequence[Mapping[str, Any]],
+    settings: Settings,
+    continued: tuple[str, ChainLink] | None = None,
 ) -> Resolution:
     """The state of the conversation these items belong to (created when new) and the snapshot read for them.
 
-    An explicit id names the conversation. Without one, the derived key names a family of conversations
-    that open the same way, and the items decide which one of them this call continues (see
-    :class:`ConversationStore`).
+    An explicit id names the conversation. Without one, a call that continues a stored response
+    (``continued``: its id and link) belongs to that response's conversation; else the derived key names a
+    family of conversations that open the same way, and the items decide which one of them this call
+    continues (see :class:`ConversationStore`).
     """
     explicit = current_conversation_id()
-    key = explicit if explicit is not None else derive_key(provider, first_user_text(adapter, items))
     STORE.follow(settings)
+    if explicit is None and continued is not None and continued[1].key:
+        return STORE.resolve_link(*continued)
+    key = explicit if explicit is not None else derive_key(provider, first_user_text(adapter, items))
     return STORE.resolve(key, items, explicit=explicit is not None)

@@ -34,7 +34,7 @@ from opentelemetry.trace import Span
 
 from otel_context import semconv
 from otel_context.compaction.budget import Budget
-from otel_context.conversation import ConversationState, Resolution, Snapshot, shared
+from otel_context.conversation import ChainLink, ConversationState, Resolution, Snapshot, shared
 from otel_context.conversation.memo import MemoEntry, items_hash
 from otel_context.conversation.state_store import Lease, Loaded, StateStore
 from otel_context.engine import budgets
@@ -42,6 +42,7 @@ from otel_context.engine.call import EngineCall
 from otel_context.flow import StoreRequest
 from otel_context.settings import Settings
 from otel_context.tokens import estimate_fixed, estimate_items
+from otel_context.usage import as_count
 
 Steps = Generator[Any, Any, Any]
 
@@ -49,6 +50,9 @@ Steps = Generator[Any, Any, Any]
 LEASE_MARGIN_SECONDS = 5.0
 #: The store's lock taken by the one worker that prepares a conversation's summary in the background.
 PREPARE_LOCK = "prepare"
+#: A stored response's link to its conversation: under its own name (the response id, hashed by the store).
+_LINK_PREFIX = "response:"
+_LINK = "link"
 
 
 def lease_seconds(settings: Settings) -> float:
@@ -76,6 +80,25 @@ def take(
         intact = snapshot is not None and taken.resolution.unchanged >= len(snapshot.items) - 1
         state.detector.adopt_shared_baseline(taken.cache, intact=intact)
     return taken.resolution, taken.source
+
+
+def link_of(store: StateStore, response_id: str) -> Generator[StoreRequest, Any, ChainLink | None]:
+    """The conversation of a stored response another worker made (one round trip), if the store has it."""
+    name = _LINK_PREFIX + response_id
+    loaded = yield StoreRequest(partial(store.get, name, _LINK), partial(store.aget, name, _LINK))
+    value = loaded.value
+    if value is None:
+        return None
+    key, tokens_in, tokens_out = value.get("key"), as_count(value.get("input")), as_count(value.get("output"))
+    if not isinstance(key, str) or tokens_in is None or tokens_out is None or tokens_in < 0 or tokens_out < 0:
+        return None  # not a link this package wrote
+    return ChainLink(key, None, tokens_in, tokens_out)
+
+
+def put_link(store: StateStore, response_id: str, link: ChainLink) -> None:
+    """Tell the fleet the conversation of a stored response, off the caller's path."""
+    value = {"key": link.key, "input": link.input_tokens, "output": link.output_tokens}
+    store.put_later(_LINK_PREFIX + response_id, value, _LINK)
 
 
 def _read(

@@ -26,7 +26,7 @@ from opentelemetry.trace import Span
 from otel_context import cache, semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.contract import CallPlan, CallRequest
-from otel_context.conversation import STORE, Snapshot, shared
+from otel_context.conversation import STORE, ChainLink, Snapshot, shared
 from otel_context.conversation import resolve as resolve_conversation
 from otel_context.engine import auto, budgets, fleet, reactive
 from otel_context.engine.call import EngineCall, rewrites
@@ -50,7 +50,13 @@ class EnginePlan(EngineCall):
             )
             return None
 
-    def on_response(self, span: Span, usage: TokenUsage | None, response: Mapping[str, Any] | None) -> None:
+    def on_response(
+        self,
+        span: Span,
+        usage: TokenUsage | None,
+        response: Mapping[str, Any] | None,
+        response_id: str | None = None,
+    ) -> None:
         # No guard of its own: its one caller (the call's end, in the instrumentation) logs what it raises and
         # ends the span as usual.
         ended = cache.monotonic()
@@ -62,7 +68,12 @@ class EnginePlan(EngineCall):
         # The state that holds this call's history from now on (a new branch when another history of the
         # same derived key moved the one this call read): the cache check below stays on the state whose
         # detector fingerprinted the request.
-        STORE.commit(self.resolution, snapshot, ended)
+        committed = STORE.commit(self.resolution, snapshot, ended)
+        if response_id and usage is not None and self.adapter.stores_response(self.request.body):
+            link = ChainLink(committed.key, committed.serial, usage.input_tokens, usage.output_tokens)
+            STORE.link(response_id, link)
+            if store is not None:  # an explicit id is never written to the store: the app names it in every worker
+                fleet.put_link(store, response_id, link._replace(key="") if committed.explicit else link)
         state = self.state
         if usage is not None and self.budget is not None and usage.input_tokens > 0:
             utilization = usage.input_tokens / self.budget.effective
@@ -126,9 +137,16 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
         body = request.body
         items = adapter.items(body)
         model = str(request.model or body.get("model") or "")
-        resolution = resolve_conversation(adapter, request.provider, items, settings)
-        source = semconv.STATE_SOURCE_MEMORY
         store = shared.store_for(settings) if settings.state_store is not None else None
+        # A call that continues a response the provider stored belongs to that response's conversation.
+        continued = adapter.continued_response(body)
+        link = STORE.link_of(continued) if continued is not None else None
+        if link is None and continued is not None and store is not None:
+            link = yield from fleet.link_of(store, continued)  # another worker made that response
+        resolution = resolve_conversation(
+            adapter, request.provider, items, settings, (continued, link) if continued and link else None
+        )
+        source = semconv.STATE_SOURCE_MEMORY
         if store is not None:  # another worker may have moved this conversation on: one read of the store
             resolution, source = yield from fleet.take(store, request.provider, resolution, items)
         elif settings.state_store is not None:
@@ -157,7 +175,13 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
                 p.body = adapter.with_items(body, p.sent_items)
 
         # Estimate: anchored on the last reported usage when the history only grew since.
-        if snapshot is not None and snapshot.usage is not None and unchanged > 0:
+        if link is not None:
+            # The history is at the provider, and the usage of the response this call continues counts it
+            # whole (that reply included): only this call's own items are new.
+            appended = estimate_items(adapter, items)
+            estimated = link.input_tokens + link.output_tokens + int(appended * state.estimate_factor)
+            p.history_tokens = appended
+        elif snapshot is not None and snapshot.usage is not None and unchanged > 0:
             last = snapshot.items
             known = len(last)
             # What the app appended since: first, usually, the previous call's reply. Its usage's output tokens

@@ -266,6 +266,12 @@ class AnthropicMessagesAdapter:
     def server_state_reason(self, body: Body) -> str | None:
         return None  # every Messages request carries its whole history
 
+    def stores_response(self, body: Body) -> bool:
+        return False
+
+    def continued_response(self, body: Body) -> str | None:
+        return None
+
     def max_output_tokens(self, body: Body) -> int | None:
         return output_cap(body, _OUTPUT_CAP)
 

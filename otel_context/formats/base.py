@@ -85,6 +85,16 @@ class WireFormatAdapter(Protocol):
         """
         ...
 
+    def stores_response(self, body: Body) -> bool:
+        """Whether the provider keeps this request's response for later requests to continue (Responses,
+        unless ``store`` is false)."""
+        ...
+
+    def continued_response(self, body: Body) -> str | None:
+        """The id of the provider-stored response this request continues (Responses ``previous_response_id``),
+        else None: such a call belongs to the conversation of that response, whatever its own items say."""
+        ...
+
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:
         """Every safe cut index, ascending, including 0 and len(items).
 

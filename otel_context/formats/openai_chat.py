@@ -178,6 +178,12 @@ class OpenAIChatAdapter:
     def server_state_reason(self, body: Body) -> str | None:
         return None  # Chat Completions requests always carry the whole history
 
+    def stores_response(self, body: Body) -> bool:
+        return False
+
+    def continued_response(self, body: Body) -> str | None:
+        return None
+
     def max_output_tokens(self, body: Body) -> int | None:
         return output_cap(body, _OUTPUT_CAP)
 

@@ -232,6 +232,13 @@ class OpenAIResponsesAdapter:
             return "the request continues a stored conversation (conversation)"
         return None
 
+    def stores_response(self, body: Body) -> bool:
+        return body.get("store") is not False
+
+    def continued_response(self, body: Body) -> str | None:
+        previous = body.get("previous_response_id")
+        return previous if isinstance(previous, str) and previous else None
+
     def max_output_tokens(self, body: Body) -> int | None:
         return output_cap(body, _OUTPUT_CAP)
 

@@ -72,7 +72,7 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
         import openai
 
         client = openai.OpenAI(base_url=base_url + "/v1", api_key="sim-key", max_retries=0)
-        create = client.chat.completions.create
+        create = client.responses.create if sdk == "openai-responses" else client.chat.completions.create
     conn.send("ready")
     while True:
         order = conn.recv()
@@ -116,6 +116,14 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
                 "response": response,
                 "error": error,
                 "source": attributes.get(semconv.STATE_SOURCE),
+                "chat": {
+                    name: attributes.get(name)
+                    for name in (
+                        semconv.GEN_AI_CONVERSATION_ID,
+                        semconv.CONTEXT_ESTIMATED_TOKENS,
+                        semconv.GEN_AI_USAGE_INPUT_TOKENS,
+                    )
+                },
                 "compacted": bool(attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED)),
                 "links": len(chat.links) if chat is not None else 0,
                 "modes": modes,
@@ -166,7 +174,10 @@ def _counted(reader: Any) -> list[tuple[str, str, str, int]]:
 
 
 class Fleet:
-    """``n`` spawned worker processes; :meth:`call` hands one SDK call to the next worker in turn."""
+    """``n`` spawned worker processes; :meth:`call` hands one SDK call to the next worker in turn.
+
+    ``sdk``: "anthropic" (Messages), "openai" (Chat Completions) or "openai-responses" (Responses).
+    """
 
     def __init__(self, n: int, base_url: str, sdk: str, **settings: Any) -> None:
         self.n, self.base_url, self.sdk, self.settings = n, base_url, sdk, settings
@@ -174,6 +185,8 @@ class Fleet:
         self._next = 0
         #: The state source each call's chat span reported, in call order.
         self.sources: list[Any] = []
+        #: Per call, in call order: its chat span's conversation id, estimated tokens and reported input tokens.
+        self.chats: list[dict[str, Any]] = []
         #: Per call, in call order: whether its chat span says compacted, and how many links it has.
         self.compacted: list[tuple[bool, int]] = []
         #: The ``compaction.mode`` of every ``compact`` span the workers ended.
@@ -253,6 +266,7 @@ class Fleet:
             raise RuntimeError("a fleet worker did not answer in 120 s")
         answer: dict[str, Any] = parent.recv()
         self.sources.append(answer["source"])
+        self.chats.append(answer["chat"])
         self.compacted.append((answer["compacted"], answer["links"]))
         self.modes.extend(answer["modes"])
         self.compactions.extend(answer["compactions"])

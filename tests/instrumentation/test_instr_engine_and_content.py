@@ -22,11 +22,19 @@ class RecordingPlan(CallPlan):
     def __init__(self, body: Mapping[str, Any], retry_body: Mapping[str, Any] | None = None) -> None:
         super().__init__(body)
         self.responses: list[tuple[TokenUsage | None, dict[str, Any] | None]] = []
+        self.response_ids: list[str | None] = []
         self.too_long: list[BaseException] = []
         self.retry_body = retry_body
 
-    def on_response(self, span: Any, usage: TokenUsage | None, response: Mapping[str, Any] | None) -> None:
+    def on_response(
+        self,
+        span: Any,
+        usage: TokenUsage | None,
+        response: Mapping[str, Any] | None,
+        response_id: str | None = None,
+    ) -> None:
         self.responses.append((usage, dict(response) if response is not None else None))
+        self.response_ids.append(response_id)
 
     def on_too_long(self, span: Any, error: BaseException) -> Generator[SummaryRequest, SummaryResult, Any]:
         self.too_long.append(error)
@@ -87,6 +95,7 @@ def test_plan_rewrites_body_via_summarizer_sync(simulated_provider: Any, spans: 
     assert summary.parent is not None and summary.parent.span_id == chat.context.span_id
     assert attrs(chat)[semconv.GEN_AI_CONVERSATION_ID] == "conv-1"
     [(usage, response)] = fe.plans[0].responses
+    assert fe.plans[0].response_ids == [message.id]  # what a later call may continue (Responses chains)
     assert usage is not None and usage.input_tokens == call_exchange.usage["input_tokens"]
     assert response is not None and response["id"] == message.id
 
