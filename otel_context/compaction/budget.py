@@ -144,7 +144,8 @@ class Budget:
 
         ``warning`` and ``error`` share one line (effective - 20K, as in Claude Code); the state is
         ``error`` rather than ``warning`` when nothing will compact automatically (compaction off or
-        observe-only, kill switch, open breaker): above that line with no safety net is an error.
+        observe-only, kill switch, open breaker, a history the provider holds): above that line with no
+        safety net is an error.
         """
         if tokens >= self.blocking_limit:
             return semconv.CONTEXT_STATE_BLOCKING

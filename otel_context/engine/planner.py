@@ -222,7 +222,8 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
             if automatic and auto.concerned(p, budget):
                 yield from auto.compact(span, p, budget)
                 breaker_open = state.breaker.open  # a failed summary may have opened it
-            available = automatic and not breaker_open
+            # Nothing compacts a history the provider holds (Responses previous_response_id / conversation).
+            available = automatic and not breaker_open and not adapter.server_state_reason(body)
             attributes[semconv.CONTEXT_STATE] = budget.state(p.estimated_tokens, compaction_available=available)
         if state.detector is None:
             state.detector = cache.CacheBreakDetector()

@@ -129,3 +129,30 @@ def test_a_response_not_stored_starts_no_chain(
     estimated = int(_attribute(second, semconv.CONTEXT_ESTIMATED_TOKENS))
     reported = int(_attribute(second, semconv.GEN_AI_USAGE_INPUT_TOKENS))
     assert abs(estimated - reported) <= 0.05 * reported
+
+
+def test_a_chain_past_the_threshold_is_left_alone_and_its_state_says_so(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    """Nothing compacts a history the provider holds: past the threshold the call goes out unchanged with the
+    reason on its span and no summary is asked for; past the warning line its context state is ``error`` (no
+    safety net), not ``warning``; past the blocking limit, ``blocking``."""
+    window = 12_000
+    simulated_provider.set_window(MODEL, window)
+    instrumented(auto_compact_window=window)
+    client = simulated_provider.openai()
+    response = client.responses.create(model=MODEL, input="Write the report. words:800", max_output_tokens=2_000)
+    for turn in range(6):  # about 2,000 tokens a turn: one estimate falls between the error line and blocking
+        response = client.responses.create(
+            model=MODEL, previous_response_id=response.id, input=f"More {turn}. words:1500", max_output_tokens=2_000
+        )
+    chats = _chats(otel)
+    states = [_attribute(s, semconv.CONTEXT_STATE) for s in chats]
+    assert semconv.CONTEXT_STATE_WARNING not in states
+    assert semconv.CONTEXT_STATE_ERROR in states and states[-1] == semconv.CONTEXT_STATE_BLOCKING
+    skipped = [s for s in chats if _attribute(s, semconv.CONTEXT_COMPACTION_SKIPPED_REASON)]
+    assert skipped and all(
+        "previous_response_id" in _attribute(s, semconv.CONTEXT_COMPACTION_SKIPPED_REASON) for s in skipped
+    )
+    assert not [s for s in otel.spans() if s.name == semconv.COMPACT_SPAN]
+    assert len(simulated_provider.exchanges) == 7  # no summary request
