@@ -126,6 +126,9 @@ class ConversationState:
     #: The id of the provider-stored response (Responses) its last call made: a call that continues that very
     #: response is this conversation's next call; one that continues another is a branch of its own.
     last_response: str | None = None
+    #: The chain and turn of that response (see :class:`ChainLink`).
+    chain: str | None = None
+    turn = 0
 
     def __init__(self, key: str, explicit: bool, serial: int = 0) -> None:
         self.key = key
@@ -189,6 +192,11 @@ class ChainLink(NamedTuple):
     serial: int | None
     input_tokens: int
     output_tokens: int
+    #: The chain: a hash of its first stored response's id (the same in every worker, and no provider id).
+    chain: str
+    #: The response's place in its chain (1: the first), to tell a worker's state that is behind the chain
+    #: from a branch of it.
+    turn: int
 
 
 class Resolution(NamedTuple):

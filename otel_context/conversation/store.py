@@ -130,7 +130,7 @@ class ConversationStore:
         with self._lock:
             state = self._states.get((link.key, link.serial)) if link.serial is not None else None
             if state is not None:
-                state.last_response = response_id
+                state.last_response, state.chain, state.turn = response_id, link.chain, link.turn
             links = self._links
             links[response_id] = link
             links.move_to_end(response_id)
@@ -143,15 +143,25 @@ class ConversationStore:
             return self._links.get(response_id)
 
     def resolve_link(self, response_id: str, link: ChainLink) -> Resolution:
-        """The state of a call that continues the stored response ``response_id``: the very state whose call
-        made it, when that was its last call. Else a new state of its key: a branch (an earlier response is
-        continued, or two histories that opened alike shared a state until their chains parted), or another
-        worker made it, or the state was forgotten. A new state takes nothing from other histories of the key."""
+        """The state of a call that continues the stored response ``response_id``.
+
+        - The state whose call made it, when that was its last call.
+        - When another worker made it: this process's state of the same chain if it is behind (the chain
+          moved on elsewhere), so a chain served by several workers keeps one state in each.
+        - Else a new state of its key, a branch: an earlier response of the chain is continued, or two
+          histories that opened alike shared a state until their chains parted. It takes nothing from other
+          histories of the key.
+        """
         gone: list[ConversationState] = []
         with self._lock:
             parent = self._states.get((link.key, link.serial)) if link.serial is not None else None
             state = parent
-            if state is None or state.last_response != response_id:
+            if parent is None:
+                group = self._groups.get(link.key, ())
+                state = next((s for s in reversed(group) if s.chain == link.chain and s.turn < link.turn), None)
+            elif parent.last_response != response_id:
+                state = None
+            if state is None:
                 state = self._new(link.key, False)
                 if parent is not None:
                     state.inherit(parent, factor=True, baseline=False)

@@ -12,7 +12,7 @@ from otel_context import semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.contract import CallPlan, CallRequest
-from otel_context.conversation import Resolution
+from otel_context.conversation import ChainLink, Resolution
 from otel_context.conversation.memo import MemoEntry, items_hash
 from otel_context.formats.base import ChatFormat
 from otel_context.settings import Settings
@@ -54,6 +54,8 @@ class EngineCall(CallPlan):
     store: StateStore | None = None
     #: When the request was ready to go (the cache check measures the gap since the previous call from here).
     started = 0.0
+    #: The link of the stored response this call continues (Responses ``previous_response_id``), if known.
+    continued_link: ChainLink | None = None
 
     def __init__(
         self,

@@ -89,15 +89,34 @@ def link_of(store: StateStore, response_id: str) -> Generator[StoreRequest, Any,
     value = loaded.value
     if value is None:
         return None
-    key, tokens_in, tokens_out = value.get("key"), as_count(value.get("input")), as_count(value.get("output"))
-    if not isinstance(key, str) or tokens_in is None or tokens_out is None or tokens_in < 0 or tokens_out < 0:
+    key, chain = value.get("key"), value.get("chain")
+    tokens_in, tokens_out, turn = (
+        as_count(value.get("input")),
+        as_count(value.get("output")),
+        as_count(value.get("turn")),
+    )
+    if (
+        not isinstance(key, str)
+        or not isinstance(chain, str)
+        or tokens_in is None
+        or tokens_out is None
+        or turn is None
+    ):
         return None  # not a link this package wrote
-    return ChainLink(key, None, tokens_in, tokens_out)
+    if tokens_in < 0 or tokens_out < 0 or turn < 1:
+        return None
+    return ChainLink(key, None, tokens_in, tokens_out, chain, turn)
 
 
 def put_link(store: StateStore, response_id: str, link: ChainLink) -> None:
     """Tell the fleet the conversation of a stored response, off the caller's path."""
-    value = {"key": link.key, "input": link.input_tokens, "output": link.output_tokens}
+    value = {
+        "key": link.key,
+        "input": link.input_tokens,
+        "output": link.output_tokens,
+        "chain": link.chain,
+        "turn": link.turn,
+    }
     store.put_later(_LINK_PREFIX + response_id, value, _LINK)
 
 

@@ -17,6 +17,7 @@ and ``on_response``'s one caller (the call's end, in the instrumentation) logs w
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ from opentelemetry.trace import Span
 from otel_context import cache, semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.contract import CallPlan, CallRequest
-from otel_context.conversation import STORE, ChainLink, Snapshot, shared
+from otel_context.conversation import STORE, ChainLink, ConversationState, Snapshot, shared
 from otel_context.conversation import resolve as resolve_conversation
 from otel_context.engine import auto, budgets, fleet, reactive
 from otel_context.engine.call import EngineCall, rewrites
@@ -70,10 +71,7 @@ class EnginePlan(EngineCall):
         # detector fingerprinted the request.
         committed = STORE.commit(self.resolution, snapshot, ended)
         if response_id and usage is not None and self.adapter.stores_response(self.request.body):
-            link = ChainLink(committed.key, committed.serial, usage.input_tokens, usage.output_tokens)
-            STORE.link(response_id, link)
-            if store is not None:  # an explicit id is never written to the store: the app names it in every worker
-                fleet.put_link(store, response_id, link._replace(key="") if committed.explicit else link)
+            _remember_response(self, committed, response_id, usage)
         state = self.state
         if usage is not None and self.budget is not None and usage.input_tokens > 0:
             utilization = usage.input_tokens / self.budget.effective
@@ -105,6 +103,22 @@ class EnginePlan(EngineCall):
             observe_provider_compaction(span, provider, self.model, usage, read, state)
         if store is not None:
             fleet.commit(self, store, snapshot)
+
+
+def _remember_response(call: EnginePlan, committed: ConversationState, response_id: str, usage: TokenUsage) -> None:
+    """Link a response the provider stored to the state that now holds its conversation, for the calls that
+    continue it (with a shared store, for every worker). A chain is named by a hash of its first response's id
+    (a provider id is never put in a shared store), and an explicit conversation id is never written there:
+    the app names it in every worker."""
+    continued = call.continued_link
+    if continued is not None:
+        chain, turn = continued.chain, continued.turn + 1
+    else:
+        chain, turn = hashlib.sha256(response_id.encode("utf-8", "surrogatepass")).hexdigest()[:32], 1
+    link = ChainLink(committed.key, committed.serial, usage.input_tokens, usage.output_tokens, chain, turn)
+    STORE.link(response_id, link)
+    if call.store is not None:
+        fleet.put_link(call.store, response_id, link._replace(key="") if committed.explicit else link)
 
 
 def _after_reply(adapter: WireFormatAdapter, items: Sequence[Item], known: int) -> int:
@@ -176,6 +190,7 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
 
         # Estimate: anchored on the last reported usage when the history only grew since.
         if link is not None:
+            p.continued_link = link
             # The history is at the provider, and the usage of the response this call continues counts it
             # whole (that reply included): only this call's own items are new.
             appended = estimate_items(adapter, items)

@@ -54,7 +54,7 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
 
     import otel_context
     from otel_context import semconv
-    from otel_context.conversation import shared
+    from otel_context.conversation import STORE, shared
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -116,6 +116,7 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
                 "response": response,
                 "error": error,
                 "source": attributes.get(semconv.STATE_SOURCE),
+                "states": len(STORE),
                 "chat": {
                     name: attributes.get(name)
                     for name in (
@@ -187,6 +188,8 @@ class Fleet:
         self.sources: list[Any] = []
         #: Per call, in call order: its chat span's conversation id, estimated tokens and reported input tokens.
         self.chats: list[dict[str, Any]] = []
+        #: Per call, in call order: how many conversation states the worker that served it tracks.
+        self.states: list[int] = []
         #: Per call, in call order: whether its chat span says compacted, and how many links it has.
         self.compacted: list[tuple[bool, int]] = []
         #: The ``compaction.mode`` of every ``compact`` span the workers ended.
@@ -267,6 +270,7 @@ class Fleet:
         answer: dict[str, Any] = parent.recv()
         self.sources.append(answer["source"])
         self.chats.append(answer["chat"])
+        self.states.append(answer["states"])
         self.compacted.append((answer["compacted"], answer["links"]))
         self.modes.extend(answer["modes"])
         self.compactions.extend(answer["compactions"])
