@@ -178,10 +178,17 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
         )
         cascade.precreate_counters(request.provider, model)
         can_rewrite = rewrites(settings) and budget is not None
+        # A history the provider holds (Responses previous_response_id / conversation) is never rewritten: the
+        # cascade says why when it is due, and nothing else may compact it.
+        provider_holds = adapter.server_state_reason(body) is not None
 
         # Transparent mode: reuse an earlier compaction of this very prefix (proven by this call's snapshot, or
         # by hashing this call's own items).
-        if can_rewrite and (len(state.memo) or (snapshot is not None and snapshot.entry is not None)):
+        if (
+            can_rewrite
+            and not provider_holds
+            and (len(state.memo) or (snapshot is not None and snapshot.entry is not None))
+        ):
             entry = state.memo.find(items, snapshot.entry if snapshot is not None else None, unchanged)
             if entry is not None:
                 p.entry = entry
@@ -237,8 +244,7 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
             if automatic and auto.concerned(p, budget):
                 yield from auto.compact(span, p, budget)
                 breaker_open = state.breaker.open  # a failed summary may have opened it
-            # Nothing compacts a history the provider holds (Responses previous_response_id / conversation).
-            available = automatic and not breaker_open and not adapter.server_state_reason(body)
+            available = automatic and not breaker_open and not provider_holds
             attributes[semconv.CONTEXT_STATE] = budget.state(p.estimated_tokens, compaction_available=available)
         if state.detector is None:
             state.detector = cache.CacheBreakDetector()

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_context import semconv
 from tests.compaction.support import Otel
+from tests.engine.agents import long_history
 
 MODEL = "gpt-4o"
 
@@ -156,3 +157,22 @@ def test_a_chain_past_the_threshold_is_left_alone_and_its_state_says_so(
     )
     assert not [s for s in otel.spans() if s.name == semconv.COMPACT_SPAN]
     assert len(simulated_provider.exchanges) == 7  # no summary request
+
+
+def test_a_continued_request_that_resends_a_compacted_history_is_sent_unchanged(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    """An app that sends its whole history again with ``previous_response_id`` (a mistake, but the provider
+    accepts it): the conversation's summary of that history must not be put in, since the provider holds
+    the rest of it. The call goes out as the app wrote it."""
+    simulated_provider.set_window(MODEL, 400_000)  # the provider takes both copies; we compact at 60K
+    instrumented(auto_compact_window=60_000)
+    client = simulated_provider.openai()
+    history = [{"role": m["role"], "content": m["content"]} for m in long_history()]
+    first = client.responses.create(model=MODEL, input=history, max_output_tokens=1_000)
+    assert _attribute(_chats(otel)[-1], semconv.GEN_AI_CONVERSATION_COMPACTED) is True  # the memo holds a summary
+    again = [*history, {"role": "user", "content": "And one more thing."}]
+    client.responses.create(model=MODEL, input=again, previous_response_id=first.id, max_output_tokens=1_000)
+    sent = simulated_provider.exchanges[-1].body
+    assert sent["input"] == again
+    assert not _attribute(_chats(otel)[-1], semconv.GEN_AI_CONVERSATION_COMPACTED)
