@@ -27,6 +27,10 @@ trip) only when the state names a revision of them it does not hold. What ``stat
 * the breaker's counters, the estimate factor, the window a provider stated for the model, the time the
   last call ended, and the cache-break baseline (an opaque digest of :mod:`otel_context.cache`).
 
+Besides, each response the provider stores (Responses ``previous_response_id`` chains) has a ``link`` part of
+its own, named after the response id (hashed by the store): the derived key of its conversation (never an
+explicit id), its usage, and its chain's name and turn (:func:`link_value`, :func:`linked`).
+
 Two conversations never share state (docs/conversations.md): memo entries apply only to their own
 content; the rest is taken only for an explicit id, or when the anchor's hashes prove that this call's
 items continue that very history.
@@ -47,11 +51,11 @@ from typing import Any
 
 from otel_context import semconv, telemetry
 from otel_context.conversation.memo import MemoEntry
-from otel_context.conversation.state import ConversationState, Resolution, Snapshot, _without_markers
+from otel_context.conversation.state import ChainLink, ConversationState, Resolution, Snapshot, _without_markers
 from otel_context.conversation.state_store import Loaded, StateStore, open_store
 from otel_context.fork_safe import new_lock
 from otel_context.settings import Settings
-from otel_context.usage import TokenUsage
+from otel_context.usage import TokenUsage, as_count
 
 __all__ = [
     "MEMO",
@@ -368,6 +372,32 @@ class Published:
 
 def _ident(entry: MemoEntry) -> str:
     return hashlib.sha256(_digest(_entry_value(entry))).hexdigest()[:32]
+
+
+def link_value(link: ChainLink) -> dict[str, Any]:
+    """The ``link`` part of a stored response (its name, not its value, carries the response id, hashed)."""
+    return {
+        "key": link.key,
+        "input": link.input_tokens,
+        "output": link.output_tokens,
+        "chain": link.chain,
+        "turn": link.turn,
+    }
+
+
+def linked(loaded: Loaded, response_id: str) -> ChainLink | None:
+    """The link a ``link`` part holds (read from the store: no state of this process); None when absent or
+    not of our shape."""
+    value = loaded.value
+    if value is None:
+        return None
+    key, chain = value.get("key"), value.get("chain")
+    tokens_in, tokens_out, turn = (as_count(value.get(n)) for n in ("input", "output", "turn"))
+    if not isinstance(key, str) or not isinstance(chain, str) or tokens_in is None or tokens_out is None:
+        return None
+    if tokens_in < 0 or tokens_out < 0 or turn is None or turn < 1:
+        return None
+    return ChainLink(response_id, key, None, tokens_in, tokens_out, chain, turn)
 
 
 def prepared_value(entry: MemoEntry, link: tuple[int, int, int] | None) -> dict[str, Any]:

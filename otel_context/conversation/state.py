@@ -123,12 +123,9 @@ class ConversationState:
     entries are immutable, and the breaker and estimate factor change under :attr:`lock`.
     """
 
-    #: The id of the provider-stored response (Responses) its last call made: a call that continues that very
-    #: response is this conversation's next call; one that continues another is a branch of its own.
-    last_response: str | None = None
-    #: The chain and turn of that response (see :class:`ChainLink`).
-    chain: str | None = None
-    turn = 0
+    #: The link of the provider-stored response (Responses) its last call made: a call that continues that
+    #: very response is this conversation's next call; one that continues another is a branch of its own.
+    link: ChainLink | None = None
 
     def __init__(self, key: str, explicit: bool, serial: int = 0) -> None:
         self.key = key
@@ -186,6 +183,8 @@ class ChainLink(NamedTuple):
     the call that made that response: its conversation, and its reported usage, the anchor of the estimate
     (the history itself is at the provider, not in the request)."""
 
+    #: The provider's id of the response (a shared store holds it only hashed, in the link's name).
+    response: str
     #: The conversation's key (read from a shared store: "" for an explicit id, which is never written there).
     key: str
     #: The serial of this process's state of it; None when the link was read from a shared store.

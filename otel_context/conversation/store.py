@@ -125,15 +125,15 @@ class ConversationStore:
             return Resolution(state, None, 0)
         return Resolution(state, best_snapshot, max(0, best_unchanged))
 
-    def link(self, response_id: str, link: ChainLink) -> None:
+    def link(self, link: ChainLink) -> None:
         """Remember the conversation of a response the provider stored, for the calls that continue it."""
         with self._lock:
             state = self._states.get((link.key, link.serial)) if link.serial is not None else None
             if state is not None:
-                state.last_response, state.chain, state.turn = response_id, link.chain, link.turn
+                state.link = link
             links = self._links
-            links[response_id] = link
-            links.move_to_end(response_id)
+            links[link.response] = link
+            links.move_to_end(link.response)
             while len(links) > LINKS_PER_CONVERSATION * self.max_conversations:
                 links.popitem(last=False)
 
@@ -142,8 +142,8 @@ class ConversationStore:
         with self._lock:
             return self._links.get(response_id)
 
-    def resolve_link(self, response_id: str, link: ChainLink) -> Resolution:
-        """The state of a call that continues the stored response ``response_id``.
+    def resolve_link(self, link: ChainLink) -> Resolution:
+        """The state of a call that continues the stored response ``link`` names.
 
         - The state whose call made it, when that was its last call.
         - When another worker made it: this process's state of the same chain if it is behind (the chain
@@ -158,8 +158,8 @@ class ConversationStore:
             state = parent
             if parent is None:
                 group = self._groups.get(link.key, ())
-                state = next((s for s in reversed(group) if s.chain == link.chain and s.turn < link.turn), None)
-            elif parent.last_response != response_id:
+                state = next((s for s in reversed(group) if _behind(s.link, link)), None)
+            elif parent.link is None or parent.link.response != link.response:
                 state = None
             if state is None:
                 state = self._new(link.key, False)
@@ -318,6 +318,11 @@ def _inherit(state: ConversationState, others: Sequence[ConversationState], item
     state.inherit(closest, factor=relative, baseline=relative)
 
 
+def _behind(held: ChainLink | None, link: ChainLink) -> bool:
+    """Whether a state whose last call made ``held`` is behind ``link`` in the same chain."""
+    return held is not None and held.chain == link.chain and held.turn < link.turn
+
+
 def _on_evict(state: ConversationState) -> None:
     """An evicted conversation no longer counts as an open breaker."""
     if state.breaker.open:
@@ -336,18 +341,17 @@ def resolve(
     provider: str,
     items: Sequence[Mapping[str, Any]],
     settings: Settings,
-    continued: tuple[str, ChainLink] | None = None,
+    link: ChainLink | None = None,
 ) -> Resolution:
     """The state of the conversation these items belong to (created when new) and the snapshot read for them.
 
-    An explicit id names the conversation. Without one, a call that continues a stored response
-    (``continued``: its id and link) belongs to that response's conversation; else the derived key names a
-    family of conversations that open the same way, and the items decide which one of them this call
-    continues (see :class:`ConversationStore`).
+    An explicit id names the conversation. Without one, a call that continues a stored response (``link``)
+    belongs to that response's conversation; else the derived key names a family of conversations that open
+    the same way, and the items decide which one of them this call continues (see :class:`ConversationStore`).
     """
     explicit = current_conversation_id()
     STORE.follow(settings)
-    if explicit is None and continued is not None and continued[1].key:
-        return STORE.resolve_link(*continued)
+    if explicit is None and link is not None and link.key:
+        return STORE.resolve_link(link)
     key = explicit if explicit is not None else derive_key(provider, first_user_text(adapter, items))
     return STORE.resolve(key, items, explicit=explicit is not None)

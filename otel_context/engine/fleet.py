@@ -42,7 +42,6 @@ from otel_context.engine.call import EngineCall
 from otel_context.flow import StoreRequest
 from otel_context.settings import Settings
 from otel_context.tokens import estimate_fixed, estimate_items
-from otel_context.usage import as_count
 
 Steps = Generator[Any, Any, Any]
 
@@ -86,38 +85,12 @@ def link_of(store: StateStore, response_id: str) -> Generator[StoreRequest, Any,
     """The conversation of a stored response another worker made (one round trip), if the store has it."""
     name = _LINK_PREFIX + response_id
     loaded = yield StoreRequest(partial(store.get, name, _LINK), partial(store.aget, name, _LINK))
-    value = loaded.value
-    if value is None:
-        return None
-    key, chain = value.get("key"), value.get("chain")
-    tokens_in, tokens_out, turn = (
-        as_count(value.get("input")),
-        as_count(value.get("output")),
-        as_count(value.get("turn")),
-    )
-    if (
-        not isinstance(key, str)
-        or not isinstance(chain, str)
-        or tokens_in is None
-        or tokens_out is None
-        or turn is None
-    ):
-        return None  # not a link this package wrote
-    if tokens_in < 0 or tokens_out < 0 or turn < 1:
-        return None
-    return ChainLink(key, None, tokens_in, tokens_out, chain, turn)
+    return shared.linked(loaded, response_id)
 
 
-def put_link(store: StateStore, response_id: str, link: ChainLink) -> None:
+def put_link(store: StateStore, link: ChainLink) -> None:
     """Tell the fleet the conversation of a stored response, off the caller's path."""
-    value = {
-        "key": link.key,
-        "input": link.input_tokens,
-        "output": link.output_tokens,
-        "chain": link.chain,
-        "turn": link.turn,
-    }
-    store.put_later(_LINK_PREFIX + response_id, value, _LINK)
+    store.put_later(_LINK_PREFIX + link.response, shared.link_value(link), _LINK)
 
 
 def _read(

@@ -115,10 +115,10 @@ def _remember_response(call: EnginePlan, committed: ConversationState, response_
         chain, turn = continued.chain, continued.turn + 1
     else:
         chain, turn = hashlib.sha256(response_id.encode("utf-8", "surrogatepass")).hexdigest()[:32], 1
-    link = ChainLink(committed.key, committed.serial, usage.input_tokens, usage.output_tokens, chain, turn)
-    STORE.link(response_id, link)
+    link = ChainLink(response_id, committed.key, committed.serial, usage.input_tokens, usage.output_tokens, chain, turn)
+    STORE.link(link)
     if call.store is not None:
-        fleet.put_link(call.store, response_id, link._replace(key="") if committed.explicit else link)
+        fleet.put_link(call.store, link._replace(key="") if committed.explicit else link)
 
 
 def _after_reply(adapter: WireFormatAdapter, items: Sequence[Item], known: int) -> int:
@@ -157,9 +157,7 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
         link = STORE.link_of(continued) if continued is not None else None
         if link is None and continued is not None and store is not None:
             link = yield from fleet.link_of(store, continued)  # another worker made that response
-        resolution = resolve_conversation(
-            adapter, request.provider, items, settings, (continued, link) if continued and link else None
-        )
+        resolution = resolve_conversation(adapter, request.provider, items, settings, link)
         source = semconv.STATE_SOURCE_MEMORY
         if store is not None:  # another worker may have moved this conversation on: one read of the store
             resolution, source = yield from fleet.take(store, request.provider, resolution, items)
