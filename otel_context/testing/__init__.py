@@ -13,8 +13,17 @@ from __future__ import annotations
 from .clock import ManualClock
 from .faults import Fault
 from .record import Exchange
-from .scripted import summarize
+from .scripted import SummarizerStyle, summarize
 from .server import SimulatedProvider
 from .tokens import count_request_tokens, count_tokens
 
-__all__ = ["Exchange", "Fault", "ManualClock", "SimulatedProvider", "count_request_tokens", "count_tokens", "summarize"]
+__all__ = [
+    "Exchange",
+    "Fault",
+    "ManualClock",
+    "SimulatedProvider",
+    "SummarizerStyle",
+    "count_request_tokens",
+    "count_tokens",
+    "summarize",
+]

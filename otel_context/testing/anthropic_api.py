@@ -278,7 +278,14 @@ def messages_endpoint(state: SimState, req: Request) -> Result:
     thinking = thinking_text(turns, budget if budget > 0 else None) if budget >= 0 else None
     # thinking counts against max_tokens: the visible reply gets what is left
     room = max(int(body["max_tokens"]) - (count_tokens(thinking) if thinking else 0), 1)
-    reply = plan_reply(turns, tools, max_tokens=room, force_tool=force, json_schema=_output_schema(body))
+    reply = plan_reply(
+        turns,
+        tools,
+        max_tokens=room,
+        force_tool=force,
+        json_schema=_output_schema(body),
+        summarizer=state.summarizer,
+    )
     stop_sequence = _apply_stop_sequences(reply, body.get("stop_sequences"))
     content: list[dict[str, Any]] = []
     if thinking is not None:

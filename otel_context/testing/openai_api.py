@@ -269,6 +269,7 @@ def chat_completions_endpoint(state: SimState, req: Request) -> Result:
             salt=str(index) if index else "",
             force_tool=force,
             json_schema=_format_schema(body.get("response_format")),
+            summarizer=state.summarizer,
         )
         text, stopped = _stop_cut(reply.text, body.get("stop"))
         reply.text = text
@@ -556,6 +557,7 @@ def responses_endpoint(state: SimState, req: Request) -> Result:
         max_tokens=max_out,
         force_tool=force,
         json_schema=schema,
+        summarizer=state.summarizer,
     )
     output: list[dict[str, Any]] = []
     if reply.tool_calls:
@@ -659,7 +661,7 @@ def compact_endpoint(state: SimState, req: Request) -> Result:
     items = _responses_input(state, body)
     items, _, total = _fit_window(state, body, items, window)
     turns = _responses_turns(body.get("instructions"), items)
-    summary = summarize([*turns, Turn("user", "<summary>")])
+    summary = summarize([*turns, Turn("user", "<summary>")], state.summarizer)
     output: list[dict[str, Any]] = []
     for item in items:
         if (item.get("type", "message") == "message" or "role" in item) and item.get("role") == "user":

@@ -55,12 +55,15 @@ from .tokens import canonical_json, count_tokens
 
 __all__ = [
     "DEFAULT_WORDS",
+    "FAITHFUL",
     "USER_MESSAGE_CAP",
     "Reply",
+    "SummarizerStyle",
     "ToolCall",
     "Turn",
     "plan_reply",
     "structured_text",
+    "summarize",
     "summary_requested",
     "thinking_text",
 ]
@@ -231,18 +234,87 @@ def _truncate(text: str, max_tokens: int | None) -> tuple[str, bool]:
     return text[: ends[max_tokens - 1]], True
 
 
-def summarize(turns: Sequence[Turn]) -> str:
-    """The scripted summary of ``turns`` (the last turn is the summary request)."""
-    history = turns[:-1]
-    facts: list[str] = []
+@dataclass(frozen=True)
+class SummarizerStyle:
+    """How the simulated summarizer loses things, as real ones do (the default loses nothing).
+
+    A faithful summarizer hides the bugs a compactor has with real ones: an LLM summary is bounded in
+    length and tends to favour what it read last. Two independent knobs, both off by default:
+
+    * ``max_tokens``: the summary keeps at most this many tokens of facts and user messages; over it, the
+      oldest entries (by where they appear in the conversation) are dropped first.
+    * ``reads_last_tokens``: the summarizer reads only the last this many tokens of the conversation it
+      is given (the final request excluded); everything before is ignored, as if it had not been read.
+    """
+
+    max_tokens: int | None = None
+    reads_last_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_tokens", "reads_last_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"SummarizerStyle.{name} must be a positive int or None, got {value!r}")
+
+    @property
+    def lossy(self) -> bool:
+        return self.max_tokens is not None or self.reads_last_tokens is not None
+
+
+FAITHFUL = SummarizerStyle()
+
+
+def _read_window(turns: Sequence[Turn], tokens: int) -> list[Turn]:
+    """The last ``tokens`` tokens of ``turns``: older turns dropped, the oldest kept one cut at its end."""
+    kept: list[Turn] = []
+    left = tokens
+    for t in reversed(turns):
+        if left <= 0:
+            break
+        size = count_tokens(t.text)
+        if size <= left:
+            kept.append(t)
+            left -= size
+            continue
+        ends = [m.end() for m in _PIECE.finditer(t.text)]
+        start = ends[-left - 1] if len(ends) > left else 0
+        kept.append(Turn(t.role, t.text[start:], t.tool_result, t.results))
+        break
+    kept.reverse()
+    return kept
+
+
+def summarize(turns: Sequence[Turn], style: SummarizerStyle = FAITHFUL) -> str:
+    """The scripted summary of ``turns`` (the last turn is the summary request), lossy as ``style`` says."""
+    history = list(turns[:-1])
+    if style.reads_last_tokens is not None:
+        history = _read_window(history, style.reads_last_tokens)
+    read = [*history, turns[-1]] if turns else history
+    # (position, kind, text): facts at their first appearance, user messages where they stand.
+    entries: list[tuple[int, str, str]] = []
     seen: set[str] = set()
-    for t in turns:
+    position = 0
+    for index, t in enumerate(read):
+        is_user = index < len(history) and t.role == "user" and not t.tool_result
         for line in t.text.splitlines():
             s = line.strip()
+            position += 1
             if s.startswith("FACT:") and s not in seen:
                 seen.add(s)
-                facts.append(s)
-    users = [t.text[:USER_MESSAGE_CAP] for t in history if t.role == "user" and not t.tool_result]
+                entries.append((position, "fact", s))
+        if is_user:
+            position += 1
+            entries.append((position, "user", t.text[:USER_MESSAGE_CAP]))
+    if style.max_tokens is not None:
+        sizes = [count_tokens(text) + 1 for _, _, text in entries]
+        total = sum(sizes)
+        start = 0
+        while start < len(entries) and total > style.max_tokens:
+            total -= sizes[start]
+            start += 1
+        entries = entries[start:]
+    facts = [text for _, kind, text in entries if kind == "fact"]
+    users = [text for _, kind, text in entries if kind == "user"]
     lines = [
         "<analysis>",
         f"Summarizing {len(history)} messages ({len(users)} from the user); kept {len(facts)} FACT lines and "
@@ -266,6 +338,7 @@ def plan_reply(
     salt: str = "",
     force_tool: str | None = None,
     json_schema: Mapping[str, Any] | None = None,
+    summarizer: SummarizerStyle = FAITHFUL,
 ) -> Reply:
     """The deterministic reply to a conversation (see the module docstring for the conventions).
 
@@ -273,6 +346,7 @@ def plan_reply(
     conversation (e.g. the choice index when ``n > 1``). ``force_tool`` is the tool a forced ``tool_choice``
     names (``"*"``: any tool); then the reply is always a tool call (the directive's calls if the last
     message has directives, else that tool, or the first offered one, with schema-generated arguments).
+    ``summarizer`` says how a summary reply loses things (:class:`SummarizerStyle`).
     """
     last = turns[-1] if turns else Turn("user", "")
     real_user = last.role == "user" and not last.tool_result
@@ -288,7 +362,7 @@ def plan_reply(
         text, cut = _truncate(structured_text(json_schema), max_tokens)
         return Reply(text=text, truncated=cut, kind="structured")
     if summary_requested(turns):
-        text, cut = _truncate(summarize(turns), max_tokens)
+        text, cut = _truncate(summarize(turns, summarizer), max_tokens)
         return Reply(text=text, truncated=cut, kind="summary")
     if real_user and tools:
         calls = _directives(last.text, tools)

@@ -29,7 +29,7 @@ from .ids import anthropic_id, openai_request_id
 from .openai_api import chat_completions_endpoint, compact_endpoint, embeddings_endpoint, responses_endpoint
 from .record import Exchange
 from .results import JsonResult, Request, Result, SseEvent
-from .scripted import summary_pattern
+from .scripted import FAITHFUL, SummarizerStyle, summary_pattern
 from .state import SimState
 
 __all__ = ["SimulatedProvider"]
@@ -122,6 +122,8 @@ class SimulatedProvider:
     cacheable prefix; ``latency`` adds seconds of delay to every response; ``summary_latency`` adds seconds
     to every summary request (one whose last message asks for a summary, see :mod:`.scripted`), on top of
     ``latency``: a summarizer slower than the model, as with a real one that writes thousands of tokens.
+    ``summarizer`` makes summaries lose things as real ones do (a :class:`SummarizerStyle`: an output cap
+    that drops the oldest entries first, or reading only the end of the input); faithful by default.
     """
 
     def __init__(
@@ -133,6 +135,7 @@ class SimulatedProvider:
         latency: float = 0.0,
         *,
         summary_latency: float = 0.0,
+        summarizer: SummarizerStyle | None = None,
         strict_models: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -148,6 +151,8 @@ class SimulatedProvider:
             raise ValueError(f"latency must be >= 0 seconds, got {latency}")
         if summary_latency < 0:
             raise ValueError(f"summary_latency must be >= 0 seconds, got {summary_latency}")
+        if summarizer is not None and not isinstance(summarizer, SummarizerStyle):
+            raise TypeError(f"summarizer must be a SummarizerStyle, got {summarizer!r}")
         if clock is not None and not callable(clock):
             raise TypeError(f"clock must be a callable returning seconds, got {clock!r}")
         self.clock: Any = clock if clock is not None else ManualClock()
@@ -159,6 +164,7 @@ class SimulatedProvider:
             default_window=default_window,
             strict_models=strict_models,
             overrides=dict(windows or {}),
+            summarizer=summarizer or FAITHFUL,
         )
         self._faults = FaultQueue()
         self._exchanges: list[Exchange] = []
@@ -282,6 +288,17 @@ class SimulatedProvider:
         return openai.AsyncOpenAI(base_url=self.openai_base_url, **self._kw(kw, openai, is_async=True))
 
     # -- configuration and record ----------------------------------------------------------------------------
+
+    @property
+    def summarizer(self) -> SummarizerStyle:
+        """How summary replies lose things (faithful by default); settable while the server runs."""
+        return self._state.summarizer
+
+    @summarizer.setter
+    def summarizer(self, style: SummarizerStyle) -> None:
+        if not isinstance(style, SummarizerStyle):
+            raise TypeError(f"summarizer must be a SummarizerStyle, got {style!r}")
+        self._state.summarizer = style
 
     def set_window(self, model: str, tokens: int) -> None:
         """Override the context window of ``model`` (exact name, or prefix of model names)."""

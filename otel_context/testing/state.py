@@ -10,6 +10,7 @@ from typing import Any
 from .caching import PromptCache
 from .errors import Flavor, SimError
 from .models import DEFAULT_WINDOWS, lookup_window
+from .scripted import FAITHFUL, SummarizerStyle
 
 __all__ = ["SimState"]
 
@@ -25,6 +26,8 @@ class SimState:
     overrides: dict[str, int] = field(default_factory=dict)
     responses: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: How summary replies lose things (see :class:`SummarizerStyle`); faithful by default.
+    summarizer: SummarizerStyle = FAITHFUL
 
     def window(self, model: str, flavor: Flavor) -> int:
         """The context window of ``model``; unknown models get the default, or a 404 when strict."""
