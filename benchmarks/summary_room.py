@@ -2,7 +2,7 @@
 
 A chat app (real ``anthropic`` / ``openai`` SDK clients, the simulated provider) grows its history turn by turn
 until the first compaction; the table gives the ``max_tokens`` of the first summarizer request, the input tokens
-the provider counted for it, the budget's reserve (``window - effective``) and the compaction's outcome, for
+the provider counts for it, the budget's reserve (``window - effective``) and the compaction's outcome, for
 200,000 and 30,000 windows, app ``max_tokens`` 1,024 / 8,192 / 32,000, inline and background.
 Run: ``.venv/bin/python benchmarks/summary_room.py`` (~1 min on 2 cores).
 """
@@ -27,9 +27,10 @@ from otel_context import engine, semconv
 from otel_context.compaction.budget import budget_for
 from otel_context.instrumentation import _background
 from otel_context.settings import Settings
-from otel_context.testing import SimulatedProvider
+from otel_context.testing import SimulatedProvider, count_request_tokens
 
 MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1"}
+FORMATS: dict[str, Any] = {"anthropic": "anthropic_messages", "openai": "openai_chat"}
 
 
 def _question(turn: int, words: int) -> str:
@@ -82,10 +83,10 @@ def run(sdk: str, window: int, app_max: int, background: bool) -> dict[str, Any]
         assert budget is not None
         return {
             "max_tokens": cap,
-            "input": (first.usage or {}).get("input_tokens") or (first.usage or {}).get("prompt_tokens"),
+            "input": count_request_tokens(first.body, FORMATS[sdk]),
             "reserve": budget.window - budget.effective,
             "threshold": budget.auto_threshold,
-            "outcome": compact.attributes.get(semconv.COMPACTION_OUTCOME),
+            "outcome": (compact.attributes or {}).get(semconv.COMPACTION_OUTCOME),
             "requests": len(summaries),
         }
     finally:
@@ -95,8 +96,10 @@ def run(sdk: str, window: int, app_max: int, background: bool) -> dict[str, Any]
 
 
 def main() -> None:
-    print("| SDK | window | app max_tokens | mode | reserve | summarizer max_tokens | its input | outcome |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| SDK | window | app max_tokens | mode | reserve | summarizer max_tokens | its input | input + max_tokens | outcome |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for sdk in ("anthropic", "openai"):
         for window in (200_000, 30_000):
             for app_max in (1_024, 8_192, 32_000):
@@ -105,7 +108,7 @@ def main() -> None:
                     mode = "background" if background else "inline"
                     print(
                         f"| {sdk} | {window:,} | {app_max:,} | {mode} | {r['reserve']:,} | {r['max_tokens']:,} "
-                        f"| {r['input']:,} | {r['outcome']} |",
+                        f"| {r['input']:,} | {r['input'] + r['max_tokens']:,} | {r['outcome']} |",
                         flush=True,
                     )
 
