@@ -41,6 +41,8 @@ MIN_SUMMARY_TOKENS = 1_024
 SUMMARY_TRUNCATED = "summary_truncated"
 #: The normalized finish reason of a reply cut at its ``max_tokens``.
 FINISH_LENGTH = "length"
+#: The retry of a summary cut at its length limit gets at least this many times the room that cut it.
+RETRY_ROOM_FACTOR = 2
 
 
 class CompactionError(Exception):
@@ -379,8 +381,9 @@ def summarize(
     least that much (:func:`summary_room`), up to 20,000 tokens where the window leaves more. The request is
     sized in provider tokens, scaled from ``estimated_tokens`` (the engine's estimate of the call, anchored
     on the provider's count; see :func:`provider_scale`). A reply stopped by its length limit is never a
-    summary: it is asked again once with all the room the window leaves beside the plain request (up to the
-    model's output limit), and a second cut, or no more room, fails the compaction (``summary_truncated``).
+    summary: it is asked again once, the plain way, with all the room the window leaves beside the transcript
+    (up to the model's output limit) and at least twice the room that cut it (the oldest rounds making way
+    when the window leaves less); a second cut, or no more room, fails the compaction (``summary_truncated``).
     """
     if cut is None:
         cut = choose_cut(adapter, items, settings.keep_recent_messages, min_index)
@@ -411,7 +414,12 @@ def summarize(
             request = shared_prefix_request(adapter, body, items, prompt, max_output, window, output_room, scale)
             shared = request is not None
         if request is None:
-            cap = max_output if cut_short is None else model_limit
+            cap, floor = max_output, output_room
+            if cut_short is not None:
+                # All the model may write, and at least twice the room that cut the summary: where the window
+                # leaves less, the oldest rounds make way (a summary of less history, rather than one without
+                # its last fields, or none).
+                cap, floor = model_limit, min(model_limit, max(output_room, RETRY_ROOM_FACTOR * cut_short))
             request, transcript = plain_request(
                 adapter,
                 body,
@@ -420,7 +428,7 @@ def summarize(
                 summary_model,
                 max_output=cap,
                 window=window,
-                room=output_room,
+                room=floor,
                 scale=scale,
             )
             if cut_short is not None and (adapter.max_output_tokens(request) or 0) <= cut_short:
@@ -432,8 +440,8 @@ def summarize(
         result = yield SummaryRequest(request)
         finish = _finish_reason(result)
         if result.error is None and not result.too_long and finish == FINISH_LENGTH:
-            # Cut short: its last fields (pending tasks, current work) are missing. Once, ask again with all the
-            # room left beside the plain transcript, sized by the provider's own count of this request.
+            # Cut short: its last fields (pending tasks, current work) are missing. Once, ask again with more room
+            # (see above), the request sized by the provider's own count of this one.
             if cut_short is not None:
                 raise CompactionError(
                     SUMMARY_TRUNCATED,

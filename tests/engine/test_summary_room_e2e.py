@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from opentelemetry.trace import StatusCode
 
-from otel_context import semconv
+from otel_context import Compactor, semconv
 from otel_context.instrumentation import _background
 from otel_context.testing import count_request_tokens
 from tests.compaction.support import Otel
@@ -171,14 +171,17 @@ def test_a_summary_cut_at_its_limit_is_asked_again_with_the_room_left(
 def test_a_summary_that_does_not_fit_its_room_fails_and_the_request_goes_out_unchanged(
     simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any], sdk: str, background: bool
 ) -> None:
-    """Nearly all FACT lines: the summary is longer than any room the window leaves; never ``success``."""
-    window = 30_000
+    """Nearly all FACT lines: the summary is longer than the model may write or the window leaves, even asked
+    again with more room; never ``success``."""
+    window = 200_000
     simulated_provider.set_window(MODELS[sdk], window)
     instrumented(auto_compact_window=window, background_compaction=background)
-    sent, app_body = _chat_until_compaction(simulated_provider, otel, sdk, 8_192, words=20, facts=25)
+    sent, app_body = _chat_until_compaction(simulated_provider, otel, sdk, 32_000, words=20, facts=90)
     summaries = _summaries(simulated_provider)
-    assert 1 <= len(summaries) <= 2
-    assert _finish(summaries[-1]) == "length"
+    assert [_finish(e) for e in summaries] == ["length", "length"]
+    assert 20_000 == _cap(summaries[0].body) < _cap(summaries[1].body)
+    for exchange in summaries:
+        assert count_request_tokens(exchange.body, FORMATS[sdk]) + _cap(exchange.body) <= window
     (compact,) = otel.compact_spans()
     assert compact.attributes[semconv.COMPACTION_MODE] == (
         semconv.MODE_BACKGROUND if background else semconv.MODE_INLINE
@@ -189,3 +192,26 @@ def test_a_summary_that_does_not_fit_its_room_fails_and_the_request_goes_out_unc
     assert compact.status.status_code == StatusCode.ERROR
     # The app's request went out as the app wrote it.
     assert app_body["messages"] == sent
+
+
+def test_the_compactor_api_reports_a_summary_cut_at_its_limit_as_failed(simulated_provider: Any, otel: Otel) -> None:
+    """The explicit API reads the finish reason from the SDK's response too: a summary longer than any room
+    the window leaves is a failure and the messages come back unchanged."""
+    history: list[dict[str, Any]] = []
+    for turn in range(40):
+        facts = [f"FACT: turn {turn} item {i} " + " ".join(f"f{turn}y{i}z{k}" for k in range(60)) for i in range(40)]
+        history += [
+            {"role": "user", "content": "\n".join([f"Question {turn}.", *facts])},
+            {"role": "assistant", "content": f"Noted {turn}."},
+        ]
+    history.append({"role": "user", "content": "Go on."})
+    client = simulated_provider.anthropic(timeout=120.0)
+    result = Compactor(client).compact(history, model=MODELS["anthropic"], window=200_000)
+    assert not result.compacted and result.outcome == semconv.OUTCOME_FAILURE
+    assert result.messages == history
+    summaries = _summaries(simulated_provider)
+    assert [_finish(e) for e in summaries] == ["length", "length"]
+    assert _cap(summaries[1].body) > _cap(summaries[0].body)
+    (compact,) = otel.compact_spans()
+    assert compact.attributes[semconv.ERROR_TYPE] == "summary_truncated"
+    assert compact.attributes[semconv.COMPACTION_FINISH_REASON] == "length"
