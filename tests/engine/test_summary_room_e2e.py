@@ -5,7 +5,8 @@ app grows its history turn by turn until the first compaction; the first summari
 least the budget's reserve (``min(max_tokens, 20,000)``, at most half the window: docs/compaction.md) while
 its input plus that ``max_tokens`` stays within the window. The simulated provider cuts a reply at its
 ``max_tokens`` (finish reason ``length``) and its summary repeats every ``FACT:`` line, so a conversation full
-of them makes a summary longer than its room.
+of them makes a summary longer than its room: never a success, in transparent mode or through the
+``Compactor`` API.
 """
 
 from __future__ import annotations
@@ -67,9 +68,10 @@ def _wait_idle(timeout: float = 20.0) -> None:
 
 def _chat_until_compaction(
     sim: Any, otel: Otel, sdk: str, app_max: int, words: int, facts: int = 0
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Turns of a chat app until a compaction ended; (the history the app sent last, the app's last request)."""
     model = MODELS[sdk]
+    # A timeout of its own: with the default one, the anthropic SDK refuses a non-streamed max_tokens of 32,000.
     client = sim.anthropic(timeout=120.0) if sdk == "anthropic" else sim.openai()
     history: list[dict[str, Any]] = []
     for turn in range(120):
