@@ -338,7 +338,7 @@ class Interceptor:
     def _summary_result(self, response: Any, fmt: EndpointFormat, provider: str) -> SummaryResult:
         data = response.json()
         info = fmt.response_info(data, provider)
-        return SummaryResult(text=fmt.response_text(data), usage=info.usage)
+        return SummaryResult(text=fmt.response_text(data), usage=info.usage, finish_reasons=info.finish_reasons)
 
     def _summary_error(self, exc: BaseException, wire_format: str | None) -> SummaryResult:
         too_long = wire_format is not None and self._is_rejection(exc) and is_too_long(for_format(wire_format), exc)

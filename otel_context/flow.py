@@ -47,6 +47,8 @@ class SummaryResult:
     error: BaseException | None = None
     #: True when the provider said the summarizer's own request was too long.
     too_long: bool = False
+    #: The reply's finish reasons, normalized (``length``: cut at its ``max_tokens``, so never a summary).
+    finish_reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,10 @@ COMPACTION_CONSECUTIVE_FAILURES: Final = "otel_context.compaction.consecutive_fa
 COMPACTION_FILES_REHYDRATED: Final = "otel_context.compaction.files_rehydrated"
 COMPACTION_THRESHOLD_TOKENS: Final = "otel_context.compaction.threshold_tokens"
 COMPACTION_BREAKER_OPEN: Final = "otel_context.compaction.breaker_open"
+# The summarizer's last reply's finish reason, normalized as gen_ai.response.finish_reasons is (``stop``;
+# ``length``: cut at its max_tokens, never a success). Not gen_ai.response.finish_reasons itself: the compact
+# span is not an inference span, and GenAI backends would count it as one.
+COMPACTION_FINISH_REASON: Final = "otel_context.compaction.finish_reason"
 # Whether the summary was prepared in the background before the threshold (``background``) or made while
 # the caller waited (``inline``); on compact spans and on the compactions counter.
 COMPACTION_MODE: Final = "otel_context.compaction.mode"

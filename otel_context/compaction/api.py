@@ -84,7 +84,8 @@ def _sdk_summarizer(client: Any, adapter: ChatFormat) -> Callable[[SummaryReques
     def result_of(response: Any) -> SummaryResult:
         data = response.model_dump() if hasattr(response, "model_dump") else dict(response)
         usage = adapter.usage(data.get("usage") or {}, adapter.provider)
-        return SummaryResult(text=adapter.response_text(data), usage=usage)
+        reasons = adapter.response_info(data, adapter.provider).finish_reasons
+        return SummaryResult(text=adapter.response_text(data), usage=usage, finish_reasons=reasons)
 
     def create(body: Mapping[str, Any]) -> Any:
         return adapter.sdk_create(client)(**body)

@@ -177,6 +177,8 @@ class CompactionOutcome:
     provider_done: bool = False
     #: A deferred (background) success: its ``compact`` span, still open until :func:`settle`.
     open_span: Span | None = None
+    #: The summarizer's last reply's finish reason (normalized), when one came back.
+    finish_reason: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -305,6 +307,8 @@ def _close_span(
     span.set_attribute(semconv.COMPACTION_CONSECUTIVE_FAILURES, failures)
     if state is not None:
         span.set_attribute(semconv.COMPACTION_BREAKER_OPEN, state.breaker.open)
+    if out.finish_reason is not None:
+        span.set_attribute(semconv.COMPACTION_FINISH_REASON, out.finish_reason)
     if out.outcome == semconv.OUTCOME_FAILURE:
         span.set_attribute(semconv.ERROR_TYPE, out.error_type or "compaction_failed")
         span.set_status(Status(StatusCode.ERROR, out.error_message or out.error_type))
@@ -569,6 +573,9 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
                 target_tokens=job.budget.auto_threshold if job.budget is not None else None,
                 # A rejected (too long) request cannot be resent whole to the summarizer.
                 share_prefix=job.trigger != semconv.TRIGGER_REACTIVE,
+                # The summary's room is the reserve the thresholds leave (window - effective).
+                reserve=job.budget.window - job.budget.effective if job.budget is not None else None,
+                estimated_tokens=job.estimated_tokens,
             )
             custom = job.settings.summarizer
             if custom is not None:
@@ -596,6 +603,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.head = tuple(new_items[: len(head)]) if new_items[: len(head)] == head else tuple(head)
         out.summary = result.summary
         out.summary_tokens = result.summary_tokens
+        out.finish_reason = result.finish_reason
         out.files_rehydrated = result.files_rehydrated
         out.messages_compacted = result.cut - job.min_index
         before = _context_tokens(job.adapter, job.body, job.items)
@@ -611,6 +619,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.items = None
         out.outcome = semconv.OUTCOME_FAILURE
         out.error_type, out.error_message = exc.kind, str(exc)
+        out.finish_reason = exc.finish_reason or out.finish_reason
     except GeneratorExit:  # abandoned mid-summary (the caller went away): close the span, propagate
         # A background summary abandoned (uninstrumented, cancelled) is dropped, not a failure.
         background = job.mode == semconv.MODE_BACKGROUND

@@ -92,7 +92,8 @@ _SUMMARY = re.compile(r"<summary>(.*?)(?:</summary>|\Z)", re.DOTALL | re.IGNOREC
 def parse_summary(text: str) -> str:
     """The summary to put into the context: ``<analysis>`` stripped, the ``<summary>`` body extracted.
 
-    A summary cut short by the output limit (no closing tag) is kept as far as it goes. An answer with no
+    A summary with no closing tag is kept as far as it goes (a reply whose finish reason says it was cut at
+    its length limit never gets here: see :func:`otel_context.compaction.summary.summarize`). An answer with no
     tags at all is used as it is (some models ignore the format). Raises :class:`SummaryParseError` when
     nothing usable remains, so the compaction fails cleanly instead of replacing history with nothing.
     """

@@ -14,10 +14,12 @@ still at a round boundary.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from otel_context import semconv
 from otel_context.compaction import budget as budget_mod
 from otel_context.compaction.prompt import SummaryParseError, build_prompt, parse_summary, summary_message_text
 from otel_context.flow import SummaryRequest, SummaryResult
@@ -32,14 +34,27 @@ Item = Mapping[str, Any]
 MAX_OVERFLOW_RETRIES = 3
 #: Share of the transcript dropped per overflow retry when the error does not say by how much.
 OVERFLOW_DROP_FRACTION = 0.2
+#: The least output room a summary is ever asked with (an app's ``max_tokens`` may be smaller).
+MIN_SUMMARY_TOKENS = 1_024
+#: error.type of a compaction whose summary stopped at its length limit twice (a cut summary loses its last
+#: fields: pending tasks, current work).
+SUMMARY_TRUNCATED = "summary_truncated"
+#: The normalized finish reason of a reply cut at its ``max_tokens``.
+FINISH_LENGTH = "length"
+#: The retry of a summary cut at its length limit gets at least this many times the room that cut it.
+RETRY_ROOM_FACTOR = 2
 
 
 class CompactionError(Exception):
-    """A compaction could not produce a result; ``kind`` is the error.type put on the compact span."""
+    """A compaction could not produce a result; ``kind`` is the error.type put on the compact span.
 
-    def __init__(self, kind: str, message: str) -> None:
+    ``finish_reason``: the last summarizer reply's (normalized), when one came back before the failure.
+    """
+
+    def __init__(self, kind: str, message: str, finish_reason: str | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.finish_reason = finish_reason
 
 
 def is_user_turn_start(adapter: WireFormatAdapter, item: Item) -> bool:
@@ -203,6 +218,42 @@ def rehydrate_files(
 _FORCING = ("thinking", "reasoning", "response_format", "text", "parallel_tool_calls", "previous_response_id")
 
 
+def summary_room(max_output: int, reserve: int | None) -> int:
+    """The output room a summary is always given: the budget's reserve (``window - effective``, that is
+    ``min(max_output, 20,000)`` of the call, at most half the window), at least :data:`MIN_SUMMARY_TOKENS`,
+    at most what the summarizer may write (``max_output``).
+
+    The thresholds leave this reserve free on purpose, so the summarizer's input is what has to make way for
+    it (the oldest rounds are dropped), never the room itself.
+    """
+    return min(max_output, max(reserve or 0, MIN_SUMMARY_TOKENS))
+
+
+def provider_scale(
+    adapter: WireFormatAdapter, body: Mapping[str, Any], items: Sequence[Item], estimated_tokens: int | None
+) -> float:
+    """Provider tokens per estimated token for this history, from the engine's estimate of the request.
+
+    Our estimates pad chars/4 by 4/3 (they gate compaction, where undercounting is the costly error), but the
+    engine's own estimate of a call is anchored on the provider's count of the conversation. Sizing the
+    summarizer's input with the padded figure made a request at the threshold look larger than the window,
+    and the summary got the floor instead of the reserve the thresholds leave for it. 1.0 (the padded figure)
+    when nothing better is known (a first call, the explicit API without a count).
+    """
+    if not estimated_tokens or estimated_tokens <= 0:
+        return 1.0
+    padded = estimate_fixed(adapter, body) + estimate_items(adapter, items)
+    if padded <= 0:
+        return 1.0
+    return max(budget_mod.MIN_CALIBRATION, estimated_tokens / padded)
+
+
+def request_tokens(adapter: WireFormatAdapter, request: Mapping[str, Any], scale: float) -> int:
+    """The summarizer request's input in provider tokens (our estimate of it times ``scale``)."""
+    padded = estimate_fixed(adapter, request) + estimate_items(adapter, adapter.items(request))
+    return math.ceil(padded * scale)
+
+
 def shared_prefix_request(
     adapter: WireFormatAdapter,
     body: Mapping[str, Any],
@@ -210,12 +261,15 @@ def shared_prefix_request(
     prompt: str,
     max_output: int,
     window: int | None,
+    room: int = MIN_SUMMARY_TOKENS,
+    scale: float = 1.0,
 ) -> dict[str, Any] | None:
     """The call's own request (same system, tools, messages and cache breakpoints) plus the prompt as a last
     user turn: its prefix is byte-identical to what the provider has just cached, so the summarizer reads
     the conversation from the cache instead of paying for it again (the cost spike users report around
     compaction). None when that is unsafe: a forced tool choice, thinking/reasoning or output-format
-    settings, or no room in the window for the prompt and the summary.
+    settings, or a window that does not leave ``room`` tokens for the summary beside the request (sized in
+    provider tokens: our estimate times ``scale``, see :func:`provider_scale`).
     """
     choice = body.get("tool_choice")
     if choice not in (None, "auto", "none") and not (
@@ -224,17 +278,61 @@ def shared_prefix_request(
         return None
     if any(key in body for key in _FORCING):
         return None
-    prompt_tokens = estimate_text(prompt)
-    max_tokens = max_output
-    if window is not None:
-        used = estimate_fixed(adapter, body) + estimate_items(adapter, items) + prompt_tokens
-        max_tokens = min(max_output, window - used)
-        if max_tokens < 1_024:
-            return None
     request = dict(adapter.with_items(body, [*items, adapter.make_user_item(prompt)]))
     for key in ("stream", "stream_options", "n", "stop", "stop_sequences"):
         request.pop(key, None)
+    max_tokens = max_output
+    if window is not None:
+        left = window - request_tokens(adapter, request, scale)
+        if left < room:
+            return None
+        max_tokens = min(max_output, left)
     return adapter.with_output_cap(request, max_tokens)
+
+
+def plain_request(
+    adapter: WireFormatAdapter,
+    body: Mapping[str, Any],
+    transcript: Sequence[Item],
+    prompt: str,
+    model: str,
+    *,
+    max_output: int,
+    window: int | None,
+    room: int,
+    scale: float,
+) -> tuple[dict[str, Any], list[Item]]:
+    """The summarizer's request without tools (the transcript as text) and the transcript it summarizes.
+
+    Its output cap is ``max_output``, or what the window leaves beside the request when that is less, but
+    never less than ``room``: when the window does not leave ``room`` beside the whole transcript, its
+    oldest rounds are dropped until it does (the reserve stays whole; the summary then covers less of the
+    oldest history, as after a too-long summarizer request). A transcript that is one round already goes out
+    with what is left; under :data:`MIN_SUMMARY_TOKENS` the compaction fails.
+    """
+    current = list(transcript)
+    while True:
+        request = adapter.make_summary_request(body, current, prompt, max_output, model)
+        if window is None:
+            return request, current
+        left = window - request_tokens(adapter, request, scale)
+        if left >= room:
+            return adapter.with_output_cap(request, min(max_output, left)), current
+        shorter = drop_oldest_rounds(adapter, current, math.ceil((room - left) / scale))
+        if not shorter or len(shorter) >= len(current):
+            if left < MIN_SUMMARY_TOKENS:
+                raise CompactionError(
+                    "summary_too_long", f"the summarizer's request leaves no room for the summary ({left} tokens)"
+                )
+            return adapter.with_output_cap(request, left), current
+        current = shorter
+
+
+def _finish_reason(result: SummaryResult) -> str | None:
+    """The reply's finish reason, normalized (``length`` for a reply cut at its ``max_tokens``)."""
+    for reason in result.finish_reasons:
+        return semconv.FINISH_REASON_MAP.get(reason, reason)
+    return None
 
 
 @dataclass(frozen=True)
@@ -250,6 +348,8 @@ class SummaryOutcome:
     #: Provider tokens per estimated token, measured on the summarizer's request (None: not measured,
     #: e.g. another summary model or no usage reported). See :func:`budget.calibration`.
     calibration: float | None = None
+    #: The summarizer reply's finish reason, normalized (``stop``; None when it reported none).
+    finish_reason: str | None = None
 
 
 def summarize(
@@ -266,6 +366,8 @@ def summarize(
     target_tokens: int | None = None,
     share_prefix: bool = False,
     rehydrate_room: int | None = None,
+    reserve: int | None = None,
+    estimated_tokens: int | None = None,
 ) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
     """Summarize ``items[:cut]`` (cut chosen by the keep-recent policy unless given); raise CompactionError.
 
@@ -274,6 +376,14 @@ def summarize(
     the call's own request plus the prompt (see :func:`shared_prefix_request`), which the provider serves
     from its prompt cache; when that is not possible, too long, or answered with a tool call, ask with the
     plain transcript (no tools).
+
+    Output room: ``reserve`` is the budget's (``window - effective``); the summary is always asked with at
+    least that much (:func:`summary_room`), up to 20,000 tokens where the window leaves more. The request is
+    sized in provider tokens, scaled from ``estimated_tokens`` (the engine's estimate of the call, anchored
+    on the provider's count; see :func:`provider_scale`). A reply stopped by its length limit is never a
+    summary: it is asked again once, the plain way, with all the room the window leaves beside the transcript
+    (up to the model's output limit) and at least twice the room that cut it (the oldest rounds making way
+    when the window leaves less); a second cut, or no more room, fails the compaction (``summary_truncated``).
     """
     if cut is None:
         cut = choose_cut(adapter, items, settings.keep_recent_messages, min_index)
@@ -288,30 +398,68 @@ def summarize(
     max_output = (
         budget_mod.SUMMARY_RESERVE_TOKENS if spec is None else min(budget_mod.SUMMARY_RESERVE_TOKENS, spec.max_output)
     )
+    # After a reply cut at its length limit: all the model may write (the window permitting).
+    model_limit = max_output if spec is None else max(max_output, spec.max_output)
+    output_room = summary_room(max_output, reserve)
+    scale = provider_scale(adapter, body, items, estimated_tokens)
     shared = share_prefix and summary_model == model
     attempts = 0
     overflow_retries = 0
+    cut_short: int | None = None  #: the output cap of a reply stopped by its length limit
+    finish: str | None = None
     while True:
         attempts += 1
         request: dict[str, Any] | None = None
         if shared:
-            request = shared_prefix_request(adapter, body, items, prompt, max_output, window)
+            request = shared_prefix_request(adapter, body, items, prompt, max_output, window, output_room, scale)
             shared = request is not None
         if request is None:
-            max_tokens = max_output
-            if window is not None:
-                left = window - estimate_items(adapter, transcript) - estimate_text(prompt)
-                left -= estimate_fixed(adapter, body)
-                max_tokens = min(max_tokens, max(1_024, left))
-            request = adapter.make_summary_request(body, transcript, prompt, max_tokens, summary_model)
+            cap, floor = max_output, output_room
+            if cut_short is not None:
+                # All the model may write, and at least twice the room that cut the summary: where the window
+                # leaves less, the oldest rounds make way (a summary of less history, rather than one without
+                # its last fields, or none).
+                cap, floor = model_limit, min(model_limit, max(output_room, RETRY_ROOM_FACTOR * cut_short))
+            request, transcript = plain_request(
+                adapter,
+                body,
+                transcript,
+                prompt,
+                summary_model,
+                max_output=cap,
+                window=window,
+                room=floor,
+                scale=scale,
+            )
+            if cut_short is not None and (adapter.max_output_tokens(request) or 0) <= cut_short:
+                raise CompactionError(
+                    SUMMARY_TRUNCATED,
+                    f"the summary reached its length limit ({cut_short} tokens) and the window leaves it no more room",
+                    finish,
+                )
         result = yield SummaryRequest(request)
+        finish = _finish_reason(result)
+        if result.error is None and not result.too_long and finish == FINISH_LENGTH:
+            # Cut short: its last fields (pending tasks, current work) are missing. Once, ask again with more room
+            # (see above), the request sized by the provider's own count of this one.
+            if cut_short is not None:
+                raise CompactionError(
+                    SUMMARY_TRUNCATED,
+                    f"the summary reached its length limit twice ({adapter.max_output_tokens(request)} tokens)",
+                    finish,
+                )
+            cut_short = adapter.max_output_tokens(request) or 0
+            if result.usage is not None and result.usage.input_tokens > 0:
+                scale = max(scale, budget_mod.calibration(adapter, request, result.usage.input_tokens) or scale)
+            shared = False
+            continue
         summary: str | None = None
         if result.error is None and not result.too_long:
             try:
                 summary = parse_summary(result.text)
             except SummaryParseError as exc:
                 if not shared:
-                    raise CompactionError("no_summary", str(exc)) from exc
+                    raise CompactionError("no_summary", str(exc), finish) from exc
         if shared and summary is None and (result.too_long or result.error is None):
             # The cache-sharing request was too long or answered with a tool call instead of text:
             # ask again the plain way (no tools, transcript as text).
@@ -359,4 +507,5 @@ def summarize(
             files_rehydrated=rehydration.files,
             attempts=attempts,
             calibration=measured,
+            finish_reason=finish,
         )

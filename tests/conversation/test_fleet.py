@@ -57,11 +57,15 @@ def _history_over_threshold(sdk: str) -> tuple[dict[str, Any], int]:
     """A request whose estimate is past the auto threshold but below the blocking limit; and how many
     tokens it is estimated at."""
     model = MODELS[sdk]
-    budget = budget_for(model, Settings(auto_compact_window=WINDOW), max_output_tokens=1024)
+    # The call's max_tokens is the budget's reserve, the room the summary gets at the threshold; with turns
+    # longer than the 500 characters of each user message the simulated summary keeps, the summary fits it
+    # (a summary cut at its length limit is a failed compaction, asked again once).
+    max_tokens, turn_lines = 8_192, 200
+    budget = budget_for(model, Settings(auto_compact_window=WINDOW), max_output_tokens=max_tokens)
     assert budget is not None
     adapter = for_format("anthropic_messages" if sdk == "anthropic" else "openai_chat")
     messages: list[dict[str, Any]] = [] if sdk == "anthropic" else [{"role": "system", "content": "Be brief."}]
-    body: dict[str, Any] = {"model": model, "max_tokens": 1024, "messages": messages}
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
     turn = 0
     while True:
         body["messages"] = [*messages, {"role": "user", "content": "What did you learn?"}]
@@ -69,7 +73,7 @@ def _history_over_threshold(sdk: str) -> tuple[dict[str, Any], int]:
         if tokens >= budget.auto_threshold:
             break
         messages += [
-            {"role": "user", "content": f"Turn {turn}. " + file_content(f"f{turn}.py", 60)},
+            {"role": "user", "content": f"Turn {turn}. " + file_content(f"f{turn}.py", turn_lines)},
             {"role": "assistant", "content": f"Read f{turn}.py."},
         ]
         turn += 1

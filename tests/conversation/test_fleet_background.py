@@ -367,16 +367,20 @@ def _history_past_start_point() -> tuple[dict[str, Any], dict[str, Any]]:
     """A request past the background start point but below the auto threshold, and the same history with
     one more turn that crosses the threshold (still below the blocking limit)."""
     model = MODELS["anthropic"]
+    # The call's max_tokens is the budget's reserve, the room the summary gets at the threshold; with turns
+    # longer than the 500 characters of each user message the simulated summary keeps, the summary fits it
+    # (a summary cut at its length limit is a failed compaction, asked again once).
+    max_tokens, turn_lines = 8_192, 200
     settings = Settings(auto_compact_window=WINDOW)
-    budget = budget_for(model, settings, max_output_tokens=1024)
+    budget = budget_for(model, settings, max_output_tokens=max_tokens)
     assert budget is not None
     adapter = for_format("anthropic_messages")
     start = background.start_point(budget, settings.background_start_pct)
 
     def estimate(messages: list[dict[str, Any]]) -> int:
-        return estimate_fixed(adapter, {"model": model, "max_tokens": 1024, "messages": messages}) + estimate_items(
-            adapter, messages
-        )
+        return estimate_fixed(
+            adapter, {"model": model, "max_tokens": max_tokens, "messages": messages}
+        ) + estimate_items(adapter, messages)
 
     def turn(n: int, lines: int) -> list[dict[str, Any]]:
         return [
@@ -388,17 +392,17 @@ def _history_past_start_point() -> tuple[dict[str, Any], dict[str, Any]]:
     question = {"role": "user", "content": "What did you learn?"}
     n = 0
     while estimate([*messages, question]) < start:
-        messages += turn(n, 20)
+        messages += turn(n, turn_lines)
         n += 1
     first = [*messages, question]
     assert estimate(first) < budget.auto_threshold
     later = [*first, {"role": "assistant", "content": "Much."}]
     while estimate(later) < budget.auto_threshold:
-        later += turn(n, 20)
+        later += turn(n, turn_lines)
         n += 1
     later.append(question)
     assert estimate(later) < budget.blocking_limit
-    body = {"model": model, "max_tokens": 1024}
+    body = {"model": model, "max_tokens": max_tokens}
     return {**body, "messages": first}, {**body, "messages": later}
 
 

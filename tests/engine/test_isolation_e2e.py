@@ -29,6 +29,10 @@ GREETING = "Hi! Can you help me with my project?"
 _TAG = re.compile(r"\bc(\d\d)-")
 _SUMMARY = re.compile(r"summar", re.IGNORECASE)
 MODELS = {"anthropic": "claude-sonnet-4-6", "openai_chat": "gpt-4o", "openai_responses": "gpt-4o"}
+#: The calls' max_tokens, which is the budget's reserve: the room the summary gets at the threshold. The
+#: simulated summary keeps every user message (500 characters each); 512 left it too little in this window
+#: (a summary cut at its length limit is a failed compaction).
+MAX_TOKENS = 2_048
 
 
 def _user_text(conv: int, turn: int) -> str:
@@ -47,19 +51,19 @@ def _text_of(response: Any, fmt: str) -> str:
 def _call(client: Any, fmt: str, history: list[dict[str, Any]]) -> Any:
     model = MODELS[fmt]
     if fmt == "anthropic":
-        return client.messages.create(model=model, max_tokens=512, messages=history)
+        return client.messages.create(model=model, max_tokens=MAX_TOKENS, messages=history)
     if fmt == "openai_chat":
-        return client.chat.completions.create(model=model, max_tokens=512, messages=history)
-    return client.responses.create(model=model, max_output_tokens=512, input=history)
+        return client.chat.completions.create(model=model, max_tokens=MAX_TOKENS, messages=history)
+    return client.responses.create(model=model, max_output_tokens=MAX_TOKENS, input=history)
 
 
 async def _acall(client: Any, fmt: str, history: list[dict[str, Any]]) -> Any:
     model = MODELS[fmt]
     if fmt == "anthropic":
-        return await client.messages.create(model=model, max_tokens=512, messages=history)
+        return await client.messages.create(model=model, max_tokens=MAX_TOKENS, messages=history)
     if fmt == "openai_chat":
-        return await client.chat.completions.create(model=model, max_tokens=512, messages=history)
-    return await client.responses.create(model=model, max_output_tokens=512, input=history)
+        return await client.chat.completions.create(model=model, max_tokens=MAX_TOKENS, messages=history)
+    return await client.responses.create(model=model, max_output_tokens=MAX_TOKENS, input=history)
 
 
 def _conversation(
