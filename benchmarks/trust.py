@@ -42,8 +42,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=200)
     args = parser.parse_args()
-    print("| sdk | summarizer | mode | # | turn | constraint | reversal | facts kept | user msgs verbatim |"
-          " summarizer in (cache read) | tokens after |")
+    print(
+        "| sdk | summarizer | mode | # | turn | constraint | reversal | facts kept | user msgs verbatim |"
+        " summarizer in (cache read) | tokens after |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for sdk in MODELS:
         for style in STYLES:
@@ -52,7 +54,11 @@ def main() -> None:
                 result = one(sdk, style, background, args.turns)
                 mode = "background" if background else "inline"
                 for k, c in enumerate(result.compactions, 1):
-                    reversal = ("yes" if c.reversal else "NO") if c.reversal_said else ("(not said)" if not c.reversal else "?")
+                    reversal = (
+                        ("yes" if c.reversal else "NO")
+                        if c.reversal_said
+                        else ("(not said)" if not c.reversal else "?")
+                    )
                     print(
                         f"| {sdk} | {style} | {mode} | {k} | {c.turn} | {'yes' if c.constraint else 'NO'} | {reversal} |"
                         f" {c.facts_kept}/{c.facts_said} | {c.verbatim}/{c.user_messages}"

@@ -72,7 +72,11 @@ def run(client: Any, sdk: str, model: str, turns: int = 200, file_lines: int = 1
         for _ in range(3):
             if anthropic:
                 response = client.messages.create(
-                    model=model, max_tokens=1024, system=SYSTEM, tools=ANTHROPIC_TOOLS, messages=with_breakpoint(history)
+                    model=model,
+                    max_tokens=1024,
+                    system=SYSTEM,
+                    tools=ANTHROPIC_TOOLS,
+                    messages=with_breakpoint(history),
                 )
                 history.append(
                     {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
@@ -84,7 +88,11 @@ def run(client: Any, sdk: str, model: str, turns: int = 200, file_lines: int = 1
                     {
                         "role": "user",
                         "content": [
-                            {"type": "tool_result", "tool_use_id": b.id, "content": file_content(b.input["path"], file_lines)}
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": b.id,
+                                "content": file_content(b.input["path"], file_lines),
+                            }
                             for b in calls
                         ],
                     }
@@ -103,7 +111,11 @@ def run(client: Any, sdk: str, model: str, turns: int = 200, file_lines: int = 1
                 said: dict[str, Any] = {"role": "assistant", "content": message.content}
                 if message.tool_calls:
                     said["tool_calls"] = [
-                        {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.function.name, "arguments": c.function.arguments},
+                        }
                         for c in message.tool_calls
                     ]
                 history.append(said)
@@ -200,7 +212,9 @@ def audit(exchanges: Sequence[Any]) -> Audit:
                 summarizer_read += int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
             else:
                 read = int(usage.get("cache_read_input_tokens") or 0)
-                summarizer_in += int(usage.get("input_tokens") or 0) + read + int(usage.get("cache_creation_input_tokens") or 0)
+                summarizer_in += (
+                    int(usage.get("input_tokens") or 0) + read + int(usage.get("cache_creation_input_tokens") or 0)
+                )
                 summarizer_read += read
             continue
         messages = _messages(body)
