@@ -293,14 +293,12 @@ def to_cover(
     """The user's messages left out of the verbatim list that no earlier summary was asked to cover: those
     the previous compaction kept verbatim (its head, ``items[:anchor_end]``) and those of the span dropped
     now. They go into the prompt itself, where a summarizer that reads only the end of its input reads them
-    too; at most ``budget`` tokens of them, oldest first."""
-    if not kept.left_out:
+    too; at most ``budget`` tokens of them, oldest first. None at a first compaction (``anchor_end`` 0): the
+    whole conversation is the transcript, and the prompt says to cover what is left out."""
+    if not kept.left_out or not anchor_end:
         return []
-    if anchor_end:
-        fresh = set(user_messages(adapter, items[:cut]))  # the previous verbatim list and the span
-        candidates = [t for t in kept.left_out if t in fresh]
-    else:
-        candidates = list(kept.left_out)
+    fresh = set(user_messages(adapter, items[:cut]))  # the previous verbatim list and the span
+    candidates = [t for t in kept.left_out if t in fresh]
     out: list[str] = []
     used = 0
     for text in candidates:
@@ -446,7 +444,10 @@ def summarize(
         found = find_anchor(items, adapter, cut)
         anchor, anchor_end = found if found is not None else (None, 0)
     source = history if history is not None else items
-    budget = user_messages_budget(settings, window, effective)
+    # At most half of what the summary replaces: the user's words alone must never undo the compaction
+    # (in an agent's conversation they are a small part of it; in a chat of long questions, not).
+    replaced = estimate_items(adapter, items[:cut])
+    budget = min(user_messages_budget(settings, window, effective), replaced // 2)
     kept = select_user_messages(user_messages(adapter, source[: cut + history_shift]), budget)
     # Anchored: only the span dropped since the previous summary is conversation to summarize.
     transcript: list[Item] = list(items[anchor_end:cut] if anchor is not None else items[:cut])
@@ -520,6 +521,10 @@ def summarize(
         # kept turns, reads "continue from where the work stopped", and a derived conversation key (the first
         # user message) is unchanged when the app keeps the compacted history.
         head = (*verbatim, adapter.make_user_item(summary_message_text(summary, rehydration.text, kept.note)))
+        if verbatim and estimate_items(adapter, head) >= replaced:
+            # A short prefix whose summary is as long as it: the summary alone, or nothing is gained.
+            verbatim = ()
+            head = (adapter.make_user_item(summary_message_text(summary, rehydration.text)),)
         # The summarizer's request holds (nearly) the conversation itself, just counted by the provider: the
         # cascade sizes the compacted context with it. Only the call's own model shares its tokenizer.
         measured = None
