@@ -22,7 +22,7 @@ STYLES = {
     "max_tokens=2000": SummarizerStyle(max_tokens=2000),
     "reads_last_tokens=6000": SummarizerStyle(reads_last_tokens=6000),
 }
-MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4o"}
+MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4o", "openai-responses": "gpt-4o"}
 
 
 def one(sdk: str, style: str, background: bool, turns: int) -> trust.Audit:

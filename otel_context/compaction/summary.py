@@ -381,8 +381,6 @@ class SummaryOutcome:
     calibration: float | None = None
     #: The user's messages carried verbatim in the head (before the summary message).
     user_messages_kept: int = 0
-    #: Whether the summarizer updated an earlier summary (anchored) rather than writing a new one.
-    anchored: bool = False
 
 
 def find_anchor(items: Sequence[Item], adapter: WireFormatAdapter, cut: int) -> tuple[str, int] | None:
@@ -424,7 +422,7 @@ def summarize(
     provider serves from its prompt cache; when that is not possible, too long, or answered with a tool
     call, ask with the plain transcript (no tools).
 
-    The user's own messages: the head carries those of the compacted part verbatim, after the summary
+    The user's own messages: the head carries those of the compacted part verbatim, before the summary
     message, within :func:`user_messages_budget` (``effective``: the effective window). They are taken from
     ``history``, the conversation as the app sent it (``items`` may start with the head of an earlier
     compaction; ``items[i]`` is ``history[i + history_shift]`` after it), never from a summary.
@@ -539,5 +537,4 @@ def summarize(
             attempts=attempts,
             calibration=measured,
             user_messages_kept=len(verbatim),
-            anchored=anchor is not None,
         )

@@ -65,6 +65,8 @@ def run(client: Any, sdk: str, model: str, turns: int = 200, file_lines: int = 1
     """Play the conversation (``sdk``: ``anthropic`` or ``openai``, chat completions); returns the history."""
     if sdk != "anthropic":
         from openai.types.chat import ChatCompletion
+    if sdk == "openai-responses":
+        return _run_responses(client, model, turns, file_lines)
     anthropic = sdk == "anthropic"
     history: list[dict[str, Any]] = [] if anthropic else [{"role": "system", "content": SYSTEM}]
     for turn in range(turns):
@@ -127,6 +129,59 @@ def run(client: Any, sdk: str, model: str, turns: int = 200, file_lines: int = 1
     return history
 
 
+#: The read_file tool in the Responses API's shape.
+RESPONSES_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "name": "read_file",
+        "description": "Read a file",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    }
+]
+
+
+def _run_responses(client: Any, model: str, turns: int, file_lines: int) -> list[dict[str, Any]]:
+    """The conversation on the Responses API, its whole input resent on every call (no stored state)."""
+    from openai.types.responses import Response
+
+    history: list[dict[str, Any]] = []
+    for turn in range(turns):
+        history.append({"role": "user", "content": user_message(turn)})
+        for _ in range(3):
+            body = {
+                "model": model,
+                "instructions": SYSTEM,
+                "max_output_tokens": 1024,
+                "tools": RESPONSES_TOOLS,
+                "input": history,
+                "store": False,
+            }
+            response = client.post("/responses", body=body, cast_to=Response)  # see run(): create's transform
+            calls = []
+            for item in response.output:
+                if item.type == "message":
+                    text = "".join(part.text for part in item.content if part.type == "output_text")
+                    history.append({"role": "assistant", "content": text})
+                elif item.type == "function_call":
+                    history.append(
+                        {
+                            "type": "function_call",
+                            "call_id": item.call_id,
+                            "name": item.name,
+                            "arguments": item.arguments,
+                        }
+                    )
+                    calls.append(item)
+            if not calls:
+                break
+            for call in calls:
+                path = json.loads(call.arguments)["path"]
+                history.append(
+                    {"type": "function_call_output", "call_id": call.call_id, "output": file_content(path, file_lines)}
+                )
+    return history
+
+
 @dataclass
 class Compaction:
     """What the model received on the first request after one compaction."""
@@ -154,16 +209,22 @@ class Audit:
         return sum(c.facts_kept for c in self.compactions) / said if said else 1.0
 
 
+_TEXT_PARTS = ("text", "input_text", "output_text")
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+        texts = (b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") in _TEXT_PARTS)
+        return "\n".join(str(t) for t in texts)
     return ""
 
 
 def _messages(body: Any) -> list[dict[str, Any]]:
-    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(body, dict):
+        return []
+    messages = body.get("messages") if "messages" in body else body.get("input")
     return [m for m in messages or [] if isinstance(m, dict) and m.get("role") not in ("system", "developer")]
 
 
@@ -207,9 +268,10 @@ def audit(exchanges: Sequence[Any]) -> Audit:
         if not isinstance(body, dict) or exchange.status != 200:
             continue
         if _is_summarizer(body):
-            if "prompt_tokens" in usage:
-                summarizer_in += int(usage["prompt_tokens"])
-                summarizer_read += int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+            if "prompt_tokens" in usage or "input" in body:
+                summarizer_in += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
+                details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+                summarizer_read += int(details.get("cached_tokens") or 0)
             else:
                 read = int(usage.get("cache_read_input_tokens") or 0)
                 summarizer_in += (
