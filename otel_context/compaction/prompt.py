@@ -6,7 +6,10 @@ Why this shape (the one Claude Code's production compactor uses; docs/compaction
 - an ``<analysis>`` scratchpad before the ``<summary>``: the model reviews the conversation before it
   commits to a summary, and the scratchpad is stripped so it costs no context afterwards;
 - nine fields, with every user message verbatim and the next step quoted: the top user complaint about
-  compaction is lost instructions and re-done work.
+  compaction is lost instructions and re-done work;
+- from the second compaction on, the previous summary to update (anchored, as Factory, OpenHands and OpenCode
+  do), never a summary of the summary; the prompt names the user's messages the app keeps verbatim beside the
+  summary, and says that a later user instruction replaces an earlier one.
 """
 
 from __future__ import annotations
