@@ -48,7 +48,9 @@ def _check_anchored(exchanges: list[Any]) -> None:
     for exchange in exchanges:
         messages = exchange.body.get("messages") or []
         texts = [
-            m["content"] if isinstance(m["content"], str) else "".join(b.get("text", "") for b in m["content"] or [])
+            m["content"]
+            if isinstance(m.get("content"), str)
+            else "".join(b.get("text", "") for b in m.get("content") or [])
             for m in messages
         ]
         if messages and NO_TOOLS_PREAMBLE in texts[-1]:

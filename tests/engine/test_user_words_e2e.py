@@ -172,3 +172,38 @@ def test_the_budget_is_a_setting(otel: Otel, instrumented: Any) -> None:
         assert _text(messages[0]).startswith(SUMMARY_MESSAGE_HEADER)  # no user message kept before it
     spans = [s for s in otel.compact_spans() if s.attributes.get(semconv.COMPACTION_OUTCOME) == semconv.OUTCOME_SUCCESS]
     assert spans and all(s.attributes[semconv.COMPACTION_USER_MESSAGES_KEPT] == 0 for s in spans)
+
+
+def test_an_app_that_keeps_the_compacted_history_gets_anchored_summaries(otel: Otel) -> None:
+    """The explicit API: an app that compacts its own history and keeps the result sends our summary message
+    back. The next compaction recognizes it: it is the anchor (never one of the user's messages, never kept
+    twice), and the user's messages before it stay verbatim."""
+    from otel_context import Compactor
+
+    history = [{"role": "user", "content": trust.TASK}, {"role": "assistant", "content": "On it."}]
+    history += [{"role": "user", "content": trust.CONSTRAINT}, {"role": "assistant", "content": "Rust it is."}]
+    for turn in range(2, 14):
+        history += [
+            {"role": "user", "content": f"Step {turn}.\nFACT: step {turn} done."},
+            {"role": "assistant", "content": "Done. " + "details " * 200},
+        ]
+    with SimulatedProvider() as sim:
+        compactor = Compactor(sim.anthropic())
+        first = compactor.compact(history, model=MODELS["anthropic"])
+        assert first.compacted
+        messages = list(first.messages)
+        for turn in range(14, 24):
+            messages += [
+                {"role": "user", "content": f"Step {turn}.\nFACT: step {turn} done."},
+                {"role": "assistant", "content": "Done. " + "details " * 200},
+            ]
+        second = compactor.compact(messages, model=MODELS["anthropic"])
+        assert second.compacted
+        prompts = [_text(_messages(e.body)[-1]) for e in sim.exchanges]
+    assert "<previous_summary>" not in prompts[0]
+    assert f"<previous_summary>\n{first.summary}\n</previous_summary>" in prompts[1]
+    texts = [_text(m) for m in second.messages]
+    assert sum(1 for t in texts if t.startswith(SUMMARY_MESSAGE_HEADER)) == 1
+    at = next(i for i, t in enumerate(texts) if t.startswith(SUMMARY_MESSAGE_HEADER))
+    assert texts[:2] == [trust.TASK, trust.CONSTRAINT] and texts[at - 1].startswith("Step ")
+    assert all(not t.startswith(SUMMARY_MESSAGE_HEADER) for t in texts[:at])
