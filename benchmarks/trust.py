@@ -15,8 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import otel_context
 from otel_context import engine
-from otel_context.testing import SimulatedProvider, SummarizerStyle
-from otel_context.testing import trust
+from otel_context.testing import SimulatedProvider, SummarizerStyle, trust
 
 STYLES = {
     "max_tokens=2000": SummarizerStyle(max_tokens=2000),
