@@ -446,7 +446,10 @@ def summarize(
     # (in an agent's conversation they are a small part of it; in a chat of long questions, not).
     replaced = estimate_items(adapter, items[:cut])
     budget = min(user_messages_budget(settings, window, effective), replaced // 2)
-    kept = select_user_messages(user_messages(adapter, source[: cut + history_shift]), budget)
+    texts = user_messages(adapter, source[: cut + history_shift])
+    if anchor is not None:  # an app that sent the previous summary back as a message of its own
+        texts = [t for t in texts if t.strip() != anchor.strip()]
+    kept = select_user_messages(texts, budget)
     # Anchored: only the span dropped since the previous summary is conversation to summarize.
     transcript: list[Item] = list(items[anchor_end:cut] if anchor is not None else items[:cut])
     covering = to_cover(adapter, items, kept, anchor_end if anchor is not None else 0, cut, budget)

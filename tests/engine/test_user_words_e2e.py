@@ -191,7 +191,12 @@ def test_an_app_that_keeps_the_compacted_history_gets_anchored_summaries(otel: O
         compactor = Compactor(sim.anthropic())
         first = compactor.compact(history, model=MODELS["anthropic"])
         assert first.compacted
-        messages = list(first.messages)
+        # The app also keeps the summary it was given, as a message of its own.
+        messages = [
+            *first.messages,
+            {"role": "user", "content": first.summary},
+            {"role": "assistant", "content": "Ok."},
+        ]
         for turn in range(14, 24):
             messages += [
                 {"role": "user", "content": f"Step {turn}.\nFACT: step {turn} done."},
@@ -206,4 +211,4 @@ def test_an_app_that_keeps_the_compacted_history_gets_anchored_summaries(otel: O
     assert sum(1 for t in texts if t.startswith(SUMMARY_MESSAGE_HEADER)) == 1
     at = next(i for i, t in enumerate(texts) if t.startswith(SUMMARY_MESSAGE_HEADER))
     assert texts[:2] == [trust.TASK, trust.CONSTRAINT] and texts[at - 1].startswith("Step ")
-    assert all(not t.startswith(SUMMARY_MESSAGE_HEADER) for t in texts[:at])
+    assert all(not t.startswith(SUMMARY_MESSAGE_HEADER) and t != first.summary for t in texts[:at])
