@@ -117,6 +117,7 @@ COMPACTION_DURATION_MS: Final = "otel_context.compaction.duration_ms"
 COMPACTION_OUTCOME: Final = "otel_context.compaction.outcome"
 COMPACTION_CONSECUTIVE_FAILURES: Final = "otel_context.compaction.consecutive_failures"
 COMPACTION_FILES_REHYDRATED: Final = "otel_context.compaction.files_rehydrated"
+COMPACTION_USER_MESSAGES_KEPT: Final = "otel_context.compaction.user_messages_kept"
 COMPACTION_THRESHOLD_TOKENS: Final = "otel_context.compaction.threshold_tokens"
 COMPACTION_BREAKER_OPEN: Final = "otel_context.compaction.breaker_open"
 # The summarizer's last reply's finish reason, normalized as gen_ai.response.finish_reasons is (``stop``;

@@ -103,6 +103,9 @@ class Settings:
     rehydrate_max_files: int = 5
     rehydrate_max_tokens_per_file: int = 5_000
     rehydrate_max_tokens_total: int = 50_000
+    #: OTEL_CONTEXT_USER_MESSAGES_BUDGET: tokens of the user's own messages kept verbatim beside a summary
+    #: (scaled below a 200K window like the other buffers, at most a quarter of the effective window; 0: none).
+    user_messages_budget: int = 20_000
 
     #: Bounded per-conversation state (see docs/conversations.md).
     #: OTEL_CONTEXT_MAX_CONVERSATIONS: conversation states kept (least recently used go first).
@@ -154,6 +157,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_CONVERSATION_IDLE_SECONDS": ("conversation_idle_seconds", "seconds"),
     "OTEL_CONTEXT_MAX_STATE_BYTES": ("max_state_bytes", "nonnegint"),
     "OTEL_CONTEXT_STATE_STORE": ("state_store", "store"),
+    "OTEL_CONTEXT_USER_MESSAGES_BUDGET": ("user_messages_budget", "nonnegint"),
 }
 
 #: Variables read elsewhere than :class:`Settings` (known to the misspelling check).

@@ -149,6 +149,13 @@ class CompactionJob:
     cut: int | None = None
     #: At most this many tokens of files restored after the summary (None: what fits under the threshold).
     rehydrate_room: int | None = None
+    #: The conversation as the app sent it (None: ``items``), where the user's messages kept verbatim come
+    #: from; ``items[i]`` is ``history[i + history_shift]`` from ``min_index`` on.
+    history: Sequence[Item] | None = None
+    history_shift: int = 0
+    #: The previous summary (the anchor the summarizer updates) and where its head ends in ``items``.
+    anchor: str | None = None
+    anchor_end: int = 0
 
 
 @dataclass
@@ -179,6 +186,11 @@ class CompactionOutcome:
     open_span: Span | None = None
     #: The summarizer's last reply's finish reason (normalized), when one came back.
     finish_reason: str | None = None
+    #: The user's messages carried verbatim beside the summary.
+    user_messages_kept: int = 0
+    #: Leading items of ``head`` that are the summary's (its message and the user's messages): the anchor
+    #: of the next compaction ends there (0: no summary).
+    summary_head: int = 0
 
     @property
     def changed(self) -> bool:
@@ -302,6 +314,8 @@ def _close_span(
     span.set_attribute(semconv.COMPACTION_SUMMARY_TOKENS, out.summary_tokens)
     span.set_attribute(semconv.COMPACTION_MESSAGES_COMPACTED, out.messages_compacted)
     span.set_attribute(semconv.COMPACTION_FILES_REHYDRATED, out.files_rehydrated)
+    if out.strategy == semconv.STRATEGY_SUMMARY:
+        span.set_attribute(semconv.COMPACTION_USER_MESSAGES_KEPT, out.user_messages_kept)
     span.set_attribute(semconv.COMPACTION_DURATION_MS, out.duration_ms)
     failures = state.breaker.consecutive_failures if state is not None else int(out.outcome == semconv.OUTCOME_FAILURE)
     span.set_attribute(semconv.COMPACTION_CONSECUTIVE_FAILURES, failures)
@@ -576,6 +590,11 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
                 # The summary's room is the reserve the thresholds leave (window - effective).
                 reserve=job.budget.window - job.budget.effective if job.budget is not None else None,
                 estimated_tokens=job.estimated_tokens,
+                effective=job.budget.effective if job.budget is not None else None,
+                history=job.history,
+                history_shift=job.history_shift,
+                anchor=job.anchor,
+                anchor_end=job.anchor_end,
             )
             custom = job.settings.summarizer
             if custom is not None:
@@ -605,6 +624,8 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.summary_tokens = result.summary_tokens
         out.finish_reason = result.finish_reason
         out.files_rehydrated = result.files_rehydrated
+        out.user_messages_kept = result.user_messages_kept
+        out.summary_head = len(result.head)
         out.messages_compacted = result.cut - job.min_index
         before = _context_tokens(job.adapter, job.body, job.items)
         after = _context_tokens(job.adapter, job.body, new_items)

@@ -6,12 +6,16 @@ Why this shape (the one Claude Code's production compactor uses; docs/compaction
 - an ``<analysis>`` scratchpad before the ``<summary>``: the model reviews the conversation before it
   commits to a summary, and the scratchpad is stripped so it costs no context afterwards;
 - nine fields, with every user message verbatim and the next step quoted: the top user complaint about
-  compaction is lost instructions and re-done work.
+  compaction is lost instructions and re-done work;
+- from the second compaction on, the previous summary to update (anchored, as Factory, OpenHands and OpenCode
+  do), never a summary of the summary; the prompt names the user's messages the app keeps verbatim beside the
+  summary, and says that a later user instruction replaces an earlier one.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 NO_TOOLS_PREAMBLE = (
     "IMPORTANT: answer with plain text only. Do not call any tool: no tools are available for this reply, "
@@ -22,7 +26,9 @@ NO_TOOLS_PREAMBLE = (
 _FIELDS = (
     (
         "Primary request and intent",
-        "Everything the user asked for, in detail, including how their requests changed over time.",
+        "Everything the user asked for, in detail, including how their requests changed over time, and the "
+        "constraints they set (languages, tools, style, what not to do) as they stand now: a later user "
+        "instruction replaces an earlier one, so write the one in force and what it replaced.",
     ),
     (
         "Key technical concepts",
@@ -37,7 +43,8 @@ _FIELDS = (
     ("Problem solving", "Problems solved and troubleshooting still under way, with the conclusions reached."),
     (
         "All user messages",
-        "Every message the user wrote (not tool results), verbatim, oldest first. Do not paraphrase them.",
+        "Every message the user wrote (not tool results), verbatim, oldest first. Do not paraphrase them. "
+        "The ones the app keeps verbatim beside the summary (said above) need not be copied again.",
     ),
     ("Pending tasks", "Tasks the user asked for that are not finished yet."),
     ("Current work", "Precisely what was being worked on right before this summary, with file names and code."),
@@ -49,13 +56,46 @@ _FIELDS = (
 )
 
 
-def build_prompt(extra_instructions: str | None = None) -> str:
-    """The summarizer's final user turn (the transcript to summarize precedes it)."""
+def build_prompt(
+    extra_instructions: str | None = None,
+    *,
+    anchor: str | None = None,
+    kept_verbatim: str | None = None,
+    to_cover: Sequence[str] = (),
+) -> str:
+    """The summarizer's final user turn (the transcript to summarize precedes it).
+
+    ``anchor``: the previous summary, from the second compaction on. The summarizer then updates it with the
+    messages dropped since (the transcript), instead of summarizing a summary as if it were conversation: a
+    re-summarized summary loses a little more at every compaction, the oldest first (the user's first
+    constraints), and a summarizer that favours the end of its input loses it whole. It is repeated here, at
+    the end, where such a summarizer reads. ``kept_verbatim``: which of the user's messages the app keeps
+    verbatim beside the summary (the summary need not spend its room on them). ``to_cover``: the user's
+    messages that leave that verbatim list now, which no summary covered yet (quoted here, at the end).
+    """
+    if anchor is None:
+        task = [
+            "Write a detailed summary of the conversation so far. It will replace the conversation, so another "
+            "assistant must be able to continue the work from it alone, without asking the user anything.",
+        ]
+    else:
+        task = [
+            "The conversation above was compacted before: its earlier part is summarized in the summary between "
+            "<previous_summary> tags at the end of this message. Update that summary with the messages after "
+            "it; do not summarize the summary. Keep what still holds, replace what a later message changed, add "
+            "what is new. The updated summary replaces both the previous summary and those messages, so another "
+            "assistant must be able to continue the work from it alone, without asking the user anything.",
+        ]
+    task += [
+        "When a later user instruction contradicts an earlier one, the later one holds: write the instruction "
+        "in force, and say what it replaced.",
+    ]
+    if kept_verbatim:
+        task.append(kept_verbatim)
     lines = [
         NO_TOOLS_PREAMBLE,
         "",
-        "Write a detailed summary of the conversation so far. It will replace the conversation, so another "
-        "assistant must be able to continue the work from it alone, without asking the user anything.",
+        *task,
         "",
         "First, inside <analysis> tags, go through the conversation in order and note for each part the "
         "user's explicit requests, your approach, decisions, file names, code, errors and user feedback. "
@@ -77,6 +117,17 @@ def build_prompt(extra_instructions: str | None = None) -> str:
     ]
     if extra_instructions and extra_instructions.strip():
         lines += ["", "Additional instructions that take precedence:", extra_instructions.strip()]
+    if to_cover:
+        lines += [
+            "",
+            "These messages of the user are no longer kept verbatim beside the summary: the summary must keep what "
+            "they ask and state, with instructions, names and numbers quoted exactly.",
+            "<user_messages>",
+            *(f"<message>\n{text}\n</message>" for text in to_cover),
+            "</user_messages>",
+        ]
+    if anchor is not None:
+        lines += ["", "The summary to update:", "<previous_summary>", anchor, "</previous_summary>"]
     lines += ["", "Reminder: text only, no tool calls."]
     return "\n".join(lines)
 
@@ -115,12 +166,36 @@ SUMMARY_MESSAGE_FOOTER = (
     "Continue from where the work stopped, using this summary and the messages that follow. Do not ask the "
     "user to repeat anything and do not restart finished tasks."
 )
+#: Opens the files restored after the summary (inside the summary message).
+REHYDRATED_HEADER = "Files read before the compaction (their latest content as read then):"
+#: Opens the line that says which of the user's messages follow the summary message verbatim.
+VERBATIM_NOTE_PREFIX = "[Verbatim]"
 
 
-def summary_message_text(summary: str, rehydrated: str = "") -> str:
-    """The text of the one message that replaces the compacted history."""
+def summary_message_text(summary: str, rehydrated: str = "", verbatim_note: str = "") -> str:
+    """The text of the message that replaces the compacted history (the user's own messages kept verbatim
+    precede it as messages of their own; ``verbatim_note`` says so)."""
     parts = [SUMMARY_MESSAGE_HEADER, "", summary]
     if rehydrated:
         parts += ["", rehydrated]
+    if verbatim_note:
+        parts += ["", verbatim_note]
     parts += ["", SUMMARY_MESSAGE_FOOTER]
     return "\n".join(parts)
+
+
+def is_summary_message(text: str) -> bool:
+    """Whether ``text`` is our own summary message (never taken for something the user wrote)."""
+    return text.startswith(SUMMARY_MESSAGE_HEADER)
+
+
+def summary_of_message(text: str) -> str | None:
+    """The summary inside one of our summary messages (without the restored files and the notes), or None."""
+    if not is_summary_message(text):
+        return None
+    body = text[len(SUMMARY_MESSAGE_HEADER) :]
+    for marker in (REHYDRATED_HEADER, VERBATIM_NOTE_PREFIX, SUMMARY_MESSAGE_FOOTER):
+        end = body.find("\n\n" + marker)
+        if end >= 0:
+            body = body[:end]
+    return body.strip() or None

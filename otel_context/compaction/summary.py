@@ -14,6 +14,7 @@ still at a round boundary.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,16 @@ from typing import Any
 
 from otel_context import semconv
 from otel_context.compaction import budget as budget_mod
-from otel_context.compaction.prompt import SummaryParseError, build_prompt, parse_summary, summary_message_text
+from otel_context.compaction.prompt import (
+    REHYDRATED_HEADER,
+    VERBATIM_NOTE_PREFIX,
+    SummaryParseError,
+    build_prompt,
+    is_summary_message,
+    parse_summary,
+    summary_message_text,
+    summary_of_message,
+)
 from otel_context.flow import SummaryRequest, SummaryResult
 from otel_context.formats.base import WireFormatAdapter
 from otel_context.formats.too_long import overflow_gap
@@ -36,6 +46,8 @@ MAX_OVERFLOW_RETRIES = 3
 OVERFLOW_DROP_FRACTION = 0.2
 #: The least output room a summary is ever asked with (an app's ``max_tokens`` may be smaller).
 MIN_SUMMARY_TOKENS = 1_024
+#: Headroom on a summarizer request sized in provider tokens (see :func:`request_tokens`).
+SCALE_MARGIN = 1.02
 #: error.type of a compaction whose summary stopped at its length limit twice (a cut summary loses its last
 #: fields: pending tasks, current work).
 SUMMARY_TRUNCATED = "summary_truncated"
@@ -210,8 +222,108 @@ def rehydrate_files(
         files += 1
     if not parts:
         return Rehydration("", 0, 0)
-    header = "Files read before the compaction (their latest content as read then):"
-    return Rehydration("\n".join([header, *parts]), files, used)
+    return Rehydration("\n".join([REHYDRATED_HEADER, *parts]), files, used)
+
+
+def user_messages_budget(settings: Settings, window: int | None, effective: int | None) -> int:
+    """Tokens of the user's own messages kept verbatim beside a summary: ``user_messages_budget`` (20,000),
+    scaled below a 200K window like the other buffers, and never more than a quarter of the effective
+    window (the summary, the kept turns and the next ones need the rest)."""
+    budget = int(settings.user_messages_budget * _rehydrate_scale(window))
+    if effective is not None:
+        budget = min(budget, effective // 4)
+    return max(0, budget)
+
+
+def user_messages(adapter: WireFormatAdapter, items: Sequence[Item]) -> list[str]:
+    """The text of every message the user wrote in ``items``, oldest first: not tool results, not our own
+    summary messages (an app that kept a compacted history sends them back as user messages)."""
+    return [text for text in adapter.user_text_items(items) if not is_summary_message(text)]
+
+
+@dataclass(frozen=True)
+class KeptUserMessages:
+    """The user's messages kept verbatim beside a summary: the first ``first`` of ``texts`` are the
+    conversation's first messages, the rest its newest; ``omitted`` were left out in between."""
+
+    texts: tuple[str, ...] = ()
+    first: int = 0
+    omitted: int = 0
+    #: The messages left out, oldest first.
+    left_out: tuple[str, ...] = ()
+
+    @property
+    def note(self) -> str:
+        """The line of the summary message that says what follows it (empty: nothing follows)."""
+        if not self.texts:
+            return ""
+        line = f"{VERBATIM_NOTE_PREFIX} The user's own messages of that part precede this one, verbatim, oldest first"
+        if not self.omitted:
+            return line + "."
+        return (
+            f"{line}: the first {self.first} and the newest {len(self.texts) - self.first}; the {self.omitted} "
+            "in between are left out here and covered by the summary above."
+        )
+
+    @property
+    def prompt_line(self) -> str:
+        """What the summarizer is told about them (so that it does not spend its room on them)."""
+        if not self.texts:
+            return ""
+        if not self.omitted:
+            which = f"all {len(self.texts)} of the user's messages in the conversation above"
+        else:
+            which = (
+                f"the user's first {self.first} and newest {len(self.texts) - self.first} messages in the "
+                f"conversation above (the {self.omitted} in between are not kept: cover those in the summary)"
+            )
+        return (
+            f"The app keeps {which} verbatim beside your summary, as the user wrote them: do not spend the "
+            "summary on repeating them, spend it on everything else."
+        )
+
+
+def select_user_messages(texts: Sequence[str], budget: int) -> KeptUserMessages:
+    """The user's messages to keep verbatim within ``budget`` tokens: all of them when they fit; else the
+    first ones (the task and its first constraints, up to a quarter of the budget) and the newest (the rest),
+    each whole (a message cut in half is not what the user wrote)."""
+    sizes = [estimate_text(t) + ITEM_OVERHEAD_TOKENS for t in texts]
+    if sum(sizes) <= budget:
+        return KeptUserMessages(tuple(texts), len(texts), 0)
+    first = used = 0
+    while first < len(texts) and used + sizes[first] <= budget // 4:
+        used += sizes[first]
+        first += 1
+    if first == 0 and sizes and sizes[0] <= budget // 2:
+        used, first = sizes[0], 1  # the task itself, even when it is long
+    start = len(texts)
+    while start > first and used + sizes[start - 1] <= budget:
+        start -= 1
+        used += sizes[start]
+    kept = (*texts[:first], *texts[start:])
+    return KeptUserMessages(tuple(kept), first, start - first, tuple(texts[first:start]))
+
+
+def to_cover(
+    adapter: WireFormatAdapter, items: Sequence[Item], kept: KeptUserMessages, anchor_end: int, cut: int, budget: int
+) -> list[str]:
+    """The user's messages left out of the verbatim list that no earlier summary was asked to cover: those
+    the previous compaction kept verbatim (its head, ``items[:anchor_end]``) and those of the span dropped
+    now. They go into the prompt itself, where a summarizer that reads only the end of its input reads them
+    too; at most ``budget`` tokens of them, oldest first. None at a first compaction (``anchor_end`` 0): the
+    whole conversation is the transcript, and the prompt says to cover what is left out."""
+    if not kept.left_out or not anchor_end:
+        return []
+    fresh = set(user_messages(adapter, items[:cut]))  # the previous verbatim list and the span
+    candidates = [t for t in kept.left_out if t in fresh]
+    out: list[str] = []
+    used = 0
+    for text in candidates:
+        used += estimate_text(text) + ITEM_OVERHEAD_TOKENS
+        if used > budget:
+            break
+        out.append(text)
+    return out
 
 
 #: Request parameters that would make a cache-sharing summary request fail or call a tool.
@@ -249,9 +361,27 @@ def provider_scale(
 
 
 def request_tokens(adapter: WireFormatAdapter, request: Mapping[str, Any], scale: float) -> int:
-    """The summarizer request's input in provider tokens (our estimate of it times ``scale``)."""
+    """The summarizer request's input in provider tokens: our estimate of it times ``scale``, plus
+    :data:`SCALE_MARGIN`, since ``scale`` is an average over the conversation and the request also carries
+    the prompt (prose, verbatim lists, the anchor), which may count a little denser."""
     padded = estimate_fixed(adapter, request) + estimate_items(adapter, adapter.items(request))
-    return math.ceil(padded * scale)
+    return math.ceil(padded * scale * SCALE_MARGIN)
+
+
+def _prompt_item(adapter: WireFormatAdapter, body: Mapping[str, Any], items: Sequence[Item], prompt: str) -> Item:
+    """The prompt as the last user turn of a cache-sharing request. Anthropic reads its cache only at a
+    breakpoint (or up to 20 blocks before one): the app's newest breakpoint is on the messages kept after
+    the cut, so the prompt gets one, when the app marks its messages and the limit of four allows it."""
+    item = adapter.make_user_item(prompt)
+    if adapter.name != "anthropic_messages":
+        return item
+    marks = '"cache_control"'
+    if marks not in json.dumps(adapter.items(body), default=str):
+        return item
+    used = json.dumps([body.get("system"), body.get("tools"), list(items)], default=str).count(marks)
+    if used >= 4:  # Anthropic's limit of breakpoints per request
+        return item
+    return {"role": "user", "content": [{"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}]}
 
 
 def shared_prefix_request(
@@ -264,12 +394,14 @@ def shared_prefix_request(
     room: int = MIN_SUMMARY_TOKENS,
     scale: float = 1.0,
 ) -> dict[str, Any] | None:
-    """The call's own request (same system, tools, messages and cache breakpoints) plus the prompt as a last
-    user turn: its prefix is byte-identical to what the provider has just cached, so the summarizer reads
-    the conversation from the cache instead of paying for it again (the cost spike users report around
-    compaction). None when that is unsafe: a forced tool choice, thinking/reasoning or output-format
-    settings, or a window that does not leave ``room`` tokens for the summary beside the request (sized in
-    provider tokens: our estimate times ``scale``, see :func:`provider_scale`).
+    """The call's own request (same system, tools, messages and cache breakpoints) up to the cut (``items``),
+    plus the prompt as a last user turn: its prefix is byte-identical to what the provider has just cached,
+    so the summarizer reads the conversation from the cache instead of paying for it again (the cost spike
+    users report around compaction). The messages kept after the cut are not sent: a summarizer that
+    favours the end of its input would summarize them instead of what they replace. None when that is
+    unsafe: a forced tool choice, thinking/reasoning or output-format settings, or a window that does not
+    leave ``room`` tokens for the summary beside the request (sized in provider tokens: our estimate times
+    ``scale``, see :func:`provider_scale`).
     """
     choice = body.get("tool_choice")
     if choice not in (None, "auto", "none") and not (
@@ -278,7 +410,7 @@ def shared_prefix_request(
         return None
     if any(key in body for key in _FORCING):
         return None
-    request = dict(adapter.with_items(body, [*items, adapter.make_user_item(prompt)]))
+    request = dict(adapter.with_items(body, [*items, _prompt_item(adapter, body, items, prompt)]))
     for key in ("stream", "stream_options", "n", "stop", "stop_sequences"):
         request.pop(key, None)
     max_tokens = max_output
@@ -340,7 +472,8 @@ class SummaryOutcome:
     """A successful summary: the new head of the conversation and its figures."""
 
     cut: int  #: index in the input items; items[:cut] were replaced
-    head: tuple[Item, ...]  #: the summary message (+ rehydrated files, + post_compact messages)
+    #: the user's own messages kept verbatim, then the summary message (+ rehydrated files)
+    head: tuple[Item, ...]
     summary: str
     summary_tokens: int  #: the summarizer's output tokens (reported, else estimated)
     files_rehydrated: int
@@ -350,6 +483,19 @@ class SummaryOutcome:
     calibration: float | None = None
     #: The summarizer reply's finish reason, normalized (``stop``; None when it reported none).
     finish_reason: str | None = None
+    #: The user's messages carried verbatim in the head (before the summary message).
+    user_messages_kept: int = 0
+
+
+def find_anchor(items: Sequence[Item], adapter: WireFormatAdapter, cut: int) -> tuple[str, int] | None:
+    """The newest summary message of ours in ``items[:cut]`` (an app that keeps the compacted history sends
+    it back, e.g. the explicit API's result): its summary and the index after it, or None."""
+    for index in range(cut - 1, -1, -1):
+        for text in adapter.user_text_items([items[index]]):
+            found = summary_of_message(text)
+            if found is not None:
+                return found, index + 1
+    return None
 
 
 def summarize(
@@ -368,14 +514,19 @@ def summarize(
     rehydrate_room: int | None = None,
     reserve: int | None = None,
     estimated_tokens: int | None = None,
+    effective: int | None = None,
+    history: Sequence[Item] | None = None,
+    history_shift: int = 0,
+    anchor: str | None = None,
+    anchor_end: int = 0,
 ) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
     """Summarize ``items[:cut]`` (cut chosen by the keep-recent policy unless given); raise CompactionError.
 
     ``target_tokens``: the context size the result should stay under (the threshold); it bounds the
     rehydrated files, and so does ``rehydrate_room`` (tokens) when given. ``share_prefix``: first ask with
-    the call's own request plus the prompt (see :func:`shared_prefix_request`), which the provider serves
-    from its prompt cache; when that is not possible, too long, or answered with a tool call, ask with the
-    plain transcript (no tools).
+    the call's own request up to the cut plus the prompt (see :func:`shared_prefix_request`), which the
+    provider serves from its prompt cache; when that is not possible, too long, or answered with a tool
+    call, ask with the plain transcript (no tools).
 
     Output room: ``reserve`` is the budget's (``window - effective``); the summary is always asked with at
     least that much (:func:`summary_room`), up to 20,000 tokens where the window leaves more. The request is
@@ -384,6 +535,16 @@ def summarize(
     summary: it is asked again once, the plain way, with all the room the window leaves beside the transcript
     (up to the model's output limit) and at least twice the room that cut it (the oldest rounds making way
     when the window leaves less); a second cut, or no more room, fails the compaction (``summary_truncated``).
+
+    The user's own messages: the head carries those of the compacted part verbatim, before the summary
+    message, within :func:`user_messages_budget` (``effective``: the effective window). They are taken from
+    ``history``, the conversation as the app sent it (``items`` may start with the head of an earlier
+    compaction; ``items[i]`` is ``history[i + history_shift]`` after it), never from a summary.
+
+    ``anchor``: the previous summary, whose head ends at ``anchor_end`` in ``items``. The summarizer then
+    updates it with ``items[anchor_end:cut]``, the span dropped since (anchored iterative summary), instead
+    of summarizing the summary again. Without one, a summary message of ours found in ``items[:cut]`` is
+    the anchor (the app sent a compacted history back).
     """
     if cut is None:
         cut = choose_cut(adapter, items, settings.keep_recent_messages, min_index)
@@ -391,8 +552,22 @@ def summarize(
             cut = deepen_cut(adapter, body, items, cut, target_tokens)
     if cut is None or cut <= min_index:
         raise CompactionError("nothing_to_compact", "no round boundary leaves anything to summarize")
-    transcript: list[Item] = list(items[:cut])
-    prompt = build_prompt(extra_instructions)
+    if anchor is None or anchor_end > cut:
+        found = find_anchor(items, adapter, cut)
+        anchor, anchor_end = found if found is not None else (None, 0)
+    source = history if history is not None else items
+    # At most half of what the summary replaces: the user's words alone must never undo the compaction
+    # (in an agent's conversation they are a small part of it; in a chat of long questions, not).
+    replaced = estimate_items(adapter, items[:cut])
+    budget = min(user_messages_budget(settings, window, effective), replaced // 2)
+    texts = user_messages(adapter, source[: cut + history_shift])
+    if anchor is not None:  # an app that sent the previous summary back as a message of its own
+        texts = [t for t in texts if t.strip() != anchor.strip()]
+    kept = select_user_messages(texts, budget)
+    # Anchored: only the span dropped since the previous summary is conversation to summarize.
+    transcript: list[Item] = list(items[anchor_end:cut] if anchor is not None else items[:cut])
+    covering = to_cover(adapter, items, kept, anchor_end if anchor is not None else 0, cut, budget)
+    prompt = build_prompt(extra_instructions, anchor=anchor, kept_verbatim=kept.prompt_line or None, to_cover=covering)
     summary_model = settings.summary_model or model
     spec = budget_mod.lookup_model(summary_model)
     max_output = (
@@ -411,7 +586,7 @@ def summarize(
         attempts += 1
         request: dict[str, Any] | None = None
         if shared:
-            request = shared_prefix_request(adapter, body, items, prompt, max_output, window, output_room, scale)
+            request = shared_prefix_request(adapter, body, items[:cut], prompt, max_output, window, output_room, scale)
             shared = request is not None
         if request is None:
             cap, floor = max_output, output_room
@@ -484,16 +659,25 @@ def summarize(
             raise CompactionError(kind, f"the summarizer call failed: {error}")
         assert summary is not None
         summary_tokens = result.usage.output_tokens if result.usage is not None else estimate_text(result.text)
+        verbatim = tuple(adapter.make_user_item(text) for text in kept.texts)
         room = None
         if target_tokens is not None:
             used = estimate_fixed(adapter, body) + estimate_items(adapter, items[cut:])
-            used += estimate_text(summary_message_text(summary)) + ITEM_OVERHEAD_TOKENS
+            used += estimate_text(summary_message_text(summary, "", kept.note)) + ITEM_OVERHEAD_TOKENS
+            used += estimate_items(adapter, verbatim)
             # Keep a quarter of the remaining room free for the turns that follow.
             room = int((target_tokens - used) * 0.75)
         if rehydrate_room is not None:
             room = rehydrate_room if room is None else min(room, rehydrate_room)
         rehydration = rehydrate_files(adapter, items, cut, settings, window, room)
-        head = (adapter.make_user_item(summary_message_text(summary, rehydration.text)),)
+        # The user's messages first, then the summary (as Codex does): the summary message, right before the
+        # kept turns, reads "continue from where the work stopped", and a derived conversation key (the first
+        # user message) is unchanged when the app keeps the compacted history.
+        head = (*verbatim, adapter.make_user_item(summary_message_text(summary, rehydration.text, kept.note)))
+        if verbatim and estimate_items(adapter, head) >= replaced:
+            # A short prefix whose summary is as long as it: the summary alone, or nothing is gained.
+            verbatim = ()
+            head = (adapter.make_user_item(summary_message_text(summary, rehydration.text)),)
         # The summarizer's request holds (nearly) the conversation itself, just counted by the provider: the
         # cascade sizes the compacted context with it. Only the call's own model shares its tokenizer.
         measured = None
@@ -508,4 +692,5 @@ def summarize(
             attempts=attempts,
             calibration=measured,
             finish_reason=finish,
+            user_messages_kept=len(verbatim),
         )

@@ -50,8 +50,12 @@ class MemoEntry:
     prefix_len: int
     prefix_hash: str
     replacement: tuple[Item, ...]
-    #: The summary text (empty for a microcompact entry), for the explicit API and hooks.
+    #: The summary text (empty for a microcompact entry of a conversation never summarized), for the explicit
+    #: API and hooks, and the anchor the next summary updates.
     summary: str = ""
+    #: Leading items of ``replacement`` that are the summary's head (its message and the user's messages
+    #: kept verbatim): what follows them is the span the next summary adds to the anchor (0: no summary).
+    summary_head: int = 0
 
     def apply(self, items: Sequence[Item]) -> list[Item]:
         """The items to send for ``items`` (whose prefix this entry matches)."""

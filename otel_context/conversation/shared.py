@@ -163,10 +163,16 @@ def _newer(value: Mapping[str, Any], state: ConversationState) -> bool:
 
 def _entries(raw: Any) -> list[MemoEntry]:
     return [
-        MemoEntry(int(e["len"]), str(e["hash"]), tuple(e["head"]), str(e.get("summary", "")))
+        MemoEntry(int(e["len"]), str(e["hash"]), tuple(e["head"]), str(e.get("summary", "")), _count(e.get("anchor")))
         for e in raw
         if isinstance(e, dict) and isinstance(e.get("head"), list) and all(isinstance(h, dict) for h in e["head"])
     ]
+
+
+def _count(value: Any) -> int:
+    """A stored count (0 when absent or not a count: an entry written before the field existed)."""
+    count = as_count(value)
+    return count if count is not None and count >= 0 else 0
 
 
 def _entry_value(entry: MemoEntry) -> dict[str, Any]:
@@ -176,6 +182,7 @@ def _entry_value(entry: MemoEntry) -> dict[str, Any]:
         "hash": entry.prefix_hash,
         "head": list(entry.replacement),
         "summary": entry.summary,
+        "anchor": entry.summary_head,
     }
 
 

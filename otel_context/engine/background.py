@@ -436,7 +436,7 @@ def _entry(prepared: Prepared, call: EngineCall, out: cascade.CompactionOutcome)
         return None  # the pairing repair touched the kept part: leave it to an inline compaction
     original_cut = base.to_original_index(out.cut) if base is not None else out.cut
     items = prepared.items
-    return MemoEntry(original_cut, items_hash(items[:original_cut]), tuple(out.head), out.summary)
+    return MemoEntry(original_cut, items_hash(items[:original_cut]), tuple(out.head), out.summary, out.summary_head)
 
 
 def _covers(prepared: Prepared, call: EngineCall) -> bool:

@@ -92,6 +92,10 @@ class EngineCall(CallPlan):
             state=self.state,
             min_index=len(self.entry.replacement) if self.entry is not None else 0,
             parent=span,
+            history=self.items,
+            history_shift=self.entry.prefix_len - len(self.entry.replacement) if self.entry is not None else 0,
+            anchor=(self.entry.summary or None) if self.entry is not None else None,
+            anchor_end=min(self.entry.summary_head, len(self.entry.replacement)) if self.entry is not None else 0,
         )
 
     def adopt(self, out: cascade.CompactionOutcome) -> bool:
@@ -104,12 +108,15 @@ class EngineCall(CallPlan):
                 i for i, (a, b) in enumerate(zip(out.items, self.sent_items, strict=False)) if a is not b and a != b
             )
             cut, head = last_changed + 1, tuple(out.items[: last_changed + 1])
+            # The head of an earlier summary stays in front: it is still the next summary's anchor.
+            summary, summary_head = (self.entry.summary, self.entry.summary_head) if self.entry else ("", 0)
         else:
             cut, head = out.cut, out.head
+            summary, summary_head = out.summary, out.summary_head
         min_index = len(self.entry.replacement) if self.entry is not None else 0
         if cut >= min_index and list(out.items) == [*head, *self.sent_items[cut:]]:
             original_cut = self.entry.to_original_index(cut) if self.entry is not None else cut
-            entry = MemoEntry(original_cut, items_hash(self.items[:original_cut]), tuple(head), out.summary)
+            entry = MemoEntry(original_cut, items_hash(self.items[:original_cut]), tuple(head), summary, summary_head)
             self.state.memo.remember(entry)
             self.entry = entry
         self.sent_items = out.items

@@ -51,6 +51,8 @@ def compact(call: EngineCall, span: Span, error: BaseException) -> Generator[Ste
             # The provider's window is smaller than the one we assumed: use it from now on.
             budgets.learn_window(provider, call.model, limit)
             budget = call.budget = budgets.budget_of(call.request, call.adapter, call.model) or budget
+    # A prepared summary is measured against the provider's count, not the estimate it just proved low.
+    call.estimated_tokens = estimated
     if (yield from background.apply_ready(span, call, budget)) and call.estimated_tokens < budget.auto_threshold:
         after = call.estimated_tokens  # a summary prepared in the background covered it: no wait
     else:

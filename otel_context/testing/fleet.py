@@ -401,7 +401,8 @@ class Figures:
         turn_starts = []
         for exchange in mains:
             messages = [m for m in exchange.body["messages"] if m.get("role") not in ("system", "developer")]
-            heads.append(messages[0])
+            # The summary message (after the user's messages kept verbatim), or the first message.
+            heads.append(next((m for m in messages if SUMMARY_MESSAGE_HEADER[:40] in _text(m)), messages[0]))
             last = messages[-1]
             if last.get("role") == "user" and "FACT: fact-" in _text(last):
                 turn_starts.append(len(heads) - 1)

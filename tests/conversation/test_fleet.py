@@ -13,6 +13,7 @@ import pytest
 
 from otel_context import Settings, semconv
 from otel_context.compaction.budget import budget_for
+from otel_context.compaction.prompt import NO_TOOLS_PREAMBLE, SUMMARY_MESSAGE_HEADER, summary_of_message
 from otel_context.formats import for_format
 from otel_context.testing import SimulatedProvider
 from otel_context.testing.fleet import Figures, Fleet, file_content, run_agent
@@ -35,7 +36,32 @@ def _conversation(sdk: str, workers: int, url: str) -> Figures:
         with Fleet(workers, sim.base_url, sdk, auto_compact_window=WINDOW, state_store=url + SLOW_MACHINE) as fleet:
             run_agent(fleet, model, TURNS, FILE_LINES)
         assert set(fleet.sources) == {semconv.STATE_SOURCE_STORE}
+        _check_anchored(sim.exchanges)
         return Figures.of(sim.exchanges)
+
+
+def _check_anchored(exchanges: list[Any]) -> None:
+    """From the second summary on, whichever worker summarizes updates the previous summary, taken from the
+    shared store (the anchor): it is quoted in the summarizer's prompt."""
+    anchors: list[str | None] = []
+    latest: str | None = None
+    for exchange in exchanges:
+        messages = exchange.body.get("messages") or []
+        texts = [
+            m["content"]
+            if isinstance(m.get("content"), str)
+            else "".join(b.get("text", "") for b in m.get("content") or [])
+            for m in messages
+        ]
+        if messages and NO_TOOLS_PREAMBLE in texts[-1]:
+            assert (latest is None) == ("<previous_summary>" not in texts[-1])
+            if latest is not None:
+                assert f"<previous_summary>\n{latest}\n</previous_summary>" in texts[-1]
+            anchors.append(latest)
+            continue
+        found = next((summary_of_message(t) for t in texts if t.startswith(SUMMARY_MESSAGE_HEADER)), None)
+        latest = found or latest
+    assert len(anchors) >= 2 and anchors[1] is not None
 
 
 @pytest.mark.parametrize("sdk", ["anthropic", "openai"])

@@ -25,6 +25,7 @@ import pytest
 import otel_context
 from otel_context import Settings, engine, semconv
 from otel_context.compaction.budget import budget_for
+from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER
 from otel_context.conversation import shared
 from otel_context.conversation.state_store import StateStore
 from otel_context.engine import background, fleet
@@ -342,7 +343,8 @@ def test_a_stale_published_summary_is_dropped_and_reported_as_discarded(
     assert chat.published(store) is None  # removed from the store
     discards = otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: semconv.OUTCOME_DISCARDED})
     assert discards == 1
-    head = json.dumps(published.entry.replacement[0])
+    # Its summary message (after the user's messages kept verbatim, which are the app's own words).
+    head = json.dumps(next(h for h in published.entry.replacement if SUMMARY_MESSAGE_HEADER in json.dumps(h)))
     assert not any(head in json.dumps(e.body) for e in simulated_provider.exchanges[before:])
 
 
@@ -505,7 +507,8 @@ def test_two_workers_that_find_a_stale_published_summary_report_it_once(shared_r
                 time.sleep(0.05)
             (key,) = client.keys("*:prepared")
             value = json.loads(client.get(key) or b"{}")["d"]
-            link, head = value["link"], json.dumps(value["entry"]["head"][0])
+            link = value["link"]
+            head = json.dumps(next(h for h in value["entry"]["head"] if SUMMARY_MESSAGE_HEADER in json.dumps(h)))
             before = len(sim.exchanges)
             fleet.call_at_once([1, 2], **edited)  # both cross the threshold and find it stale
         exchanges = sim.exchanges[before:]

@@ -26,6 +26,7 @@ from opentelemetry.trace import StatusCode
 import otel_context
 from otel_context import engine, semconv
 from otel_context.compaction.budget import budget_for
+from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER
 from otel_context.conversation import STORE, ConversationState
 from otel_context.engine import background
 from otel_context.instrumentation import _background
@@ -151,16 +152,18 @@ def test_apply_is_byte_identical_after_the_cut_and_reused_by_the_next_calls(
     _run_until_compacted(chat, otel, pause=0.05)
     history_at_apply = list(chat.history[:-1])  # what the app sent on the applying call
     sent = _app_exchanges(simulated_provider)[-1].body["messages"]
-    kept = len(sent) - 1
+    # The head: the user's own messages kept verbatim, then the summary message.
+    head = 1 + next(i for i, m in enumerate(sent) if SUMMARY_MESSAGE_HEADER in json.dumps(m))
+    kept = len(sent) - head
     # The summary replaced a prefix; every message after the cut is the app's own, byte for byte.
-    assert json.dumps(sent[1:]) == json.dumps(history_at_apply[-kept:])
-    assert "summary" in json.dumps(sent[0]).lower()
-    # The memo remembers it: the next calls send the very same summary message (a cacheable prefix).
+    assert json.dumps(sent[head:]) == json.dumps(history_at_apply[-kept:])
+    assert "summary" in json.dumps(sent[head - 1]).lower()
+    # The memo remembers it: the next calls send the very same head (a cacheable prefix).
     chat.turn(100)
     chat.turn(101)
     for exchange in _app_exchanges(simulated_provider)[-2:]:
-        assert json.dumps(exchange.body["messages"][0]) == json.dumps(sent[0])
-        assert json.dumps(exchange.body["messages"][1 : 1 + kept]) == json.dumps(sent[1:])
+        assert json.dumps(exchange.body["messages"][:head]) == json.dumps(sent[:head])
+        assert json.dumps(exchange.body["messages"][head : head + kept]) == json.dumps(sent[head:])
     assert len(otel.compact_spans()) == 1  # summarized once
 
 
@@ -656,7 +659,8 @@ def test_the_applied_summary_leaves_about_what_an_inline_one_would_keep(
     chat = Chat(simulated_provider.anthropic())
     _run_until_compacted(chat, otel, pause=0.3)
     sent = _app_exchanges(simulated_provider)[-1].body["messages"]
-    kept = len(sent) - 1
+    # After the head (the user's messages kept verbatim, then the summary message).
+    kept = len(sent) - 1 - next(i for i, m in enumerate(sent) if SUMMARY_MESSAGE_HEADER in json.dumps(m))
     assert 1 <= kept <= otel_context.Settings().keep_recent_messages + 1
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from otel_context import engine, semconv
 from otel_context.compaction.hooks import PreCompactDecision
+from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER
 from otel_context.contract import CallPlan, CallRequest
 from otel_context.conversation import STORE
 from otel_context.flow import drive
@@ -246,7 +247,10 @@ def test_env_summary_model_and_keep_recent(otel: Otel, summarizer: FakeSummarize
     history = anthropic_agent(12, 8000)
     plan = Caller(otel, summarizer).call(_body(history), settings)
     assert summarizer.requests[0]["model"] == "claude-haiku-4-5"
-    assert len(plan.body["messages"]) == 1 + 4  # the summary + the last user turn (4 items), not 6
+    messages = plan.body["messages"]
+    summary_at = next(i for i, m in enumerate(messages) if SUMMARY_MESSAGE_HEADER in json.dumps(m))
+    # The user's messages kept verbatim, the summary, then the last user turn (4 items), not 6.
+    assert len(messages) - summary_at - 1 == 4
 
 
 def test_unknown_content_is_sent_unchanged_with_the_reason(otel: Otel, summarizer: FakeSummarizer) -> None:
@@ -287,7 +291,9 @@ def test_pre_compact_hook_can_veto_or_add_instructions(otel: Otel, summarizer: F
 def test_post_compact_hook_adds_messages_and_a_failing_hook_is_ignored(otel: Otel, summarizer: FakeSummarizer) -> None:
     settings = Settings(auto_compact_window=30_000, post_compact=lambda event: ["RULES: always use clap"])
     plan = Caller(otel, summarizer).call(_body(anthropic_agent(12, 8000)), settings)
-    assert "RULES: always use clap" in json.dumps(plan.body["messages"][:3])
+    messages = plan.body["messages"]
+    summary_at = next(i for i, m in enumerate(messages) if SUMMARY_MESSAGE_HEADER in json.dumps(m))
+    assert "RULES: always use clap" in json.dumps(messages[summary_at + 1 : summary_at + 3])
     engine.reset()
 
     def broken(event: Any) -> None:
