@@ -85,10 +85,11 @@ def session(fmt: str, tokens: int) -> tuple[list[dict[str, Any]], int]:
     items: list[dict[str, Any]] = []
     turn = 0
     cut = None
+    cut_turn = 0
     while True:
         if cut is None and estimate_items(adapter, items) >= tokens:
-            cut = len(items)
-        if cut is not None and turn >= 6 + (cut // 4 if cut else 0):
+            cut, cut_turn = len(items), turn
+        if cut is not None and turn >= cut_turn + 6:
             break
         path = f"src/mod{turn}/parse.py"
         result = _test_run(turn) if turn % 3 == 2 else _source_file(path, turn)

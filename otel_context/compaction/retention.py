@@ -53,11 +53,11 @@ Item = Mapping[str, Any]
 
 #: The most items checked per kind (an evenly spaced sample, oldest to newest, beyond that).
 CAPS: Mapping[str, int] = {
-    semconv.RETENTION_KIND_INSTRUCTION: 32,
-    semconv.RETENTION_KIND_ERROR: 24,
-    semconv.RETENTION_KIND_PATH: 32,
-    semconv.RETENTION_KIND_IDENTIFIER: 24,
-    semconv.RETENTION_KIND_NUMBER: 16,
+    semconv.RETENTION_KIND_INSTRUCTION: 24,
+    semconv.RETENTION_KIND_ERROR: 16,
+    semconv.RETENTION_KIND_PATH: 24,
+    semconv.RETENTION_KIND_IDENTIFIER: 16,
+    semconv.RETENTION_KIND_NUMBER: 12,
 }
 #: The most lost items the ``otel_context.compaction.lost`` event names, and their length each.
 LOST_EVENT_CAP = 20
