@@ -207,3 +207,41 @@ def test_the_lost_items_are_named_only_with_content_capture_on(
     first = _summaries(otel)[0]
     assert first.attributes[semconv.COMPACTION_RETENTION] < 1.0
     assert not [e for e in first.events if e.name == semconv.COMPACTION_LOST_EVENT]
+
+
+def test_microcompact_reports_what_it_cleared(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    """Clearing old tool results drops their content too: the planted error lines and path are reported lost
+    (the cut is 0: nothing was replaced by a summary), and the histogram keeps them apart from summaries."""
+    instrumented(
+        auto_compact_window=WINDOW, microcompact=True, microcompact_clear_at_least=1_000, capture_content="SPAN_ONLY"
+    )
+    _run(simulated_provider, "anthropic", planted=True)
+    micro = [
+        s
+        for s in otel.compact_spans()
+        if s.attributes[semconv.COMPACTION_STRATEGY] == semconv.STRATEGY_MICROCOMPACT
+        and s.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    ]
+    assert micro, "the run must microcompact"
+    first = micro[0]
+    assert first.attributes[semconv.COMPACTION_CUT_INDEX] == 0
+    (event,) = [e for e in first.events if e.name == semconv.COMPACTION_LOST_EVENT]
+    lost = list(event.attributes[semconv.COMPACTION_LOST_ITEMS])
+    checked = first.attributes[semconv.COMPACTION_ITEMS_CHECKED]
+    # The oldest results were cleared (the newest three are kept): turn 0's test run at least.
+    assert lost[0] == f"{PLANTED_ERROR} (turn 0)"
+    assert set(lost) <= {f"{PLANTED_ERROR} (turn 0)", f"{PLANTED_ERROR} (turn 1)", PLANTED_PATH}
+    # The path is kept as long as a result that names it is still there (turn 1's, when not cleared yet).
+    assert (PLANTED_PATH in lost) == (f"{PLANTED_ERROR} (turn 1)" in lost)
+    assert first.attributes[semconv.COMPACTION_RETENTION] == pytest.approx((checked - len(lost)) / checked)
+    assert event.attributes[semconv.COMPACTION_LOST_COUNT] == len(lost)
+    reported = [s for s in micro if semconv.COMPACTION_RETENTION in s.attributes]
+    (point,) = [
+        p
+        for p in otel.metric_points(semconv.METRIC_COMPACTION_RETENTION)
+        if p.attributes[semconv.COMPACTION_STRATEGY] == semconv.STRATEGY_MICROCOMPACT
+    ]
+    assert point.count == len(reported)
+    assert point.sum == pytest.approx(sum(s.attributes[semconv.COMPACTION_RETENTION] for s in reported))
