@@ -95,6 +95,24 @@ def _openai_agent(client: Any, model: str, planted: bool) -> None:
                 history.append({"role": "tool", "tool_call_id": call.id, "content": content})
 
 
+def _responses_agent(client: Any, model: str, planted: bool) -> None:
+    tools = [{"type": "function", **_openai_function(t)} for t in (*ANTHROPIC_TOOLS, TEST_TOOL)]
+    history: list[Any] = []
+    for turn in range(TURNS):
+        history.append({"role": "user", "content": _user(turn, planted)})
+        for _ in range(3):
+            response = client.responses.create(
+                model=model, max_output_tokens=512, instructions=SYSTEM, tools=tools, input=history
+            )
+            history += [item.model_dump(exclude_none=True) for item in response.output]
+            calls = [item for item in response.output if item.type == "function_call"]
+            if not calls:
+                break
+            for call in calls:
+                content = _result(call.name, json.loads(call.arguments), turn)
+                history.append({"type": "function_call_output", "call_id": call.call_id, "output": content})
+
+
 def _run(simulated_provider: Any, wire: str, planted: bool) -> None:
     if wire == "anthropic":
         model = "claude-sonnet-4-6"
@@ -103,7 +121,8 @@ def _run(simulated_provider: Any, wire: str, planted: bool) -> None:
     else:
         model = "gpt-4o"
         simulated_provider.set_window(model, WINDOW)
-        _openai_agent(simulated_provider.openai(), model, planted)
+        agent = _responses_agent if wire == "openai_responses" else _openai_agent
+        agent(simulated_provider.openai(), model, planted)
     assert [e.status for e in simulated_provider.exchanges if e.status != 200] == []
 
 
@@ -177,7 +196,9 @@ def test_a_summary_that_keeps_everything_reports_retention_1(
     _summarizer_series_are_marked(otel)
 
 
-@pytest.mark.parametrize(("wire", "background"), [("anthropic", False), ("openai_chat", True)])
+@pytest.mark.parametrize(
+    ("wire", "background"), [("anthropic", False), ("openai_chat", True), ("openai_responses", False)]
+)
 def test_items_the_summary_drops_are_reported_lost(
     simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any], wire: str, background: bool
 ) -> None:
