@@ -28,7 +28,7 @@ from otel_context.formats.base import CLEARED_PLACEHOLDER
 from otel_context.tokens import estimate_items
 
 PREFIX_TOKENS = 150_000
-RUNS = 30
+RUNS = 40
 
 
 def _source_file(path: str, turn: int) -> str:
@@ -156,9 +156,10 @@ def _summary(adapter: Any, dropped: list[dict[str, Any]], keep: bool) -> str:
     return summary_message_text(summary, "Files read before the compaction:\n" + files)
 
 
-def _time(fn: Callable[..., Any], *args: Any) -> tuple[float, float]:
-    """(CPU ms, wall ms), medians of :data:`RUNS` runs. CPU time is the calling thread's: on this shared
-    2-core box the wall clock also counts the waits for a core that other processes hold."""
+def _time(fn: Callable[..., Any], *args: Any) -> tuple[float, float, float]:
+    """(CPU ms, wall ms, lowest CPU ms) over :data:`RUNS` runs (medians, and the fastest run). CPU time is the
+    calling thread's: on this shared 2-core box the wall clock also counts the waits for a core that other
+    processes hold, and the fastest run is the cost with the least interference."""
     cpu: list[float] = []
     wall: list[float] = []
     gc.disable()
@@ -168,12 +169,15 @@ def _time(fn: Callable[..., Any], *args: Any) -> tuple[float, float]:
         wall.append(time.perf_counter() - start)
         cpu.append(time.thread_time() - start_cpu)
     gc.enable()
-    return statistics.median(cpu) * 1000.0, statistics.median(wall) * 1000.0
+    return statistics.median(cpu) * 1000.0, statistics.median(wall) * 1000.0, min(cpu) * 1000.0
 
 
 def main() -> None:
     print("## Retention check\n")
-    print(f"One compaction of a ~{PREFIX_TOKENS:,}-token prefix, medians of {RUNS} runs, CPU / wall ms:\n")
+    print(
+        f"One compaction of a ~{PREFIX_TOKENS:,}-token prefix, {RUNS} runs: CPU / wall ms (medians), "
+        "and the fastest run's CPU ms:\n"
+    )
     print(
         "| format | dropped: items / chars | new request: items / chars | items checked | retention "
         "| summary keeping half | summary keeping nothing | microcompact |"
@@ -198,8 +202,9 @@ def main() -> None:
         after_chars = sum(len(adapter.item_text(i)) for i in after)
         print(
             f"| {fmt} | {len(dropped):,} / {dropped_chars:,} | {len(after):,} / {after_chars:,} | "
-            f"{result.items_checked} | {result.retention:.2f} | {half[0]:.2f} / {half[1]:.2f} "
-            f"| {nothing[0]:.2f} / {nothing[1]:.2f} | {micro[0]:.2f} / {micro[1]:.2f} |"
+            f"{result.items_checked} | {result.retention:.2f} | {half[0]:.2f} / {half[1]:.2f} ({half[2]:.2f}) "
+            f"| {nothing[0]:.2f} / {nothing[1]:.2f} ({nothing[2]:.2f}) | {micro[0]:.2f} / {micro[1]:.2f} "
+            f"({micro[2]:.2f}) |"
         )
 
 

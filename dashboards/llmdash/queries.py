@@ -46,9 +46,7 @@ TOKENS_SAVED = Metric(semconv.METRIC_COMPACTION_TOKENS_SAVED, semconv.PROM_COMPA
 BREAKERS_OPEN = Metric(semconv.METRIC_BREAKERS_OPEN, semconv.PROM_BREAKERS_OPEN, "gauge")
 CACHE_BREAKS = Metric(semconv.METRIC_CACHE_BREAKS, semconv.PROM_CACHE_BREAKS_TOTAL, "counter")
 CONTEXT_UTILIZATION = Metric(semconv.METRIC_CONTEXT_UTILIZATION, semconv.PROM_CONTEXT_UTILIZATION, "histogram")
-COMPACTION_RETENTION = Metric(
-    semconv.METRIC_COMPACTION_RETENTION, semconv.PROM_COMPACTION_RETENTION, "histogram"
-)
+COMPACTION_RETENTION = Metric(semconv.METRIC_COMPACTION_RETENTION, semconv.PROM_COMPACTION_RETENTION, "histogram")
 
 #: Metrics otel-context emits by default (what a scrape of an instrumented app must show).
 CURRENT: tuple[Metric, ...] = (

@@ -239,13 +239,32 @@ def salient_items(
 
 
 def _kept(kind: str, text: str, haystack: str) -> bool:
-    if text in haystack:
-        return True
-    if kind == semconv.RETENTION_KIND_NUMBER:  # "250 ms" written "250ms", or the other way round
-        digits = len(text) - len(text.lstrip("0123456789.,"))
-        other = text.replace(" ", "", 1) if " " in text else f"{text[:digits]} {text[digits:]}"
-        return other in haystack
-    return False
+    if kind == semconv.RETENTION_KIND_NUMBER:
+        return _number_kept(text, haystack)
+    return text in haystack
+
+
+#: Occurrences of a number's digits looked at before falling back to two plain searches.
+_NUMBER_LOOKS = 32
+
+
+def _number_kept(text: str, haystack: str) -> bool:
+    """``250 ms`` written ``250 ms`` or ``250ms``: one search for the digits, each occurrence checked for the
+    unit after it (a lost number costs one scan of the request, not two)."""
+    unit = text.lstrip("0123456789.,")
+    digits = text[: len(text) - len(unit)]
+    unit = unit.lstrip()
+    pos = haystack.find(digits)
+    for _ in range(_NUMBER_LOOKS):
+        if pos < 0:
+            return False
+        after = pos + len(digits)
+        if haystack.startswith(unit, after) or (
+            haystack[after : after + 1] == " " and haystack.startswith(unit, after + 1)
+        ):
+            return True
+        pos = haystack.find(digits, pos + 1)
+    return f"{digits} {unit}" in haystack or f"{digits}{unit}" in haystack
 
 
 def _measure(
