@@ -79,8 +79,9 @@ def _user(turn: int) -> str:
     )
 
 
-def session(fmt: str, tokens: int) -> tuple[list[dict[str, Any]], int]:
-    """A history of about ``tokens`` estimated tokens, then six more turns; returns (items, cut index)."""
+def session(fmt: str, tokens: int, result_chars: int | None = None) -> tuple[list[dict[str, Any]], int]:
+    """A history of about ``tokens`` estimated tokens, then six more turns; returns (items, cut index).
+    ``result_chars``: tool results cut to that length (many small messages instead of fewer large ones)."""
     adapter = for_format(fmt)
     items: list[dict[str, Any]] = []
     turn = 0
@@ -92,7 +93,7 @@ def session(fmt: str, tokens: int) -> tuple[list[dict[str, Any]], int]:
         if cut is not None and turn >= cut_turn + 6:
             break
         path = f"src/mod{turn}/parse.py"
-        result = _test_run(turn) if turn % 3 == 2 else _source_file(path, turn)
+        result = (_test_run(turn) if turn % 3 == 2 else _source_file(path, turn))[:result_chars]
         answer = f"I read `{path}`: `parse_{turn}` returns `None` for 'x{turn}'; the loop takes 3.5 s."
         call_id = f"call_{turn:04d}"
         if fmt == "anthropic_messages":
@@ -183,9 +184,12 @@ def main() -> None:
         "| summary keeping half | summary keeping nothing | microcompact |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for fmt in ("anthropic_messages", "openai_chat", "openai_responses"):
+    shapes = [(fmt, None) for fmt in ("anthropic_messages", "openai_chat", "openai_responses")]
+    # The same prefix as many small messages (tool results of 900 characters): the per-item work shows.
+    shapes += [("anthropic_messages", 900), ("openai_chat", 900)]
+    for fmt, result_chars in shapes:
         adapter = for_format(fmt)
-        items, cut = session(fmt, PREFIX_TOKENS)
+        items, cut = session(fmt, PREFIX_TOKENS, result_chars)
         dropped = items[:cut]
         after = [adapter.make_user_item(_summary(adapter, dropped, keep=True)), *items[cut:]]
         lossy = [adapter.make_user_item(_summary(adapter, dropped, keep=False)), *items[cut:]]
@@ -201,7 +205,8 @@ def main() -> None:
         dropped_chars = sum(len(adapter.item_text(i)) for i in dropped)
         after_chars = sum(len(adapter.item_text(i)) for i in after)
         print(
-            f"| {fmt} | {len(dropped):,} / {dropped_chars:,} | {len(after):,} / {after_chars:,} | "
+            f"| {fmt}{'' if result_chars is None else f', results of {result_chars} chars'} | "
+            f"{len(dropped):,} / {dropped_chars:,} | {len(after):,} / {after_chars:,} | "
             f"{result.items_checked} | {result.retention:.2f} | {half[0]:.2f} / {half[1]:.2f} ({half[2]:.2f}) "
             f"| {nothing[0]:.2f} / {nothing[1]:.2f} ({nothing[2]:.2f}) | {micro[0]:.2f} / {micro[1]:.2f} "
             f"({micro[2]:.2f}) |"
