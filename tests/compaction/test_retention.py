@@ -208,3 +208,10 @@ def test_the_explicit_compactor_reports_retention(otel: Otel) -> None:
     }
     assert point.sum == pytest.approx(attrs[semconv.COMPACTION_RETENTION])
     json.dumps(result.messages)  # the caller's messages back, plain JSON
+
+
+def test_numbers_need_a_unit_and_stand_on_their_own() -> None:
+    adapter = for_format("openai_chat")
+    user = "Builds v1.2 s and mod12 ms are not numbers here; 12 ms, 1,500 tokens and 2µs are."
+    items = retention.salient_items(adapter, [adapter.make_user_item(user)])
+    assert [t for k, t in items if k == semconv.RETENTION_KIND_NUMBER] == ["12 ms", "1,500 tokens", "2µs"]
