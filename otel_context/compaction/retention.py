@@ -78,13 +78,15 @@ _PATH_BACK = re.compile(r"[\w./~@+-]{1,200}")
 _CODE_SPAN = re.compile(r"`([^`\s]{1,80})`")  # an identifier: no space inside
 _LETTER = re.compile(r"[^\W\d_]")
 #: A number with a unit, found in the UTF-8 bytes of the text with every digit turned into ``0`` (one
-#: byte-table translation): the pattern is then led by a literal (``00*``, not ``0+``: only a literal op
-#: counts as a prefix), which the regex engine finds at memory speed, where a pattern led by ``\d`` is tried
-#: at every position (~30 ns a character); right after it, a look back rejects a digit inside a word, a
-#: version or a longer number at once. ``µs`` is spelled in its UTF-8 bytes.
+#: byte-table translation): the pattern is then led by the literal ``0`` (a leading ``0+`` repeat would not
+#: be a prefix the engine searches for), found at memory speed, where a pattern led by ``\d`` is tried at
+#: every position (~30 ns a character); right after it, a look back rejects a digit inside a word, a version
+#: or a longer number at once, and a look ahead a digit run that no unit follows. ``µs`` is spelled in its
+#: UTF-8 bytes.
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _NUMBER = re.compile(
-    rb"0(?:(?<=[^\w.]0)|(?<=^0))0*(?:[.,]00*)* ?(?=[munshdwkKMGTPbtlf%prexHqUE\xc2])(?:ms|\xc2\xb5s|us|ns|s|secs?|seconds?|mins?|minutes?|hrs?|hours?|h|days?|weeks?|"
+    rb"0(?:(?<=[^\w.]0)|(?<=^0))0*(?:[.,]00*)* ?(?=[munshdwkKMGTPbtlf%prexHqUE\xc2])"
+    rb"(?:ms|\xc2\xb5s|us|ns|s|secs?|seconds?|mins?|minutes?|hrs?|hours?|h|days?|weeks?|"
     rb"[kKMGTP]i?B|bytes?|tokens?|lines?|files?|%|px|rem|em|x|[kKM]|GHz|MHz|Hz|rps|qps|USD|EUR)(?![\w%])"
 )
 #: Error words, each pattern led by a literal (found at memory-scan speed, where a pattern led by a character
