@@ -28,7 +28,7 @@ every metric the dashboards read is emitted:
   three in a row, and then its circuit breaker opens;
 * a coding agent that reads files with a tool, behind a cached system prompt (prompt-cache reads): its old
   tool results are cleared by microcompaction (no LLM call, so that layer succeeds and reports the tokens
-  it saved);
+  it saved, and what it kept of what it cleared);
 * a chat assistant that streams its answers and puts the current time in its (cached) system prompt, a
   classic prompt-cache breaker: every call after the first reports an unexpected ``system_changed`` break.
 """
@@ -63,7 +63,10 @@ WINDOW = 8_000
 SERVICE_NAME = "failing-summarizer-agent"
 
 FILES = {
-    f"src/module_{i}.py": "\n".join(f"def f{i}_{n}(x):\n    return x * {n}  # step {n}" for n in range(40))
+    # The path heads each file, as a file-reading tool shows it: what microcompaction clears is checked for
+    # the items it names (the path survives in the tool call, so its retention is reported).
+    f"src/module_{i}.py": f"# src/module_{i}.py\n"
+    + "\n".join(f"def f{i}_{n}(x):\n    return x * {n}  # step {n}" for n in range(40))
     for i in range(50)
 }
 TOOLS: list[ToolParam] = [

@@ -361,8 +361,11 @@ class Interceptor:
         call = begun.call
         if begun.endpoint.chat and not in_summarizer.get():
             yield from self._plan(begun)
-        elif self.settings.capture_content != "NO_CONTENT":
-            self._capture_request(begun, begun.options.json_data)
+        else:
+            if begun.endpoint.chat:  # the summarizer's own call (the recursion guard is set): not the app's
+                _mark_summarizer(call)
+            if self.settings.capture_content != "NO_CONTENT":
+                self._capture_request(begun, begun.options.json_data)
         call.sent = time.perf_counter()
         try:
             result = yield _Send(begun.options)
@@ -634,6 +637,14 @@ class ContextWindowExceeded(Exception):
 
 def _window_exceeded(result: Any) -> bool:
     return getattr(result, "stop_reason", None) == "model_context_window_exceeded"
+
+
+def _mark_summarizer(call: Call) -> None:
+    """``otel_context.call.purpose = compaction`` on the summarizer's own call: its span and its metric series
+    (duration, the token counters), so that what compaction costs shows apart from the app's own calls. Only
+    here, on the path the recursion guard already takes: the app's calls carry nothing more and pay nothing."""
+    call.metric_attrs[semconv.CALL_PURPOSE] = semconv.PURPOSE_COMPACTION
+    call.span.set_attribute(semconv.CALL_PURPOSE, semconv.PURPOSE_COMPACTION)
 
 
 def _app_headers(headers: Mapping[str, Any]) -> dict[str, str]:

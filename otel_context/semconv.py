@@ -130,6 +130,35 @@ COMPACTION_MODE: Final = "otel_context.compaction.mode"
 MODE_INLINE: Final = "inline"
 MODE_BACKGROUND: Final = "background"
 COMPACTION_MODES: Final = (MODE_INLINE, MODE_BACKGROUND)
+# What a compaction kept (otel_context/compaction/retention.py): the fraction of the dropped span's salient
+# items found in the new request, how many were checked, and where the cut fell (messages replaced by the
+# summary; 0 for microcompact).
+COMPACTION_RETENTION: Final = "otel_context.compaction.retention"
+COMPACTION_ITEMS_CHECKED: Final = "otel_context.compaction.items_checked"
+COMPACTION_CUT_INDEX: Final = "otel_context.compaction.cut_index"
+#: Event on the compact span (content capture on only): the salient items not found, capped.
+COMPACTION_LOST_EVENT: Final = "otel_context.compaction.lost"
+COMPACTION_LOST_ITEMS: Final = "otel_context.compaction.lost.items"  # string[]: the items, oldest first
+COMPACTION_LOST_KINDS: Final = "otel_context.compaction.lost.kinds"  # string[]: the kind of each item
+COMPACTION_LOST_COUNT: Final = "otel_context.compaction.lost.count"  # int: all items lost (before the cap)
+RETENTION_KIND_INSTRUCTION: Final = "instruction"
+RETENTION_KIND_ERROR: Final = "error"
+RETENTION_KIND_PATH: Final = "path"
+RETENTION_KIND_IDENTIFIER: Final = "identifier"
+RETENTION_KIND_NUMBER: Final = "number"
+RETENTION_KINDS: Final = (
+    RETENTION_KIND_INSTRUCTION,
+    RETENTION_KIND_ERROR,
+    RETENTION_KIND_PATH,
+    RETENTION_KIND_IDENTIFIER,
+    RETENTION_KIND_NUMBER,
+)
+
+# Why an LLM call was made, on the summarizer's own calls only (chat span and its metric series: duration and
+# the four token counters), so that a dashboard can set what compaction costs against what it saves. Absent
+# on the app's calls (no extra series, nothing added to the per-call cost).
+CALL_PURPOSE: Final = "otel_context.call.purpose"
+PURPOSE_COMPACTION: Final = "compaction"
 
 TRIGGER_AUTO: Final = "auto"
 TRIGGER_MANUAL: Final = "manual"
@@ -200,6 +229,7 @@ TOKEN_BUCKETS: Final = (
     1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
 )  # fmt: skip
 UTILIZATION_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1)
+RETENTION_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 
 # --- metrics: project --------------------------------------------------------------------------------------
 METRIC_COMPACTIONS: Final = "otel_context.compactions"
@@ -212,6 +242,8 @@ METRIC_STATE_STORE_ERRORS: Final = "otel_context.state_store.errors"
 #: Seconds a caller's request waited for a compaction before it went out (0 when a background summary was
 #: ready), by mode and trigger_source: what background compaction takes off the critical path.
 METRIC_COMPACTION_WAIT: Final = "otel_context.compaction.wait"
+#: Fraction of a compaction's dropped salient items found in the new request (by trigger_source, strategy).
+METRIC_COMPACTION_RETENTION: Final = "otel_context.compaction.retention"
 
 
 # Prometheus-side names (after the OTLP/Prometheus exporters' translation), used by dashboards and rules.
@@ -223,6 +255,7 @@ PROM_CACHE_BREAKS_TOTAL: Final = "otel_context_cache_breaks_total"
 PROM_CONTEXT_UTILIZATION: Final = "otel_context_context_utilization"
 PROM_STATE_STORE_ERRORS_TOTAL: Final = "otel_context_state_store_errors_total"
 PROM_COMPACTION_WAIT: Final = "otel_context_compaction_wait_seconds"
+PROM_COMPACTION_RETENTION: Final = "otel_context_compaction_retention"
 
 # Prometheus-side names of the standard metrics (UnderscoreEscapingWithSuffixes, what
 # opentelemetry-exporter-prometheus and Prometheus 3's OTLP receiver produce by default), for dashboards and

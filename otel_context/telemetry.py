@@ -40,6 +40,7 @@ class Instruments:
     context_utilization: Histogram
     state_store_errors: Counter
     compaction_wait: Histogram
+    compaction_retention: Histogram
     legacy_operation_duration: Histogram | None
     legacy_token_usage: Histogram | None
 
@@ -99,6 +100,12 @@ def _instruments(meter: Meter, legacy: bool) -> Instruments:
             unit="s",
             description="Time a caller's request waited for a compaction before it was sent",
             explicit_bucket_boundaries_advisory=[0.0, *semconv.DURATION_BUCKETS],
+        ),
+        compaction_retention=meter.create_histogram(
+            semconv.METRIC_COMPACTION_RETENTION,
+            unit="1",
+            description="Fraction of the salient items a compaction dropped that reach the new request",
+            explicit_bucket_boundaries_advisory=list(semconv.RETENTION_BUCKETS),
         ),
         legacy_operation_duration=meter.create_histogram(
             semconv.METRIC_LEGACY_OPERATION_DURATION,

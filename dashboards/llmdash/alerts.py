@@ -146,6 +146,27 @@ ALERTS: tuple[Alert, ...] = (
         value_format="humanizePercentage",
     ),
     Alert(
+        name="OtelContextCompactionLosesMuch",
+        uid="otel-context-compaction-loses-much",
+        value=q.low_retention_share("1h", [q.JOB, q.TRIGGER]),
+        threshold=0.2,
+        for_="15m",
+        severity="warning",
+        summary=f"Summaries lose much of the context on {_lbl(q.JOB)} (trigger: {_lbl(q.TRIGGER)})",
+        description=(
+            f"{VALUE} of the summary compactions of the last hour kept at most half of the salient items "
+            "(paths, error lines, identifiers, numbers with units, the user's sentences) of the messages they "
+            "replaced: the agent continues without facts it had, and may redo work or break an instruction. "
+            "What to do: open the compact spans with a low otel_context.compaction.retention (TraceQL: "
+            '{ name = "compact" && span.otel_context.compaction.retention < 0.5 }); with content capture on, '
+            "their otel_context.compaction.lost event names what was lost. Use a stronger summary model "
+            "(OTEL_CONTEXT_SUMMARY_MODEL), keep more recent messages (OTEL_CONTEXT_KEEP_RECENT_MESSAGES), or "
+            "add must-keep instructions with the pre_compact hook."
+        ),
+        lookback_seconds=3600,
+        value_format="humanizePercentage",
+    ),
+    Alert(
         name="OtelContextLLMErrorRatio",
         uid="otel-context-llm-error-ratio",
         value=q.error_ratio("10m", [q.JOB, q.PROVIDER, q.MODEL], zero_fill=False),

@@ -400,6 +400,32 @@ def build() -> dict[str, Any]:
         .with_panel(
             _series(
                 ids,
+                "Compaction retention",
+                "Share of the salient items (paths, error lines, identifiers, numbers with units, the user's "
+                "sentences) of what a compaction dropped that reach the request it sends, by strategy: median and "
+                "10th percentile. Checked without an LLM call. Microcompaction clears old tool results on purpose, "
+                "so its retention is low by design; a summary's should stay near 1.",
+                "percentunit",
+                _target(q.retention_quantile(0.5, RATE, [q.STRATEGY]), "p50 " + _legend_of(q.STRATEGY), "A"),
+                _target(q.retention_quantile(0.1, RATE, [q.STRATEGY]), "p10 " + _legend_of(q.STRATEGY), "B"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Compaction cost vs tokens saved",
+                "Tokens per second of the summarizer's own calls (otel_context.call.purpose=compaction), next to "
+                "the context tokens compactions removed per second. The removed tokens are not resent by any "
+                "later call, so a saving well above the summarizer's input pays for the summaries.",
+                "short",
+                _target(q.summarizer_tokens_per_second(semconv.TOKEN_TYPE_INPUT, RATE, []), "summarizer in", "A"),
+                _target(q.summarizer_tokens_per_second(semconv.TOKEN_TYPE_OUTPUT, RATE, []), "summarizer out", "B"),
+                _target(q.tokens_saved_per_second(RATE, []), "context tokens removed", "C"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
                 "Open circuit breakers by model",
                 "Conversations whose compaction circuit breaker is open; a success or a manual compaction closes it.",
                 "short",

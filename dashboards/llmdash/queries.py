@@ -46,6 +46,7 @@ TOKENS_SAVED = Metric(semconv.METRIC_COMPACTION_TOKENS_SAVED, semconv.PROM_COMPA
 BREAKERS_OPEN = Metric(semconv.METRIC_BREAKERS_OPEN, semconv.PROM_BREAKERS_OPEN, "gauge")
 CACHE_BREAKS = Metric(semconv.METRIC_CACHE_BREAKS, semconv.PROM_CACHE_BREAKS_TOTAL, "counter")
 CONTEXT_UTILIZATION = Metric(semconv.METRIC_CONTEXT_UTILIZATION, semconv.PROM_CONTEXT_UTILIZATION, "histogram")
+COMPACTION_RETENTION = Metric(semconv.METRIC_COMPACTION_RETENTION, semconv.PROM_COMPACTION_RETENTION, "histogram")
 
 #: Metrics otel-context emits by default (what a scrape of an instrumented app must show).
 CURRENT: tuple[Metric, ...] = (
@@ -62,6 +63,7 @@ CURRENT: tuple[Metric, ...] = (
     BREAKERS_OPEN,
     CACHE_BREAKS,
     CONTEXT_UTILIZATION,
+    COMPACTION_RETENTION,
 )
 #: Older names, read only as the right-hand side of an ``or`` whose left-hand side reads a CURRENT metric.
 LEGACY: tuple[Metric, ...] = (LEGACY_OPERATION_DURATION, LEGACY_TIME_TO_FIRST_CHUNK, LEGACY_TOKEN_USAGE)
@@ -78,6 +80,7 @@ OUTCOME = label(semconv.COMPACTION_OUTCOME)
 MODE = label(semconv.COMPACTION_MODE)
 REASON = label(semconv.CACHE_BREAK_REASON)
 INTENTIONAL = label(semconv.CACHE_BREAK_INTENTIONAL)
+PURPOSE = label(semconv.CALL_PURPOSE)
 
 # Boolean attributes reach Prometheus as the strings "true" / "false".
 IS_FAILURE = f'{OUTCOME}="{semconv.OUTCOME_FAILURE}"'
@@ -86,6 +89,8 @@ IS_SUMMARY = f'{STRATEGY}="{semconv.STRATEGY_SUMMARY}"'
 UNEXPECTED = f'{INTENTIONAL}="false"'
 INTENDED = f'{INTENTIONAL}="true"'
 HAS_ERROR = f'{ERROR}!=""'
+#: The summarizer's own calls (the app's calls carry no purpose label).
+IS_COMPACTION_CALL = f'{PURPOSE}="{semconv.PURPOSE_COMPACTION}"'
 
 
 def _sum(labels: Sequence[str], inner: str) -> str:
@@ -226,6 +231,39 @@ def tokens_saved_per_compaction(window: str, labels: Sequence[str]) -> str:
 def tokens_saved(window: str, labels: Sequence[str]) -> str:
     """Context tokens removed by compactions over ``window``."""
     return _sum(labels, f"increase({TOKENS_SAVED.selector(SUM)}[{window}])")
+
+
+def summarizer_tokens_per_second(direction: str, window: str, labels: Sequence[str]) -> str:
+    """Input or output tokens per second of the summarizer's own calls (what compaction costs)."""
+    metric = {semconv.TOKEN_TYPE_INPUT: INPUT_TOKENS, semconv.TOKEN_TYPE_OUTPUT: OUTPUT_TOKENS}[direction]
+    legacy = f'{IS_COMPACTION_CALL}, {TOKEN_TYPE}="{direction}"'
+    return _either(
+        _sum(labels, _rate(metric.selector(matchers=IS_COMPACTION_CALL), window)),
+        _sum(labels, _rate(LEGACY_TOKEN_USAGE.selector(SUM, legacy), window)),
+    )
+
+
+def tokens_saved_per_second(window: str, labels: Sequence[str]) -> str:
+    """Context tokens compactions removed, per second (each removed token is also not resent by the calls
+    that follow, so this is a floor of what compaction saves)."""
+    return _sum(labels, _rate(TOKENS_SAVED.selector(SUM), window))
+
+
+def retention_quantile(quantile: float, window: str, labels: Sequence[str]) -> str:
+    """A quantile of compaction retention (the share of the dropped salient items the new request kept)."""
+    return _quantile(COMPACTION_RETENTION, quantile, window, labels)
+
+
+#: Retention at or below this (a bucket bound of ``semconv.RETENTION_BUCKETS``) is a compaction that lost much.
+LOW_RETENTION = 0.5
+
+
+def low_retention_share(window: str, labels: Sequence[str]) -> str:
+    """Share of summary compactions over ``window`` that kept at most :data:`LOW_RETENTION` of the salient items
+    they dropped (microcompaction clears old tool results on purpose: not counted)."""
+    low = _sum(labels, _rate(COMPACTION_RETENTION.selector(BUCKET, f'{IS_SUMMARY}, le="{LOW_RETENTION}"'), window))
+    every = _sum(labels, _rate(COMPACTION_RETENTION.selector(COUNT, IS_SUMMARY), window))
+    return f"{low}\n/\n{every}"
 
 
 def breakers_open(labels: Sequence[str]) -> str:

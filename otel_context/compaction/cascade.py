@@ -27,6 +27,7 @@ from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
 
 from otel_context import semconv, telemetry
 from otel_context.compaction import hooks as hooks_mod
+from otel_context.compaction import retention as retention_mod
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.microcompact import microcompact_items
 from otel_context.compaction.summary import CompactionError, summarize
@@ -191,6 +192,8 @@ class CompactionOutcome:
     #: Leading items of ``head`` that are the summary's (its message and the user's messages): the anchor
     #: of the next compaction ends there (0: no summary).
     summary_head: int = 0
+    #: What the result kept of what it dropped (:mod:`.retention`), measured when it succeeded.
+    retention: retention_mod.Retention | None = None
 
     @property
     def changed(self) -> bool:
@@ -265,12 +268,26 @@ def _open_span(
 def _finish(job: CompactionJob, span: Span, out: CompactionOutcome, started: float) -> None:
     """Breaker, cache announcement, span attributes and metrics of one attempt."""
     out.duration_ms = (time.perf_counter() - started) * 1000.0
+    if out.outcome == semconv.OUTCOME_SUCCESS and out.items is not None:
+        _check_retention(job, span, out)  # on the result as sent; a background one's span carries it too
     if job.deferred and out.outcome == semconv.OUTCOME_SUCCESS:
         out.open_span = span  # settled when applied or discarded
         return
     settle(job, span, out)
     if job.mode == semconv.MODE_INLINE and out.strategy == semconv.STRATEGY_SUMMARY and job.trigger in _WAITED:
         record_wait(out.duration_ms / 1000.0, job.trigger, job.mode)
+
+
+def _check_retention(job: CompactionJob, span: Span, out: CompactionOutcome) -> None:
+    """What the result kept of what it dropped, on the span (after the duration: not the compaction's own
+    time); never fails the compaction."""
+    assert out.items is not None
+    cut = out.cut if out.strategy == semconv.STRATEGY_SUMMARY else 0
+    try:
+        out.retention = retention_mod.measure(job.adapter, job.body, job.items, out.items, out.cut, out.strategy)
+        retention_mod.annotate(span, out.retention, cut, job.settings.capture_content != "NO_CONTENT")
+    except Exception:
+        telemetry.log_once("cascade.retention", "otel_context: the retention check failed", exc_info=True)
 
 
 #: Triggers whose inline summary the caller's request waits for (the explicit API's caller asked for it).
@@ -338,6 +355,11 @@ def _close_span(
                 semconv.COMPACTION_STRATEGY: out.strategy,
                 semconv.COMPACTION_OUTCOME: out.outcome,
             },
+        )
+    if out.outcome == semconv.OUTCOME_SUCCESS and out.retention is not None and out.retention.retention is not None:
+        instruments.compaction_retention.record(
+            out.retention.retention,
+            {semconv.COMPACTION_TRIGGER_SOURCE: trigger, semconv.COMPACTION_STRATEGY: out.strategy},
         )
     if out.outcome == semconv.OUTCOME_SUCCESS and out.input_tokens:
         instruments.compaction_tokens_saved.record(

@@ -215,6 +215,7 @@ def test_every_metric_the_dashboards_and_rules_query_is_emitted(app: str) -> Non
             semconv.PROM_BREAKERS_OPEN,
             semconv.PROM_COMPACTION_TOKENS_SAVED + "_count",
             semconv.PROM_COMPACTION_WAIT + "_count",
+            semconv.PROM_COMPACTION_RETENTION + "_count",
         )
         if all(name in names for name in wanted):
             break

@@ -81,6 +81,8 @@ def test_panels_the_issue_asks_for() -> None:
         "Summary compactions by mode",
         "Time callers waited for compaction",
         "Open circuit breakers by model",
+        "Compaction retention",
+        "Compaction cost vs tokens saved",
         "Context utilization p95",
         "Recent compactions",
         "Failed compactions",

@@ -107,3 +107,65 @@ def test_mode_panel_counts_summaries_per_second_by_mode_and_outcome(tmp_path: Pa
     }
     code, output = _run(tmp_path, series, [check])
     assert code == 0, output
+
+
+PURPOSE = semconv.CALL_PURPOSE.replace(".", "_")
+
+
+def test_cost_panel_counts_only_the_summarizers_tokens_next_to_the_tokens_saved(tmp_path: Path) -> None:
+    summarizer_in, summarizer_out, saved = _exprs("Compaction cost vs tokens saved")
+    app = 'gen_ai_provider_name="anthropic", gen_ai_request_model="m", job="app"'
+    series = [
+        # The app's calls: 6,000 input and 600 output tokens a minute; the summarizer's: 1,200 and 120.
+        {"series": f"{semconv.PROM_USAGE_INPUT_TOKENS_TOTAL}{{{app}}}", "values": "0+6000x10"},
+        {"series": f"{semconv.PROM_USAGE_OUTPUT_TOKENS_TOTAL}{{{app}}}", "values": "0+600x10"},
+        {
+            "series": f'{semconv.PROM_USAGE_INPUT_TOKENS_TOTAL}{{{app}, {PURPOSE}="compaction"}}',
+            "values": "0+1200x10",
+        },
+        {
+            "series": f'{semconv.PROM_USAGE_OUTPUT_TOKENS_TOTAL}{{{app}, {PURPOSE}="compaction"}}',
+            "values": "0+120x10",
+        },
+        # One compaction a minute removing 9,000 context tokens.
+        {
+            "series": f'{semconv.PROM_COMPACTION_TOKENS_SAVED}_sum{{{STRATEGY}="summary", {TRIGGER}="auto", job="app"}}',
+            "values": "0+9000x10",
+        },
+    ]
+    checks = [
+        {"expr": f"round({expr}, 0.001)", "eval_time": "8m", "exp_samples": [{"labels": "{}", "value": value}]}
+        for expr, value in ((summarizer_in, 20), (summarizer_out, 2), (saved, 150))
+    ]
+    code, output = _run(tmp_path, series, checks)
+    assert code == 0, output
+
+
+def test_retention_panel_gives_each_strategy_its_quantiles(tmp_path: Path) -> None:
+    p50, p10 = _exprs("Compaction retention")
+
+    def buckets(strategy: str, per_minute: dict[str, int]) -> list[dict[str, str]]:
+        labels = f'{STRATEGY}="{strategy}", {TRIGGER}="auto", job="app"'
+        return [
+            {"series": f'{semconv.PROM_COMPACTION_RETENTION}_bucket{{le="{le}", {labels}}}', "values": f"0+{n}x10"}
+            for le, n in per_minute.items()
+        ]
+
+    # Summaries: all between 0.9 and 0.95; microcompaction: all between 0.1 and 0.2.
+    series = buckets(semconv.STRATEGY_SUMMARY, {"0.9": 0, "0.95": 10, "1.0": 10, "+Inf": 10}) + buckets(
+        semconv.STRATEGY_MICROCOMPACT, {"0.1": 0, "0.2": 10, "1.0": 10, "+Inf": 10}
+    )
+
+    def check(expr: str, summary: float, micro: float) -> dict[str, Any]:
+        return {
+            "expr": f"round({expr}, 0.001)",
+            "eval_time": "8m",
+            "exp_samples": [
+                {"labels": f'{{{STRATEGY}="{semconv.STRATEGY_SUMMARY}"}}', "value": summary},
+                {"labels": f'{{{STRATEGY}="{semconv.STRATEGY_MICROCOMPACT}"}}', "value": micro},
+            ],
+        }
+
+    # Linear interpolation inside the bucket: lower + width * q.
+    code, output = _run(tmp_path, series, [check(p50, 0.925, 0.15), check(p10, 0.905, 0.11)])
+    assert code == 0, output

@@ -25,6 +25,7 @@ def test_the_alerts_the_issue_asks_for() -> None:
         "OtelContextCircuitBreakerOpen",
         "OtelContextUnexpectedCacheBreaks",
         "OtelContextUtilizationNearLimit",
+        "OtelContextCompactionLosesMuch",
         "OtelContextLLMErrorRatio",
     ]
 

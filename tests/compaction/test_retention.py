@@ -1,0 +1,217 @@
+"""The retention check on plain items, in each wire format: which salient items it collects from a dropped
+span, what it leaves out, and which it finds in a new request (otel_context/compaction/retention.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from otel_context import Compactor, semconv
+from otel_context.compaction import retention
+from otel_context.compaction.prompt import summary_message_text
+from otel_context.formats import for_format
+from otel_context.formats.base import CLEARED_PLACEHOLDER
+from otel_context.settings import Settings
+from tests.compaction.support import Otel
+
+FORMATS = ["anthropic_messages", "openai_chat", "openai_responses"]
+
+USER = (
+    "Please fix `parse_config()` in src/app/config.py before Friday. It must answer in 250 ms or less.\n"
+    "Use 4 GiB at most!"
+)
+ANSWER = "Reading ./src/app/config.py: `CONFIG_PATH` is set; the run took 3.5s and 95% passed."
+TEST_RUN = "\n".join(
+    [
+        "E   AssertionError: assert 3 == 4",
+        "FAILED tests/test_config.py::test_load - AssertionError: assert 3 == 4",
+        "error[E0308]: mismatched types",
+        "fatal: not a git repository",
+        "npm ERR! code ENOENT",
+        # Not error lines: handling code, prose, a traceback header; not identifiers or numbers: tool output.
+        "    except ValueError:",
+        "    log.error('x')",
+        "no errors found in `tool_only_identifier`, took 99 ms",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.11/json/decoder.py", line 3',
+    ]
+)
+EXPECTED = [
+    (semconv.RETENTION_KIND_INSTRUCTION, "Please fix `parse_config()` in src/app/config.py before Friday."),
+    (semconv.RETENTION_KIND_INSTRUCTION, "It must answer in 250 ms or less."),
+    (semconv.RETENTION_KIND_INSTRUCTION, "Use 4 GiB at most!"),
+    (semconv.RETENTION_KIND_ERROR, "AssertionError: assert 3 == 4"),
+    (semconv.RETENTION_KIND_ERROR, "FAILED tests/test_config.py::test_load - AssertionError: assert 3 == 4"),
+    (semconv.RETENTION_KIND_ERROR, "error[E0308]: mismatched types"),
+    (semconv.RETENTION_KIND_ERROR, "fatal: not a git repository"),
+    (semconv.RETENTION_KIND_ERROR, "ERR! code ENOENT"),
+    (semconv.RETENTION_KIND_PATH, "src/app/config.py"),
+    (semconv.RETENTION_KIND_PATH, "tests/test_config.py"),
+    (semconv.RETENTION_KIND_PATH, "usr/lib/python3.11/json/decoder.py"),
+    (semconv.RETENTION_KIND_IDENTIFIER, "parse_config"),
+    (semconv.RETENTION_KIND_IDENTIFIER, "CONFIG_PATH"),
+    (semconv.RETENTION_KIND_NUMBER, "250 ms"),
+    (semconv.RETENTION_KIND_NUMBER, "4 GiB"),
+    (semconv.RETENTION_KIND_NUMBER, "3.5s"),
+    (semconv.RETENTION_KIND_NUMBER, "95%"),
+]
+
+
+def conversation(fmt: str, user: str = USER, result: str = TEST_RUN) -> list[dict[str, Any]]:
+    """A user ask, the model's answer with a tool call, the tool's result, a closing answer."""
+    if fmt == "anthropic_messages":
+        return [
+            {"role": "user", "content": [{"type": "text", "text": user}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": ANSWER},
+                    {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"cmd": "pytest"}},
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}]},
+            {"role": "assistant", "content": "Done."},
+        ]
+    if fmt == "openai_chat":
+        return [
+            {"role": "user", "content": user},
+            {
+                "role": "assistant",
+                "content": ANSWER,
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "pytest"}'}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": result},
+            {"role": "assistant", "content": "Done."},
+        ]
+    return [
+        {"role": "user", "content": [{"type": "input_text", "text": user}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": ANSWER}]},
+        {"type": "function_call", "call_id": "call_1", "name": "bash", "arguments": '{"cmd": "pytest"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": result},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]},
+    ]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_salient_items_of_a_span_are_the_same_in_every_format(fmt: str) -> None:
+    adapter = for_format(fmt)
+    assert retention.salient_items(adapter, conversation(fmt)) == EXPECTED
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_our_summary_message_gives_no_instruction_but_its_content_is_checked(fmt: str) -> None:
+    adapter = for_format(fmt)
+    summary = adapter.make_user_item(summary_message_text("1. Primary request: fix src/app/config.py quickly now."))
+    items = retention.salient_items(adapter, [summary])
+    # The earlier summary's path is content a later summary must carry; its wrapper sentences are ours.
+    assert items == [(semconv.RETENTION_KIND_PATH, "src/app/config.py")]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_check_finds_items_anywhere_in_the_new_request_and_names_the_rest(fmt: str) -> None:
+    adapter = for_format(fmt)
+    dropped = conversation(fmt)
+    kept_text = "\n".join(
+        [
+            USER,  # the user's message carried verbatim: its 3 sentences, a path, an identifier, 2 numbers
+            "Errors: AssertionError: assert 3 == 4 (fixed); fatal: not a git repository.",
+            "It ran 3.5 s; `CONFIG_PATH` stays.",  # "3.5s" written with a space still counts
+        ]
+    )
+    after = [adapter.make_user_item(summary_message_text(kept_text)), *dropped[-1:]]
+    body = adapter.with_items({"model": "m", "max_tokens": 10}, after)
+    if fmt == "anthropic_messages":
+        body = {**body, "system": "Repository layout: tests/test_config.py holds the loader tests."}
+    result = retention.check(adapter, body, dropped, after)
+    lost = [
+        (semconv.RETENTION_KIND_ERROR, "FAILED tests/test_config.py::test_load - AssertionError: assert 3 == 4"),
+        (semconv.RETENTION_KIND_ERROR, "error[E0308]: mismatched types"),
+        (semconv.RETENTION_KIND_ERROR, "ERR! code ENOENT"),
+        *([(semconv.RETENTION_KIND_PATH, "tests/test_config.py")] if fmt != "anthropic_messages" else []),
+        (semconv.RETENTION_KIND_PATH, "usr/lib/python3.11/json/decoder.py"),
+        (semconv.RETENTION_KIND_NUMBER, "95%"),
+    ]
+    assert list(result.lost) == lost
+    assert result.items_checked == len(EXPECTED)
+    assert result.retention == pytest.approx((len(EXPECTED) - len(lost)) / len(EXPECTED))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_microcompact_checks_the_results_it_cleared(fmt: str) -> None:
+    adapter = for_format(fmt)
+    before = conversation(fmt)
+    (ref,) = adapter.tool_results(before)
+    after = adapter.with_tool_results_replaced(before, {ref.call_id: CLEARED_PLACEHOLDER})
+    result = retention.check_microcompact(adapter, {}, before, after)
+    # Only what the tool result held: error lines and paths (numbers and code spans of tool output are noise).
+    tool_items = [(k, t) for k, t in EXPECTED if k in (semconv.RETENTION_KIND_ERROR, semconv.RETENTION_KIND_PATH)]
+    tool_items.remove((semconv.RETENTION_KIND_PATH, "src/app/config.py"))
+    assert list(result.lost) == tool_items
+    assert result.retention == 0.0
+    # Nothing cleared, nothing to check.
+    assert retention.check_microcompact(adapter, {}, before, before) == retention.Retention(None, 0, ())
+
+
+def test_items_are_deduplicated_and_capped_evenly_from_oldest_to_newest() -> None:
+    adapter = for_format("anthropic_messages")
+    listing = "\n".join(f"src/pkg/module_{i:03d}.py" for i in range(100))
+    dropped = conversation("anthropic_messages", user="Look.", result=listing + "\n" + listing)
+    paths = [t for k, t in retention.salient_items(adapter, dropped) if k == semconv.RETENTION_KIND_PATH]
+    cap = retention.CAPS[semconv.RETENTION_KIND_PATH]
+    assert len(paths) == cap == len(set(paths))
+    assert paths[0] == "src/app/config.py"  # the answer's path comes first (in order of the text)
+    assert paths[-1] >= "src/pkg/module_090.py"  # the sample reaches the end of the listing
+    assert retention.salient_items(adapter, dropped) == retention.salient_items(adapter, dropped)
+
+
+def test_a_long_span_is_sampled_from_its_start_to_its_end() -> None:
+    """A path named thousands of times (a grep) does not crowd out the rest of the text: each part of the text
+    gives at most a few matches (a bounded cost), so the paths of the parts after the flood are still read."""
+    adapter = for_format("openai_chat")
+    grep = "\n".join(f"src/hot.py:{i}: match" for i in range(20_000))
+    tail = "\n".join(f"src/cold/file_{i}.py" for i in range(3_000))
+    dropped = conversation("openai_chat", user="Look.", result=grep + "\n" + tail)
+    paths = [t for k, t in retention.salient_items(adapter, dropped) if k == semconv.RETENTION_KIND_PATH]
+    assert paths[:2] == ["src/app/config.py", "src/hot.py"]
+    assert len(paths) > 10
+    assert all(p.startswith("src/cold/file_") for p in paths[2:])
+    numbers = [int(p.removeprefix("src/cold/file_").removesuffix(".py")) for p in paths[2:]]
+    assert numbers[-1] > 2_000  # the last part of the text is read too
+
+
+def test_the_explicit_compactor_reports_retention(otel: Otel) -> None:
+    """The explicit API runs the same cascade: a summarize function that drops the test run's errors."""
+    later = conversation("anthropic_messages", user="Next, ship it now.", result="All 12 tests passed.")
+    messages = [*conversation("anthropic_messages"), *later]
+
+    def summarize(request: dict[str, Any]) -> str:
+        return "<summary>" + USER + " Then " + ANSWER + "</summary>"
+
+    compactor = Compactor(summarize, settings=Settings(keep_recent_messages=4))
+    result = compactor.compact(messages, model="claude-sonnet-4-6", wire_format="anthropic_messages")
+    assert result.compacted
+    (span,) = otel.compact_spans()
+    attrs = span.attributes
+    assert attrs[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_MANUAL
+    assert attrs[semconv.COMPACTION_CUT_INDEX] == 4
+    assert attrs[semconv.COMPACTION_ITEMS_CHECKED] == len(EXPECTED)
+    assert 0 < attrs[semconv.COMPACTION_RETENTION] < 1
+    assert not span.events or all(e.name != semconv.COMPACTION_LOST_EVENT for e in span.events)  # NO_CONTENT
+    (point,) = otel.metric_points(semconv.METRIC_COMPACTION_RETENTION)
+    assert point.attributes == {
+        semconv.COMPACTION_TRIGGER_SOURCE: semconv.TRIGGER_MANUAL,
+        semconv.COMPACTION_STRATEGY: semconv.STRATEGY_SUMMARY,
+    }
+    assert point.sum == pytest.approx(attrs[semconv.COMPACTION_RETENTION])
+    json.dumps(result.messages)  # the caller's messages back, plain JSON
+
+
+def test_numbers_need_a_unit_and_stand_on_their_own() -> None:
+    adapter = for_format("openai_chat")
+    user = "Builds v1.2 s and mod12 ms are not numbers here; 12 ms, 1,500 tokens and 2µs are."
+    items = retention.salient_items(adapter, [adapter.make_user_item(user)])
+    assert [t for k, t in items if k == semconv.RETENTION_KIND_NUMBER] == ["12 ms", "1,500 tokens", "2µs"]
