@@ -115,11 +115,14 @@ def _add_eval_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     ev.add_argument("--model", help="the model (default: claude-sonnet-4-6 / gpt-4.1)")
     ev.add_argument("--summary-model", help="the summarizer's model (default: the model)")
-    ev.add_argument("--scenario", default="all", help=f"one of {', '.join(SCENARIOS)}, or all (default: all)")
+    ev.add_argument(
+        "--scenario", default="all", help=f"{', '.join(SCENARIOS)} (several: comma-separated), or all (default: all)"
+    )
     ev.add_argument(
         "--summarizer",
         default="all",
-        help=f"simulated provider only: {', '.join(SUMMARIZERS)}, or all (default: all, one run of each per scenario)",
+        help=f"simulated provider only: {', '.join(SUMMARIZERS)} (several: comma-separated), or all (default: all, "
+        "one run of each per scenario)",
     )
     ev.add_argument(
         "--window",

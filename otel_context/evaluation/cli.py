@@ -34,6 +34,12 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def _choices(text: str, every: tuple[str, ...]) -> tuple[str, ...]:
+    """``all``, one name, or names separated by commas (checked by ``EvalOptions.check``)."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    return every if names in ((), ("all",)) else names
+
+
 def options_from(args: argparse.Namespace) -> EvalOptions:
     """The options of the command line; ValueError with a message fit for it."""
     live = args.provider != "simulated"
@@ -43,8 +49,8 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
         )
     if not live and args.yes:
         raise ValueError("--yes confirms a live run: it does not apply to the simulated provider")
-    scenarios = tuple(SCENARIOS) if args.scenario == "all" else (args.scenario,)
-    summarizers = tuple(SUMMARIZERS) if args.summarizer == "all" else (args.summarizer,)
+    scenarios = _choices(args.scenario, tuple(SCENARIOS))
+    summarizers = _choices(args.summarizer, tuple(SUMMARIZERS))
     options = EvalOptions(
         provider=args.provider,
         sdk=args.provider if live else args.sdk,
