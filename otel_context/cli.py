@@ -3,7 +3,8 @@
 ``otel-context demo`` runs a 50-turn coding agent on the embedded simulated provider and shows what the
 instrumentation and the compactor did (see :mod:`otel_context.demo`). Exit status: 0 when the run
 completed, 130 when interrupted with Ctrl-C (telemetry is flushed first), 2 for bad options or a refused
-``--live`` run, 1 for anything else.
+``--live`` run, 1 for anything else. ``otel-context eval`` measures what survives compaction
+(:mod:`otel_context.evaluation`; its exit status is in :mod:`otel_context.evaluation.cli`).
 """
 
 from __future__ import annotations

@@ -207,40 +207,46 @@ class RunPrinter:
         if not r.compactions:
             c.print("No compaction happened: lower --window so that the conversation outgrows it.", style="yellow")
             return
-        table = Table(title="Compactions", title_justify="left")
+        table = Table(
+            title="Compactions",
+            title_justify="left",
+            caption="context: tokens before → after (compact span); probes: answered right from the compacted "
+            "request / from the full history; spared: input tokens not sent until the next compaction",
+            caption_justify="left",
+        )
         columns = (
-            ("#", "right"),
-            ("turn", "right"),
-            ("context before → after", "right"),
-            ("verbatim", "right"),
-            ("summary", "right"),
-            ("absent", "right"),
-            ("user lost", "right"),
-            ("probes compacted", "right"),
-            ("probes full", "right"),
-            ("summarizer in / out", "right"),
-            ("summary cost", "right"),
-            ("spared tokens", "right"),
-            ("spared cost", "right"),
+            "#",
+            "turn",
+            "context",
+            "verbatim",
+            "summary",
+            "absent",
+            "user lost",
+            "probes",
+            "probes full",
+            "summarizer in/out",
+            "summary $",
+            "spared",
+            "spared $",
         )
         show_retention = any(rec.retention is not None for rec in r.compactions)
-        for name, justify in columns:
-            table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        for name in columns:
+            table.add_column(name, justify="right", no_wrap=True)
         if show_retention:
-            table.add_column("retention", justify="right")
+            table.add_column("retention", justify="right", no_wrap=True)
         for rec in r.compactions:
             lost = len(rec.user_lost) + len(rec.without_reversal)
             row = [
                 str(rec.number),
                 str(rec.turn),
-                f"{rec.tokens_before:,} → {rec.tokens_after:,}",
+                f"{rec.tokens_before:,}→{rec.tokens_after:,}",
                 str(rec.count(VERBATIM)),
                 str(rec.count(SUMMARY)),
                 str(rec.count(ABSENT)),
                 f"[red]{lost}[/red]" if lost else "0",
                 _score(*rec.probe_score()),
                 _score(*rec.probe_score(full=True)) if rec.full_probe_error is None else "skipped",
-                f"{rec.summary_input_tokens:,} / {rec.summary_output_tokens:,}",
+                f"{rec.summary_input_tokens:,}/{rec.summary_output_tokens:,}",
                 _money(rec.summary_cost),
                 f"{rec.spared_tokens:,}",
                 _money(rec.spared_cost),
@@ -266,8 +272,6 @@ class RunPrinter:
             styled = [f"[red]{m}[/red]" if m.startswith("!") else m for m in cells]
             grid.add_row(fact.id, fact.kind.replace("_", " "), fact.source, *styled)
         c.print(grid)
-        for line in r.failures():
-            c.print(line, style="red", markup=False)
         c.print()
 
     def summary(self, options: EvalOptions, results: Sequence[RunResult]) -> None:

@@ -242,20 +242,28 @@ class RunResult:
         return f"{self.scenario.name}/{self.summarizer or self.summary_model}"
 
     def failures(self) -> list[str]:
-        """One line per failure: a user fact lost, a constraint sent without its reversal."""
-        out: list[str] = []
+        """One line per failing fact: a user fact lost, or a constraint sent without its reversal, with the
+        first compaction where it happened and how many compactions it happened in."""
+        found: dict[tuple[str, str], list[CompactionRecord]] = {}
         for record in self.compactions:
             for status in record.facts:
                 if status.lost and status.fact.user_fact:
-                    out.append(
-                        f"{self.label}: compaction {record.number} (turn {record.turn}) lost the user's "
-                        f"{status.fact.kind.replace('_', ' ')}: {status.fact.text}"
-                    )
+                    found.setdefault((status.fact.id, "lost"), []).append(record)
                 if status.without_reversal:
-                    out.append(
-                        f"{self.label}: compaction {record.number} (turn {record.turn}) sent a reversed constraint "
-                        f"without its reversal: {status.fact.text}"
-                    )
+                    found.setdefault((status.fact.id, "alone"), []).append(record)
+        out: list[str] = []
+        for (fact_id, what), records in found.items():
+            fact = self.scenario.fact(fact_id)
+            first = records[0]
+            where = (
+                f"compaction {first.number} (turn {first.turn}), and {len(records) - 1} later"
+                if len(records) > 1
+                else f"compaction {first.number} (turn {first.turn})"
+            )
+            if what == "lost":
+                out.append(f"{self.label}: the user's {fact.kind.replace('_', ' ')} lost at {where}: {fact.text}")
+            else:
+                out.append(f"{self.label}: a reversed constraint sent without its reversal at {where}: {fact.text}")
         return out
 
 
