@@ -526,7 +526,7 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
         auto_compact_window=options.window,
-        summary_model=options.summary_model,
+        summary_model=result.summary_model,  # the one the report names, whatever the environment says
         background_compaction=options.background,
         compaction="auto",
         microcompact=False,

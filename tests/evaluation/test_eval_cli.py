@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from otel_context.cli import main
+from otel_context.evaluation.classify import is_summarizer_request
 
 SCRIPT = Path(sys.executable).parent / "otel-context"
 
@@ -99,6 +100,46 @@ def test_a_faithful_run_on_the_openai_sdk_prints_its_tables_and_keeps_every_fact
     )
     for title in ("Compactions", "Facts after each compaction", "Retention", "pipeline: Hardening a Go"):
         assert title in printed.out
+
+
+def test_the_live_path_against_a_provider_at_the_sdks_base_url_skips_a_full_history_over_its_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--provider anthropic`` as a user runs it (key and base URL from the SDK's variables, the SDK's own
+    client), pointed at a simulated provider whose model window is smaller than the full history: the
+    compacted requests fit, the full-history probe is refused by the provider and reported as skipped."""
+    from otel_context.testing import SimulatedProvider
+
+    out = tmp_path / "eval.json"
+    with SimulatedProvider(windows={"claude-sonnet-4-6": 9_000}) as sim:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sim-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", sim.base_url)
+        args = ["--scenario", "pipeline", "--turns", "50", "--window", "6000", "--json", str(out)]
+        code = main(["eval", "--provider", "anthropic", "--summary-model", "claude-haiku-4-5", "--yes", *args])
+        models = {
+            (e.body["model"], is_summarizer_request(e.body, "anthropic_messages"))
+            for e in sim.exchanges
+            if e.path == "/v1/messages"
+        }
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "real anthropic API" in err and "claude-sonnet-4-6 list prices" in err  # the estimate came first
+    assert models == {("claude-sonnet-4-6", False), ("claude-haiku-4-5", True)}  # the summarizer's own model
+    payload = json.loads(out.read_text())
+    assert payload["provider"] == "anthropic" and payload["passed"]
+    (run,) = payload["runs"]
+    assert run["summarizer"] is None and run["peak_request_tokens"] <= 6_000 < run["full_history_tokens"]
+    compactions = run["compactions"]
+    assert len(compactions) >= 3
+    fit = [c for c in compactions if c["probes"]["full_error"] is None]
+    skipped = [c for c in compactions if c["probes"]["full_error"] is not None]
+    assert fit and skipped and compactions.index(skipped[0]) == len(fit)  # once the history outgrew 9,000
+    assert all(c["probes"]["full"] == [0, 0] and "prompt is too long" in c["probes"]["full_error"] for c in skipped)
+    assert all(c["probes"]["compacted"][0] == c["probes"]["compacted"][1] > 0 for c in compactions)
+    last = compactions[-1]  # priced at Claude Haiku 4.5's list price: 1 $/M in, 5 $/M out
+    assert last["summary_cost_usd"] == pytest.approx(
+        (last["summary_input_tokens"] * 1 + last["summary_output_tokens"] * 5) / 1e6
+    )
 
 
 def test_a_live_run_without_its_key_is_refused_in_one_line(
