@@ -1,9 +1,9 @@
 """``otel-context eval``: options in, tables or JSON out, and the exit status CI checks.
 
 Exit status: 0 when every fact the user stated reached every request after each compaction (and no
-reversed constraint went without its reversal); 1 when one did not, or when no compaction happened (the
-evaluation then measured nothing); 2 for bad options, a missing key or a refused live run; 130 when
-interrupted.
+reversed constraint went without its reversal); 1 when one did not, when no compaction happened (the
+evaluation then measured nothing), or when the provider failed a request; 2 for bad options, a missing key
+or a refused live run; 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -132,6 +132,12 @@ def run_command(args: argparse.Namespace, env: Mapping[str, str], stdin: IO[str]
     except SettingsError as exc:
         _err(f"otel-context eval: {exc}")
         return EXIT_USAGE
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] not in ("anthropic", "openai"):
+            raise
+        # The provider failed a request (after the SDK's retries): say so in one line, not a traceback.
+        _err(f"otel-context eval: the {options.provider} API failed a request, the run stops: {exc}")
+        return EXIT_LOST
     payload = to_json(options, results)
     if printer is not None and results:
         printer.summary(options, results)

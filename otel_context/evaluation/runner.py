@@ -40,6 +40,7 @@ from otel_context.evaluation.classify import (
 )
 from otel_context.evaluation.prices import price_of
 from otel_context.evaluation.scenarios import (
+    MIN_TURNS,
     SCENARIOS,
     SOURCE_ASSISTANT,
     TOOLS,
@@ -152,8 +153,6 @@ class EvalOptions:
                 raise ValueError(f"--summarizer {style!r}: choose one of {', '.join(SUMMARIZERS)} or all")
         if self.window < MIN_WINDOW:
             raise ValueError(f"--window {self.window}: must be at least {MIN_WINDOW:,} tokens")
-        from otel_context.evaluation.scenarios import MIN_TURNS
-
         if self.turns is not None and self.turns < MIN_TURNS:
             raise ValueError(f"--turns {self.turns}: must be at least {MIN_TURNS}")
 
@@ -547,28 +546,20 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
                     for index, turn in enumerate(script):
                         new = wire.turn(turn, index)
                         messages = history + new
-                        capture_mark = len(capture.bodies)
+                        capture.bodies.clear()  # only this turn's requests are needed
                         _, used_in, used_out = wire.send(messages, MAX_TOKENS)
                         result.model_input_tokens += used_in
                         result.model_output_tokens += used_out
                         sent = next(
-                            (
-                                b
-                                for b in reversed(capture.bodies[capture_mark:])
-                                if not is_summarizer_request(b, wire_format)
-                            ),
+                            (b for b in reversed(capture.bodies) if not is_summarizer_request(b, wire_format)),
                             None,
                         )
                         history = [*messages, wire.reply(turn.reply)]
                         if sent is None:
                             continue
                         sent_tokens = count_request_tokens(sent, wire_format)  # type: ignore[arg-type]
-                        fixed = dict(sent)
-                        fixed["messages"] = (
-                            wire.messages_of({})
-                            if wire_format != "openai_chat"
-                            else [m for m in sent.get("messages", []) if m.get("role") == "system"]
-                        )
+                        # The full history: what was sent around the messages (system, tools), and every message.
+                        fixed = {**sent, "messages": [m for m in sent.get("messages", []) if m.get("role") == "system"]}
                         full_tokens = count_request_tokens(fixed, wire_format) + sizes.of(messages)  # type: ignore[arg-type]
                         result.peak_request_tokens = max(result.peak_request_tokens, sent_tokens)
                         result.full_history_tokens = full_tokens

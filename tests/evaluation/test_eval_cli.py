@@ -142,6 +142,22 @@ def test_the_live_path_against_a_provider_at_the_sdks_base_url_skips_a_full_hist
     )
 
 
+def test_a_provider_that_fails_a_request_stops_the_run_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from otel_context.testing import Fault, SimulatedProvider
+
+    with SimulatedProvider() as sim:
+        sim.inject(Fault(status=400, error_type="invalid_request_error", message="model is retired"))
+        monkeypatch.setenv("OPENAI_API_KEY", "sim-key")
+        monkeypatch.setenv("OPENAI_BASE_URL", sim.openai_base_url)
+        code = main(["eval", "--provider", "openai", "--scenario", "billing", "--turns", "30", "--yes"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "otel-context eval: the openai API failed a request, the run stops:" in err and "model is retired" in err
+    assert "Traceback" not in err
+
+
 def test_a_live_run_without_its_key_is_refused_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
