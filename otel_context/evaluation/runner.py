@@ -501,7 +501,7 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
 
     script = scenario.script(options.turns)
     plant = scenario.plant_turns(len(script))
-    note = SUMMARIZERS[style](options.window)[0] if style else f"{options.resolved_summary_model} (live)"
+    note = SUMMARIZERS[style](options.window)[0] if style else f"{options.provider} API, summaries written by the model"
     result = RunResult(
         scenario=scenario,
         summarizer=style,

@@ -270,7 +270,8 @@ class _Filler:
     def _code(self, functions: int) -> str:
         lines: list[str] = []
         for _ in range(functions):
-            name, a, b = self._name(), self._pick(self.cb.nouns), self._pick(self.cb.nouns)
+            name, a = self._name(), self._pick(self.cb.nouns)
+            b = self._pick([n for n in self.cb.nouns if n != a])  # two parameters, two names
             if self.cb.language == "python":
                 lines += [
                     f"def {name}({a}, {b}=None):",
