@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit test-oldest-sdks bench dashboards clean
+.PHONY: demo eval test lint typecheck unit test-oldest-sdks bench dashboards clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/otel-context demo $(ARGS)
+
+# What survives compaction (docs/eval.md): offline on the simulated provider unless ARGS says otherwise.
+eval: $(STAMP)
+	$(BIN)/otel-context eval $(ARGS)
 
 test: lint typecheck unit
 

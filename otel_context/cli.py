@@ -3,7 +3,8 @@
 ``otel-context demo`` runs a 50-turn coding agent on the embedded simulated provider and shows what the
 instrumentation and the compactor did (see :mod:`otel_context.demo`). Exit status: 0 when the run
 completed, 130 when interrupted with Ctrl-C (telemetry is flushed first), 2 for bad options or a refused
-``--live`` run, 1 for anything else.
+``--live`` run, 1 for anything else. ``otel-context eval`` measures what survives compaction
+(:mod:`otel_context.evaluation`; its exit status is in :mod:`otel_context.evaluation.cli`).
 """
 
 from __future__ import annotations
@@ -82,7 +83,68 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="seconds the simulated model takes per request; summaries take 6 times as long (default: 0)",
     )
+    _add_eval_parser(commands)
     return parser
+
+
+def _add_eval_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from otel_context.evaluation.runner import DEFAULT_WINDOW, SUMMARIZERS
+    from otel_context.evaluation.scenarios import SCENARIOS
+
+    ev = commands.add_parser(
+        "eval",
+        help="measure what survives compaction: planted facts and probe questions over long conversations",
+        description=(
+            "Drive scripted long coding-agent conversations with planted facts through otel-context's transparent "
+            "compaction and report, after each compaction, which facts reached the next request (verbatim, in the "
+            "summary, absent), how the model answers probe questions from the compacted request and from the full "
+            "history, and what the summaries cost against what they spared. Offline on the simulated provider by "
+            "default. Exit status 1 when a fact the user stated is lost (docs/eval.md)."
+        ),
+    )
+    ev.add_argument(
+        "--provider",
+        choices=("simulated", "anthropic", "openai"),
+        default="simulated",
+        help="simulated (default: offline, free) or a real API (key from ANTHROPIC_API_KEY / OPENAI_API_KEY)",
+    )
+    ev.add_argument(
+        "--sdk",
+        choices=("anthropic", "openai"),
+        default="anthropic",
+        help="with the simulated provider: the SDK and wire format that drive it (default: anthropic)",
+    )
+    ev.add_argument("--model", help="the model (default: claude-sonnet-4-6 / gpt-4.1)")
+    ev.add_argument("--summary-model", help="the summarizer's model (default: the model)")
+    ev.add_argument(
+        "--scenario", default="all", help=f"{', '.join(SCENARIOS)} (several: comma-separated), or all (default: all)"
+    )
+    ev.add_argument(
+        "--summarizer",
+        default="all",
+        help=f"simulated provider only: {', '.join(SUMMARIZERS)} (several: comma-separated), or all (default: all, "
+        "one run of each per scenario)",
+    )
+    ev.add_argument(
+        "--window",
+        type=_positive,
+        default=DEFAULT_WINDOW,
+        help=f"the compaction window in tokens (default: {DEFAULT_WINDOW:,})",
+    )
+    ev.add_argument(
+        "--turns", type=_positive, help="cut every scenario to this many turns (default: each one's full length)"
+    )
+    ev.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the results as JSON to FILE, or to standard output (no tables) when FILE is omitted or -",
+    )
+    ev.add_argument(
+        "--background", action="store_true", help="prepare summaries in the background (default: inline, as the demo)"
+    )
+    ev.add_argument("--yes", "-y", action="store_true", help="with a real provider: do not ask for confirmation")
 
 
 def _seconds(text: str) -> float:
@@ -207,12 +269,20 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
 
 
+def _eval(args: argparse.Namespace) -> int:
+    from otel_context.evaluation.cli import run_command
+
+    return run_command(args, os.environ, sys.stdin)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``otel-context`` console script."""
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.command == "demo":
         return _demo(args)
+    if args.command == "eval":
+        return _eval(args)
     parser.print_help()
     return EXIT_USAGE
 

@@ -235,6 +235,8 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
         except store_spec.StateStoreConfigError as exc:
             raise SettingsError(f"{where}: {exc}") from None
     if kind == "str":
+        if raw is None:  # from code: unset (str(None) would name a model "None")
+            return None
         text = str(raw).strip()
         return text or None
     if kind == "windows":

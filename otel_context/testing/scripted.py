@@ -40,6 +40,12 @@ The conventions (stable; tests and users rely on them):
       </summary>
 
   A previous summary sitting in the history is a user message, so its facts are carried over again.
+* **Probes.** When the last user message has lines containing ``probe: <key>`` (the key runs to the end of
+  the line or to a closing parenthesis), the reply answers them by lookup, one line per probe, before any
+  summary or tool directive: ``<n>. <every line of the context before that message that contains the key,
+  any case, stripped, once each, joined with " | ">``, or ``<n>. unknown``. The retention evaluation
+  (``otel-context eval``) asks its questions this way, so its offline score is exactly what reached the
+  request (:func:`answer_probes`).
 """
 
 from __future__ import annotations
@@ -61,7 +67,9 @@ __all__ = [
     "SummarizerStyle",
     "ToolCall",
     "Turn",
+    "answer_probes",
     "plan_reply",
+    "probe_keys",
     "structured_text",
     "summarize",
     "summary_requested",
@@ -76,6 +84,8 @@ _DIRECTIVE = re.compile(r"tool:([A-Za-z0-9_\-.]+)")
 _WORDS = re.compile(r"\bwords:(\d+)")
 _SUMMARY = re.compile(r"<summary>|\bsummar(?:y|ize|ise|ies)\b", re.IGNORECASE)
 _PIECE = re.compile(r"\w{1,4}|[^\w\s]")
+#: ``probe: <key>``: the key runs to the end of the line or to a closing parenthesis.
+_PROBE = re.compile(r"\bprobe:[ \t]*([^()\n]*[^()\s])", re.IGNORECASE)
 _VOCAB_TEXT = (
     "the context window holds every token of the request and the model reads it all before it answers "
     "a cache hit saves time and money while a miss writes the prefix again so stable prompts pay off "
@@ -108,7 +118,7 @@ class Reply:
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     truncated: bool = False
-    kind: str = "text"  # text | tool | summary
+    kind: str = "text"  # text | tool | summary | structured | probe
 
     @property
     def output_tokens(self) -> int:
@@ -330,6 +340,33 @@ def summarize(turns: Sequence[Turn], style: SummarizerStyle = FAITHFUL) -> str:
     return "\n".join(lines)
 
 
+def probe_keys(text: str) -> list[str]:
+    """The keys of the ``probe: <key>`` lines of ``text``, in order (see :func:`answer_probes`)."""
+    return [m.group(1).strip() for m in _PROBE.finditer(text)]
+
+
+def answer_probes(context: Sequence[Turn], keys: Sequence[str]) -> str:
+    """The scripted answer to probe questions: for each key, every line of ``context`` that mentions it.
+
+    A retention evaluation (``otel-context eval``) asks the model what it still knows after a compaction.
+    The scripted model cannot reason, so it answers by lookup, which makes the offline score exactly what
+    reached the request: line ``<n>.`` of the reply is every line of the context (system prompt, messages,
+    tool results) that contains the ``n``-th key (any case), stripped, once each, oldest first, joined with
+    ``" | "``; ``unknown`` when none does.
+    """
+    answers: list[str] = []
+    for number, key in enumerate(keys, start=1):
+        needle = key.lower()
+        found: list[str] = []
+        for turn in context:
+            for line in turn.text.splitlines():
+                stripped = line.strip()
+                if needle in stripped.lower() and stripped not in found:
+                    found.append(stripped)
+        answers.append(f"{number}. {' | '.join(found) if found else 'unknown'}")
+    return "\n".join(answers)
+
+
 def plan_reply(
     turns: Sequence[Turn],
     tools: Mapping[str, Any],
@@ -361,6 +398,10 @@ def plan_reply(
     if json_schema is not None and not (real_user and tools and _directives(last.text, tools)):
         text, cut = _truncate(structured_text(json_schema), max_tokens)
         return Reply(text=text, truncated=cut, kind="structured")
+    keys = probe_keys(last.text) if real_user else []
+    if keys:
+        text, cut = _truncate(answer_probes(turns[:-1], keys), max_tokens)
+        return Reply(text=text, truncated=cut, kind="probe")
     if summary_requested(turns):
         text, cut = _truncate(summarize(turns, summarizer), max_tokens)
         return Reply(text=text, truncated=cut, kind="summary")

@@ -109,6 +109,13 @@ def test_code_wins_over_env() -> None:
     assert budget is not None and budget.window == 40_000
 
 
+def test_a_text_setting_given_as_none_from_code_is_unset() -> None:
+    # instrument(summary_model=os.environ.get("...")) with the variable missing: the summarizer is the call's
+    # model, not a model named "None".
+    assert resolve({"summary_model": None}, env={}).summary_model is None
+    assert resolve({"summary_model": " claude-haiku-4-5 "}, env={}).summary_model == "claude-haiku-4-5"
+
+
 def test_bad_env_value_names_the_variable() -> None:
     with pytest.raises(SettingsError, match="OTEL_CONTEXT_AUTO_COMPACT_WINDOW"):
         resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "lots"})

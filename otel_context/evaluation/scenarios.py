@@ -1,0 +1,786 @@
+"""The scripted conversations of ``otel-context eval``: long coding-agent sessions with planted facts.
+
+Every turn is scripted, the assistant's replies and the tool results included, so the history is the same
+for every provider and model: what differs between two runs is only what the compaction kept. The model's
+own reply to each request is read for its usage and then dropped, as a replay would.
+
+Each scenario plants nine facts of the eight kinds the issue lists (a user constraint, and a second one
+that the user later reverses; a preference; a file path; an identifier; an error message; an assistant
+decision; a pending task; the reversal), at fixed fractions of the conversation, so a shorter run
+(``--turns``) still plants them all. A fact is one line of a message, written ``FACT: ...``: that is the
+simulated summarizer's convention for what a good summary keeps (docs/simulated-provider.md); a real
+summarizer reads it as an ordinary line. Every fact has a *key*, a phrase found in its line and in no other
+line of the scenario (checked when the script is built), and a short *answer* that its probe question
+expects.
+
+The rest of each conversation is filler that looks like a coding agent's work (files read, tests run,
+searches, edits), generated from a fixed seed per scenario, so it is identical on every run.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "KINDS",
+    "SCENARIOS",
+    "SOURCES",
+    "TOOLS",
+    "Fact",
+    "Scenario",
+    "ScriptedTurn",
+    "ToolStep",
+    "answer_matches",
+    "get_scenario",
+]
+
+KIND_CONSTRAINT = "constraint"
+KIND_PREFERENCE = "preference"
+KIND_FILE_PATH = "file_path"
+KIND_IDENTIFIER = "identifier"
+KIND_ERROR = "error_message"
+KIND_DECISION = "decision"
+KIND_PENDING = "pending_task"
+KIND_REVERSAL = "reversal"
+KINDS = (
+    KIND_CONSTRAINT,
+    KIND_PREFERENCE,
+    KIND_FILE_PATH,
+    KIND_IDENTIFIER,
+    KIND_ERROR,
+    KIND_DECISION,
+    KIND_PENDING,
+    KIND_REVERSAL,
+)
+
+SOURCE_USER = "user"
+SOURCE_ASSISTANT = "assistant"
+SOURCE_TOOL = "tool"
+SOURCES = (SOURCE_USER, SOURCE_ASSISTANT, SOURCE_TOOL)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One planted fact: the exact line planted, and the probe question that checks it."""
+
+    id: str
+    kind: str
+    source: str  #: who states it: user, assistant or tool (a tool result)
+    text: str  #: the exact line planted, ``FACT: ...``
+    key: str  #: a phrase of ``text`` found in no other line of the scenario (the reversal shares its constraint's)
+    question: str
+    answer: str  #: the short answer the probe expects (a word-bounded, case-insensitive match)
+    at: float  #: where it is planted, as a fraction of the conversation's turns
+    lead: str  #: what the message says before the fact (user, assistant) or the command run (tool)
+    reverses: str | None = None  #: for a reversal: the id of the constraint it reverses
+
+    @property
+    def user_fact(self) -> bool:
+        """Whether the user stated it: losing it fails the evaluation (the exit status CI checks)."""
+        return self.source == SOURCE_USER
+
+    def probe_line(self) -> str:
+        """The question as asked: the ``probe:`` suffix is how the simulated model finds what to answer."""
+        return f"{self.question} (probe: {self.key})"
+
+
+@dataclass(frozen=True)
+class ToolStep:
+    """A tool call the assistant makes in a turn, and its scripted result."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    result: str
+
+
+@dataclass(frozen=True)
+class ScriptedTurn:
+    """One turn: the user's message, optionally a tool call and its result, and the assistant's reply.
+
+    The request of the turn is the history, the user's message and the tool round; the scripted reply is
+    appended to the history afterwards (the model's own reply is not kept).
+    """
+
+    user: str
+    reply: str
+    tool: ToolStep | None = None
+    planted: tuple[str, ...] = ()  #: ids of the facts this turn plants
+
+    def lines(self) -> list[str]:
+        """Every line of text the turn carries (for the uniqueness check of the keys)."""
+        parts = [self.user, self.reply]
+        if self.tool is not None:
+            parts += [self.tool.result, json.dumps(dict(self.tool.arguments))]
+        return [line for part in parts for line in part.splitlines()]
+
+
+TOOLS: tuple[Mapping[str, Any], ...] = (
+    {
+        "name": "read_file",
+        "description": "Read a file of the repository.",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    },
+    {
+        "name": "run_command",
+        "description": "Run a shell command in the repository and return its output.",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    },
+    {
+        "name": "grep",
+        "description": "Search the repository for a regular expression.",
+        "input_schema": {"type": "object", "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]},
+    },
+    {
+        "name": "edit_file",
+        "description": "Replace a string in a file.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
+            "required": ["path", "old", "new"],
+        },
+    },
+)
+
+
+@dataclass(frozen=True)
+class Codebase:
+    """What the filler of a scenario talks about."""
+
+    language: str  #: python | typescript | go
+    files: tuple[str, ...]
+    test_command: str
+    nouns: tuple[str, ...]
+    verbs: tuple[str, ...]
+    topics: tuple[str, ...]  #: what the user asks about
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A scripted session: its system prompt, its planted facts and its filler."""
+
+    name: str
+    title: str
+    turns: int  #: the shipped length
+    system: str
+    facts: tuple[Fact, ...]
+    codebase: Codebase
+    _cache: dict[int, tuple[ScriptedTurn, ...]] = field(default_factory=dict, compare=False, repr=False)
+
+    def fact(self, fact_id: str) -> Fact:
+        return next(f for f in self.facts if f.id == fact_id)
+
+    def plant_turns(self, turns: int) -> dict[str, int]:
+        """The turn (0-based) each fact is planted at in a conversation of ``turns`` turns."""
+        taken: set[int] = set()
+        where: dict[str, int] = {}
+        for fact in sorted(self.facts, key=lambda f: f.at):
+            index = min(max(1, round(fact.at * turns)), turns - 2)
+            while index in taken:
+                index += 1
+            taken.add(index)
+            where[fact.id] = index
+        return where
+
+    def script(self, turns: int | None = None) -> tuple[ScriptedTurn, ...]:
+        """The turns of the conversation (the shipped length by default), the same on every call."""
+        turns = self.turns if turns is None else turns
+        if turns < MIN_TURNS:
+            raise ValueError(f"a scenario needs at least {MIN_TURNS} turns to plant its facts, got {turns}")
+        cached = self._cache.get(turns)
+        if cached is not None:
+            return cached
+        where = {index: fact_id for fact_id, index in self.plant_turns(turns).items()}
+        filler = _Filler(self.codebase, random.Random(f"otel-context-eval/{self.name}"))
+        script = tuple(
+            _fact_turn(self.fact(where[i])) if i in where else filler.turn(i, opening=i == 0) for i in range(turns)
+        )
+        self._check_keys(script)
+        self._cache[turns] = script
+        return script
+
+    def _check_keys(self, script: Sequence[ScriptedTurn]) -> None:
+        """Every key is in its fact's line and in no line of another fact or of the filler."""
+        for fact in self.facts:
+            owners = {fact.id} | {f.id for f in self.facts if f.key == fact.key}
+            needle = fact.key.lower()
+            if needle not in fact.text.lower() or not fact.text.startswith("FACT: "):
+                raise ValueError(f"{self.name}/{fact.id}: the key {fact.key!r} is not in its FACT line")
+            if not answer_matches(fact.answer, fact.text):
+                raise ValueError(f"{self.name}/{fact.id}: the answer {fact.answer!r} is not in its FACT line")
+            for turn in script:
+                for line in turn.lines():
+                    if needle in line.lower() and not any(line.strip() == self.fact(o).text for o in owners):
+                        raise ValueError(f"{self.name}/{fact.id}: the key {fact.key!r} also appears in {line!r}")
+
+
+def answer_matches(answer: str, text: str) -> bool:
+    """Exact-match scoring: ``answer`` occurs in ``text`` as a whole (any case, not inside a longer word)."""
+    return re.search(rf"(?<!\w){re.escape(answer)}(?!\w)", text, re.IGNORECASE) is not None
+
+
+MIN_TURNS = 24
+
+_ACKS = (
+    "Understood, I will keep that in mind for the rest of the session.",
+    "Noted. I will follow that from now on.",
+    "Got it; that changes nothing in the current step, and I will apply it to the next ones.",
+)
+
+
+def _fact_turn(fact: Fact) -> ScriptedTurn:
+    """The turn that plants ``fact``: in the user's message, the assistant's reply or a tool result."""
+    if fact.source == SOURCE_USER:
+        ack = _ACKS[len(fact.id) % len(_ACKS)]
+        return ScriptedTurn(user=f"{fact.lead}\n{fact.text}", reply=ack, planted=(fact.id,))
+    if fact.source == SOURCE_ASSISTANT:
+        reply = f"{fact.lead}\n{fact.text}\nI will apply it in the next edits."
+        return ScriptedTurn(user="How do you want to handle this? Decide and tell me.", reply=reply, planted=(fact.id,))
+    output = "\n".join(
+        [f"$ {fact.lead}", "collected 14 items", "", "FAILURES", "_" * 20, fact.text, "", "1 failed, 13 passed"]
+    )
+    return ScriptedTurn(
+        user="Run that again and show me what fails.",
+        tool=ToolStep("run_command", {"command": fact.lead}, output),
+        reply="One test fails; the traceback above says where. I will look at it next.",
+        planted=(fact.id,),
+    )
+
+
+class _Filler:
+    """Turns that look like a coding agent at work, from a seeded generator (no planted fact in them)."""
+
+    def __init__(self, codebase: Codebase, rng: random.Random) -> None:
+        self.cb = codebase
+        self.rng = rng
+
+    def _pick(self, items: Sequence[str]) -> str:
+        return items[self.rng.randrange(len(items))]
+
+    def _name(self) -> str:
+        verb, noun = self._pick(self.cb.verbs), self._pick(self.cb.nouns)
+        if self.cb.language == "python":
+            return f"{verb}_{noun}"
+        return verb + noun[:1].upper() + noun[1:]
+
+    def _code(self, functions: int) -> str:
+        lines: list[str] = []
+        for _ in range(functions):
+            name, a = self._name(), self._pick(self.cb.nouns)
+            b = self._pick([n for n in self.cb.nouns if n != a])  # two parameters, two names
+            if self.cb.language == "python":
+                lines += [
+                    f"def {name}({a}, {b}=None):",
+                    f'    """{name.replace("_", " ").capitalize()} for the given {a}."""',
+                    f"    if {b} is None:",
+                    f"        {b} = load_{b}({a}.id)",
+                    f"    total = sum(item.amount for item in {a}.items)",
+                    f"    return {{'{a}': {a}.id, '{b}': {b}, 'total': total}}",
+                    "",
+                ]
+            elif self.cb.language == "typescript":
+                lines += [
+                    f"export function {name}({a}: {a.capitalize()}, {b}?: {b.capitalize()}): Result {{",
+                    f"  const items = {a}.items.filter((item) => item.visible);",
+                    f"  if (!{b}) {{",
+                    f"    return {{ {a}: {a}.id, count: items.length }};",
+                    "  }",
+                    f"  return {{ {a}: {a}.id, {b}: {b}.id, count: items.length }};",
+                    "}",
+                    "",
+                ]
+            else:
+                lines += [
+                    f"func {name}(ctx context.Context, {a} *{a.capitalize()}) ({b.capitalize()}, error) {{",
+                    f"\tif {a} == nil {{",
+                    f'\t\treturn {b.capitalize()}{{}}, fmt.Errorf("{name}: nil {a}")',
+                    "\t}",
+                    f"\tout := {b.capitalize()}{{ID: {a}.ID, Count: len({a}.Items)}}",
+                    "\treturn out, nil",
+                    "}",
+                    "",
+                ]
+        return "\n".join(lines)
+
+    def _prose(self, sentences: int) -> str:
+        templates = (
+            "{Name} takes the {a} and returns the {b}; nothing else calls it.",
+            "The {a} is passed through unchanged, so the {b} comes straight from the caller.",
+            "I checked {path}: the {a} handling there matches what the tests expect.",
+            "There is no test for an empty {a} yet, which is worth adding later.",
+            "{Name} and the {b} loader share the same lookup, so one change covers both.",
+            "The {b} is computed twice in {path}; it could be cached, but it is cheap.",
+            "Nothing here touches the {a} directly, so this part is safe to leave alone.",
+        )
+        out = []
+        for _ in range(sentences):
+            name = self._name()
+            text = self._pick(templates).format(
+                Name=name, a=self._pick(self.cb.nouns), b=self._pick(self.cb.nouns), path=self._pick(self.cb.files)
+            )
+            out.append(text)
+        return " ".join(out)
+
+    def turn(self, index: int, opening: bool = False) -> ScriptedTurn:
+        cb = self.cb
+        if opening:
+            path = cb.files[0]
+            return ScriptedTurn(
+                user=f"Let's get started on {self._pick(cb.topics)}. Give me an overview of {path} first.",
+                tool=ToolStep("read_file", {"path": path}, self._code(5)),
+                reply=self._prose(4),
+            )
+        roll = self.rng.random()
+        path = self._pick(cb.files)
+        if roll < 0.35:
+            return ScriptedTurn(
+                user=f"Open {path} and check how it deals with {self._pick(cb.topics)}.",
+                tool=ToolStep("read_file", {"path": path}, self._code(self.rng.randint(3, 7))),
+                reply=self._prose(self.rng.randint(2, 4)),
+            )
+        if roll < 0.55:
+            target = path.rsplit("/", 1)[-1].split(".")[0]
+            command = cb.test_command.format(target=target)
+            passed = self.rng.randint(4, 30)
+            lines = [f"$ {command}"] + [f"ok   {target} case {k}: {self._name()}" for k in range(1, passed + 1)]
+            lines.append(f"{passed} passed in 0.{self.rng.randint(10, 99)}s")
+            return ScriptedTurn(
+                user=f"Run the tests for {target}.",
+                tool=ToolStep("run_command", {"command": command}, "\n".join(lines)),
+                reply=f"All {passed} tests pass. " + self._prose(1),
+            )
+        if roll < 0.70:
+            name = self._name()
+            hits = [
+                f"{self._pick(cb.files)}:{self.rng.randint(5, 400)}: {name}({self._pick(cb.nouns)})" for _ in range(6)
+            ]
+            return ScriptedTurn(
+                user=f"Where is {name} used?",
+                tool=ToolStep("grep", {"pattern": name}, "\n".join(hits)),
+                reply=f"{name} has {len(hits)} call sites. " + self._prose(2),
+            )
+        if roll < 0.85:
+            old, new = self._name(), self._name()
+            return ScriptedTurn(
+                user=f"Rename {old} to {new} in {path}.",
+                tool=ToolStep("edit_file", {"path": path, "old": old, "new": new}, f"Applied 1 edit to {path}."),
+                reply=f"Renamed {old} to {new} in {path}. " + self._prose(1),
+            )
+        return ScriptedTurn(
+            user=f"What do you think of {self._pick(cb.topics)} in {path}?",
+            reply=self._prose(self.rng.randint(4, 7)),
+        )
+
+
+def _facts(*facts: Fact) -> tuple[Fact, ...]:
+    kinds = {f.kind for f in facts}
+    assert kinds == set(KINDS), f"a scenario plants every kind: missing {set(KINDS) - kinds}"
+    return facts
+
+
+_BILLING = Scenario(
+    name="billing",
+    title="Invoice rounding bug and refund rework in a Python billing service",
+    turns=200,
+    system=(
+        "You are a coding agent working in the billing-service repository (Python 3.12, pytest). "
+        "Keep replies short: one or two sentences."
+    ),
+    codebase=Codebase(
+        language="python",
+        files=(
+            "billing/invoices.py",
+            "billing/totals.py",
+            "billing/tax.py",
+            "billing/customers.py",
+            "billing/ledger.py",
+            "billing/discounts.py",
+            "billing/export.py",
+            "tests/test_invoices.py",
+            "tests/test_totals.py",
+            "tests/test_ledger.py",
+        ),
+        test_command="pytest -q tests/test_{target}.py",
+        nouns=("invoice", "customer", "ledger", "line", "discount", "tax", "period", "statement", "credit", "order"),
+        verbs=("compute", "load", "apply", "format", "merge", "validate", "split", "render", "post", "close"),
+        topics=("tax rounding", "discount stacking", "ledger posting", "statement export", "credit notes"),
+    ),
+    facts=_facts(
+        Fact(
+            "api-signatures",
+            KIND_CONSTRAINT,
+            SOURCE_USER,
+            "FACT: Constraint: the public function signatures in billing/api.py must not change, other teams import them.",
+            "public function signatures",
+            "Which module's public function signatures must not change?",
+            "billing/api.py",
+            0.03,
+            "One rule before you touch anything.",
+        ),
+        Fact(
+            "retry-limit",
+            KIND_CONSTRAINT,
+            SOURCE_USER,
+            "FACT: Constraint: keep the payment gateway retry limit at 3 attempts.",
+            "retry limit",
+            "What is the payment gateway retry limit?",
+            "3",
+            0.06,
+            "Also, about the gateway client:",
+        ),
+        Fact(
+            "test-style",
+            KIND_PREFERENCE,
+            SOURCE_USER,
+            "FACT: Preference: for test style I want pytest.mark.parametrize tables, never loops inside a test.",
+            "test style",
+            "Which test style does the user prefer?",
+            "parametrize",
+            0.10,
+            "When you add tests, please follow this.",
+        ),
+        Fact(
+            "fx-tables",
+            KIND_FILE_PATH,
+            SOURCE_USER,
+            "FACT: The currency conversion tables live in billing/fx/rates_2024.csv, not in the database.",
+            "currency conversion tables",
+            "Where do the currency conversion tables live?",
+            "billing/fx/rates_2024.csv",
+            0.15,
+            "You will need the exchange rates soon.",
+        ),
+        Fact(
+            "account",
+            KIND_IDENTIFIER,
+            SOURCE_USER,
+            "FACT: The failing customer account is ACCT-88213.",
+            "failing customer account",
+            "What is the id of the failing customer account?",
+            "ACCT-88213",
+            0.20,
+            "Support sent me the customer who reported it.",
+        ),
+        Fact(
+            "refund-error",
+            KIND_ERROR,
+            SOURCE_TOOL,
+            "FACT: E   decimal.InvalidOperation: DivisionUndefined raised in prorate_refund (billing/refunds.py:88)",
+            "prorate_refund",
+            "Which error did prorate_refund raise in the refund tests?",
+            "DivisionUndefined",
+            0.28,
+            "pytest -q tests/test_refunds.py",
+        ),
+        Fact(
+            "refund-storage",
+            KIND_DECISION,
+            SOURCE_ASSISTANT,
+            "FACT: Decision: store refund amounts as integer cents in a new refund_cents column.",
+            "refund amounts",
+            "How did the assistant decide to store refund amounts?",
+            "refund_cents",
+            0.35,
+            "Floats caused the rounding drift, so:",
+        ),
+        Fact(
+            "backfill",
+            KIND_PENDING,
+            SOURCE_USER,
+            "FACT: Pending task: after the fix is merged, backfill the March invoices with tools/backfill.py.",
+            "backfill",
+            "Which backfill is still pending?",
+            "March invoices",
+            0.45,
+            "Do not do this now, but remember it.",
+        ),
+        Fact(
+            "retry-limit-now",
+            KIND_REVERSAL,
+            SOURCE_USER,
+            "FACT: Change of plan: the payment gateway retry limit is now 5 attempts, the gateway team asked for it.",
+            "retry limit",
+            "What is the payment gateway retry limit now?",
+            "5",
+            0.60,
+            "I talked to the gateway team.",
+            reverses="retry-limit",
+        ),
+    ),
+)
+
+_FRONTEND = Scenario(
+    name="frontend",
+    title="Migrating a React dashboard to TypeScript",
+    turns=240,
+    system=(
+        "You are a coding agent migrating the ops-dashboard React app to TypeScript (Vite, Vitest). "
+        "Keep replies short: one or two sentences."
+    ),
+    codebase=Codebase(
+        language="typescript",
+        files=(
+            "src/App.tsx",
+            "src/pages/Overview.tsx",
+            "src/pages/Alerts.tsx",
+            "src/charts/LineChart.tsx",
+            "src/charts/BarChart.tsx",
+            "src/api/client.ts",
+            "src/hooks/usePolling.ts",
+            "src/store/filters.ts",
+            "src/utils/format.ts",
+            "src/utils/range.ts",
+        ),
+        test_command="npx vitest run {target}",
+        nouns=("panel", "series", "alert", "filter", "range", "widget", "metric", "layout", "query", "row"),
+        verbs=("build", "render", "select", "parse", "sort", "group", "fetch", "map", "toggle", "resolve"),
+        topics=("prop types", "state updates", "API typing", "chart axes", "polling intervals"),
+    ),
+    facts=_facts(
+        Fact(
+            "no-any",
+            KIND_CONSTRAINT,
+            SOURCE_USER,
+            "FACT: Constraint: never use the any type; validate values with zod schemas instead.",
+            "the any type",
+            "What must be used instead of the any type?",
+            "zod",
+            0.04,
+            "A rule for the whole migration.",
+        ),
+        Fact(
+            "node",
+            KIND_CONSTRAINT,
+            SOURCE_USER,
+            "FACT: Constraint: keep the CI node version pinned to Node 18.",
+            "node version",
+            "Which Node release must the CI node version be?",
+            "18",
+            0.07,
+            "About CI:",
+        ),
+        Fact(
+            "components",
+            KIND_PREFERENCE,
+            SOURCE_USER,
+            "FACT: Preference: for component style I want function components with named exports, no default exports.",
+            "component style",
+            "Which component style does the user prefer?",
+            "named exports",
+            0.11,
+            "When you convert components:",
+        ),
+        Fact(
+            "tokens",
+            KIND_FILE_PATH,
+            SOURCE_USER,
+            "FACT: The design tokens are in src/theme/tokens.generated.ts and must be regenerated, not edited.",
+            "design tokens",
+            "Which file holds the design tokens?",
+            "src/theme/tokens.generated.ts",
+            0.16,
+            "Careful with the theme.",
+        ),
+        Fact(
+            "flag",
+            KIND_IDENTIFIER,
+            SOURCE_USER,
+            "FACT: The feature flag for the new charts is dash-charts-v2.",
+            "feature flag",
+            "What is the feature flag for the new charts?",
+            "dash-charts-v2",
+            0.22,
+            "The new charts ship dark.",
+        ),
+        Fact(
+            "legend-error",
+            KIND_ERROR,
+            SOURCE_TOOL,
+            "FACT: src/charts/Legend.tsx(41,7): error TS2322: Type 'string' is not assignable to type 'LegendPosition'.",
+            "Legend.tsx",
+            "Which TypeScript error code did Legend.tsx report?",
+            "TS2322",
+            0.30,
+            "npx tsc --noEmit",
+        ),
+        Fact(
+            "dates",
+            KIND_DECISION,
+            SOURCE_ASSISTANT,
+            "FACT: Decision: for date handling we switch from moment to date-fns, one module at a time.",
+            "date handling",
+            "Which library did the assistant choose for date handling?",
+            "date-fns",
+            0.38,
+            "moment has no good types and is large, so:",
+        ),
+        Fact(
+            "stories",
+            KIND_PENDING,
+            SOURCE_USER,
+            "FACT: Pending task: when the migration is done, write Storybook stories for the ChartTooltip component.",
+            "Storybook",
+            "Which Storybook work is still pending?",
+            "ChartTooltip",
+            0.47,
+            "Not now, later:",
+        ),
+        Fact(
+            "node-now",
+            KIND_REVERSAL,
+            SOURCE_USER,
+            "FACT: Change of plan: the CI node version is now Node 22, the old pin is dropped.",
+            "node version",
+            "Which Node release must the CI node version be now?",
+            "22",
+            0.58,
+            "Platform upgraded the runners.",
+            reverses="node",
+        ),
+    ),
+)
+
+_PIPELINE = Scenario(
+    name="pipeline",
+    title="Hardening a Go ingestion pipeline",
+    turns=160,
+    system=(
+        "You are a coding agent working on the orders ingestion pipeline (Go 1.22). "
+        "Keep replies short: one or two sentences."
+    ),
+    codebase=Codebase(
+        language="go",
+        files=(
+            "ingest/reader.go",
+            "ingest/decoder.go",
+            "ingest/writer.go",
+            "ingest/metrics.go",
+            "ingest/config.go",
+            "cmd/ingestd/main.go",
+            "internal/store/postgres.go",
+            "internal/store/cache.go",
+            "ingest/reader_test.go",
+            "ingest/writer_test.go",
+        ),
+        test_command="go test ./ingest/ -run {target}",
+        nouns=("record", "offset", "partition", "consumer", "event", "payload", "cursor", "window", "shard", "sink"),
+        verbs=("read", "decode", "flush", "commit", "emit", "seek", "drain", "route", "encode", "ack"),
+        topics=("offset commits", "shutdown handling", "metrics labels", "config parsing", "write batching"),
+    ),
+    facts=_facts(
+        Fact(
+            "prod-topic",
+            KIND_CONSTRAINT,
+            SOURCE_USER,
+            "FACT: Constraint: tests must never write to the production Kafka topic orders.v1.",
+            "production Kafka topic",
+            "Which production Kafka topic must tests never write to?",
+            "orders.v1",
+            0.03,
+            "Before anything else:",
+        ),
+        Fact(
+            "batch",
+            KIND_CONSTRAINT,
+            SOURCE_USER,
+            "FACT: Constraint: keep the ingest batch size at 500 records.",
+            "ingest batch size",
+            "What is the ingest batch size?",
+            "500",
+            0.06,
+            "About the writer:",
+        ),
+        Fact(
+            "errors",
+            KIND_PREFERENCE,
+            SOURCE_USER,
+            "FACT: Preference: for error wrapping use fmt.Errorf with %w, never pkg/errors.",
+            "error wrapping",
+            "What does the user prefer for error wrapping?",
+            "fmt.Errorf",
+            0.10,
+            "Style note:",
+        ),
+        Fact(
+            "dlq",
+            KIND_FILE_PATH,
+            SOURCE_USER,
+            "FACT: Dead-letter records are written to /var/lib/pipeline/dlq, one file per hour.",
+            "dead-letter",
+            "Where are dead-letter records written?",
+            "/var/lib/pipeline/dlq",
+            0.15,
+            "For the failure handling:",
+        ),
+        Fact(
+            "subject",
+            KIND_IDENTIFIER,
+            SOURCE_USER,
+            "FACT: The schema registry subject for orders is orders-value-v7.",
+            "schema registry subject",
+            "What is the schema registry subject for orders?",
+            "orders-value-v7",
+            0.21,
+            "The decoder needs the schema.",
+        ),
+        Fact(
+            "checksum",
+            KIND_ERROR,
+            SOURCE_TOOL,
+            "FACT: panic: checksum mismatch in segment 0042 (ingest/segment.go:133)",
+            "checksum mismatch",
+            "Which segment did the checksum mismatch panic name?",
+            "0042",
+            0.29,
+            "go test ./ingest/ -run TestReplay",
+        ),
+        Fact(
+            "backoff",
+            KIND_DECISION,
+            SOURCE_ASSISTANT,
+            "FACT: Decision: retry backoff becomes exponential with full jitter, capped at 30 seconds.",
+            "retry backoff",
+            "What did the assistant decide for the retry backoff?",
+            "full jitter",
+            0.36,
+            "The fixed delay makes every consumer retry at once, so:",
+        ),
+        Fact(
+            "runbook",
+            KIND_PENDING,
+            SOURCE_USER,
+            "FACT: Pending task: after the release, update the on-call runbook with the new DLQ replay steps.",
+            "runbook",
+            "What runbook update is still pending?",
+            "DLQ replay",
+            0.44,
+            "One more thing for later.",
+        ),
+        Fact(
+            "batch-now",
+            KIND_REVERSAL,
+            SOURCE_USER,
+            "FACT: Change of plan: the ingest batch size is now 2000 records, the database can take it.",
+            "ingest batch size",
+            "What is the ingest batch size now?",
+            "2000",
+            0.62,
+            "The DBAs came back to me.",
+            reverses="batch",
+        ),
+    ),
+)
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (_BILLING, _FRONTEND, _PIPELINE)}
+
+
+def get_scenario(name: str) -> Scenario:
+    """The scenario called ``name``; ValueError naming the choices otherwise."""
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise ValueError(f"unknown scenario {name!r}: choose one of {', '.join(SCENARIOS)} or all") from None
