@@ -361,8 +361,10 @@ class Interceptor:
         call = begun.call
         if begun.endpoint.chat and not in_summarizer.get():
             yield from self._plan(begun)
-        elif self.settings.capture_content != "NO_CONTENT":
-            self._capture_request(begun, begun.options.json_data)
+        else:
+            _background.track(call)  # a background summary's request: its span is ended at exit if in flight
+            if self.settings.capture_content != "NO_CONTENT":
+                self._capture_request(begun, begun.options.json_data)
         call.sent = time.perf_counter()
         try:
             result = yield _Send(begun.options)
