@@ -406,7 +406,8 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | Sto
             with _lock:
                 discarded = prepared.discarded
                 prepared.entry = entry
-            usable = not discarded and entry is not None
+                usable = not discarded and entry is not None
+                prepared.settled = prepared.settled or not usable  # its own span says discarded: nothing more
             _end(prepared, semconv.OUTCOME_SUCCESS if usable else semconv.OUTCOME_DISCARDED)
             if usable and entry is not None and prepared.lease is not None and call.store is not None:
                 yield from _publish(prepared, call, entry, out.open_span)
