@@ -42,6 +42,9 @@ def instrument_all(settings: Settings, tracer_provider: Any = None, meter_provid
         inst.instrument(
             settings=settings, tracer_provider=tracer_provider, meter_provider=meter_provider, skip_dep_check=True
         )
+    from ._background import register_exit
+
+    register_exit()  # before the exit hook of a tracer provider set until now: its spans are ended first
 
 
 def uninstrument_all() -> None:

@@ -14,7 +14,12 @@ that had to share the app's client (:mod:`._summary_client`) and whose request f
 that client is abandoned the same way (the app withdrew it: not a compaction failure, and a later call of
 the conversation may prepare one again); at
 interpreter exit everything is abandoned silently (daemon threads, no span ended after the exporters shut
-down; the prepare locks given back); a forked child forgets its parent's summaries (:func:`os.register_at_fork`).
+down; the prepare locks given back), but first the spans of the summaries in flight are ended (their
+``compact`` span as ``discarded``, the summarizer's request span as it stands) so that the tracer provider's
+own exit hook exports them: no span of ours is left unexported, and none arrives without its parent. For
+that, our exit hook must run before the provider's: :func:`register_exit` (called by ``instrument()``)
+registers it again after a provider set before ``instrument()``. A forked child forgets its parent's
+summaries (:func:`os.register_at_fork`).
 """
 
 from __future__ import annotations
@@ -36,7 +41,17 @@ from otel_context.fork_safe import new_lock
 
 from ._summary_client import SummaryClient
 
-__all__ = ["THREAD_NAME", "running", "shutdown", "start_task", "start_thread", "wait_idle", "wait_on_loop"]
+__all__ = [
+    "THREAD_NAME",
+    "register_exit",
+    "running",
+    "shutdown",
+    "start_task",
+    "start_thread",
+    "track",
+    "wait_idle",
+    "wait_on_loop",
+]
 
 #: Name of the worker threads (tests look for leaks by it).
 THREAD_NAME = "otel-context-summary"
@@ -55,10 +70,12 @@ class _Run:
     """One background summary in flight, and the client its requests go through (made by its thread or task:
     copying the app's client is not the app's call's cost)."""
 
-    __slots__ = ("abandoned", "client", "loop", "task", "thread")
+    __slots__ = ("abandoned", "calls", "client", "loop", "task", "thread")
 
     def __init__(self) -> None:
         self.abandoned = False
+        #: The summarizer's requests it made (``_call.Call``), whose spans the interpreter's exit ends.
+        self.calls: list[Any] = []
         self.client: SummaryClient | None = None
         self.thread: threading.Thread | None = None
         self.task: asyncio.Task[None] | None = None
@@ -78,6 +95,16 @@ _runs: set[_Run] = set()
 _exiting = False
 #: Flows abandoned at interpreter exit, kept so that no finalizer ends a span after the exporters stop.
 _kept: list[Flow] = []
+#: The run whose flow this thread or task drives (set in its own context: the thread's copy, the task's).
+_current: contextvars.ContextVar[_Run | None] = contextvars.ContextVar("otel_context_summary_run", default=None)
+
+
+def track(call: Any) -> None:
+    """A request made by a background summary (the summarizer's ``chat`` span): the interpreter's exit ends
+    its span when it is still in flight. Other calls (the app's, an inline summary's) are not tracked."""
+    run = _current.get()
+    if run is not None:
+        run.calls.append(call)
 
 
 def running() -> int:
@@ -137,6 +164,7 @@ def start_thread(flow: Flow, drive: SyncDriver, app_client: Any) -> None:
 
 
 def _run_sync(run: _Run, flow: Flow, drive: SyncDriver, app_client: Any) -> None:
+    _current.set(run)  # this thread's own context (a copy)
     client = run.client = SummaryClient(app_client)
     try:
         drive(flow, run.stopped, client.client)
@@ -165,6 +193,7 @@ def start_task(flow: Flow, drive: AsyncDriver, app_client: Any) -> None:
 
 
 async def _run_async(run: _Run, flow: Flow, drive: AsyncDriver, app_client: Any) -> None:
+    _current.set(run)  # the task's own context (a copy)
     client = run.client = SummaryClient(app_client)
     try:
         await drive(flow, run.stopped, client.client)
@@ -232,17 +261,32 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
 
 
 def _at_exit() -> None:
-    """Interpreter exit: abandon everything silently (the exporters may already be shut down), giving the
-    fleet's prepare locks back (a worker stopped by a deployment must not keep the others from preparing
-    its conversations' summaries until the leases run out)."""
+    """Interpreter exit: end the spans of the summaries in flight, so that the tracer provider's exit hook
+    (which runs after this one, see :func:`register_exit`) exports them, then abandon everything silently,
+    giving the fleet's prepare locks back (a worker stopped by a deployment must not keep the others from
+    preparing its conversations' summaries until the leases run out)."""
     global _exiting
     with _lock:
         _exiting = True
         runs = list(_runs)
     for run in runs:
         run.abandoned = True
-    with contextlib.suppress(Exception):  # nothing may be said at exit; the leases then run out as before
+    with contextlib.suppress(Exception):  # nothing may be said at exit
+        for run in runs:
+            for call in list(run.calls):
+                if not call.ended:  # cut short by the exit: ended as it stands (no response, no metric)
+                    call.ended = True
+                    call.span.end()
+        engine_background.end_at_exit()
+    with contextlib.suppress(Exception):  # the leases then run out as before
         engine_background.release_leases()
+
+
+def register_exit() -> None:
+    """(Re-)register the exit hook, so that it runs before the exit hooks registered until now (``atexit``
+    runs the last registered first): the tracer provider's shutdown, which exports the spans it ends."""
+    atexit.unregister(_at_exit)
+    atexit.register(_at_exit)
 
 
 def _after_fork_in_child() -> None:

@@ -364,6 +364,7 @@ class Interceptor:
         else:
             if begun.endpoint.chat:  # the summarizer's own call (the recursion guard is set): not the app's
                 _mark_summarizer(call)
+            _background.track(call)  # a background summary's request: its span is ended at exit if in flight
             if self.settings.capture_content != "NO_CONTENT":
                 self._capture_request(begun, begun.options.json_data)
         call.sent = time.perf_counter()

@@ -180,6 +180,25 @@ OUTCOMES: Final = (OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_SKIPPED)
 #: compaction replaced it, the conversation was forgotten, or the instrumentation was removed).
 OUTCOME_DISCARDED: Final = "discarded"
 
+# --- where a compaction prepared in the background went (events on the chat span) ---------------------------
+#: On the chat span of the call that sends a summary prepared in the background (this worker's, or one the
+#: fleet published), with a span link to that summary's ``compact`` span: that span ended when the summary was
+#: ready, in a trace of its own, so the application is recorded here. Attributes: trigger source, mode, and
+#: the context before and after on this call (``COMPACTION_INPUT_TOKENS`` / ``COMPACTION_OUTPUT_TOKENS``) and
+#: the threshold that applied.
+COMPACTION_APPLIED_EVENT: Final = "otel_context.compaction.applied"
+
+# --- a request the provider rejected as too long (the call then compacts and retries it once) ---------------
+#: On the chat span, before the retry: what the provider said, so the retried span still shows the rejection.
+REQUEST_REJECTED_EVENT: Final = "otel_context.request.rejected"
+#: The provider's message (capped; it names sizes, never the conversation's text).
+REQUEST_REJECTED_MESSAGE: Final = "otel_context.request.rejected.message"
+#: The request's size and the limit the provider stated, in its tokens (when its message says).
+REQUEST_REJECTED_INPUT_TOKENS: Final = "otel_context.request.rejected.input_tokens"
+REQUEST_REJECTED_LIMIT_TOKENS: Final = "otel_context.request.rejected.limit_tokens"
+#: The HTTP status of the rejection (absent for a response that stopped at the window).
+HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
+
 # --- cache-break events -----------------------------------------------------------------------------------
 CACHE_BREAK_EVENT: Final = "otel_context.cache_break"
 CACHE_BREAK_INTENTIONAL: Final = "otel_context.cache_break.intentional"

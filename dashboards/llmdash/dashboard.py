@@ -363,10 +363,11 @@ def build() -> dict[str, Any]:
             _series(
                 ids,
                 "Summary compactions by mode",
-                "LLM-summary compactions per second: background (prepared past 80 % of the threshold, applied at "
-                "the threshold without waiting) vs inline (the call that crossed the threshold waited for the "
-                "summarizer), by outcome. background/discarded: a prepared summary that was never applied (the "
-                "conversation ended or its history was edited below the summary's cut).",
+                "LLM-summary compactions per second: background (prepared past 80 % of the threshold, counted "
+                "when ready, applied at the threshold without waiting) vs inline (the call that crossed the "
+                "threshold waited for the summarizer), by outcome. background/discarded: a prepared summary that "
+                "was never applied (the conversation ended or its history was edited below the summary's cut), "
+                "counted again when it is dropped.",
                 "cps",
                 _target(
                     q.compactions_per_second(RATE, [q.MODE, q.OUTCOME], q.IS_SUMMARY),

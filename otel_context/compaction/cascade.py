@@ -135,15 +135,20 @@ class CompactionJob:
     state: ConversationState | None = None
     #: Items at the start that are the head of an earlier compaction (the cut must lie after them).
     min_index: int = 0
-    #: Parent for the compact span (the chat span); the current span when None.
+    #: Parent for the compact span (the chat span); the current span when None; ``trace.INVALID_SPAN``: a
+    #: trace of its own (a background summary, which outlives the call that started it).
     parent: Span | None = None
+    #: Span links of the compact span (a background summary's: the chat span of the call that started it).
+    links: tuple[SpanContext, ...] = ()
+    #: The compact span, once started (a background summary's still running at exit is ended from there).
+    span: Span | None = None
     #: Extra summarizer instructions (explicit API); merged with the pre_compact hook's.
     instructions: str | None = None
     #: ``inline`` (the caller waits) or ``background`` (prepared before the threshold).
     mode: str = semconv.MODE_INLINE
-    #: Background: a successful summary leaves its ``compact`` span open (``out.open_span``) until it is
-    #: applied or discarded (:func:`settle`): the breaker, the cache announcement and the figures belong
-    #: to the moment it changes what is sent.
+    #: Background: a successful summary leaves its ``compact`` span open (``out.open_span``) for its caller
+    #: to settle when it is ready (:func:`settle`, outcome ``success`` or ``discarded``); the cache
+    #: announcement then belongs to the call that applies it (the moment it changes what is sent).
     deferred: bool = False
     #: Where the summary cuts (None: the keep-recent policy chooses). A background summary aims its cut
     #: so that what is kept when it is applied at the threshold matches what an inline one would keep.
@@ -238,8 +243,9 @@ def checked(adapter: WireFormatAdapter, items: list[Item]) -> list[Item]:
 
 def _start_span(job: CompactionJob, strategy: str) -> Span:
     threshold = job.budget.auto_threshold if job.budget is not None else None
-    span = _open_span(job.parent, job.trigger, strategy, job.conversation_id, threshold, job.mode)
+    span = _open_span(job.parent, job.trigger, strategy, job.conversation_id, threshold, job.mode, job.links)
     span.set_attribute(semconv.COMPACTION_INPUT_TOKENS, job.estimated_tokens)
+    job.span = span
     return span
 
 
@@ -250,11 +256,14 @@ def _open_span(
     conversation_id: str | None,
     threshold: int | None,
     mode: str = semconv.MODE_INLINE,
+    links: Sequence[SpanContext] = (),
 ) -> Span:
     """A ``compact`` span under ``parent`` (the current span when None), with what is known before it runs."""
     tracer = telemetry.get().tracer
     parent_ctx = trace.set_span_in_context(parent) if parent is not None else None
-    span = tracer.start_span(semconv.COMPACT_SPAN, context=parent_ctx, kind=SpanKind.INTERNAL)
+    span = tracer.start_span(
+        semconv.COMPACT_SPAN, context=parent_ctx, kind=SpanKind.INTERNAL, links=[trace.Link(c) for c in links]
+    )
     span.set_attribute(semconv.COMPACTION_TRIGGER_SOURCE, trigger)
     span.set_attribute(semconv.COMPACTION_STRATEGY, strategy)
     span.set_attribute(semconv.COMPACTION_MODE, mode)
@@ -297,16 +306,16 @@ _WAITED = (semconv.TRIGGER_AUTO, semconv.TRIGGER_REACTIVE)
 def settle(job: CompactionJob, span: Span, out: CompactionOutcome) -> None:
     """The end of one attempt: breaker, cache announcement (when it changes what is sent), span, metrics.
 
-    A background summary is settled when it is applied (``success``) or dropped (``discarded``, which
-    neither counts on the breaker nor announces a cache break: nothing was sent).
+    A background summary is settled when it is ready (``success``, or ``discarded`` when it can never be
+    applied, which does not count on the breaker); its cache break is announced by the call that applies it.
     """
     state = job.state
     if state is not None:
         if out.outcome != semconv.OUTCOME_DISCARDED:
             with state.lock:  # concurrent calls of one conversation count on one breaker
                 _count_on_breaker(job, out, state)
-        if out.changed and out.outcome != semconv.OUTCOME_DISCARDED and state.detector is not None:
-            _announce(span, state, job.provider, job.model)
+        if out.changed and out.outcome != semconv.OUTCOME_DISCARDED and not job.deferred and state.detector is not None:
+            announce(span, state, job.provider, job.model)
     _close_span(span, out, state, job.trigger, job.provider, job.model, timed=True, mode=job.mode)
 
 
@@ -394,7 +403,7 @@ def record_provider_compaction(
         provider_done=True,
     )
     if state is not None and state.detector is not None:
-        _announce(span, state, provider, model)
+        announce(span, state, provider, model)
     _close_span(span, out, state, semconv.TRIGGER_PROVIDER, provider, model, timed=False)
 
 
@@ -407,11 +416,12 @@ def record_discarded(
     published_by: SpanContext | None,
     threshold: int | None,
 ) -> None:
-    """A summary another worker prepared in the background and published, dropped unapplied (its history
-    was edited below its cut, or a newer compaction covered it): a ``compact`` span under ``parent`` with
-    ``mode=background``, ``outcome=discarded`` and a link to the publishing worker's ``compact`` span, and
-    the counter. That span ended at publish (a span never stays open across processes), so the drop is a
-    record of its own; no summarizer call, nothing on the breaker, no cache break (nothing was sent)."""
+    """A summary prepared in the background (by this worker, or by another one that published it), dropped
+    unapplied (its history was edited below its cut, or a newer compaction covered it): a ``compact`` span
+    under ``parent`` with ``mode=background``, ``outcome=discarded`` and a link to the ``compact`` span that
+    prepared it, and the counter. That span ended when the summary was ready (so that it is exported, and
+    never stays open across processes), so the drop is a record of its own; no summarizer call, nothing on
+    the breaker, no cache break (nothing was sent)."""
     span = _open_span(
         parent,
         trigger,
@@ -452,7 +462,7 @@ def _breaker_closed(state: ConversationState) -> None:
     telemetry.get().instruments.breakers_open.add(-1, {semconv.GEN_AI_REQUEST_MODEL: state.breaker_model or ""})
 
 
-def _announce(span: Span, state: ConversationState, provider: str, model: str) -> None:
+def announce(span: Span, state: ConversationState, provider: str, model: str) -> None:
     """Tell the cache detector the prefix changes on purpose, and record the intentional break."""
     try:
         from otel_context import cache
@@ -666,10 +676,11 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
     except GeneratorExit:  # abandoned mid-summary (the caller went away): close the span, propagate
         # A background summary abandoned (uninstrumented, cancelled) is dropped, not a failure.
         background = job.mode == semconv.MODE_BACKGROUND
-        span.set_attribute(
-            semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED if background else semconv.OUTCOME_FAILURE
-        )
-        span.end()
+        if span.is_recording():  # else the interpreter's exit ended it (see engine.background.end_at_exit)
+            span.set_attribute(
+                semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED if background else semconv.OUTCOME_FAILURE
+            )
+            span.end()
         raise
     except Exception as exc:  # an adapter or hook bug: fail this compaction, never the call
         telemetry.log_once("cascade.summary", "otel_context: compaction failed unexpectedly", exc_info=True)

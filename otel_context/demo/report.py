@@ -182,9 +182,10 @@ def compaction_rows(result: DemoResult) -> list[tuple[str, int, int, int, str]]:
         background = [c for c in ok if c.mode == semconv.MODE_BACKGROUND]
         discarded = [c for c in items if c.outcome == semconv.OUTCOME_DISCARDED]
         if background or discarded:
-            note += f"; {len(background)} prepared in the background and applied without waiting"
+            applied = sum(t.applied for t in result.stats.turns)
+            note += f"; {len(background)} prepared in the background, {applied} applied without waiting"
         if discarded:
-            note += f", {len(discarded)} prepared but never applied (the history changed below it)"
+            note += f", {len(discarded)} never applied (the history changed below it)"
         if kind == KIND_REACTIVE and result.too_long_turn is not None:
             note += f"; turn {result.too_long_turn}: the provider (an injected fault) said 'prompt is too long'"
         rows.append((kind, len(ok), len(failed), saved, note))

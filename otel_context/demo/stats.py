@@ -115,6 +115,9 @@ class TurnStats:
     #: Background summaries whose summarizer call ended in this turn (ready to apply at the threshold).
     #: Counted by compact span: the summarizer's fallback request is one summary, not two.
     prepared: int = 0
+    #: Background summaries applied in this turn (the call that crossed the threshold did not wait): the
+    #: ``otel_context.compaction.applied`` events on its calls (the summary's compact span ended earlier).
+    applied: int = 0
 
     @property
     def agent_calls(self) -> list[CallFigures]:
@@ -147,13 +150,6 @@ class TurnStats:
     def kinds(self) -> list[str]:
         """The kinds of the turn's successful compactions, in order."""
         return [c.kind for c in self.compactions if c.outcome == semconv.OUTCOME_SUCCESS]
-
-    @property
-    def applied(self) -> int:
-        """Background summaries applied in this turn (the call that crossed the threshold did not wait)."""
-        return sum(
-            1 for c in self.compactions if c.mode == semconv.MODE_BACKGROUND and c.outcome == semconv.OUTCOME_SUCCESS
-        )
 
 
 def _events(span: ReadableSpan) -> Iterable[CacheBreakFigures]:
@@ -195,14 +191,15 @@ def turn_stats(turn: int, spans: Sequence[ReadableSpan], window: int = 0) -> Tur
             parent = by_id.get(parent_id) if parent_id is not None else None
             # An agent call is a child of the turn's invoke_agent span. A summarizer call is a child of a
             # compact span, which ends in the same turn when inline; a background summary's compact span
-            # stays open until the summary is applied (a later call, often a later turn), so a chat span
-            # whose parent is not among this turn's spans is a background summarizer's call.
+            # ends when the summary is ready, which may fall in the next turn's spans, so a chat span whose
+            # parent is not among this turn's spans is a background summarizer's call.
             summarizer = parent_id is not None and (parent is None or parent.name == semconv.COMPACT_SPAN)
             background = summarizer and (
                 parent is None or (parent.attributes or {}).get(semconv.COMPACTION_MODE) == semconv.MODE_BACKGROUND
             )
             if background and span.status.status_code != StatusCode.ERROR:
                 prepared.add(parent_id)
+            stats.applied += sum(1 for e in span.events if e.name == semconv.COMPACTION_APPLIED_EVENT)
             stats.calls.append(
                 CallFigures(
                     model=str(attrs.get(semconv.GEN_AI_REQUEST_MODEL, "")),

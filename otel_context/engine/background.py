@@ -54,6 +54,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, TraceFlags
 
 from otel_context import semconv, telemetry
@@ -101,11 +102,16 @@ class Prepared:
     items: Sequence[Item]
     #: The memo entry the job's items started with (its head is inside the prepared summary).
     base: MemoEntry | None
+    #: The auto threshold of the call that started it (the job aims below it, for the turns to come).
+    threshold: int = 0
     done: threading.Event = field(default_factory=threading.Event)
     out: cascade.CompactionOutcome | None = None
     #: The memo entry to apply once the summary succeeded.
     entry: MemoEntry | None = None
     discarded: bool = False
+    #: Its ``compact`` span ended (when the summary was ready).
+    ended: bool = False
+    #: Applied, or dropped and reported as discarded (once).
     settled: bool = False
     #: The shared store's prepare lock this worker still holds for the fleet (None: no shared store, or given
     #: back; taken off with :func:`_take_lease`, so it is given back once), and that store.
@@ -155,6 +161,8 @@ _epoch = 0
 _fork_epoch = 0
 #: Seconds a background summary took, per summary model (a moving average).
 _durations: dict[str, float] = {}
+#: The summaries being prepared (their ``compact`` span still open), for the interpreter's exit.
+_running: set[Prepared] = set()
 
 
 def _current(state: ConversationState) -> _Record | None:
@@ -224,7 +232,7 @@ def maybe_start(
             # Given up midway, it could not let the fleet's prepare lock go (that path makes no store round
             # trip): let it go now, or this conversation prepares nothing in the background until the lease ends.
             yield from _let_go(existing)
-        _drop(existing)
+        _drop(existing, span)
     if cascade.not_understood_reason(call.adapter, call.body, call.sent_items, budget):
         return  # the threshold reports the reason (and compacts nothing) as today
     aimed = _aim(call, budget)
@@ -232,6 +240,11 @@ def maybe_start(
         return  # nothing to summarize yet: the threshold compacts inline (and says why) as today
     job = call.job(span, semconv.TRIGGER_AUTO, call.estimated_tokens)
     job.mode, job.deferred = semconv.MODE_BACKGROUND, True
+    # A trace of its own, linked to this call's span: the summary outlives this call, and a child that ends
+    # after its parent is drawn wrongly by trace viewers. The call that applies it links to it in turn.
+    job.parent = trace.INVALID_SPAN
+    context = span.get_span_context()
+    job.links = (context,) if context.is_valid else ()
     job.cut, job.rehydrate_room = aimed.cut, aimed.rehydrate_room
     # What fits under the threshold once the turns appended until then are counted too.
     job.budget = dataclasses.replace(budget, auto_threshold=max(1, budget.auto_threshold - aimed.growth))
@@ -240,7 +253,7 @@ def maybe_start(
         lease = yield from _claim(span, call)
         if lease is None:
             return  # another worker prepares (or published) this conversation's summary
-    prepared = Prepared(job, call.items, call.entry, lease=lease, store=call.store)
+    prepared = Prepared(job, call.items, call.entry, budget.auto_threshold, lease=lease, store=call.store)
     with _lock:
         raced = _prepared_of(state) is not None  # another call of this conversation started one meanwhile
         if not raced:
@@ -380,7 +393,10 @@ def _learn(model: str, seconds: float) -> None:
 
 def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | StoreRequest, Any, None]:
     """The background summary itself (run by the instrumentation): the cascade's summary, kept for later
-    (with a shared store: published for the fleet, then the prepare lock is let go)."""
+    (with a shared store: published for the fleet, then the prepare lock is let go). Its ``compact`` span
+    ends when the summary is ready: ``success``, or ``discarded`` when it can never be applied."""
+    with _lock:
+        _running.add(prepared)
     try:
         out = yield from cascade.run_summary(prepared.job)
         prepared.out = out
@@ -390,9 +406,10 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | Sto
             with _lock:
                 discarded = prepared.discarded
                 prepared.entry = entry
-            if discarded or entry is None:
-                _settle(prepared, semconv.OUTCOME_DISCARDED)
-            elif prepared.lease is not None and call.store is not None:
+                usable = not discarded and entry is not None
+                prepared.settled = prepared.settled or not usable  # its own span says discarded: nothing more
+            _end(prepared, semconv.OUTCOME_SUCCESS if usable else semconv.OUTCOME_DISCARDED)
+            if usable and entry is not None and prepared.lease is not None and call.store is not None:
                 yield from _publish(prepared, call, entry, out.open_span)
         yield from _let_go(prepared)
     except GeneratorExit:
@@ -403,13 +420,15 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | Sto
         prepared.discarded = True
         raise
     finally:
+        _running.discard(prepared)  # no lock (see above): one call on a set, atomic
         prepared.done.set()
 
 
 def _publish(prepared: Prepared, call: EngineCall, entry: MemoEntry, compact_span: Span) -> Generator[Any, Any, None]:
-    """Publish a ready summary for the fleet. Once stored it is the fleet's: its ``compact`` span ends now
-    (the one background compaction of this crossing, counted once), and this worker applies it from the
-    store at the threshold like any other. Not stored (the store failed): it stays this worker's own."""
+    """Publish a ready summary for the fleet (its ``compact`` span ended as it became ready: the one
+    background compaction of this crossing, counted once). Once stored it is the fleet's: this worker applies
+    it from the store at the threshold like any other. Not stored (the store failed): it stays this worker's
+    own."""
     store = call.store
     assert store is not None
     context = compact_span.get_span_context()
@@ -423,9 +442,9 @@ def _publish(prepared: Prepared, call: EngineCall, entry: MemoEntry, compact_spa
             return
         record.prepared = None
         prepared.published = True
+        prepared.settled = True  # the fleet's now: a worker that finds it stale reports it (_drop_published)
         known = record.fleet
         known.ready_len = max(known.ready_len, entry.prefix_len)
-    _settle(prepared, semconv.OUTCOME_SUCCESS)
 
 
 def _entry(prepared: Prepared, call: EngineCall, out: cascade.CompactionOutcome) -> MemoEntry | None:
@@ -475,10 +494,10 @@ def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Summ
             return (yield from _fleet_threshold(span, call, budget, waited))
         if not prepared.done.is_set():
             # Still running: compact inline now (a longer prefix); the late one is dropped when it lands.
-            _drop(prepared)
+            _drop(prepared, span)
             return False
     if not apply(span, call, prepared, waited, budget):
-        _drop(prepared)
+        _drop(prepared, span)
         return False
     return call.estimated_tokens < budget.auto_threshold
 
@@ -552,21 +571,40 @@ def _apply_published(
 ) -> bool:
     """Send a summary another worker published (already verified to cover this call); False when its
     pairing with the turns appended since would need a repair. ``trigger``: the path that applies it."""
+    before = call.estimated_tokens
     if not _use(call, got.entry):
         return False
-    detector = call.state.detector
-    if detector is not None:
-        # This worker's cache detector must know the prefix changes on purpose (the intended break's event
-        # is on the compact span, which the publishing worker ended).
-        detector.announce_compaction()
-    context = _link_context(got.link)
-    if context is not None:
-        try:
-            span.add_link(context)
-        except Exception:
-            telemetry.log_once("background.link", "otel_context: could not link a compaction", exc_info=True)
+    _applied(span, call, _link_context(got.link), before, budget, trigger)
     cascade.record_wait(waited, trigger, semconv.MODE_BACKGROUND)
     return True
+
+
+def _applied(
+    span: Span, call: EngineCall, compact: SpanContext | None, before: int, budget: Budget, trigger: str
+) -> None:
+    """Record on this call's chat span that it sends a summary prepared in the background: a link to the
+    summary's ``compact`` span (ended when the summary was ready, in a trace of its own), the
+    ``otel_context.compaction.applied`` event with the context before and after on this call, and the
+    intentional cache break (the cache detector must know the prefix changes on purpose)."""
+    if compact is not None:
+        try:
+            span.add_link(compact)
+        except Exception:
+            telemetry.log_once("background.link", "otel_context: could not link a compaction", exc_info=True)
+    telemetry.emit_event(
+        span,
+        semconv.COMPACTION_APPLIED_EVENT,
+        {
+            semconv.COMPACTION_TRIGGER_SOURCE: trigger,
+            semconv.COMPACTION_MODE: semconv.MODE_BACKGROUND,
+            semconv.COMPACTION_INPUT_TOKENS: before,
+            semconv.COMPACTION_OUTPUT_TOKENS: call.estimated_tokens,
+            semconv.COMPACTION_THRESHOLD_TOKENS: budget.auto_threshold,
+        },
+    )
+    state = call.state
+    if state.detector is not None:
+        cascade.announce(span, state, call.request.provider, call.model)
 
 
 def _fits(call: EngineCall, entry: MemoEntry) -> list[Item] | None:
@@ -613,7 +651,7 @@ def apply_ready(span: Span, call: EngineCall, budget: Budget) -> Generator[Store
         return False
     if apply(span, call, prepared, 0.0, budget, trigger=semconv.TRIGGER_REACTIVE):
         return True
-    _drop(prepared)
+    _drop(prepared, span, semconv.TRIGGER_REACTIVE)
     return False
 
 
@@ -640,44 +678,50 @@ def apply(
         prepared.settled = True
     before = call.estimated_tokens
     _use(call, entry, sent)
-    compact_span = out.open_span
-    compact_span.set_attribute(semconv.COMPACTION_THRESHOLD_TOKENS, budget.auto_threshold)
-    try:
-        span.add_link(compact_span.get_span_context())
-    except Exception:
-        telemetry.log_once("background.link", "otel_context: could not link a compaction", exc_info=True)
-    # The figures of what this call sends: the context before and after the applied summary.
-    out.input_tokens, out.output_tokens = before, call.estimated_tokens
-    out.outcome = semconv.OUTCOME_SUCCESS
-    job = prepared.job
-    job.budget = budget  # the breaker's thrashing test uses the threshold of the call it applies to
-    cascade.settle(job, compact_span, out)
+    _applied(span, call, out.open_span.get_span_context(), before, budget, trigger)
     cascade.record_wait(waited, trigger, semconv.MODE_BACKGROUND)
     return True
 
 
-def _settle(prepared: Prepared, outcome: str) -> None:
-    """End a ready summary's open ``compact`` span with ``outcome`` (once)."""
+def _end(prepared: Prepared, outcome: str) -> None:
+    """The summary is ready: end its ``compact`` span with ``outcome`` (once), with the threshold of the call
+    that started it (the job aimed below it), count it and, unless discarded, count it on the breaker."""
     out = prepared.out
     with _lock:
-        if prepared.settled or out is None or out.open_span is None:
+        if prepared.ended or out is None or out.open_span is None:
             return
-        prepared.settled = True
+        prepared.ended = True
+    out.open_span.set_attribute(semconv.COMPACTION_THRESHOLD_TOKENS, prepared.threshold)
     out.outcome = outcome
     cascade.settle(prepared.job, out.open_span, out)
 
 
-def _drop(prepared: Prepared) -> None:
-    """Forget a prepared summary; a ready one ends its span as ``discarded``, a running one when it lands."""
+def _drop(prepared: Prepared, parent: Span | None = None, trigger: str = semconv.TRIGGER_AUTO) -> None:
+    """Forget a prepared summary. A running one ends its span as ``discarded`` when it lands; one that was
+    ready (its span ended as ``success``) is reported as a ``discarded`` compaction of its own, linked to
+    that span, under ``parent`` (the chat span of the call that drops it; None: no call drops it, so in a
+    trace of its own), on the path ``trigger``."""
     with _lock:
         prepared.discarded = True
         state = prepared.job.state
         record = _current(state) if state is not None else None
         if record is not None and record.prepared is prepared:
             record.prepared = None
-        landed = prepared.entry is not None  # else _run settles it when it lands (it reads the flag)
-    if landed:
-        _settle(prepared, semconv.OUTCOME_DISCARDED)
+        # Not landed: _run ends its span when it lands (it reads the flag). Applied or reported: nothing more.
+        report = prepared.entry is not None and not prepared.settled
+        prepared.settled = prepared.settled or report
+    out = prepared.out
+    if not report or out is None or out.open_span is None:
+        return
+    cascade.record_discarded(
+        parent if parent is not None else trace.INVALID_SPAN,
+        prepared.job.provider,
+        prepared.job.model,
+        state,
+        trigger,
+        out.open_span.get_span_context(),
+        prepared.threshold,
+    )
 
 
 def _take_lease(prepared: Prepared) -> Lease | None:
@@ -733,9 +777,25 @@ def release_leases() -> None:
         _give_back(prepared)
 
 
+def end_at_exit() -> None:
+    """The interpreter exits: end the ``compact`` span of every summary still being prepared, as
+    ``discarded``, so that it is exported (with its summarizer's span, which the instrumentation ends) before
+    the tracer provider shuts down. Nothing else: no metric, no breaker; the summary is given up."""
+    with _lock:
+        running = list(_running)
+        for prepared in running:
+            prepared.ended = True  # a summary landing now does not end its span a second time
+    for prepared in running:
+        span = prepared.job.span
+        if span is not None and span.is_recording():
+            span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED)
+            span.end()
+
+
 def forget_all() -> None:
     """In a forked child: forget the parent's summaries without any telemetry (their spans are the parent's).
     A new epoch: every record is forgotten at once, without walking the store's states."""
     global _epoch, _fork_epoch
     _epoch += 1
     _fork_epoch = _epoch
+    _running.clear()

@@ -12,7 +12,7 @@ from typing import Any
 
 from opentelemetry.trace import Span
 
-from otel_context import semconv
+from otel_context import semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.engine import background, budgets
 from otel_context.engine.call import EngineCall, rewrites, skip
@@ -29,6 +29,9 @@ def compact(call: EngineCall, span: Span, error: BaseException) -> Generator[Ste
     if not is_too_long(call.adapter, error):
         return None
     call.reactive_done = True
+    message = error_message(error)
+    numbers = parse_too_long(message)
+    _record_rejection(span, error, message, numbers)
     provider, state = call.request.provider, call.state
     if state.breaker.open:
         span.set_attribute(semconv.COMPACTION_BREAKER_OPEN, True)
@@ -39,7 +42,6 @@ def compact(call: EngineCall, span: Span, error: BaseException) -> Generator[Ste
         skip(span, reason)
         return None
     estimated = call.estimated_tokens
-    numbers = parse_too_long(error_message(error))
     if numbers is not None:
         actual, limit = numbers
         ours = estimate_fixed(call.adapter, call.body) + estimate_items(call.adapter, call.sent_items)
@@ -74,3 +76,21 @@ def compact(call: EngineCall, span: Span, error: BaseException) -> Generator[Ste
     call.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
     call.refingerprint()
     return call.body
+
+
+#: The most characters of the provider's message kept on the rejection event.
+MESSAGE_MAX_CHARS = 1000
+
+
+def _record_rejection(span: Span, error: BaseException, message: str, numbers: tuple[int, int] | None) -> None:
+    """The ``otel_context.request.rejected`` event on the call's span, before any retry: the retried call's
+    span ends as a success, and without it nothing would show that the provider refused the first request,
+    nor the sizes it stated (which may reveal a smaller window, or our estimate undercounting)."""
+    attributes: dict[str, str | int] = {semconv.REQUEST_REJECTED_MESSAGE: message[:MESSAGE_MAX_CHARS]}
+    if numbers is not None:
+        attributes[semconv.REQUEST_REJECTED_INPUT_TOKENS] = numbers[0]
+        attributes[semconv.REQUEST_REJECTED_LIMIT_TOKENS] = numbers[1]
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int):
+        attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = status
+    telemetry.emit_event(span, semconv.REQUEST_REJECTED_EVENT, attributes)

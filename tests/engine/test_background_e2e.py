@@ -130,12 +130,21 @@ def test_prepared_summary_is_applied_at_the_threshold_without_waiting(
     assert [c.attributes[semconv.COMPACTION_MODE] for c in compacts] == [semconv.MODE_BACKGROUND]
     compact = compacts[0]
     assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
-    # The applying call is marked and linked to the compact span, which lives in an earlier call's trace.
+    # The applying call is marked and linked to the compact span, which is the root of a trace of its own,
+    # linked to the call that started it, and ended when the summary was ready (before it was applied).
     assert applying.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
     assert [link.context.span_id for link in applying.links] == [compact.context.span_id]
-    starter = next(s for s in mains if s.context.span_id == compact.parent.span_id)
-    assert starter.context.trace_id == compact.context.trace_id != applying.context.trace_id
-    assert starter.end_time < applying.start_time
+    assert compact.parent is None
+    starter = next(s for s in mains if s.context.span_id == compact.links[0].context.span_id)
+    assert len({starter.context.trace_id, compact.context.trace_id, applying.context.trace_id}) == 3
+    assert starter.end_time < applying.start_time and compact.end_time < applying.start_time
+    summarizer = next(s for s in otel.spans() if s.parent is not None and s.parent.span_id == compact.context.span_id)
+    assert summarizer.end_time <= compact.end_time
+    # The application is an event on the applying call: the context before and after on this call.
+    (applied,) = [e for e in applying.events if e.name == semconv.COMPACTION_APPLIED_EVENT]
+    assert applied.attributes[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
+    assert applied.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_AUTO
+    assert applied.attributes[semconv.COMPACTION_OUTPUT_TOKENS] < applied.attributes[semconv.COMPACTION_INPUT_TOKENS]
     # The applying call did not wait for the summarizer (0.4 s): it took about what the model takes.
     assert (applying.end_time - applying.start_time) / 1e9 < 0.3
     assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_MODE: "background"}) == 1
@@ -376,10 +385,11 @@ def test_uninstrument_with_a_summary_in_flight(
 
 
 def _nothing_failed(otel: Otel, caplog: pytest.LogCaptureFixture) -> ConversationState:
-    """No compaction failed: a summary given up ended as discarded (no ERROR), nothing counted on the breaker
-    or the failure counter (the compaction-failure alert), nothing logged. The conversation's state."""
+    """No compaction failed: a summary given up ended as discarded, one kept as success when it was ready (no
+    ERROR), nothing counted on the breaker or the failure counter (the compaction-failure alert), nothing
+    logged. The conversation's state."""
     for compact in otel.compact_spans():
-        assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
+        assert compact.attributes[semconv.COMPACTION_OUTCOME] in (semconv.OUTCOME_DISCARDED, semconv.OUTCOME_SUCCESS)
         assert compact.status.status_code is StatusCode.UNSET
     assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "failure"}) == 0
     assert [r.getMessage() for r in caplog.records] == []
@@ -443,11 +453,11 @@ def test_closing_the_client_with_a_summary_in_flight_keeps_the_summary(
     chat.client = _client_of(simulated_provider, fmt)()  # turns until the threshold, where the summary is applied
     for later in range(turn + 1, turn + 20):
         chat.turn(later)
-        if otel.compact_spans():
+        if _mains(otel)[-1].attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED):
             break
     (compact,) = otel.compact_spans()
     assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
-    assert _mains(otel)[-1].attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+    assert [link.context for link in _mains(otel)[-1].links] == [compact.context]
     assert [e for e in simulated_provider.exchanges if _is_summary(e.body)] == [summary]  # kept, not made again
 
 
@@ -471,7 +481,8 @@ def test_closing_a_client_whose_connections_cannot_be_remade_gives_the_summary_u
         chat.client.close()  # the sync client's close cuts the request in flight
         _wait_idle(timeout=10)
     state = _nothing_failed(otel, caplog)
-    assert len(otel.compact_spans()) == 1 and not _ready(state)
+    (compact,) = otel.compact_spans()
+    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED and not _ready(state)
     simulated_provider.summary_latency = 0.0
     chat.client = new_client()
     chat.turn(turn + 1)
@@ -513,10 +524,11 @@ def test_closing_an_async_client_with_a_summary_in_flight_keeps_the_summary(
         client = simulated_provider.async_anthropic()
         for later in range(number + 1, number + 20):  # until the threshold, where the summary is applied
             await turn(client, later)
-            if otel.compact_spans():
+            if _mains(otel)[-1].attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED):
                 break
         (compact,) = otel.compact_spans()
         assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+        assert [link.context for link in _mains(otel)[-1].links] == [compact.context]
 
     asyncio.run(main())
 
@@ -702,9 +714,9 @@ def test_a_slow_summarizer_starts_the_background_summary_earlier(
             raise AssertionError("the second conversation never started a summary")
     starting = _mains(otel)[-1]
     _wait_idle()
-    engine.reset()  # drops the summary, ending its compact span (in the trace of the call that started it)
+    # Its compact span ended when it was ready: a trace of its own, linked to the call that started it.
     (compact,) = otel.compact_spans()
-    assert compact.parent is not None and compact.parent.span_id == starting.context.span_id
+    assert compact.parent is None and [link.context for link in compact.links] == [starting.context]
     assert (compact.attributes or {})[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
     budget = budget_for(MODEL, settings, max_output_tokens=512)
     assert budget is not None
@@ -727,13 +739,16 @@ def test_a_conversation_evicted_with_a_ready_summary_discards_it_at_once(
     with otel_context.conversation("evicted"):
         _turns_until_pending(chat)
     _wait_idle()  # the summary is ready, waiting for the threshold
-    assert not otel.compact_spans()  # its span is still open
+    (ready,) = otel.compact_spans()  # its span ended when it was ready
+    assert ready.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
     with otel_context.conversation("other"):
         Chat(simulated_provider.anthropic()).turn(1)
     assert [s.key for s in STORE.states()] == ["other"]
-    # Ended by the eviction itself: no later call of any conversation was needed.
-    (compact,) = otel.compact_spans()
+    # Reported by the eviction itself (no later call of any conversation was needed), in a trace of its own
+    # (not under the call of the other conversation that evicted it), linked to the summary's span.
+    _, compact = otel.compact_spans()
     assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
     assert compact.attributes[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
     assert compact.attributes[semconv.GEN_AI_CONVERSATION_ID] == "evicted"
+    assert compact.parent is None and [link.context for link in compact.links] == [ready.context]
     assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "discarded"}) == 1

@@ -66,6 +66,16 @@ def test_reactive_one_compact_span_one_retry_success(
     assert estimated == compact.attributes[semconv.COMPACTION_OUTPUT_TOKENS]
     sent = chat.attributes[semconv.CONTEXT_UTILIZATION] * chat.attributes[semconv.CONTEXT_EFFECTIVE_WINDOW]
     assert sent / 2 < estimated < sent * 2, (estimated, sent)
+    # The span ends as a success, but it still shows the rejection, before the compaction that followed it:
+    # the provider's message and the size and limit it stated.
+    (rejected,) = [e for e in chat.events if e.name == semconv.REQUEST_REJECTED_EVENT]
+    rejection = messages_calls[0].response["error"]["message"]
+    assert rejection.startswith("prompt is too long")
+    assert rejected.attributes[semconv.REQUEST_REJECTED_MESSAGE] == rejection
+    assert rejected.attributes[semconv.REQUEST_REJECTED_LIMIT_TOKENS] == 15_000
+    assert f"{rejected.attributes[semconv.REQUEST_REJECTED_INPUT_TOKENS]} tokens > 15000" in rejection
+    assert rejected.attributes[semconv.HTTP_RESPONSE_STATUS_CODE] == 400
+    assert rejected.timestamp < compact.start_time
 
 
 def test_reactive_second_rejection_raises_the_original_error(
