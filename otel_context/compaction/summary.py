@@ -23,7 +23,7 @@ from otel_context.compaction.prompt import SummaryParseError, build_prompt, pars
 from otel_context.flow import SummaryRequest, SummaryResult
 from otel_context.formats.base import WireFormatAdapter
 from otel_context.formats.too_long import overflow_gap
-from otel_context.settings import Settings
+from otel_context.settings import Settings, summary_model_for
 from otel_context.tokens import ITEM_OVERHEAD_TOKENS, estimate_fixed, estimate_item, estimate_items, estimate_text
 
 Item = Mapping[str, Any]
@@ -283,7 +283,7 @@ def summarize(
         raise CompactionError("nothing_to_compact", "no round boundary leaves anything to summarize")
     transcript: list[Item] = list(items[:cut])
     prompt = build_prompt(extra_instructions)
-    summary_model = settings.summary_model or model
+    summary_model = summary_model_for(settings, adapter.name, model)
     spec = budget_mod.lookup_model(summary_model)
     max_output = (
         budget_mod.SUMMARY_RESERVE_TOKENS if spec is None else min(budget_mod.SUMMARY_RESERVE_TOKENS, spec.max_output)
@@ -333,7 +333,7 @@ def summarize(
                 )
             error = result.error
             kind = type(error).__module__ + "." + type(error).__qualname__ if error is not None else "summarizer_error"
-            raise CompactionError(kind, f"the summarizer call failed: {error}")
+            raise CompactionError(kind, f"the summarizer call failed: {error}") from error
         assert summary is not None
         summary_tokens = result.usage.output_tokens if result.usage is not None else estimate_text(result.text)
         room = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from otel_context.compaction.budget import budget_for, lookup_model
@@ -109,9 +111,12 @@ def test_code_wins_over_env() -> None:
     assert budget is not None and budget.window == 40_000
 
 
-def test_bad_env_value_names_the_variable() -> None:
-    with pytest.raises(SettingsError, match="OTEL_CONTEXT_AUTO_COMPACT_WINDOW"):
-        resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "lots"})
+def test_bad_env_value_names_the_variable(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_context"):
+        assert resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "lots"}).auto_compact_window is None
+    assert any("OTEL_CONTEXT_AUTO_COMPACT_WINDOW='lots'" in r.getMessage() for r in caplog.records)
+    with pytest.raises(SettingsError, match="auto_compact_window"):
+        resolve({"auto_compact_window": "lots"}, env={})
 
 
 def test_states() -> None:
