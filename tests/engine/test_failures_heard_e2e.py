@@ -8,6 +8,7 @@ warnings read from the ``otel_context`` logger.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -131,3 +132,24 @@ def test_the_summary_model_is_chosen_per_provider(
     assert [w for w in _warnings(caplog) if "compaction failed" in w] == []
     outcomes = {s.attributes[semconv.COMPACTION_OUTCOME] for s in otel.compact_spans()}
     assert outcomes == {semconv.OUTCOME_SUCCESS}
+
+
+def test_warnings_are_rate_limited(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    alerts.reset()
+    monkeypatch.setattr(alerts, "REPEAT_SECONDS", 0.3)
+    with caplog.at_level(logging.WARNING, logger="otel_context"):
+        for _ in range(3):
+            alerts.breaker_opened("team-a", "gpt-4o", 3, 3)
+        time.sleep(0.35)
+        alerts.breaker_opened("team-a", "gpt-4o", 3, 3)
+    said = _warnings(caplog)
+    assert len(said) == 2, said  # the first, then one after the pause that counts those held back
+    assert "(2 more like it since the last warning)" in said[1]
+    caplog.clear()
+    alerts.reset()
+    monkeypatch.setattr(alerts, "MAX_PER_MINUTE", 2)
+    with caplog.at_level(logging.WARNING, logger="otel_context"):
+        for family in ("a", "b", "c"):
+            alerts.breaker_opened(family, "gpt-4o", 3, 3)
+    assert len(_warnings(caplog)) == 2  # a fleet of failing conversations does not flood the log
+    alerts.reset()
