@@ -252,8 +252,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends the run; telemetry is shut down in run()
+
+    def finish(signum: int, frame: object) -> None:
+        # Ctrl-C or SIGTERM: the agents end their turn, then telemetry is flushed and shut down in run(). A
+        # second Ctrl-C interrupts at once.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, finish)
+    signal.signal(signal.SIGINT, finish)
+    with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C; telemetry is shut down in run()
         run(args.port, args.host, args.duration, args.pace, stop, args.model_window)
     return 0
 
