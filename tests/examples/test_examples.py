@@ -136,6 +136,10 @@ def test_hooks_keep_the_rule_and_reinject_the_file(example: Callable[[str], str]
     assert "summarizer requests carrying the pre_compact instructions: 0" not in out
     assert "the rule is in the last request: True" in out
     assert "the style guide was re-injected into the last request: True" in out
+    # The hooks run in the background summary's thread; only the app's thread prints: whole lines, in order.
+    prefixes = ("pre_compact: ", "post_compact: ", "summarizer requests", "the rule is", "the style guide")
+    assert all(line.startswith(prefixes) for line in out.splitlines()), out
+    assert out.rstrip().splitlines()[-1].startswith("the style guide was re-injected")
 
 
 def test_zero_code_under_opentelemetry_instrument(example: Callable[[str], str]) -> None:
