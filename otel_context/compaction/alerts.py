@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import collections
 import logging
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from otel_context.fork_safe import new_lock
 from otel_context.settings import Settings, summary_model_for
 
 log = logging.getLogger("otel_context")
@@ -51,7 +51,7 @@ class _Limiter:
     """Once per key and then at most every ``REPEAT_SECONDS``, under an overall cap per minute."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = new_lock(self, "_lock")  # a fork's child gets a free one
         #: key -> [time last logged, occurrences not logged since]
         self._keys: collections.OrderedDict[tuple[str, ...], list[float]] = collections.OrderedDict()
         self._minute = 0.0
