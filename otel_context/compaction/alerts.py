@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from otel_context import semconv
 from otel_context.fork_safe import new_lock
 from otel_context.settings import Settings, summary_model_for
 
@@ -109,12 +110,12 @@ def compaction_failed(job: _Job, error: BaseException) -> None:
                 "to a model it serves, per provider if need be (anthropic:claude-haiku-4-5,openai:gpt-5-mini)"
             )
         log.warning(
-            "otel_context: a compaction failed (conversation %s, trigger %s, summary model %s): %s. Nothing was "
-            "lost: the request went out unchanged%s",
+            "otel_context: a compaction failed (conversation %s, trigger %s, summary model %s): %s. %s%s",
             family,
             job.trigger,
             model,
             cause,
+            _AFTERMATH.get(job.trigger, _AFTERMATH[semconv.TRIGGER_AUTO]),
             _repeat_note(skipped),
         )
     except Exception:  # a warning must never fail a compaction's bookkeeping
@@ -156,6 +157,14 @@ def breaker_closed(conversation_id: str | None, model: str | None) -> None:
         model or "unknown",
         _repeat_note(skipped),
     )
+
+
+#: What became of the app's call, by trigger (nothing is lost in any case).
+_AFTERMATH = {
+    semconv.TRIGGER_AUTO: "Nothing was lost: the request went out unchanged",
+    semconv.TRIGGER_REACTIVE: "The provider's 'too long' error reached the app, as it would without otel-context",
+    semconv.TRIGGER_MANUAL: "The history was returned unchanged",
+}
 
 
 def _repeat_note(skipped: int) -> str:
