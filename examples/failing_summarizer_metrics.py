@@ -1,5 +1,6 @@
 """An instrumented agent whose summarizer keeps failing, serving its metrics for Prometheus to scrape.
 
+    pip install 'otel-context[anthropic,prometheus]'    # the Prometheus exporter is the `prometheus` extra
     python examples/failing_summarizer_metrics.py --port 9464            # runs until Ctrl-C
     python examples/failing_summarizer_metrics.py --port 9464 --duration 60
 
@@ -11,7 +12,14 @@ Point a Prometheus at it with the project's alert rules, e.g.::
 
 and ``OtelContextCompactionFailing`` fires within seconds (Prometheus' /alerts page); once three
 compactions in a row have failed the conversation's circuit breaker opens and, five minutes later,
-``OtelContextCircuitBreakerOpen`` fires too. With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the metrics and
+``OtelContextCircuitBreakerOpen`` fires too. The app's log says the same: one warning per conversation and
+cause of failure, and one when a breaker opens.
+
+It runs until Ctrl-C. With its breaker open a conversation is no longer compacted, so its history outgrows
+the model's window and the provider rejects it ("prompt is too long"), which is what the alerts are for; the
+agents handle that as an app would (a line says so, and the agent starts a new session) and run on.
+``--model-window`` makes the simulated model's window smaller, so that this happens within a minute
+instead of a few. With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the metrics and
 spans also go there over OTLP/HTTP (e.g. to the `lgtm` stack of dashboards/docker-compose.yml).
 
 Everything runs on otel-context's simulated provider (a local HTTP server speaking the Anthropic API, on
@@ -115,6 +123,13 @@ def broken_summarizer(request_body: dict[str, Any]) -> str:
     raise SummarizerUnavailable("the summarization service is unreachable")
 
 
+def rejected(agent: str, error: anthropic.APIStatusError) -> None:
+    """What an app does with a call the provider refused: say so (one line), and go on."""
+    body = error.body if isinstance(error.body, dict) else {}
+    detail = body.get("error", {}).get("message") if isinstance(body.get("error"), dict) else None
+    print(f"{agent}: the provider refused the call ({error.status_code}, {detail or error.message}); new session")
+
+
 class WritingAgent:
     """Adds a long note every turn; its context soon needs a summary, which always fails."""
 
@@ -129,9 +144,10 @@ class WritingAgent:
         self.history.append({"role": "user", "content": f"Add note {n} to the draft. {note} words:20"})
         try:
             response = self.client.messages.create(model=MODEL, max_tokens=512, messages=self.history)
-        except anthropic.BadRequestError:
+        except anthropic.APIStatusError as error:
             # With every summary failing, the breaker is open and the draft outgrows the model's real window:
             # the provider's rejection reaches the app, as it should. This app starts a new draft and runs on.
+            rejected("writing agent", error)
             self.history = []
             return
         self.history.append(_assistant_turn(response))
@@ -150,9 +166,15 @@ class CodingAgent:
         # `tool:read_file{...}` tells the simulated model which tool to call.
         self.history.append({"role": "user", "content": f'Read {path}. tool:read_file{{"path": "{path}"}}'})
         while True:
-            response = self.client.messages.create(
-                model=MODEL, max_tokens=512, system=CODING_RULES, tools=TOOLS, messages=self.history
-            )
+            try:
+                response = self.client.messages.create(
+                    model=MODEL, max_tokens=512, system=CODING_RULES, tools=TOOLS, messages=self.history
+                )
+            except anthropic.APIStatusError as error:
+                # Its breaker open, the session outgrew the window ("prompt is too long"): a new session.
+                rejected("coding agent", error)
+                self.history = []
+                return
             self.history.append(_assistant_turn(response))
             calls = [block for block in response.content if block.type == "tool_use"]
             if not calls:
@@ -182,11 +204,16 @@ class ChatAssistant:
         ]
         # A fresh short conversation each time (same first message, so the same derived conversation).
         messages: list[MessageParam] = [{"role": "user", "content": "What are the house rules? words:10"}]
-        with self.client.messages.stream(model=MODEL, max_tokens=128, system=system, messages=messages) as stream:
-            stream.get_final_text()
+        try:
+            with self.client.messages.stream(model=MODEL, max_tokens=128, system=system, messages=messages) as stream:
+                stream.get_final_text()
+        except anthropic.APIStatusError as error:
+            rejected("chat assistant", error)
 
 
-def run(port: int, host: str, duration: float | None, pace: float, stop: threading.Event) -> None:
+def run(
+    port: int, host: str, duration: float | None, pace: float, stop: threading.Event, model_window: int = 200_000
+) -> None:
     tracer_provider, meter_provider = setup_telemetry(host, port)
     otel_context.instrument(
         tracer_provider=tracer_provider,
@@ -200,7 +227,7 @@ def run(port: int, host: str, duration: float | None, pace: float, stop: threadi
     deadline = None if duration is None else time.monotonic() + duration
     try:
         with SimulatedProvider() as sim:
-            sim.set_window(MODEL, 200_000)
+            sim.set_window(MODEL, model_window)
             client = sim.anthropic()
             agents = (WritingAgent(client), CodingAgent(client), ChatAssistant(client))
             while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
@@ -219,11 +246,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to serve /metrics on (default 127.0.0.1)")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--pace", type=float, default=0.5, help="seconds between turns (default 0.5)")
+    parser.add_argument(
+        "--model-window",
+        type=int,
+        default=200_000,
+        help="the simulated model's real context window in tokens (default 200,000, the real one's); smaller: "
+        "a conversation whose breaker is open outgrows it sooner",
+    )
     args = parser.parse_args(argv)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends the run; telemetry is shut down in run()
-        run(args.port, args.host, args.duration, args.pace, stop)
+
+    def finish(signum: int, frame: object) -> None:
+        # Ctrl-C or SIGTERM: the agents end their turn, then telemetry is flushed and shut down in run(). A
+        # second Ctrl-C interrupts at once.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, finish)
+    signal.signal(signal.SIGINT, finish)
+    with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C; telemetry is shut down in run()
+        run(args.port, args.host, args.duration, args.pace, stop, args.model_window)
     return 0
 
 

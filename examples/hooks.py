@@ -15,6 +15,7 @@ key, on the real API (about 12 short calls with a pretend window of 5,000 tokens
 from __future__ import annotations
 
 import os
+import queue
 from typing import Any
 
 import anthropic
@@ -25,16 +26,24 @@ from otel_context.compaction.hooks import PostCompactEvent, PreCompactDecision, 
 
 RULE = "RULE: never edit files under migrations/; add a new migration instead."
 STYLE_GUIDE = "STYLEGUIDE.md\n- type hints everywhere\n- no print() in library code\n- one concept per module"
+#: What the hooks saw. They run where the summary runs, by default in a background thread: they leave a note
+#: here and the app's own thread prints it, so that the two never print over each other.
+NOTES: queue.SimpleQueue[str] = queue.SimpleQueue()
 
 
 def keep_the_rule(event: PreCompactEvent) -> PreCompactDecision:
-    print(f"pre_compact: {event.trigger} compaction of ~{event.estimated_tokens:,} tokens; asking to keep the rule")
+    NOTES.put(f"pre_compact: {event.trigger} compaction of ~{event.estimated_tokens:,} tokens; asking to keep the rule")
     return PreCompactDecision(instructions=f"Quote this rule verbatim in the summary: {RULE}")
 
 
 def reinject_style_guide(event: PostCompactEvent) -> list[str]:
-    print(f"post_compact: summary of {len(event.summary):,} characters; re-injecting the style guide")
+    NOTES.put(f"post_compact: summary of {len(event.summary):,} characters; re-injecting the style guide")
     return [f"(Re-injected after compaction) {STYLE_GUIDE}"]
+
+
+def print_notes() -> None:
+    while not NOTES.empty():
+        print(NOTES.get())
 
 
 otel_context.instrument(
@@ -55,6 +64,9 @@ def main(client: anthropic.Anthropic, sim: Any) -> None:
         history.append({"role": "user", "content": ask + (" words:300" if sim is not None else "")})
         response = client.messages.create(model=MODEL, max_tokens=600, messages=history)
         history.append({"role": "assistant", "content": response.content[0].text})
+        print_notes()
+    otel_context.uninstrument()  # done: a summary still running in the background is dropped, its hooks quiet
+    print_notes()
     if sim is not None:  # what the simulated provider actually received
         bodies = [str(e.body) for e in sim.exchanges]
         print(

@@ -37,9 +37,11 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from otel_context import __version__
     from otel_context.demo.run import DEFAULT_TURNS, DEFAULT_WINDOW
 
     parser = argparse.ArgumentParser(prog="otel-context", description="otel-context command-line tools.")
+    parser.add_argument("--version", action="version", version=f"otel-context {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
         "demo",

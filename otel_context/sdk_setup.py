@@ -68,9 +68,14 @@ def _exporter_names(signal: str) -> list[str]:
             continue
         if name == "otlp":
             if protocol not in _PROTOCOLS:
-                raise ValueError(
-                    f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported; use one of {', '.join(_PROTOCOLS)}"
+                # A telemetry setting never stops the app: warn, and use the specification's default.
+                log.warning(
+                    "otel_context: OTEL_EXPORTER_OTLP_PROTOCOL=%r is not supported (use one of %s); using the "
+                    "default (http/protobuf) instead",
+                    protocol,
+                    ", ".join(_PROTOCOLS),
                 )
+                protocol = "http/protobuf"
             name = _PROTOCOLS[protocol]
         resolved.append(name)
     return resolved

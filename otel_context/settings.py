@@ -1,11 +1,12 @@
 """Settings from code and from ``OTEL_CONTEXT_*`` / standard OTel variables, validated with clear errors.
 
 Precedence: a value passed in code wins; the environment fills only what code left unset; defaults come
-last. A bad value fails at instrument time with a :class:`SettingsError` that names the variable (or the
-keyword) and the allowed values, never later from deep inside a call. Two exceptions only warn, because
-they should not stop an app at import: a malformed entry of ``OTEL_CONTEXT_MODEL_WINDOWS`` (named in the
-warning and ignored) and an ``OTEL_CONTEXT_*`` variable nobody reads (a likely misspelling: the warning
-names the closest known variable).
+last. A bad value passed in code fails at instrument time with a :class:`SettingsError` that names the
+keyword and the allowed values, never later from deep inside a call. A bad value in the environment never
+stops the app (telemetry must not take production down, and the OpenTelemetry SDK treats its own variables
+the same way): one warning names the variable, the value and what is allowed, and the default applies. So
+do a malformed entry of ``OTEL_CONTEXT_MODEL_WINDOWS`` (that entry is ignored) and an ``OTEL_CONTEXT_*``
+variable nobody reads (a likely misspelling: the warning names the closest known variable).
 
 Every variable otel-context reads is listed here, in :data:`ENV_VARS` or :data:`OTHER_ENV_VARS`: a new
 variable added only there is known to the misspelling check too.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -28,6 +30,9 @@ CompactionMode = Literal["auto", "observe", "off"]
 
 CAPTURE_MODES: tuple[CaptureMode, ...] = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
 COMPACTION_MODES: tuple[CompactionMode, ...] = ("auto", "observe", "off")
+#: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true/false as the upstream GenAI instrumentations mean
+#: it (content on events / none), for apps that set it for those too.
+CAPTURE_BOOLEANS: dict[bool, CaptureMode] = {True: "EVENT_ONLY", False: "NO_CONTENT"}
 
 log = logging.getLogger("otel_context")
 
@@ -71,7 +76,9 @@ class Settings:
     disable_compact: bool = False
     #: OTEL_CONTEXT_DISABLE_AUTO_COMPACT: kill switch for threshold-triggered compaction only.
     disable_auto_compact: bool = False
-    #: OTEL_CONTEXT_SUMMARY_MODEL: the summarizer's model (default: the call's own model).
+    #: OTEL_CONTEXT_SUMMARY_MODEL: the summarizer's model (default: the call's own model), per provider
+    #: (``anthropic:claude-haiku-4-5,openai:gpt-5-mini``); a bare name is for the provider whose model it is
+    #: (see :func:`summary_model_for`).
     summary_model: str | None = None
     #: OTEL_CONTEXT_SUMMARIZER_TIMEOUT_SECONDS: the most an inline compaction's summarizer calls may add to the
     #: app's call, all attempts together; then the compaction fails and the original request goes out.
@@ -144,7 +151,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_BLOCKING_LIMIT_OVERRIDE": ("blocking_limit_override", "posint"),
     "OTEL_CONTEXT_DISABLE_COMPACT": ("disable_compact", "bool"),
     "OTEL_CONTEXT_DISABLE_AUTO_COMPACT": ("disable_auto_compact", "bool"),
-    "OTEL_CONTEXT_SUMMARY_MODEL": ("summary_model", "str"),
+    "OTEL_CONTEXT_SUMMARY_MODEL": ("summary_model", "summary_model"),
     "OTEL_CONTEXT_SUMMARIZER_TIMEOUT_SECONDS": ("summarizer_timeout_seconds", "seconds"),
     "OTEL_CONTEXT_SUMMARIZER_MAX_RETRIES": ("summarizer_max_retries", "nonnegint"),
     "OTEL_CONTEXT_BACKGROUND_COMPACTION": ("background_compaction", "bool"),
@@ -165,6 +172,8 @@ OTHER_ENV_VARS: frozenset[str] = frozenset(
     {
         # tests/servers.py: CI fails, instead of skipping, tests whose server program is missing.
         "OTEL_CONTEXT_REQUIRE_SERVERS",
+        # dashboards/docker-compose.yml: the address the viewing stacks publish their ports on.
+        "OTEL_CONTEXT_BIND",
     }
 )
 
@@ -187,9 +196,16 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
             return False
         raise SettingsError(f"{where}={raw!r} is not a boolean; use one of 1/true/yes/on or 0/false/no/off")
     if kind == "capture":
+        # The upstream GenAI instrumentations (openai-v2 and others before the enum) take true/false: true
+        # records the content on events, not on span attributes, which is what EVENT_ONLY does here.
+        if isinstance(raw, bool) or str(raw).strip().lower() in _TRUE | _FALSE:
+            return CAPTURE_BOOLEANS[_parse("bool", raw, where)]
         text = str(raw).strip().upper()
         if text not in CAPTURE_MODES:
-            raise SettingsError(f"{where}={raw!r} is not a capture mode; allowed: {', '.join(CAPTURE_MODES)}")
+            raise SettingsError(
+                f"{where}={raw!r} is not a capture mode; allowed: {', '.join(CAPTURE_MODES)}, or true "
+                "(= EVENT_ONLY) / false (= NO_CONTENT)"
+            )
         return text
     if kind == "compaction":
         text = str(raw).strip().lower()
@@ -241,6 +257,8 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
         return text or None
     if kind == "windows":
         return _parse_windows(raw, where)
+    if kind == "summary_model":
+        return _parse_summary_model(raw, where)
     raise AssertionError(kind)
 
 
@@ -284,6 +302,25 @@ def _parse_windows(raw: Any, where: str) -> tuple[tuple[str, int], ...]:
 
 
 _warned: set[str] = set()
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings) if f.default is not dataclasses.MISSING}
+
+
+def _env_value_ignored(var: str, raw: str, error: SettingsError, default: Any) -> None:
+    """One warning for an environment value otel-context cannot use; the default stays in force.
+
+    The error already names the variable, the value (a secret in it left out) and what is allowed.
+    """
+    _warn_once(f"bad:{var}={raw}", "otel_context: %s; using the default (%s) instead", error, _shown(default))
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, frozenset)) and not value:
+        return "none"
+    return str(value)
 
 
 def _warn_once(key: str, message: str, *args: Any) -> None:
@@ -318,8 +355,11 @@ def resolve(
     values: dict[str, Any] = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)} if base else {}
     for var, (name, kind) in ENV_VARS.items():
         raw = env.get(var)
-        if raw is not None and raw.strip() != "":
-            values[name] = _parse(kind, raw, var)
+        if raw is not None and raw.strip() != "" and name not in (code or {}):
+            try:
+                values[name] = _parse(kind, raw, var)
+            except SettingsError as exc:
+                _env_value_ignored(var, raw, exc, values.get(name, _DEFAULTS.get(name)))
     for name, raw in (code or {}).items():
         if name not in _FIELDS:
             allowed = ", ".join(sorted(_FIELDS))
@@ -334,3 +374,87 @@ def resolve(
         else:
             values[name] = raw
     return Settings(**values)
+
+
+#: The providers a summary model can be named for, and the chat wire formats each one speaks.
+SUMMARY_PROVIDERS: dict[str, tuple[str, ...]] = {
+    "anthropic": ("anthropic_messages",),
+    "openai": ("openai_chat", "openai_responses"),
+}
+#: Name prefixes that tell whose model a bare summary model name is (others: any provider's).
+_MODEL_OWNERS: tuple[tuple[str, str], ...] = (
+    ("claude-", "anthropic"),
+    ("gpt-", "openai"),
+    ("chatgpt-", "openai"),
+    ("ft:gpt-", "openai"),
+    ("o1", "openai"),
+    ("o3", "openai"),
+    ("o4", "openai"),
+    ("codex-", "openai"),
+)
+
+
+def _split_summary_entry(entry: str) -> tuple[str | None, str]:
+    """``"openai:gpt-5-mini"`` -> ("openai", "gpt-5-mini"); a bare name -> (None, name). Only the known
+    providers count as a prefix: an OpenAI fine-tune (``ft:gpt-4o-mini:org::id``) keeps its colons."""
+    provider, sep, name = entry.partition(":")
+    if sep and provider.strip().lower() in SUMMARY_PROVIDERS:
+        return provider.strip().lower(), name.strip()
+    return None, entry.strip()
+
+
+def model_owner(model: str) -> str | None:
+    """The provider whose model ``model`` is, from its name (None: not known, so any provider's)."""
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    for prefix, owner in _MODEL_OWNERS:
+        if name.startswith(prefix) and (prefix.endswith("-") or name[len(prefix) :][:1] in ("", "-")):
+            return owner
+    return None
+
+
+def _parse_summary_model(raw: Any, where: str) -> str | None:
+    """The summary model setting, checked: comma-separated entries, each ``provider:model`` or a bare name;
+    one entry per provider at most. Kept as the normalized text; :func:`summary_model_for` reads it."""
+    if raw is None:  # from code: unset (str(None) would name a model "None")
+        return None
+    text = str(raw).strip()
+    if not text:
+        return None
+    allowed = (
+        f"a model name, or one per provider as {','.join(f'{p}:MODEL' for p in SUMMARY_PROVIDERS)} "
+        "(e.g. anthropic:claude-haiku-4-5,openai:gpt-5-mini)"
+    )
+    seen: set[str] = set()
+    entries: list[str] = []
+    for entry in text.split(","):
+        provider, name = _split_summary_entry(entry)
+        if not name:
+            raise SettingsError(f"{where}={raw!r} has an empty model name; use {allowed}")
+        owner = provider or model_owner(name) or "*"
+        if owner in seen:
+            raise SettingsError(f"{where}={raw!r} names more than one model for a provider; use {allowed}")
+        seen.add(owner)
+        entries.append(f"{provider}:{name}" if provider else name)
+    return ",".join(entries)
+
+
+@functools.lru_cache(maxsize=256)
+def _summary_model_for(setting: str | None, wire_format: str, model: str) -> str:
+    if not setting:
+        return model
+    provider = next((p for p, formats in SUMMARY_PROVIDERS.items() if wire_format in formats), None)
+    bare: str | None = None
+    for entry in setting.split(","):
+        named, name = _split_summary_entry(entry)
+        if named is not None and named == provider:
+            return name
+        if named is None and model_owner(name) in (None, provider):
+            bare = name
+    return bare or model
+
+
+def summary_model_for(settings: Settings, wire_format: str, model: str) -> str:
+    """The model that summarizes a conversation of ``model`` in ``wire_format``: the summary model named for
+    that provider, else a bare name that is that provider's (or whose provider the name does not tell),
+    else the call's own model. So ``claude-haiku-4-5`` alone is never sent to OpenAI."""
+    return _summary_model_for(settings.summary_model, wire_format, model)

@@ -108,3 +108,12 @@ def instrumented(spans: SpanRecorder, metric_reader: InMemoryMetricReader) -> It
         yield
     finally:
         otel_context.uninstrument()
+
+
+@pytest.fixture(autouse=True)
+def _settings_warnings_anew() -> Iterator[None]:
+    """Each test sees the once-per-process warnings of the settings (a bad environment value) afresh."""
+    from otel_context import settings
+
+    settings._warned.clear()
+    yield

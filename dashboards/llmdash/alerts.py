@@ -22,12 +22,16 @@ from . import queries as q
 VALUE = "<<value>>"
 
 
+#: ``count``: a whole number (increase() extrapolates, so a count of failures would read "9.344").
+_COUNT = 'printf "%.0f"'
+
+
 def _prometheus_value(fmt: str) -> str:
-    return "{{ $value | " + fmt + " }}"
+    return "{{ $value | " + (_COUNT if fmt == "count" else fmt) + " }}"
 
 
 def _grafana_value(fmt: str) -> str:
-    return "{{ " + fmt + " $values.A.Value }}"
+    return "{{ " + (_COUNT if fmt == "count" else fmt) + " $values.A.Value }}"
 
 
 GROUP = "otel-context"
@@ -51,7 +55,8 @@ class Alert:
     description: str
     #: How far back Grafana's query A needs data (the longest range in ``value``, offsets included).
     lookback_seconds: int
-    #: Template function that formats the value in annotations (``humanize`` or ``humanizePercentage``).
+    #: Template function that formats the value in annotations (``humanize``, ``humanizePercentage``, or
+    #: ``count`` for a whole number).
     value_format: str = "humanize"
 
     @property
@@ -86,6 +91,7 @@ ALERTS: tuple[Alert, ...] = (
             "OTEL_CONTEXT_COMPACTION=observe while you investigate."
         ),
         lookback_seconds=1200,
+        value_format="count",
     ),
     Alert(
         name="OtelContextCircuitBreakerOpen",
@@ -98,12 +104,13 @@ ALERTS: tuple[Alert, ...] = (
         description=(
             "The compaction circuit breaker opened after 3 consecutive failed compactions, or 3 compactions "
             "that left the context above the threshold (thrashing). These conversations are no longer "
-            "compacted automatically and will hit the model's context limit; reactive compaction still tries "
-            "once when the provider rejects a request. What to do: look at the conversation's compact spans "
+            "compacted, neither automatically nor when the provider rejects a request as too long, and will hit "
+            "the model's context limit (the app's log has a warning per conversation). What to do: look at the conversation's compact spans "
             "(gen_ai.conversation.id) for the cause; a too-small window override (OTEL_CONTEXT_AUTO_COMPACT_WINDOW) "
             "or very large recent messages cause thrashing. A successful or manual compaction closes the breaker."
         ),
         lookback_seconds=300,
+        value_format="count",
     ),
     Alert(
         name="OtelContextUnexpectedCacheBreaks",

@@ -26,12 +26,14 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
 
 from otel_context import semconv, telemetry
+from otel_context.compaction import alerts
 from otel_context.compaction import hooks as hooks_mod
 from otel_context.compaction import retention as retention_mod
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.microcompact import microcompact_items
 from otel_context.compaction.summary import CompactionError, summarize
 from otel_context.conversation import ConversationState
+from otel_context.conversation.breaker import MAX_CONSECUTIVE_FAILURES
 from otel_context.flow import SummaryRequest, SummaryResult, drive
 from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings
@@ -456,10 +458,12 @@ def _count_on_breaker(job: CompactionJob, out: CompactionOutcome, state: Convers
     if out.breaker_opened:
         state.breaker_model = job.model
         telemetry.get().instruments.breakers_open.add(1, {semconv.GEN_AI_REQUEST_MODEL: job.model})
+        alerts.breaker_opened(job.conversation_id, job.model, breaker.consecutive_failures, MAX_CONSECUTIVE_FAILURES)
 
 
 def _breaker_closed(state: ConversationState) -> None:
     telemetry.get().instruments.breakers_open.add(-1, {semconv.GEN_AI_REQUEST_MODEL: state.breaker_model or ""})
+    alerts.breaker_closed(state.key, state.breaker_model)
 
 
 def announce(span: Span, state: ConversationState, provider: str, model: str) -> None:
@@ -533,6 +537,7 @@ def run_microcompact(job: CompactionJob, *, clear: bool = True) -> CompactionOut
         out.items = None
         out.outcome = semconv.OUTCOME_FAILURE
         out.error_type, out.error_message = exc.kind, str(exc)
+        alerts.compaction_failed(job, exc)
     _finish(job, span, out, started)
     return out
 
@@ -673,6 +678,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.outcome = semconv.OUTCOME_FAILURE
         out.error_type, out.error_message = exc.kind, str(exc)
         out.finish_reason = exc.finish_reason or out.finish_reason
+        alerts.compaction_failed(job, exc)
     except GeneratorExit:  # abandoned mid-summary (the caller went away): close the span, propagate
         # A background summary abandoned (uninstrumented, cancelled) is dropped, not a failure.
         background = job.mode == semconv.MODE_BACKGROUND

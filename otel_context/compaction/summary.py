@@ -35,7 +35,7 @@ from otel_context.compaction.prompt import (
 from otel_context.flow import SummaryRequest, SummaryResult
 from otel_context.formats.base import WireFormatAdapter
 from otel_context.formats.too_long import overflow_gap
-from otel_context.settings import Settings
+from otel_context.settings import Settings, summary_model_for
 from otel_context.tokens import ITEM_OVERHEAD_TOKENS, estimate_fixed, estimate_item, estimate_items, estimate_text
 
 Item = Mapping[str, Any]
@@ -568,7 +568,7 @@ def summarize(
     transcript: list[Item] = list(items[anchor_end:cut] if anchor is not None else items[:cut])
     covering = to_cover(adapter, items, kept, anchor_end if anchor is not None else 0, cut, budget)
     prompt = build_prompt(extra_instructions, anchor=anchor, kept_verbatim=kept.prompt_line or None, to_cover=covering)
-    summary_model = settings.summary_model or model
+    summary_model = summary_model_for(settings, adapter.name, model)
     spec = budget_mod.lookup_model(summary_model)
     max_output = (
         budget_mod.SUMMARY_RESERVE_TOKENS if spec is None else min(budget_mod.SUMMARY_RESERVE_TOKENS, spec.max_output)
@@ -656,7 +656,7 @@ def summarize(
                 )
             error = result.error
             kind = type(error).__module__ + "." + type(error).__qualname__ if error is not None else "summarizer_error"
-            raise CompactionError(kind, f"the summarizer call failed: {error}")
+            raise CompactionError(kind, f"the summarizer call failed: {error}") from error
         assert summary is not None
         summary_tokens = result.usage.output_tokens if result.usage is not None else estimate_text(result.text)
         verbatim = tuple(adapter.make_user_item(text) for text in kept.texts)

@@ -219,10 +219,25 @@ def price_note(result: DemoResult) -> str:
     )
 
 
+def _export_note(result: DemoResult) -> str:
+    """Where the spans and metrics went, by what the collector answered (not by what was asked)."""
+    assert result.otlp is not None
+    where = f"{result.otlp[0]} over OTLP ({result.otlp[1]})"
+    sent = [name for name, (ok, failed) in result.exports.items() if ok and not failed]
+    notes = [f"{' and '.join(sent)} exported to {where}"] if sent else []
+    for name, (ok, failed) in result.exports.items():
+        if failed:
+            notes.append(
+                f"{failed} of {ok + failed} {name[:-1]} exports to {where} failed (see the exporter's errors "
+                f"above; an endpoint that takes traces only wants OTEL_METRICS_EXPORTER=none)"
+            )
+    return "; ".join(notes) or f"nothing was exported to {where}"
+
+
 def telemetry_note(result: DemoResult) -> str:
     parts = [f"{len(result.spans)} spans kept in memory for this summary"]
     if result.otlp is not None:
-        parts.append(f"exported to {result.otlp[0]} over OTLP ({result.otlp[1]})")
+        parts.append(_export_note(result))
     else:
         parts.append("set OTEL_EXPORTER_OTLP_ENDPOINT to send spans and metrics to a collector")
     if result.options.json_path is not None:

@@ -104,6 +104,8 @@ class DemoResult:
     facts_kept: int | None = None
     facts_total: int = 0
     otlp: tuple[str, str] | None = None
+    #: OTLP exports by signal: [succeeded, failed] (the lists the exporters count into).
+    exports: dict[str, list[int]] = field(default_factory=dict)
     #: Counter totals by metric name (the in-memory metric reader, read at the end of the run).
     metrics: dict[str, float] = field(default_factory=dict)
     #: ``otel_context.compaction.wait`` by mode: (requests that waited for a compaction, seconds waited).
@@ -264,7 +266,7 @@ def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult
     """Run the demo session (see the module docstring)."""
     options.check()
     tel = demo_telemetry.setup(options.json_path)
-    result = DemoResult(options, otlp=tel.otlp)
+    result = DemoResult(options, otlp=tel.otlp, exports=tel.exports)
     undo: Callable[[], None] | None = None
     try:
         undo = _instrument(options, tel)

@@ -23,10 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import (
+    InMemoryMetricReader,
+    MetricExporter,
+    MetricExportResult,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 __all__ = ["DemoTelemetry", "TelemetrySetupError", "otlp_target", "preflight", "setup", "span_to_dict"]
@@ -71,6 +77,9 @@ class DemoTelemetry:
     otlp: tuple[str, str] | None = None
     json_path: Path | None = None
     _closed: bool = field(default=False, repr=False)
+    #: OTLP exports by signal ("spans", "metrics"): [succeeded, failed], so that the last line does not say
+    #: "exported" when the collector refused every batch (a traces-only endpoint answers metrics with 405).
+    exports: dict[str, list[int]] = field(default_factory=dict)
 
     def metric_totals(self) -> dict[str, float]:
         """Sum of every counter's data points by metric name, read from the in-memory reader now."""
@@ -133,6 +142,45 @@ def write_json(path: Path, spans: Sequence[ReadableSpan]) -> None:
     path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
 
 
+class _CountedSpans(SpanExporter):
+    """An OTLP span exporter that tallies its exports' results."""
+
+    def __init__(self, inner: SpanExporter, tally: list[int]) -> None:
+        self.inner, self.tally = inner, tally
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self.inner.export(spans)
+        self.tally[0 if result == SpanExportResult.SUCCESS else 1] += 1
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class _CountedMetrics(MetricExporter):
+    """An OTLP metric exporter that tallies its exports' results."""
+
+    def __init__(self, inner: MetricExporter, tally: list[int]) -> None:
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality, preferred_aggregation=inner._preferred_aggregation
+        )
+        self.inner, self.tally = inner, tally
+
+    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        result = self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+        self.tally[0 if result == MetricExportResult.SUCCESS else 1] += 1
+        return result
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self.inner.shutdown(timeout_millis=timeout_millis, **kwargs)
+
+
 def _otlp_exporters(protocol: str) -> tuple[Any, Any]:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetrics
@@ -166,9 +214,16 @@ def setup(json_path: Path | None = None, env: Mapping[str, str] | None = None) -
     metrics = InMemoryMetricReader()
     readers: list[MetricReader] = [metrics]
     target = otlp_target(env)
+    exports: dict[str, list[int]] = {}
     if target is not None:
         span_exporter, metric_exporter = _otlp_exporters(target[1])
-        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
-        readers.append(PeriodicExportingMetricReader(metric_exporter, export_interval_millis=5_000))
+        # OTEL_{TRACES,METRICS}_EXPORTER=none: that signal stays here (a viewer that takes traces only).
+        if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() != "none":
+            exports["spans"] = [0, 0]
+            tracer_provider.add_span_processor(BatchSpanProcessor(_CountedSpans(span_exporter, exports["spans"])))
+        if env.get("OTEL_METRICS_EXPORTER", "").strip().lower() != "none":
+            exports["metrics"] = [0, 0]
+            counted = _CountedMetrics(metric_exporter, exports["metrics"])
+            readers.append(PeriodicExportingMetricReader(counted, export_interval_millis=5_000))
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
-    return DemoTelemetry(tracer_provider, meter_provider, spans, metrics, target, json_path)
+    return DemoTelemetry(tracer_provider, meter_provider, spans, metrics, target, json_path, exports=exports)

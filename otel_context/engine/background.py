@@ -69,6 +69,7 @@ from otel_context.engine import fleet
 from otel_context.engine.call import EngineCall
 from otel_context.flow import BackgroundStart, BackgroundWait, StoreRequest, SummaryRequest, SummaryResult
 from otel_context.fork_safe import new_lock
+from otel_context.settings import summary_model_for
 from otel_context.tokens import estimate_item, estimate_items
 
 Item = Mapping[str, Any]
@@ -379,7 +380,7 @@ def _projected_growth(call: EngineCall) -> int | None:
 
 
 def _summary_model(call: EngineCall) -> str:
-    return call.request.settings.summary_model or call.model
+    return summary_model_for(call.request.settings, call.adapter.name, call.model)
 
 
 def _learn(model: str, seconds: float) -> None:

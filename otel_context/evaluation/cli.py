@@ -63,6 +63,7 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
         background=args.background,
     )
     options.check()
+    options.resolved_summary_model  # noqa: B018 -- a malformed --summary-model is a usage error, said now
     return options
 
 

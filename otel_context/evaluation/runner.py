@@ -50,6 +50,7 @@ from otel_context.evaluation.scenarios import (
     answer_matches,
     get_scenario,
 )
+from otel_context.settings import resolve, summary_model_for
 from otel_context.span_figures import float_attr, int_attr
 
 __all__ = [
@@ -134,7 +135,11 @@ class EvalOptions:
 
     @property
     def resolved_summary_model(self) -> str:
-        return self.summary_model or self.resolved_model
+        """The one model that summarizes this run: ``--summary-model`` may name one per provider
+        (``anthropic:...,openai:...``), read as the library reads it."""
+        return summary_model_for(
+            resolve({"summary_model": self.summary_model}, env={}), self.wire_format, self.resolved_model
+        )
 
     def styles(self) -> tuple[str | None, ...]:
         """The summarizer styles to run: the simulated ones, or the live model's own (None)."""

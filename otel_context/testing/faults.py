@@ -14,13 +14,16 @@ the ``retry-after-ms`` header both SDKs prefer, so ``retry_after=0.001`` makes S
 (``0`` lets the SDK use its own back-off; ``None`` sends no header).
 
 A fault matches a request when ``path`` is None or equal to the request path or a suffix of it (so
-``"/chat/completions"`` matches ``/v1/chat/completions``). ``times`` is how many matching requests it
-affects before it is used up.
+``"/chat/completions"`` matches ``/v1/chat/completions``), and, when ``summaries`` is True (False), only a
+summary request (only another request; a summary request is one whose last message asks for a summary, as a
+compactor's does). ``every=N`` affects every Nth matching request only (the others pass through, to the
+faults behind it). ``times`` is how many requests it affects before it is used up (None: never used up).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["Fault", "FaultQueue"]
@@ -31,7 +34,7 @@ class Fault:
     """One injected failure (see the module docstring)."""
 
     status: int | None = None
-    times: int = 1
+    times: int | None = 1
     path: str | None = None
     retry_after: float | None = 0
     delay: float = 0.0
@@ -39,10 +42,14 @@ class Fault:
     error_type: str | None = None
     message: str | None = None
     code: str | None = None
+    summaries: bool | None = None
+    every: int = 1
 
     def __post_init__(self) -> None:
-        if self.times < 1:
-            raise ValueError(f"Fault.times must be >= 1, got {self.times}")
+        if self.times is not None and self.times < 1:
+            raise ValueError(f"Fault.times must be >= 1 (or None: never used up), got {self.times}")
+        if self.every < 1:
+            raise ValueError(f"Fault.every must be >= 1, got {self.every}")
         if self.status is None and not self.delay and self.drop_after_events is None:
             raise ValueError("a Fault needs a status, a delay or drop_after_events")
         if self.status is not None and not 400 <= self.status <= 599:
@@ -50,9 +57,12 @@ class Fault:
         if self.drop_after_events is not None and self.drop_after_events < 0:
             raise ValueError("Fault.drop_after_events must be >= 0")
 
-    def matches(self, path: str) -> bool:
-        """Whether this fault applies to a request for ``path``."""
-        return self.path is None or path == self.path or path.endswith(self.path)
+    def matches(self, path: str, is_summary: Callable[[], bool] | None = None) -> bool:
+        """Whether this fault applies to a request for ``path`` (``is_summary`` tells whether it asks for a
+        summary; asked only of a fault that cares)."""
+        if not (self.path is None or path == self.path or path.endswith(self.path)):
+            return False
+        return self.summaries is None or (is_summary is not None and is_summary()) == self.summaries
 
 
 class FaultQueue:
@@ -60,31 +70,41 @@ class FaultQueue:
 
     def __init__(self) -> None:
         self._faults: list[Fault] = []
-        self._remaining: list[int] = []
+        self._remaining: list[int | None] = []
+        self._seen: list[int] = []  #: matching requests seen by each fault (for ``every``)
         self._lock = threading.Lock()
 
     def add(self, fault: Fault) -> None:
         with self._lock:
             self._faults.append(fault)
             self._remaining.append(fault.times)
+            self._seen.append(0)
 
-    def take(self, path: str) -> Fault | None:
+    def take(self, path: str, is_summary: Callable[[], bool] | None = None) -> Fault | None:
         if not self._faults:  # fast path, no lock
             return None
         with self._lock:
             for i, fault in enumerate(self._faults):
-                if fault.matches(path):
-                    self._remaining[i] -= 1
-                    if self._remaining[i] <= 0:
+                if not fault.matches(path, is_summary):
+                    continue
+                self._seen[i] += 1
+                if self._seen[i] % fault.every:
+                    continue  # not its turn: the request passes on
+                remaining = self._remaining[i]
+                if remaining is not None:
+                    self._remaining[i] = remaining - 1
+                    if remaining <= 1:
                         del self._faults[i]
                         del self._remaining[i]
-                    return fault
+                        del self._seen[i]
+                return fault
         return None
 
     def clear(self) -> None:
         with self._lock:
             self._faults.clear()
             self._remaining.clear()
+            self._seen.clear()
 
     def __len__(self) -> int:
         return len(self._faults)

@@ -415,7 +415,7 @@ class SimulatedProvider:
                 parse_error = True
         req = Request(h.command, path, headers, body, request_id)
         exchange = Exchange(h.command, path, headers, body, 0, None, request_id=request_id)
-        fault = self._faults.take(path)
+        fault = self._faults.take(path, lambda: _asks_for_summary(body))
         exchange.fault = fault
         if self.latency:
             time.sleep(self.latency)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from otel_context.compaction.budget import budget_for, lookup_model
@@ -116,9 +118,12 @@ def test_a_text_setting_given_as_none_from_code_is_unset() -> None:
     assert resolve({"summary_model": " claude-haiku-4-5 "}, env={}).summary_model == "claude-haiku-4-5"
 
 
-def test_bad_env_value_names_the_variable() -> None:
-    with pytest.raises(SettingsError, match="OTEL_CONTEXT_AUTO_COMPACT_WINDOW"):
-        resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "lots"})
+def test_bad_env_value_names_the_variable(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_context"):
+        assert resolve(env={"OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "lots"}).auto_compact_window is None
+    assert any("OTEL_CONTEXT_AUTO_COMPACT_WINDOW='lots'" in r.getMessage() for r in caplog.records)
+    with pytest.raises(SettingsError, match="auto_compact_window"):
+        resolve({"auto_compact_window": "lots"}, env={})
 
 
 def test_states() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import pytest
@@ -33,16 +34,23 @@ def test_urls_are_accepted(url: str) -> None:
         ("redis://h/0?ttl_seconds=soon", "ttl_seconds='soon' is not a float"),
     ],
 )
-def test_bad_values_name_the_variable(value: str, says: str) -> None:
-    with pytest.raises(SettingsError, match="OTEL_CONTEXT_STATE_STORE") as info:
-        resolve(env={"OTEL_CONTEXT_STATE_STORE": value})
+def test_bad_values_name_the_variable(value: str, says: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_context"):
+        assert resolve(env={"OTEL_CONTEXT_STATE_STORE": value}).state_store is None  # this process
+    (warning,) = [r.getMessage() for r in caplog.records if "OTEL_CONTEXT_STATE_STORE" in r.getMessage()]
+    assert says in warning
+    with pytest.raises(SettingsError, match="state_store") as info:
+        resolve({"state_store": value}, env={})
     assert says in str(info.value)
 
 
-def test_password_is_not_repeated_in_errors() -> None:
+def test_password_is_not_repeated_in_errors(caplog: pytest.LogCaptureFixture) -> None:
     with pytest.raises(SettingsError) as info:
-        resolve(env={"OTEL_CONTEXT_STATE_STORE": "app:hunter2@cache:6379"})
+        resolve({"state_store": "app:hunter2@cache:6379"}, env={})
     assert "hunter2" not in str(info.value)
+    with caplog.at_level(logging.WARNING, logger="otel_context"):
+        resolve(env={"OTEL_CONTEXT_STATE_STORE": "app:hunter2@cache:6379"})
+    assert caplog.records and not any("hunter2" in r.getMessage() for r in caplog.records)
 
 
 def test_a_client_or_a_store_is_kept_as_the_very_object(redis_url: str, make_store: Callable[..., StateStore]) -> None:

@@ -4,6 +4,7 @@ the stack was started.)"""
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -37,8 +38,19 @@ def _mounts(service: str) -> dict[str, str]:
     return mounts
 
 
+def _published(port: object, env: dict[str, str] | None = None) -> tuple[str, str, str]:
+    """(host address, host port, container port) of a ``ports`` entry, its ``${VAR:-default}`` resolved as
+    compose resolves it (from ``env``, else the default)."""
+
+    def value(match: re.Match[str]) -> str:
+        return (env or {}).get(match.group(1)) or match.group(2)
+
+    address, host, container = re.sub(r"\$\{(\w+):-([^}]*)\}", value, str(port)).rsplit(":", 2)
+    return address, host, container
+
+
 def _ports(service: str) -> set[str]:
-    return {str(port).split(":")[-1] for port in _services()[service]["ports"]}
+    return {_published(port)[2] for port in _services()[service]["ports"]}
 
 
 def test_profiles_and_images() -> None:
@@ -56,8 +68,11 @@ def test_ports() -> None:
     assert _ports("jaeger") == {"16686", "4317", "4318"}
     for service in ("lgtm", "jaeger"):
         for port in _services()[service]["ports"]:
-            host, container = str(port).split(":")
+            address, host, container = _published(port)
             assert host == container, f"{service}: the README documents the standard ports"
+            # Grafana is an anonymous admin and the collector takes anything: this machine only, by default.
+            assert address == "127.0.0.1", f"{service}: {port} must be published on 127.0.0.1 by default"
+            assert _published(port, {"OTEL_CONTEXT_BIND": "0.0.0.0"})[0] == "0.0.0.0"
 
 
 def test_every_mounted_file_exists() -> None:

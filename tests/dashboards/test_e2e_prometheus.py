@@ -1,5 +1,9 @@
-"""End to end, on loopback: an instrumented agent whose summarizer keeps failing serves /metrics, a real
-Prometheus (Debian's binary) scrapes it with the shipped rules, and the compaction-failure alert fires.
+"""End to end, on loopback: the alert example (an instrumented agent whose summarizer keeps failing) serves
+/metrics, a real Prometheus (Debian's binary) scrapes it with the shipped rules, and each alert the example
+documents fires: compaction failing, then the circuit breaker open (its ``for: 5m`` shortened to seconds in
+the test's copy of the rules, the expressions and texts unchanged). The example runs as a user runs it, until
+Ctrl-C, and lives through what the breaker alert is about (histories that outgrow the model's window, made
+small here so that this happens within the minute): it stops cleanly, with no traceback.
 
 Then the same scrape answers the other question: every metric name the dashboards and rules query is one
 the app actually emits (older GenAI names are allowed only as the right-hand side of an ``or``).
@@ -12,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +24,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +37,11 @@ from .support import REPO, RULES, every_promql, require_prometheus_binary
 
 EXAMPLE = REPO / "examples" / "failing_summarizer_metrics.py"
 ALERT = "OtelContextCompactionFailing"
+BREAKER_ALERT = "OtelContextCircuitBreakerOpen"
 STARTUP_TIMEOUT = 30.0
-ALERT_TIMEOUT = 60.0
+ALERT_TIMEOUT = 75.0
+#: The simulated model's window for the example: small, so a conversation whose breaker is open outgrows it soon.
+MODEL_WINDOW = "14000"
 #: Metrics of older GenAI instrumentations: queried only as ``current or legacy``, never emitted by default.
 LEGACY_PROM_NAMES = (
     semconv.PROM_LEGACY_OPERATION_DURATION,
@@ -77,15 +86,22 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
 
 
+@dataclass
+class App:
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The example app, serving /metrics on 127.0.0.1; yields its /metrics URL."""
+def example_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    """The example app as a user runs it (until Ctrl-C), serving /metrics on 127.0.0.1."""
     port = _free_port()
     log = tmp_path_factory.mktemp("app") / "app.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}  # no OTLP export from the test
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, str(EXAMPLE), "--port", str(port), "--pace", "0.2", "--duration", "150"],
+            [sys.executable, str(EXAMPLE), "--port", str(port), "--pace", "0.1", "--model-window", MODEL_WINDOW],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
@@ -94,23 +110,37 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         url = f"http://127.0.0.1:{port}/metrics"
         _wait_for(url, proc, "the example app", log)
-        yield url
+        yield App(url, proc, log)
     finally:
         _stop(proc)
 
 
+@pytest.fixture(scope="module")
+def app(example_app: App) -> str:
+    """The example app's /metrics URL."""
+    return example_app.url
+
+
 @pytest.fixture
 def prometheus(app: str, tmp_path: Path) -> Iterator[str]:
-    """Debian's Prometheus scraping the app every second with the shipped rules; yields its base URL."""
+    """Debian's Prometheus scraping the app every second with the shipped rules; yields its base URL.
+
+    The rules are the shipped file with each ``for:`` hold cut to seconds (5m -> 5s): what fires, and the
+    text it shows, is the shipped rules'."""
     binary = require_prometheus_binary("prometheus")
     port = _free_port()
     target = app.removeprefix("http://").removesuffix("/metrics")
+    rules = tmp_path / "rules.yml"
+    shipped = RULES.read_text()
+    shortened = re.sub(r"(?m)^(\s+for: )(\d+)m$", r"\g<1>\g<2>s", shipped)
+    assert shortened.count("for: 5s") == shipped.count("for: 5m") > 0
+    rules.write_text(shortened)
     config = tmp_path / "prometheus.yml"
     config.write_text(
         yaml.safe_dump(
             {
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(RULES)],
+                "rule_files": [str(rules)],
                 "scrape_configs": [{"job_name": "agent", "static_configs": [{"targets": [target]}]}],
             }
         )
@@ -137,26 +167,45 @@ def prometheus(app: str, tmp_path: Path) -> Iterator[str]:
         _stop(proc)
 
 
-def test_compaction_failure_alert_fires_in_a_real_prometheus(prometheus: str) -> None:
+def test_each_alert_the_example_documents_fires_in_a_real_prometheus(prometheus: str, example_app: App) -> None:
     deadline = time.monotonic() + ALERT_TIMEOUT
     seen: list[dict[str, Any]] = []
+    firing: dict[str, dict[str, Any]] = {}
+    refused = False
     while time.monotonic() < deadline:
         seen = json.loads(_get(f"{prometheus}/api/v1/alerts"))["data"]["alerts"]
-        firing = [a for a in seen if a["labels"]["alertname"] == ALERT and a["state"] == "firing"]
-        if firing:
-            labels = firing[0]["labels"]
-            assert labels["job"] == "agent"
-            assert labels["severity"] == "warning"
-            assert labels[semconv.COMPACTION_TRIGGER_SOURCE.replace(".", "_")] == semconv.TRIGGER_AUTO
-            assert "compaction(s) failed" in firing[0]["annotations"]["description"]
-            return
+        firing.update({a["labels"]["alertname"]: a for a in seen if a["state"] == "firing"})
+        # The breaker is open and a history outgrew the window: the provider refused it, the agent went on.
+        refused = refused or "coding agent: the provider refused the call (400, prompt is too long" in (
+            example_app.log.read_text()
+        )
+        if ALERT in firing and BREAKER_ALERT in firing and refused:
+            break
+        assert example_app.proc.poll() is None, example_app.log.read_text()[-3000:]
         time.sleep(0.5)
-    rules = json.loads(_get(f"{prometheus}/api/v1/rules"))
-    targets = json.loads(_get(f"{prometheus}/api/v1/targets"))
-    pytest.fail(
-        f"{ALERT} not firing after {ALERT_TIMEOUT:.0f}s; alerts: {seen}; "
-        f"targets: {[t['health'] for t in targets['data']['activeTargets']]}; rules: {rules}"
-    )
+    else:
+        rules = json.loads(_get(f"{prometheus}/api/v1/rules"))
+        targets = json.loads(_get(f"{prometheus}/api/v1/targets"))
+        pytest.fail(
+            f"after {ALERT_TIMEOUT:.0f}s: firing {sorted(firing)}, refusal seen {refused}; alerts: {seen}; "
+            f"targets: {[t['health'] for t in targets['data']['activeTargets']]}; rules: {rules}"
+        )
+    labels = firing[ALERT]["labels"]
+    assert labels["job"] == "agent"
+    assert labels["severity"] == "warning"
+    assert labels[semconv.COMPACTION_TRIGGER_SOURCE.replace(".", "_")] == semconv.TRIGGER_AUTO
+    description = firing[ALERT]["annotations"]["description"]
+    assert re.match(r"\d+ compaction\(s\) failed in the last 10 minutes", description), description
+    breaker = firing[BREAKER_ALERT]
+    assert breaker["labels"][semconv.GEN_AI_REQUEST_MODEL.replace(".", "_")] == "claude-haiku-4-5"
+    assert re.match(
+        r"Auto-compaction stopped for \d+ conversation\(s\) of claude-haiku-4-5 on agent$",
+        (breaker["annotations"]["summary"]),
+    ), breaker["annotations"]["summary"]
+    # The app's log says it too: the failure's cause, and the breaker.
+    log = example_app.log.read_text()
+    assert "otel_context: a compaction failed" in log and "the summarization service is unreachable" in log
+    assert "otel_context: the compaction circuit breaker opened" in log
 
 
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]")
@@ -224,3 +273,12 @@ def test_every_metric_the_dashboards_and_rules_query_is_emitted(app: str) -> Non
         time.sleep(0.5)
     problems = _problems(every_promql(), names)
     assert not problems, "\n".join(problems) + f"\n\nemitted: {sorted(names)}"
+
+
+def test_the_example_stops_cleanly_on_ctrl_c(example_app: App) -> None:
+    """Last in this file: the example, alive after everything above, ends on Ctrl-C without a traceback."""
+    assert example_app.proc.poll() is None, example_app.log.read_text()[-3000:]
+    example_app.proc.send_signal(signal.SIGINT)
+    assert example_app.proc.wait(timeout=30) == 0
+    log = example_app.log.read_text()
+    assert "Traceback" not in log and "Error" not in log.replace("error_", ""), log[-3000:]

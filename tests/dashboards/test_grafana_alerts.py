@@ -69,4 +69,4 @@ def test_value_templates_use_each_systems_syntax() -> None:
         assert "$values.A.Value" in text, rule["title"]
     for rule in prometheus_alert_rules():
         text = rule["annotations"]["summary"] + rule["annotations"]["description"]
-        assert "{{ $value | humanize" in text, rule["alert"]
+        assert "{{ $value | humanize" in text or '{{ $value | printf "%.0f" }}' in text, rule["alert"]

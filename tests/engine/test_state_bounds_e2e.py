@@ -7,6 +7,7 @@ it without hashing), so without a byte bound 1,024 large histories stayed alive 
 from __future__ import annotations
 
 import gc
+import logging
 import tracemalloc
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 import otel_context
+from otel_context import settings as settings_mod
 from otel_context.conversation import STORE
 from otel_context.settings import SettingsError, resolve
 
@@ -99,6 +101,10 @@ def test_the_bounds_come_from_the_environment(
         ("OTEL_CONTEXT_MAX_STATE_BYTES", "1.5GB"),
     ],
 )
-def test_a_bad_bound_is_refused_with_its_name(var: str, value: str) -> None:
-    with pytest.raises(SettingsError, match=var):
-        resolve(env={var: value})
+def test_a_bad_bound_is_refused_with_its_name(var: str, value: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_context"):
+        assert resolve(env={var: value}) == resolve(env={})  # the environment: a warning, the default applies
+    assert any(f"{var}={value!r}" in r.getMessage() for r in caplog.records)
+    name = settings_mod.ENV_VARS[var][0]
+    with pytest.raises(SettingsError, match=name):
+        resolve({name: value}, env={})

@@ -117,7 +117,9 @@ def test_settings_from_env_and_code() -> None:
     defaults = resolve({}, env={})
     assert (defaults.summarizer_timeout_seconds, defaults.summarizer_max_retries) == (60.0, 1)
     for bad in ("0", "-1", "soon", "nan", "inf"):
-        with pytest.raises(SettingsError, match="OTEL_CONTEXT_SUMMARIZER_TIMEOUT_SECONDS"):
-            resolve({}, env={"OTEL_CONTEXT_SUMMARIZER_TIMEOUT_SECONDS": bad})
+        # From the environment a bad value is a warning and the default; from code, an error.
+        assert resolve({}, env={"OTEL_CONTEXT_SUMMARIZER_TIMEOUT_SECONDS": bad}).summarizer_timeout_seconds == 60.0
+        with pytest.raises(SettingsError, match="summarizer_timeout_seconds"):
+            resolve({"summarizer_timeout_seconds": bad}, env={})
     with pytest.raises(SettingsError, match="summarizer_max_retries"):
         resolve({"summarizer_max_retries": -1}, env={})

@@ -1,8 +1,13 @@
-"""Every example runs, offline, against the simulated provider, and prints what its docstring promises."""
+"""Every example runs, offline, against the simulated provider, and prints what its docstring promises.
+
+Each runs with only what the extras of its row in examples/README.md install (tests/examples/user_install.py):
+an example that needs more fails here as it would for a user.
+"""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -10,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from . import user_install
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BIN = Path(sys.executable).parent
+EXTRAS = user_install.readme_extras(EXAMPLES / "README.md")
 
 
 def _env() -> dict[str, str]:
@@ -21,18 +29,18 @@ def _env() -> dict[str, str]:
     return env
 
 
-COMMANDS: dict[str, list[str]] = {
-    name: [sys.executable, str(EXAMPLES / name)]
-    for name in (
-        "anthropic_quickstart.py",
-        "openai_quickstart.py",
-        "async_streaming.py",
-        "agent_loop.py",
-        "explicit_compactor.py",
-        "hooks.py",
-        "zero_code.py",
-    )
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+#: Arguments of the examples that run until stopped (the long run is tests/dashboards/test_e2e_prometheus.py).
+ARGS: dict[str, list[str]] = {
+    "failing_summarizer_metrics.py": ["--duration", "3", "--pace", "0.1", "--port", str(_free_port())],
 }
+COMMANDS: dict[str, list[str]] = {name: [str(EXAMPLES / name), *ARGS.get(name, [])] for name in EXTRAS}
 COMMANDS["zero_code under opentelemetry-instrument"] = [
     str(BIN / "opentelemetry-instrument"),
     "--traces_exporter",
@@ -45,13 +53,26 @@ COMMANDS["zero_code under opentelemetry-instrument"] = [
 
 
 @pytest.fixture(scope="module")
-def outputs() -> dict[str, tuple[int, str, str]]:
-    """Run every example at once (each is mostly SDK import time) and keep (exit status, stdout, stderr)."""
+def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, str]]:
+    """Run every example at once (each is mostly SDK import time) and keep (exit status, stdout, stderr).
+
+    A Python example runs under the guard of user_install: what its README extras do not install is missing."""
+    where = tmp_path_factory.mktemp("user-install")
+    blocked = {
+        ",".join(extras): user_install.write_blocked(extras, where / f"{'-'.join(extras)}.json")
+        for extras in EXTRAS.values()
+    }
+    commands = {
+        name: user_install.command(Path(command[0]), blocked[",".join(EXTRAS[name])], *command[1:])
+        if name in EXTRAS
+        else command
+        for name, command in COMMANDS.items()
+    }
     procs = {
         name: subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=EXAMPLES.parent
         )
-        for name, command in COMMANDS.items()
+        for name, command in commands.items()
     }
     results = {}
     for name, proc in procs.items():
@@ -115,6 +136,10 @@ def test_hooks_keep_the_rule_and_reinject_the_file(example: Callable[[str], str]
     assert "summarizer requests carrying the pre_compact instructions: 0" not in out
     assert "the rule is in the last request: True" in out
     assert "the style guide was re-injected into the last request: True" in out
+    # The hooks run in the background summary's thread; only the app's thread prints: whole lines, in order.
+    prefixes = ("pre_compact: ", "post_compact: ", "summarizer requests", "the rule is", "the style guide")
+    assert all(line.startswith(prefixes) for line in out.splitlines()), out
+    assert out.rstrip().splitlines()[-1].startswith("the style guide was re-injected")
 
 
 def test_zero_code_under_opentelemetry_instrument(example: Callable[[str], str]) -> None:
@@ -126,3 +151,30 @@ def test_zero_code_under_opentelemetry_instrument(example: Callable[[str], str])
 def test_zero_code_without_the_wrapper_traces_nothing(example: Callable[[str], str]) -> None:
     out = example("zero_code.py")
     assert "reply: Simulated reply" in out and '"name"' not in out
+
+
+def test_every_example_has_a_row_naming_its_extras() -> None:
+    assert sorted(EXTRAS) == sorted(p.name for p in EXAMPLES.glob("*.py"))
+
+
+def test_the_extras_named_for_opentelemetry_instrument_bring_a_distro() -> None:
+    # Without a distro, opentelemetry-instrument runs the app with no span and no warning.
+    assert "opentelemetry-distro" in user_install.distributions_for(EXTRAS["zero_code.py"])
+    assert "opentelemetry-distro" not in user_install.distributions_for(["anthropic"])
+
+
+def test_the_guard_hides_what_the_extras_do_not_install(tmp_path: Path) -> None:
+    script = tmp_path / "needs_prometheus.py"
+    script.write_text("import opentelemetry.exporter.prometheus\nprint('imported')\n")
+    without = user_install.write_blocked(["anthropic"], tmp_path / "a.json")
+    with_it = user_install.write_blocked(["anthropic", "prometheus"], tmp_path / "b.json")
+    missing = subprocess.run(user_install.command(script, without), capture_output=True, text=True, check=False)
+    assert missing.returncode != 0 and "ModuleNotFoundError" in missing.stderr
+    assert "opentelemetry.exporter.prometheus" in missing.stderr
+    found = subprocess.run(user_install.command(script, with_it), capture_output=True, text=True, check=False)
+    assert found.returncode == 0 and found.stdout == "imported\n", found.stderr
+
+
+def test_failing_summarizer_metrics_serves_metrics(example: Callable[[str], str]) -> None:
+    out = example("failing_summarizer_metrics.py")
+    assert out.startswith("metrics on http://127.0.0.1:")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from otel_context import sdk_setup
@@ -30,10 +32,12 @@ def test_trace_exporter_names(monkeypatch: pytest.MonkeyPatch, env: dict[str, st
     assert sdk_setup._exporter_names("traces") == expected
 
 
-def test_bad_protocol_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_protocol_is_named(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # A telemetry setting never stops the app: a warning names it, and the default protocol applies.
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
-    with pytest.raises(ValueError, match="http/json"):
-        sdk_setup._exporter_names("metrics")
+    with caplog.at_level(logging.WARNING, logger="otel_context"):
+        assert sdk_setup._exporter_names("metrics") == ["otlp_proto_http"]
+    assert any("OTEL_EXPORTER_OTLP_PROTOCOL='http/json'" in r.getMessage() for r in caplog.records)
 
 
 def test_sdk_disabled_configures_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
