@@ -26,6 +26,7 @@ point one worker takes it (:func:`claim`), prepares the summary, writes it to th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator, Mapping
 from functools import partial
 from typing import Any
@@ -138,8 +139,9 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
     The worker that takes the conversation's lock summarizes, writes the result before letting go, and the
     others never make a second, different summary of the same prefix: a worker that finds the lock taken
     sends its request unchanged when it still fits the window (the summary will be in the memo for the next
-    call), else waits (bounded by the summarizer's time budget) for the holder's summary and sends that.
-    Only when none comes in time, and the request cannot be sent as it is, does it summarize itself.
+    call), else waits (at most ``state_store_max_wait_seconds`` in all, see :func:`left`) for the holder's
+    summary and sends that. Only when none comes in time (the holder is slow, gone, or unknown), and the
+    request cannot be sent as it is, does it summarize itself, as without a store.
     """
     store = call.store
     assert store is not None
@@ -152,7 +154,7 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
     if lease is None:
         if call.estimated_tokens < budget.blocking_limit:
             return
-        if (yield from _theirs(call, store, lease_for)):
+        if (yield from _theirs(call, store, left(call, store))):
             return
         yield from summary
         return
@@ -178,8 +180,18 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
     yield release
 
 
+def left(call: EngineCall, store: StateStore) -> float:
+    """How long this call may still wait for the lock holder's summary: until its store deadline (the plan's
+    first store operation plus ``state_store_max_wait_seconds``), less one store timeout for the poll that
+    is in flight then, so that every wait of the call together stays within the setting."""
+    return max(0.0, call.store_deadline - time.monotonic() - getattr(store, "timeout", 0.0))
+
+
 def _theirs(call: EngineCall, store: StateStore, timeout: float) -> Generator[StoreRequest, Any, bool]:
-    """Wait for the lock holder's summary and send it; True when it applies to this call's items."""
+    """Wait (at most ``timeout``) for the lock holder's summary and send it; True when it applies to this
+    call's items. No time left: False at once (the caller summarizes as without a store)."""
+    if timeout <= 0.0:
+        return False
     state, key = call.state, call.state.key
     seen = state.shared_seq
 
@@ -318,10 +330,14 @@ def preparing(call: EngineCall) -> Generator[StoreRequest, Any, bool]:
 
 
 def wait_prepared(call: EngineCall, timeout: float) -> Generator[StoreRequest, Any, shared.Published | None]:
-    """Wait (bounded; early when the prepare lock is let go) for a published summary that covers this call."""
+    """Wait (at most ``timeout`` and what is left of the call's store wait, see :func:`left`; early when the
+    prepare lock is let go) for a published summary that covers this call."""
     store = call.store
     assert store is not None
     key = call.state.key
+    timeout = min(timeout, left(call, store))
+    if timeout <= 0.0:
+        return None
 
     def covers(value: Mapping[str, Any]) -> bool:
         return _covering(call, Loaded(dict(value), semconv.STATE_SOURCE_STORE)) is not None
