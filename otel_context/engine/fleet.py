@@ -145,6 +145,11 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
     """
     store = call.store
     assert store is not None
+    if left(call, store) <= 0.0:
+        # This call's time for the store is up (it waited for another worker's summary that did not come):
+        # it summarizes as without a store, and makes no more round trips before its request.
+        yield from summary
+        return
     key = call.state.key
     lease_for = lease_seconds(call.request.settings)
     lease = yield StoreRequest(
@@ -201,6 +206,8 @@ def _theirs(call: EngineCall, store: StateStore, timeout: float) -> Generator[St
     loaded = yield StoreRequest(
         partial(store.wait_for, key, newer, timeout), partial(store.await_for, key, newer, timeout)
     )
+    if loaded.value is None and left(call, store) <= 0.0:
+        return False  # none came in time: no more round trips
     return (yield from _apply_stored(call, store, loaded if loaded.value is not None else None))
 
 
@@ -316,9 +323,12 @@ def remove_prepared(call: EngineCall, got: shared.Published) -> Generator[StoreR
 
 
 def preparing(call: EngineCall) -> Generator[StoreRequest, Any, bool]:
-    """Whether another worker holds the prepare lock (its summary is under way)."""
+    """Whether another worker holds the prepare lock (its summary is under way); False without a round trip
+    when this call's time for the store is up (see :func:`left`: then it goes on as without a store)."""
     store = call.store
     assert store is not None
+    if left(call, store) <= 0.0:
+        return False
     key = call.state.key
     lease = yield StoreRequest(
         partial(store.acquire, key, PREPARE_LOCK, 1.0), partial(store.aacquire, key, PREPARE_LOCK, 1.0)
