@@ -16,14 +16,15 @@ body's depth is not known before the SDK serializes it.
 from __future__ import annotations
 
 import sys
-import threading
+
+from otel_context.fork_safe import new_lock
 
 #: Frames the wrapper adds between the SDK's ``post`` and its ``request`` on the deepest path (the sync
 #: driver with the retry step: ``sync_request``, ``_drive``, ``_advance``, ``_call``, ``_retry``, ``_call``,
 #: ``_drive``, the perform lambda, ``_perform``), and the wrapt wrapper's call.
 FRAMES = 10
 
-_lock = threading.Lock()
+_lock = new_lock(sys.modules[__name__], "_lock")
 _holders = 0
 _raised: tuple[int, int] | None = None  # (the limit before, the limit set here)
 

@@ -145,9 +145,9 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
     """
     store = call.store
     assert store is not None
-    if left(call, store) <= 0.0:
-        # This call's time for the store is up (it waited for another worker's summary that did not come):
-        # it summarizes as without a store, and makes no more round trips before its request.
+    if waited_out(call):
+        # This call waited for another worker's summary that did not come in time: it summarizes as without
+        # a store, and makes no more round trips before its request.
         yield from summary
         return
     key = call.state.key
@@ -185,17 +185,36 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
     yield release
 
 
+#: A call's store deadline once a wait of it ran out: no time is left, and it goes on as without a store.
+_WAITED_OUT = float("-inf")
+
+
 def left(call: EngineCall, store: StateStore) -> float:
-    """How long this call may still wait for the lock holder's summary: until its store deadline (the plan's
-    first store operation plus ``state_store_max_wait_seconds``), less one store timeout for the poll that
-    is in flight then, so that every wait of the call together stays within the setting."""
-    return max(0.0, call.store_deadline - time.monotonic() - getattr(store, "timeout", 0.0))
+    """How long this call may still wait for a lock holder's summary: until its store deadline (the plan's
+    first store operation plus ``state_store_max_wait_seconds``), less one store timeout (at most half the
+    bound) for the poll that is in flight then, so that the call's waits together stay within the setting."""
+    reserve = min(getattr(store, "timeout", 0.0), call.request.settings.state_store_max_wait_seconds / 2)
+    return max(0.0, call.store_deadline - time.monotonic() - reserve)
+
+
+def waited_out(call: EngineCall) -> bool:
+    """Whether a wait of this call ran out without the summary it waited for (see :func:`left`)."""
+    return call.store_deadline == _WAITED_OUT
+
+
+def _ran_out(call: EngineCall, store: StateStore) -> bool:
+    """After a wait that brought nothing: True (and remembered) when the call's time for waits is spent."""
+    if left(call, store) > 0.0:
+        return False  # it ended early: the lock was let go
+    call.store_deadline = _WAITED_OUT
+    return True
 
 
 def _theirs(call: EngineCall, store: StateStore, timeout: float) -> Generator[StoreRequest, Any, bool]:
     """Wait (at most ``timeout``) for the lock holder's summary and send it; True when it applies to this
     call's items. No time left: False at once (the caller summarizes as without a store)."""
     if timeout <= 0.0:
+        call.store_deadline = _WAITED_OUT
         return False
     state, key = call.state, call.state.key
     seen = state.shared_seq
@@ -206,7 +225,7 @@ def _theirs(call: EngineCall, store: StateStore, timeout: float) -> Generator[St
     loaded = yield StoreRequest(
         partial(store.wait_for, key, newer, timeout), partial(store.await_for, key, newer, timeout)
     )
-    if loaded.value is None and left(call, store) <= 0.0:
+    if loaded.value is None and _ran_out(call, store):
         return False  # none came in time: no more round trips
     return (yield from _apply_stored(call, store, loaded if loaded.value is not None else None))
 
@@ -324,10 +343,10 @@ def remove_prepared(call: EngineCall, got: shared.Published) -> Generator[StoreR
 
 def preparing(call: EngineCall) -> Generator[StoreRequest, Any, bool]:
     """Whether another worker holds the prepare lock (its summary is under way); False without a round trip
-    when this call's time for the store is up (see :func:`left`: then it goes on as without a store)."""
+    when a wait of this call ran out (see :func:`waited_out`: then it goes on as without a store)."""
     store = call.store
     assert store is not None
-    if left(call, store) <= 0.0:
+    if waited_out(call):
         return False
     key = call.state.key
     lease = yield StoreRequest(
@@ -347,6 +366,7 @@ def wait_prepared(call: EngineCall, timeout: float) -> Generator[StoreRequest, A
     key = call.state.key
     timeout = min(timeout, left(call, store))
     if timeout <= 0.0:
+        call.store_deadline = _WAITED_OUT
         return None
 
     def covers(value: Mapping[str, Any]) -> bool:
@@ -356,4 +376,7 @@ def wait_prepared(call: EngineCall, timeout: float) -> Generator[StoreRequest, A
         partial(store.wait_for, key, covers, timeout, shared.PREPARED, PREPARE_LOCK),
         partial(store.await_for, key, covers, timeout, shared.PREPARED, PREPARE_LOCK),
     )
-    return _covering(call, loaded)
+    got = _covering(call, loaded)
+    if got is None:
+        _ran_out(call, store)
+    return got
