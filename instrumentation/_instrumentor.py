@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from otel_context import settings as settings_mod
 from otel_context import telemetry
 
+from . import _depth
 from ._core import Interceptor, SDKSpec
 
 __all__ = ["SDKInstrumentor", "supported_version"]
@@ -104,8 +105,11 @@ class SDKInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         except Exception:
             self._restore()
             raise
+        _depth.reserve()  # the SDK's request keeps the recursion headroom of the plain call
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        if self._patches:
+            _depth.give_back()
         self._restore()
         self.interceptor = None
 

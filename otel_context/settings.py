@@ -124,6 +124,10 @@ class Settings:
     #: OTEL_CONTEXT_STATE_STORE: where conversation state lives: None/"memory" (this process), a
     #: redis:// / rediss:// / unix:// URL, or from code a redis.Redis client or a StateStore.
     state_store: Any = None
+    #: OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS: the most a call waits, in all, for the shared store and for a
+    #: summary another worker is making (a lock holder that may be slow, gone or unknown); past it the call goes
+    #: on as without a store (its own state; it summarizes itself if its request does not fit).
+    state_store_max_wait_seconds: float = 0.25
 
     #: Code-only hooks: pre_compact(event) may add must-keep instructions or veto; post_compact(event) may
     #: add messages. See otel_context.compaction.hooks.
@@ -165,6 +169,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_MAX_STATE_BYTES": ("max_state_bytes", "nonnegint"),
     "OTEL_CONTEXT_STATE_STORE": ("state_store", "store"),
     "OTEL_CONTEXT_USER_MESSAGES_BUDGET": ("user_messages_budget", "nonnegint"),
+    "OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS": ("state_store_max_wait_seconds", "seconds"),
 }
 
 #: Variables read elsewhere than :class:`Settings` (known to the misspelling check).

@@ -13,7 +13,9 @@ The interface (:class:`StateStore`) stores one JSON-able dict per ``(conversatio
   same conversation in the same round trip, so a part written rarely (the summaries) lives as long as the
   part written on every call;
 * a lock with a lease (``SET NX PX``): ``acquire`` / ``release``, so that one worker summarizes a
-  threshold crossing while the others ``wait_for`` its result, a bounded time.
+  threshold crossing while the others ``wait_for`` its result, a bounded time. A lock whose holder is
+  unknown (a value that is not one of our tokens) is not waited for, and one a waiter of this process
+  already waited out is not waited for again (its holder is slow or gone: see :meth:`StateStore.wait_for`).
 
 The store is never on the app's failure path. A failed operation (server down, slow, full, or a value that
 is not ours) returns the fallback answer (``Loaded(None, "fallback")``, ``False``, a non-exclusive lease),
@@ -80,9 +82,14 @@ DEFAULT_LEASE_SECONDS: Final = 30.0
 WARN_INTERVAL_SECONDS: Final = 300.0
 #: How often a waiter looks for the value another worker is writing.
 POLL_SECONDS: Final = 0.005
+#: Locks of one process given up on (see :meth:`StateStore.wait_for`): at most this many remembered.
+GIVEN_UP_LOCKS: Final = 1_024
 #: At the interpreter's normal exit, how long the ``put_later`` values still queued may hold the exit up.
 EXIT_FLUSH_SECONDS: Final = 1.0
 
+#: A lease's token: this many hex characters (a lock value of another shape is not one of ours).
+_TOKEN_CHARS: Final = 16
+_HEX: Final = frozenset("0123456789abcdef")
 _RELEASE_SCRIPT = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 #: Delete a value only if its field ARGV[1] still holds ARGV[2] (one script: atomic, so one caller wins).
 _REMOVE_IF_SCRIPT = """
@@ -162,6 +169,8 @@ class StateStore(ABC):
         self.max_value_bytes = max_value_bytes
         self.schema_version = schema_version
         self._said: set[str] = set()
+        #: Lock name -> the holder's token a waiter of this process waited out (see :meth:`wait_for`).
+        self._given_up: OrderedDict[str, Any] = OrderedDict()
 
     # --- the interface ------------------------------------------------------------------------------------
     def key(self, key: str, part: str = "state") -> str:
@@ -207,14 +216,14 @@ class StateStore(ABC):
         When the store fails the answer is a non-exclusive lease (``lease.exclusive`` is False): the
         caller goes on as a single process would.
         """
-        lease = Lease(self.key(key, "lock:" + name), secrets.token_hex(8), self.source)
+        lease = Lease(self.key(key, "lock:" + name), secrets.token_hex(_TOKEN_CHARS // 2), self.source)
         return self._acquire_raw(lease, lease_seconds)
 
     async def aacquire(
         self, key: str, name: str = "summary", lease_seconds: float = DEFAULT_LEASE_SECONDS
     ) -> Lease | None:
         """:meth:`acquire` for async callers."""
-        lease = Lease(self.key(key, "lock:" + name), secrets.token_hex(8), self.source)
+        lease = Lease(self.key(key, "lock:" + name), secrets.token_hex(_TOKEN_CHARS // 2), self.source)
         return await self._aacquire_raw(lease, lease_seconds)
 
     def release(self, lease: Lease) -> None:
@@ -252,14 +261,19 @@ class StateStore(ABC):
         For the worker that found the lock taken: it waits for the holder's result. It returns early when
         the lock ``lock`` is free again (the holder finished or gave up) or the store fails. The value in
         the answer is None unless it satisfies ``until``.
+
+        A lock is not waited for when its holder is unknown (its value is not a token of ours: another
+        writer's key under our prefix), nor when a wait of this process already ran out on that very holder
+        (same token: it is slow, or gone and its lease not yet run out); the caller goes on at once.
         """
         deadline = time.monotonic() + timeout
         name, lock_name = self.key(key, part), self.key(key, "lock:" + lock) if lock else None
         while True:
-            raw, held = self._poll_raw(name, lock_name)
+            raw, holder = self._poll_raw(name, lock_name)
+            held = self._waits_on(lock_name, holder)
             done = self._judge(raw, until, held, deadline)
             if done is not None:
-                return done
+                return self._waited(lock_name, holder, held, done)
             self._sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
 
     async def await_for(
@@ -274,10 +288,11 @@ class StateStore(ABC):
         deadline = time.monotonic() + timeout
         name, lock_name = self.key(key, part), self.key(key, "lock:" + lock) if lock else None
         while True:
-            raw, held = await self._apoll_raw(name, lock_name)
+            raw, holder = await self._apoll_raw(name, lock_name)
+            held = self._waits_on(lock_name, holder)
             done = self._judge(raw, until, held, deadline)
             if done is not None:
-                return done
+                return self._waited(lock_name, holder, held, done)
             await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
 
     def flush(self, timeout: float = 1.0) -> bool:
@@ -291,6 +306,24 @@ class StateStore(ABC):
     # --- shared mechanics ---------------------------------------------------------------------------------
     def _renewed(self, key: str, parts: Sequence[str]) -> tuple[str, ...]:
         return tuple(self.key(key, part) for part in parts)
+
+    def _waits_on(self, lock_name: str | None, holder: Any) -> bool:
+        """Whether a waiter waits on the lock ``lock_name`` held by ``holder`` (its value, None: free)."""
+        if lock_name is None or holder is None:
+            return False
+        token = holder.decode("ascii", "replace") if isinstance(holder, bytes) else holder
+        if not (isinstance(token, str) and len(token) == _TOKEN_CHARS and set(token) <= _HEX):
+            return False  # not a lease of ours: nobody will publish a result and let it go
+        return bool(self._given_up.get(lock_name) != holder)
+
+    def _waited(self, lock_name: str | None, holder: Any, held: bool, done: Loaded) -> Loaded:
+        """The answer of a wait; one that ran out on a held lock remembers its holder (not waited on again)."""
+        if held and lock_name is not None and done.value is None and done.source != semconv.STATE_SOURCE_FALLBACK:
+            self._given_up[lock_name] = holder
+            self._given_up.move_to_end(lock_name)
+            while len(self._given_up) > GIVEN_UP_LOCKS:
+                self._given_up.popitem(last=False)
+        return done
 
     def _judge(self, raw: bytes | Loaded | None, until: Predicate, held: bool, deadline: float) -> Loaded | None:
         loaded = raw if isinstance(raw, Loaded) else self._decode(raw)
@@ -387,10 +420,11 @@ class StateStore(ABC):
     async def _aremove_if_raw(self, name: str, field: str, expected: str) -> bool: ...
 
     @abstractmethod
-    def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, bool]: ...
+    def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, Any]:
+        """The value ``name`` and the value of the lock ``lock_name`` (None: free, or no lock named)."""
 
     @abstractmethod
-    async def _apoll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, bool]: ...
+    async def _apoll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, Any]: ...
 
 
 class InProcessStore(StateStore):
@@ -508,12 +542,14 @@ class InProcessStore(StateStore):
     async def _aremove_if_raw(self, name: str, field: str, expected: str) -> bool:
         return self._remove_if_raw(name, field, expected)
 
-    def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | None, bool]:
+    def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | None, str | None]:
         raw = self._get_raw(name)
         with self._cond:
-            return raw, lock_name is not None and self._held(lock_name, self._clock())
+            if lock_name is None or not self._held(lock_name, self._clock()):
+                return raw, None
+            return raw, self._locks[lock_name][0]
 
-    async def _apoll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | None, bool]:
+    async def _apoll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | None, str | None]:
         return self._poll_raw(name, lock_name)
 
     def _sleep(self, seconds: float) -> None:
@@ -523,11 +559,14 @@ class InProcessStore(StateStore):
 
 
 class _Writer:
-    """One daemon thread that writes ``put_later`` values, newest per key (a burst coalesces).
+    """One daemon thread that writes ``put_later`` values, newest per key (a burst coalesces), in batches: what
+    is queued when the thread is free goes out in one round trip (up to :attr:`BATCH` values, in order).
 
     A daemon thread dies with the interpreter wherever it is, so what is still queued at a normal exit is
     written first (at most :data:`EXIT_FLUSH_SECONDS`): a worker stopped by a deployment right after its last
-    call does not lose that conversation's last state (the next worker would take an older one).
+    call does not lose that conversation's last state (the next worker would take an older one). Batches are
+    what make that deadline hold under load: one round trip per value, 2,000 values queued at exit took more
+    than the second on a loaded 2-core machine, and the rest were lost with the thread.
 
     A fork's child starts with an empty queue and no thread: what was queued at the fork is the parent's to
     write (the child writing it too could overwrite a newer value the parent wrote since), and the child's exit
@@ -535,8 +574,10 @@ class _Writer:
     """
 
     MAX_PENDING = 10_000
+    #: Most values written in one round trip (a few hundred KB at most of the usual small values).
+    BATCH = 256
 
-    def __init__(self, write: Callable[[str, bytes, tuple[str, ...]], bool]) -> None:
+    def __init__(self, write: Callable[[Sequence[tuple[str, bytes, tuple[str, ...]]]], bool]) -> None:
         self._write = write
         self._cond = new_condition(self, "_cond")
         self._start_empty()
@@ -563,10 +604,13 @@ class _Writer:
             with self._cond:
                 while not self._pending:
                     self._cond.wait()
-                name, (payload, renew) = self._pending.popitem(last=False)
+                batch: list[tuple[str, bytes, tuple[str, ...]]] = []
+                while self._pending and len(batch) < self.BATCH:
+                    name, (payload, renew) = self._pending.popitem(last=False)
+                    batch.append((name, payload, renew))
                 self._busy = True
             try:
-                self._write(name, payload, renew)
+                self._write(batch)
             finally:
                 with self._cond:
                     self._busy = False
@@ -699,7 +743,7 @@ class RedisStore(StateStore):
         self._last_warning = -WARN_INTERVAL_SECONDS
         self._outage_errors = 0
         self._health = new_lock(self, "_health")
-        self._writer = _Writer(self._put_raw)
+        self._writer = _Writer(self._put_many_raw)
         self.address = _safe_address(url) if url else type(client).__name__
         from redis import exceptions
 
@@ -850,6 +894,27 @@ class RedisStore(StateStore):
         ok, _ = self._call("put", pipe.execute)
         return ok
 
+    def _put_many_raw(self, values: Sequence[tuple[str, bytes, tuple[str, ...]]]) -> bool:
+        """The writer's batch: every value (and its renewals) in one round trip, in order."""
+        if len(values) == 1:
+            return self._put_raw(*values[0])
+        ttl = int(self.ttl_seconds * 1000)
+        if self._conns is not None:
+            commands = [
+                command
+                for name, payload, renew in values
+                for command in (("SET", name, payload, "PX", ttl), *(("PEXPIRE", other, ttl) for other in renew))
+            ]
+            ok, _ = self._call("put", self._conns.run, *commands)
+            return ok
+        pipe = self._client.pipeline(transaction=False)
+        for name, payload, renew in values:
+            pipe.set(name, payload, px=ttl)
+            for other in renew:
+                pipe.pexpire(other, ttl)
+        ok, _ = self._call("put", pipe.execute)
+        return ok
+
     async def _aput_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool:
         if self._url is None:
             return await asyncio.to_thread(self._put_raw, name, payload, renew)
@@ -904,17 +969,17 @@ class RedisStore(StateStore):
         ok, removed = await self._acall("remove", self._aclient().eval, _REMOVE_IF_SCRIPT, 1, name, field, expected)
         return bool(ok and removed)
 
-    def _polled(self, ok: bool, found: Any, lock_name: str | None) -> tuple[bytes | Loaded | None, bool]:
+    def _polled(self, ok: bool, found: Any, lock_name: str | None) -> tuple[bytes | Loaded | None, Any]:
         if not ok:
-            return _FALLBACK, False
-        return found[0], lock_name is not None and found[1] is not None
+            return _FALLBACK, None
+        return found[0], found[1] if lock_name is not None else None
 
-    def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, bool]:
+    def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, Any]:
         # One round trip for the value and the lock: MGET works on Cluster too (one hash slot).
         ok, found = self._call("wait", self._client.mget, [name, lock_name or name])
         return self._polled(ok, found, lock_name)
 
-    async def _apoll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, bool]:
+    async def _apoll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | Loaded | None, Any]:
         if self._url is None:
             return await asyncio.to_thread(self._poll_raw, name, lock_name)
         ok, found = await self._acall("wait", self._aclient().mget, [name, lock_name or name])

@@ -52,6 +52,9 @@ class EngineCall(CallPlan):
     reactive_done = False
     #: The shared state store, when one is configured (None: this process's state only).
     store: StateStore | None = None
+    #: With a store: when this call stops waiting for it and for other workers (``time.monotonic()``; the
+    #: plan's first store operation plus ``state_store_max_wait_seconds``).
+    store_deadline = 0.0
     #: When the request was ready to go (the cache check measures the gap since the previous call from here).
     started = 0.0
     #: The link of the stored response this call continues (Responses ``previous_response_id``), if known.

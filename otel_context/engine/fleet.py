@@ -26,6 +26,7 @@ point one worker takes it (:func:`claim`), prepares the summary, writes it to th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator, Mapping
 from functools import partial
 from typing import Any
@@ -138,11 +139,17 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
     The worker that takes the conversation's lock summarizes, writes the result before letting go, and the
     others never make a second, different summary of the same prefix: a worker that finds the lock taken
     sends its request unchanged when it still fits the window (the summary will be in the memo for the next
-    call), else waits (bounded by the summarizer's time budget) for the holder's summary and sends that.
-    Only when none comes in time, and the request cannot be sent as it is, does it summarize itself.
+    call), else waits (at most ``state_store_max_wait_seconds`` in all, see :func:`left`) for the holder's
+    summary and sends that. Only when none comes in time (the holder is slow, gone, or unknown), and the
+    request cannot be sent as it is, does it summarize itself, as without a store.
     """
     store = call.store
     assert store is not None
+    if waited_out(call):
+        # This call waited for another worker's summary that did not come in time: it summarizes as without
+        # a store, and makes no more round trips before its request.
+        yield from summary
+        return
     key = call.state.key
     lease_for = lease_seconds(call.request.settings)
     lease = yield StoreRequest(
@@ -152,7 +159,7 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
     if lease is None:
         if call.estimated_tokens < budget.blocking_limit:
             return
-        if (yield from _theirs(call, store, lease_for)):
+        if (yield from _theirs(call, store, left(call, store))):
             return
         yield from summary
         return
@@ -178,8 +185,37 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
     yield release
 
 
+#: A call's store deadline once a wait of it ran out: no time is left, and it goes on as without a store.
+_WAITED_OUT = float("-inf")
+
+
+def left(call: EngineCall, store: StateStore) -> float:
+    """How long this call may still wait for a lock holder's summary: until its store deadline (the plan's
+    first store operation plus ``state_store_max_wait_seconds``), less one store timeout (at most half the
+    bound) for the poll that is in flight then, so that the call's waits together stay within the setting."""
+    reserve = min(getattr(store, "timeout", 0.0), call.request.settings.state_store_max_wait_seconds / 2)
+    return max(0.0, call.store_deadline - time.monotonic() - reserve)
+
+
+def waited_out(call: EngineCall) -> bool:
+    """Whether a wait of this call ran out without the summary it waited for (see :func:`left`)."""
+    return call.store_deadline == _WAITED_OUT
+
+
+def _ran_out(call: EngineCall, store: StateStore) -> bool:
+    """After a wait that brought nothing: True (and remembered) when the call's time for waits is spent."""
+    if left(call, store) > 0.0:
+        return False  # it ended early: the lock was let go
+    call.store_deadline = _WAITED_OUT
+    return True
+
+
 def _theirs(call: EngineCall, store: StateStore, timeout: float) -> Generator[StoreRequest, Any, bool]:
-    """Wait for the lock holder's summary and send it; True when it applies to this call's items."""
+    """Wait (at most ``timeout``) for the lock holder's summary and send it; True when it applies to this
+    call's items. No time left: False at once (the caller summarizes as without a store)."""
+    if timeout <= 0.0:
+        call.store_deadline = _WAITED_OUT
+        return False
     state, key = call.state, call.state.key
     seen = state.shared_seq
 
@@ -189,6 +225,8 @@ def _theirs(call: EngineCall, store: StateStore, timeout: float) -> Generator[St
     loaded = yield StoreRequest(
         partial(store.wait_for, key, newer, timeout), partial(store.await_for, key, newer, timeout)
     )
+    if loaded.value is None and _ran_out(call, store):
+        return False  # none came in time: no more round trips
     return (yield from _apply_stored(call, store, loaded if loaded.value is not None else None))
 
 
@@ -304,9 +342,12 @@ def remove_prepared(call: EngineCall, got: shared.Published) -> Generator[StoreR
 
 
 def preparing(call: EngineCall) -> Generator[StoreRequest, Any, bool]:
-    """Whether another worker holds the prepare lock (its summary is under way)."""
+    """Whether another worker holds the prepare lock (its summary is under way); False without a round trip
+    when a wait of this call ran out (see :func:`waited_out`: then it goes on as without a store)."""
     store = call.store
     assert store is not None
+    if waited_out(call):
+        return False
     key = call.state.key
     lease = yield StoreRequest(
         partial(store.acquire, key, PREPARE_LOCK, 1.0), partial(store.aacquire, key, PREPARE_LOCK, 1.0)
@@ -318,10 +359,15 @@ def preparing(call: EngineCall) -> Generator[StoreRequest, Any, bool]:
 
 
 def wait_prepared(call: EngineCall, timeout: float) -> Generator[StoreRequest, Any, shared.Published | None]:
-    """Wait (bounded; early when the prepare lock is let go) for a published summary that covers this call."""
+    """Wait (at most ``timeout`` and what is left of the call's store wait, see :func:`left`; early when the
+    prepare lock is let go) for a published summary that covers this call."""
     store = call.store
     assert store is not None
     key = call.state.key
+    timeout = min(timeout, left(call, store))
+    if timeout <= 0.0:
+        call.store_deadline = _WAITED_OUT
+        return None
 
     def covers(value: Mapping[str, Any]) -> bool:
         return _covering(call, Loaded(dict(value), semconv.STATE_SOURCE_STORE)) is not None
@@ -330,4 +376,7 @@ def wait_prepared(call: EngineCall, timeout: float) -> Generator[StoreRequest, A
         partial(store.wait_for, key, covers, timeout, shared.PREPARED, PREPARE_LOCK),
         partial(store.await_for, key, covers, timeout, shared.PREPARED, PREPARE_LOCK),
     )
-    return _covering(call, loaded)
+    got = _covering(call, loaded)
+    if got is None:
+        _ran_out(call, store)
+    return got

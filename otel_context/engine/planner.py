@@ -18,6 +18,7 @@ and ``on_response``'s one caller (the call's end, in the instrumentation) logs w
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
@@ -152,6 +153,8 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
         items = adapter.items(body)
         model = str(request.model or body.get("model") or "")
         store = shared.store_for(settings) if settings.state_store is not None else None
+        # Every wait of this call for the store and for other workers ends by then (see fleet.py).
+        waits_until = time.monotonic() + settings.state_store_max_wait_seconds if store is not None else 0.0
         # A call that continues a response the provider stored belongs to that response's conversation.
         continued = adapter.continued_response(body)
         link = STORE.link_of(continued) if continued is not None else None
@@ -167,7 +170,7 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
         budget = budgets.budget_of(request, adapter, model)
         p = EnginePlan(request, adapter, resolution, items, model, budget)
         if store is not None:
-            p.store = store
+            p.store, p.store_deadline = store, waits_until
         attributes = p.attributes
         attributes[semconv.STATE_SOURCE] = source
         attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key

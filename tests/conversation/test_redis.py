@@ -4,11 +4,14 @@ async callers, and the write-behind path."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -151,18 +154,66 @@ print("queued", flush=True)
 """
 
 
+class _SlowLink:
+    """A loopback TCP relay to a redis-server that delays what the client sends by ``delay`` seconds per
+    write: a store one network hop away, whose every round trip costs at least that."""
+
+    def __init__(self, port: int, delay: float) -> None:
+        self.port, self.delay = port, delay
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.port))
+            threading.Thread(target=self._pipe, args=(client, server, self.delay), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, 0.0), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, target: socket.socket, delay: float) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := source.recv(65536):
+                time.sleep(delay)
+                target.sendall(chunk)
+        for end in (source, target):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+@pytest.mark.parametrize("delay_ms", [0, 1], ids=["loopback", "1ms-away"])
 def test_values_queued_by_put_later_are_written_before_the_interpreter_exits(
-    redis_url: str, make_store: Callable[..., StateStore], tmp_path: Path
+    shared_redis: RedisServer, redis_url: str, make_store: Callable[..., StateStore], tmp_path: Path, delay_ms: int
 ) -> None:
     """A worker that exits normally right after its last calls (a deployment stops it) writes what it queued:
     the writer is a daemon thread, which the interpreter would otherwise stop wherever it was. Run as a
-    worker runs: a process of its own, here with 2,000 values queued at once."""
+    worker runs: a process of its own, here with 2,000 values queued at once.
+
+    Within the exit's deadline (1 s) whatever each round trip costs: with one round trip per value, a store
+    1 ms away (or a loaded machine: 2,000 round trips took over a second on a busy 2-core box) lost what
+    did not fit; the writer sends what is queued in batches."""
     count = 2_000
     script = tmp_path / "writer.py"
     script.write_text(EXITING_WRITER)
-    proc = subprocess.run(
-        [sys.executable, str(script), redis_url, str(count)], capture_output=True, text=True, timeout=60, check=False
-    )
+    link = _SlowLink(shared_redis.port, delay_ms / 1000) if delay_ms else None
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(script), link.url if link else redis_url, str(count)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        if link is not None:
+            link.close()
     assert proc.returncode == 0 and "queued" in proc.stdout, proc.stderr
     store = make_store(redis_url)
     assert [store.get(f"c{n}").value for n in range(count)] == [{"n": n} for n in range(count)]

@@ -63,3 +63,12 @@ def test_a_client_or_a_store_is_kept_as_the_very_object(redis_url: str, make_sto
     assert resolve({"state_store": store}, env={}).state_store is store
     with pytest.raises(SettingsError, match="state_store"):
         resolve({"state_store": 42}, env={})
+
+
+def test_the_bound_on_a_calls_waits() -> None:
+    assert resolve(env={}).state_store_max_wait_seconds == 0.25
+    assert resolve(env={"OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS": "0.1"}).state_store_max_wait_seconds == 0.1
+    assert resolve({"state_store_max_wait_seconds": 2}, env={}).state_store_max_wait_seconds == 2.0
+    for bad in ("0", "-1", "soon", "inf"):
+        with pytest.raises(SettingsError, match="OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS"):
+            resolve(env={"OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS": bad})

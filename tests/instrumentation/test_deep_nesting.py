@@ -8,9 +8,12 @@ instrumented call a few levels below it (two levels below: our wrapper adds a fe
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import Any
+
+import pytest
 
 import otel_context
 from otel_context import semconv
@@ -53,6 +56,56 @@ def _deepest_plain_depth(client: Any) -> int:
         except Exception:
             depth -= 4
     raise AssertionError("no depth worked uninstrumented")
+
+
+def _openai_body(depth: int) -> dict[str, Any]:
+    """A Chat Completions request whose tool's parameter schema is nested ``depth`` deep."""
+    tool = {"type": "function", "function": {"name": "read_file", "parameters": _nested(depth)}}
+    return {"model": "gpt-4o", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}], "tools": [tool]}
+
+
+def _send(sdk: str, sim: Any, depth: int, asynchronous: bool) -> Any:
+    """One call nested ``depth`` deep through a new client (an async one on a loop of its own)."""
+    if asynchronous:
+        return asyncio.run(_asend(sdk, sim, depth))
+    if sdk == "anthropic":
+        return sim.anthropic().messages.create(model=MODEL, max_tokens=10, messages=_messages(depth))
+    return sim.openai().chat.completions.create(**_openai_body(depth))
+
+
+async def _asend(sdk: str, sim: Any, depth: int) -> Any:
+    if sdk == "anthropic":
+        async with sim.async_anthropic() as client:
+            return await client.messages.create(model=MODEL, max_tokens=10, messages=_messages(depth))
+    async with sim.async_openai() as client:
+        return await client.chat.completions.create(**_openai_body(depth))
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("sdk", ["anthropic", "openai"])
+def test_at_the_deepest_nesting_the_plain_call_takes_the_instrumented_call_goes_out_too(
+    simulated_provider: Any, spans: Any, sdk: str, asynchronous: bool
+) -> None:
+    """At the deepest nesting the plain call survives (~980 under the default limit of 1000), the instrumented
+    call is sent too: the frames of the wrapper (see instrumentation/_depth.py) used to turn it into a
+    ``RecursionError`` raised to the app, where the plain call worked or failed with the SDK's own error."""
+    limit = sys.getrecursionlimit()
+    depth = limit - _frames()
+    while True:  # the deepest the plain call is sent at, from here
+        try:
+            _send(sdk, simulated_provider, depth, asynchronous)
+            break
+        except Exception:
+            depth -= 1
+    assert depth > limit - 100  # ~980 (~940 under asyncio.run): the SDK's own serialization is the limit
+    simulated_provider.clear()
+    otel_context.instrument()
+    try:
+        _send(sdk, simulated_provider, depth, asynchronous)
+    finally:
+        otel_context.uninstrument()
+    assert [e.status for e in simulated_provider.exchanges] == [200]
+    assert sys.getrecursionlimit() == limit  # given back with the instrumentation
 
 
 def test_deep_tool_input_is_planned_captured_and_sent(simulated_provider: Any, spans: Any) -> None:
