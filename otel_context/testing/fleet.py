@@ -369,12 +369,27 @@ def _text(message: Any) -> str:
     return ""
 
 
+def _cut_short(response: Any) -> bool:
+    """Whether a (non-streamed) reply stopped at its length limit, in any of the three formats."""
+    if not isinstance(response, dict):
+        return False
+    if response.get("stop_reason") == "max_tokens":
+        return True
+    choices = response.get("choices") or [{}]
+    if isinstance(choices[0], dict) and choices[0].get("finish_reason") == "length":
+        return True
+    return (response.get("incomplete_details") or {}).get("reason") == "max_output_tokens"
+
+
 @dataclass(frozen=True)
 class Figures:
     """What the provider saw of one conversation."""
 
     #: Requests to the summarizer.
     summarizer_calls: int
+    #: Summaries written: the summarizer's replies not cut at their length limit (a cut one is asked again,
+    #: with more room, in the same compaction).
+    summaries_written: int
     #: Main requests (not the summarizer's) and those the provider rejected.
     calls: int
     rejected: int
@@ -425,6 +440,7 @@ class Figures:
                 )
         return cls(
             summarizer_calls=len(summaries),
+            summaries_written=sum(1 for e in summaries if not _cut_short(e.response)),
             calls=len(mains),
             rejected=sum(1 for e in mains if e.status >= 400),
             distinct_heads=len(recent),

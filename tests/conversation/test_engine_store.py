@@ -224,6 +224,7 @@ def test_an_appended_turn_reads_and_writes_only_the_small_state(
     import redis
 
     chat, store = _compacted(simulated_provider, otel, store_url)
+    summarized = Figures.of(simulated_provider.exchanges).summarizer_calls
     client = redis.Redis.from_url(own_redis.url)
     state_key, memo_key = store.key("faulty"), store.key("faulty", shared.MEMO)
     memo = store.get("faulty", shared.MEMO).value
@@ -253,7 +254,8 @@ def test_an_appended_turn_reads_and_writes_only_the_small_state(
     chat.turn("another worker")
     assert _calls(client).get("get") == 2  # the state, then the summaries it names
     assert simulated_provider.exchanges[-1].body["messages"][0] == sent
-    assert Figures.of(simulated_provider.exchanges).summarizer_calls == 1
+    assert Figures.of(simulated_provider.exchanges).summarizer_calls == summarized  # not summarized again
+    assert Figures.of(simulated_provider.exchanges).summaries_written == 1
     client.close()
 
 

@@ -33,7 +33,7 @@ from otel_context import Settings
 from otel_context.compaction.budget import budget_for
 from otel_context.conversation.state_store import RedisStore
 from otel_context.formats import for_format
-from otel_context.testing import SimulatedProvider
+from otel_context.testing import SimulatedProvider, SummarizerStyle
 from otel_context.testing.fleet import Figures, file_content
 from otel_context.testing.redis_server import RedisServer
 from otel_context.tokens import estimate_fixed, estimate_items
@@ -111,6 +111,9 @@ class Run:
 
     def __init__(self, sim: SimulatedProvider, server: RedisServer, background: bool, bound: float = BOUND) -> None:
         self.sim, self.server, self.bound = sim, server, bound
+        # A summarizer that writes within the room this small window leaves (the faithful stand-in quotes
+        # every user message, ~5,000 tokens here: cut at its length limit twice, the compaction would fail).
+        sim.summarizer = SummarizerStyle(max_tokens=900)
         self.store = TimedStore.from_url(server.url)
         self.client = redis.Redis.from_url(server.url)
         settings = {} if bound == BOUND else {"state_store_max_wait_seconds": bound}  # the default, unless given

@@ -65,10 +65,16 @@ def test_a_client_or_a_store_is_kept_as_the_very_object(redis_url: str, make_sto
         resolve({"state_store": 42}, env={})
 
 
-def test_the_bound_on_a_calls_waits() -> None:
+def test_the_bound_on_a_calls_waits(caplog: pytest.LogCaptureFixture) -> None:
     assert resolve(env={}).state_store_max_wait_seconds == 0.25
     assert resolve(env={"OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS": "0.1"}).state_store_max_wait_seconds == 0.1
     assert resolve({"state_store_max_wait_seconds": 2}, env={}).state_store_max_wait_seconds == 2.0
     for bad in ("0", "-1", "soon", "inf"):
-        with pytest.raises(SettingsError, match="OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS"):
-            resolve(env={"OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS": bad})
+        # From the environment: a warning naming the variable, and the default (the app still starts).
+        with caplog.at_level(logging.WARNING, logger="otel_context"):
+            caplog.clear()
+            assert resolve(env={"OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS": bad}).state_store_max_wait_seconds == 0.25
+        assert any("OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS" in r.getMessage() for r in caplog.records), bad
+        # From code: an error.
+        with pytest.raises(SettingsError, match="state_store_max_wait_seconds"):
+            resolve({"state_store_max_wait_seconds": bad}, env={})
