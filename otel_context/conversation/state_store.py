@@ -48,6 +48,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from otel_context import semconv, telemetry
+from otel_context.conversation.sealing import Sealer
 from otel_context.fork_safe import new_condition, new_lock
 from otel_context.store_spec import StateStoreConfigError, split_url, validate_spec
 
@@ -69,7 +70,7 @@ Source = Literal["memory", "store", "fallback"]
 Predicate = Callable[[Mapping[str, Any]], bool]
 
 #: Version of the values the engine writes; bump it when their shape changes incompatibly.
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 DEFAULT_PREFIX: Final = "otel_context:"
 DEFAULT_TTL_SECONDS: Final = 86_400.0
 DEFAULT_TIMEOUT_SECONDS: Final = 0.05
@@ -154,9 +155,14 @@ class StateStore(ABC):
         ttl_seconds: float = DEFAULT_TTL_SECONDS,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         schema_version: int = SCHEMA_VERSION,
+        keys: Sequence[bytes] | None = None,
     ) -> None:
         if ttl_seconds <= 0 or max_value_bytes <= 0:
             raise StateStoreConfigError("ttl_seconds and max_value_bytes must be positive")
+        #: With ``keys`` (``OTEL_CONTEXT_STATE_STORE_KEY``): every value is sealed (AES-256-GCM) on its way
+        #: in and opened on its way out, in :meth:`_encode` / :meth:`_decode` only (see
+        #: :mod:`otel_context.conversation.sealing`).
+        self._sealer = Sealer(keys) if keys else None
         self.prefix = prefix
         self.ttl_seconds = ttl_seconds
         self.max_value_bytes = max_value_bytes
@@ -170,26 +176,30 @@ class StateStore(ABC):
 
     def get(self, key: str, part: str = "state") -> Loaded:
         """The value of ``part`` of conversation ``key``, never raising."""
-        raw = self._get_raw(self.key(key, part))
-        return raw if isinstance(raw, Loaded) else self._decode(raw)
+        name = self.key(key, part)
+        raw = self._get_raw(name)
+        return raw if isinstance(raw, Loaded) else self._decode(raw, name)
 
     async def aget(self, key: str, part: str = "state") -> Loaded:
         """:meth:`get` for async callers: never blocks the event loop."""
-        raw = await self._aget_raw(self.key(key, part))
-        return raw if isinstance(raw, Loaded) else self._decode(raw)
+        name = self.key(key, part)
+        raw = await self._aget_raw(name)
+        return raw if isinstance(raw, Loaded) else self._decode(raw, name)
 
     def put(self, key: str, value: Mapping[str, Any], part: str = "state", *, renew: Sequence[str] = ()) -> bool:
         """Store ``value`` (a JSON-able dict, encoded now); False when it was not stored.
 
         ``renew``: other parts of conversation ``key`` whose expiry starts again (same round trip).
         """
-        payload = self._encode(value)
-        return payload is not None and self._put_raw(self.key(key, part), payload, self._renewed(key, renew))
+        name = self.key(key, part)
+        payload = self._encode(value, name)
+        return payload is not None and self._put_raw(name, payload, self._renewed(key, renew))
 
     async def aput(self, key: str, value: Mapping[str, Any], part: str = "state", *, renew: Sequence[str] = ()) -> bool:
         """:meth:`put` for async callers."""
-        payload = self._encode(value)
-        return payload is not None and await self._aput_raw(self.key(key, part), payload, self._renewed(key, renew))
+        name = self.key(key, part)
+        payload = self._encode(value, name)
+        return payload is not None and await self._aput_raw(name, payload, self._renewed(key, renew))
 
     def put_later(self, key: str, value: Mapping[str, Any], part: str = "state", *, renew: Sequence[str] = ()) -> None:
         """Store ``value`` without waiting for the store (it is encoded now: later changes do not count).
@@ -197,9 +207,10 @@ class StateStore(ABC):
         Writes of one process reach the store in the order they were given (the newest of a key replaces
         a pending older one of the same key), so a part written before another is there when the other is.
         """
-        payload = self._encode(value)
+        name = self.key(key, part)
+        payload = self._encode(value, name)
         if payload is not None:
-            self._put_later_raw(self.key(key, part), payload, self._renewed(key, renew))
+            self._put_later_raw(name, payload, self._renewed(key, renew))
 
     def acquire(self, key: str, name: str = "summary", lease_seconds: float = DEFAULT_LEASE_SECONDS) -> Lease | None:
         """The lock ``name`` of conversation ``key`` for ``lease_seconds``, or None when another holds it.
@@ -232,12 +243,34 @@ class StateStore(ABC):
 
         Atomic in the store: of several workers that remove the same value, exactly one is told True (so
         one of them reports it). False when it was absent, replaced by another value, or the store failed.
+        A sealed value cannot be read by the store: it is read here and removed only if its bytes are still
+        the same (one more round trip, on this rare path only).
         """
-        return self._remove_if_raw(self.key(key, part), field, expected)
+        name = self.key(key, part)
+        if self._sealer is None:
+            return self._remove_if_raw(name, field, expected)
+        raw = self._get_raw(name)
+        if not self._holds(raw, name, field, expected):
+            return False
+        assert isinstance(raw, bytes)
+        return self._remove_exact_raw(name, raw)
 
     async def aremove_if(self, key: str, part: str, field: str, expected: str) -> bool:
         """:meth:`remove_if` for async callers."""
-        return await self._aremove_if_raw(self.key(key, part), field, expected)
+        name = self.key(key, part)
+        if self._sealer is None:
+            return await self._aremove_if_raw(name, field, expected)
+        raw = await self._aget_raw(name)
+        if not self._holds(raw, name, field, expected):
+            return False
+        assert isinstance(raw, bytes)
+        return await asyncio.to_thread(self._remove_exact_raw, name, raw)
+
+    def _holds(self, raw: bytes | Loaded | None, name: str, field: str, expected: str) -> bool:
+        if not isinstance(raw, bytes):
+            return False
+        value = self._decode(raw, name).value
+        return value is not None and value.get(field) == expected
 
     def wait_for(
         self,
@@ -257,7 +290,7 @@ class StateStore(ABC):
         name, lock_name = self.key(key, part), self.key(key, "lock:" + lock) if lock else None
         while True:
             raw, held = self._poll_raw(name, lock_name)
-            done = self._judge(raw, until, held, deadline)
+            done = self._judge(raw, until, held, deadline, name)
             if done is not None:
                 return done
             self._sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
@@ -275,7 +308,7 @@ class StateStore(ABC):
         name, lock_name = self.key(key, part), self.key(key, "lock:" + lock) if lock else None
         while True:
             raw, held = await self._apoll_raw(name, lock_name)
-            done = self._judge(raw, until, held, deadline)
+            done = self._judge(raw, until, held, deadline, name)
             if done is not None:
                 return done
             await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
@@ -292,8 +325,10 @@ class StateStore(ABC):
     def _renewed(self, key: str, parts: Sequence[str]) -> tuple[str, ...]:
         return tuple(self.key(key, part) for part in parts)
 
-    def _judge(self, raw: bytes | Loaded | None, until: Predicate, held: bool, deadline: float) -> Loaded | None:
-        loaded = raw if isinstance(raw, Loaded) else self._decode(raw)
+    def _judge(
+        self, raw: bytes | Loaded | None, until: Predicate, held: bool, deadline: float, name: str
+    ) -> Loaded | None:
+        loaded = raw if isinstance(raw, Loaded) else self._decode(raw, name)
         if loaded.source == semconv.STATE_SOURCE_FALLBACK:
             return loaded
         if loaded.value is not None and until(loaded.value):
@@ -310,7 +345,8 @@ class StateStore(ABC):
             self._said.add(what)
             log.warning(message, *args)
 
-    def _encode(self, value: Mapping[str, Any]) -> bytes | None:
+    def _encode(self, value: Mapping[str, Any], name: str) -> bytes | None:
+        """The bytes stored for ``value`` under ``name``: versioned JSON, sealed when the store has keys."""
         try:
             payload = json.dumps(
                 {"v": self.schema_version, "d": value}, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -331,11 +367,24 @@ class StateStore(ABC):
                 self.max_value_bytes,
             )
             return None
-        return payload
+        return payload if self._sealer is None else self._sealer.seal(name, payload)
 
-    def _decode(self, raw: bytes | None) -> Loaded:
+    def _decode(self, raw: bytes | None, name: str) -> Loaded:
+        """The value stored as ``raw`` under ``name`` (see :meth:`_encode`); a value that does not open with
+        the store's keys is ignored as one that is not ours."""
         if raw is None:
             return Loaded(None, self.source)
+        if self._sealer is not None:
+            opened = self._sealer.open(name, raw)
+            if opened is None:
+                _count("get", "garbage")
+                self._say_once(
+                    "unsealed",
+                    "otel-context state store: a value does not authenticate with the store's keys (another key, "
+                    "written in clear, or altered); ignored",
+                )
+                return _FALLBACK
+            raw = opened
         try:
             envelope = json.loads(raw)
             version, value = envelope["v"], envelope["d"]
@@ -382,6 +431,10 @@ class StateStore(ABC):
 
     @abstractmethod
     def _remove_if_raw(self, name: str, field: str, expected: str) -> bool: ...
+
+    @abstractmethod
+    def _remove_exact_raw(self, name: str, raw: bytes) -> bool:
+        """Remove ``name`` only if it still holds exactly ``raw`` (atomic)."""
 
     @abstractmethod
     async def _aremove_if_raw(self, name: str, field: str, expected: str) -> bool: ...
@@ -507,6 +560,14 @@ class InProcessStore(StateStore):
 
     async def _aremove_if_raw(self, name: str, field: str, expected: str) -> bool:
         return self._remove_if_raw(name, field, expected)
+
+    def _remove_exact_raw(self, name: str, raw: bytes) -> bool:
+        with self._cond:
+            entry = self._values.get(name)
+            if entry is None or entry[0] != raw:
+                return False
+            del self._values[name]
+            return True
 
     def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | None, bool]:
         raw = self._get_raw(name)
@@ -896,6 +957,10 @@ class RedisStore(StateStore):
 
     def _remove_if_raw(self, name: str, field: str, expected: str) -> bool:
         ok, removed = self._call("remove", self._client.eval, _REMOVE_IF_SCRIPT, 1, name, field, expected)
+        return bool(ok and removed)
+
+    def _remove_exact_raw(self, name: str, raw: bytes) -> bool:
+        ok, removed = self._call("remove", self._client.eval, _RELEASE_SCRIPT, 1, name, raw)
         return bool(ok and removed)
 
     async def _aremove_if_raw(self, name: str, field: str, expected: str) -> bool:
