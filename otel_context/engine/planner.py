@@ -215,7 +215,10 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
             appended = estimate_items(adapter, items)
             estimated = link.input_tokens + link.output_tokens + int(appended * state.estimate_factor)
             p.history_tokens = appended
-        elif snapshot is not None and snapshot.usage is not None and unchanged > 0:
+        elif snapshot is not None and snapshot.usage is not None and unchanged > 0 and p.entry is snapshot.entry:
+            # (Only when this call sends the summary the previous call sent, or none as it did: a summary made
+            # under another system prompt or tools is not sent, and one taken from the fleet since is, so the
+            # reported usage did not count these items; they are estimated below instead.)
             last = snapshot.items
             known = len(last)
             # What the app appended since: first, usually, the previous call's reply. Its usage's output tokens

@@ -227,7 +227,8 @@ def test_an_appended_turn_reads_and_writes_only_the_small_state(
     client = redis.Redis.from_url(own_redis.url)
     state = store.get("faulty").value
     assert state is not None
-    (length, address), memo_part = state["memo"][0], shared.memo_part(state["memo"][0][1])
+    length, address = state["memo"][0]
+    memo_part = shared.memo_part(address)
     state_key, memo_key = store.key("faulty"), store.key("faulty", memo_part)
     memo = store.get("faulty", memo_part).value
     assert memo is not None and memo["len"] == length > 0
