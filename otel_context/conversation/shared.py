@@ -120,6 +120,14 @@ def store_for(settings: Settings) -> StateStore | None:
         store: StateStore | None
         try:
             store = open_store(spec, keys=keys) if keys and not isinstance(spec, StateStore) else open_store(spec)
+            if keys and not store.sealed:
+                # A key was given for a store made without one: never write the users' words in clear.
+                telemetry.log_once(
+                    "state_store.unsealed",
+                    "otel_context: state_store_key is set but the StateStore given does not encrypt (give it "
+                    "keys=); the shared store is not used, conversation state stays in each process",
+                )
+                store = None
         except Exception as exc:
             telemetry.log_once(
                 "state_store.open",

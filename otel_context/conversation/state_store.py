@@ -170,6 +170,11 @@ class StateStore(ABC):
         self._said: set[str] = set()
 
     # --- the interface ------------------------------------------------------------------------------------
+    @property
+    def sealed(self) -> bool:
+        """Whether values are encrypted before they are stored (the store was given keys)."""
+        return self._sealer is not None
+
     def key(self, key: str, part: str = "state") -> str:
         """The store's name for ``part`` of conversation ``key``."""
         return _store_key(self.prefix, key, part)

@@ -310,9 +310,13 @@ def claim(
     lease = yield StoreRequest(
         partial(store.acquire, key, lock, lease_for), partial(store.aacquire, key, lock, lease_for)
     )
-    if lease is None or not lease.exclusive:
+    if lease is not None and not lease.exclusive:
         return lease, None, None
-    call.state.shared_prepared = named  # the fleet finds this conversation's preparations under this name
+    # The fleet finds this conversation's preparations under this name, whichever worker holds the lock:
+    # every worker's next write of the state carries it on.
+    call.state.shared_prepared = named
+    if lease is None:
+        return lease, None, None
     ready, other = yield from read_prepared(call)
     if ready is not None:
         yield release(store, lease)
