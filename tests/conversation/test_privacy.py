@@ -167,7 +167,7 @@ def test_a_worker_reads_only_the_stored_values_of_its_own_conversation(
     head = simulated_provider.exchanges[-1].body["messages"][0]  # A's summary, as A's last call sent it
     assert store.flush(5)
     of_a = set(_values(own_redis.url))
-    assert any(":memo:" in k for k in of_a) and any(":state:" in k for k in of_a)
+    assert any(":memo" in k for k in of_a) and any(":state" in k for k in of_a)
 
     otel_context.engine.reset()  # a worker that never saw either conversation
     monitor = Monitor(own_redis.url)
