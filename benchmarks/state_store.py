@@ -183,10 +183,18 @@ def _stored_sizes(server: RedisServer) -> str:
 
     client = redis.Redis.from_url(server.url)
     names = [key.decode() if isinstance(key, bytes) else str(key) for key in client.keys("*")]
-    # prefix{conversation}:part[:address]: the part's kind, and its bytes
-    sizes = sorted((name.split("}:", 1)[-1].split(":", 1)[0], int(client.strlen(name))) for name in names)
+    # prefix{conversation}:part[:address]: per kind of part, how many values and their bytes
+    kinds: dict[str, list[int]] = {}
+    for name in names:
+        kinds.setdefault(name.split("}:", 1)[-1].split(":", 1)[0], []).append(int(client.strlen(name)))
     client.close()
-    return ", ".join(f"{part} {size:,} bytes" for part, size in sizes) or "nothing"
+    return (
+        ", ".join(
+            f"{kind} {len(sizes)} value{'s' if len(sizes) > 1 else ''} of {statistics.median(sizes):,.0f} bytes"
+            for kind, sizes in sorted(kinds.items())
+        )
+        or "nothing"
+    )
 
 
 def engine_usage(body: Any) -> Any:

@@ -169,14 +169,15 @@ def prepare_lock(address: str) -> str:
     return f"prepare:{address}" if address else "prepare"
 
 
-def address_of(key: str, scope: str, chain: Sequence[str], items: Sequence[Item], n: int) -> str:
+def address_of(key: str, scope: str, chain: Sequence[str], items: Sequence[Item], n: int, bare: str = "") -> str:
     """The name of the history ``items[:n]`` (n >= 1) of the derived key ``key`` under the scope ``scope``
     (system prompt, tools, model: :func:`~otel_context.conversation.memo.scope_of`): a hash of both, of the
     chain up to its second-to-last item and of its last item without ``cache_control`` markers (a re-sent
     last message whose marker moved names the same history). ``chain`` covers at least ``n - 1`` items.
-    Two conversations share a name only while everything their model read is the same."""
+    Two conversations share a name only while everything their model read is the same. ``bare``: the hash of
+    the last item without markers, when the caller has it."""
     previous = chain[n - 2] if n > 1 else ""
-    bare = hashlib.sha256(_digest(_without_markers(items[n - 1]))).hexdigest()
+    bare = bare or hashlib.sha256(_digest(_without_markers(items[n - 1]))).hexdigest()
     named = f"{key}\x1e{scope}\x1e{previous}\x1e{bare}"
     return hashlib.sha256(named.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 

@@ -129,6 +129,9 @@ class ConversationState:
     #: With a shared store only: the name under which the fleet prepares this conversation's summaries in
     #: the background (the history where the first preparation was claimed; carried on by each state value).
     shared_prepared = ""
+    #: With a shared store only: the snapshot this state's last write to the store was made for, the scope and
+    #: the name it was written under (the next call of the conversation reads that name without hashing).
+    shared_written: tuple[Snapshot, str, str] | None = None
 
     def __init__(self, key: str, explicit: bool, serial: int = 0) -> None:
         self.key = key

@@ -98,22 +98,36 @@ def read_address(
         return "empty", ()
     k = _read_point(adapter, items)
     snapshot = resolution.snapshot
+    written = state.shared_written
+    if (
+        written is not None
+        and written[0] is snapshot
+        and snapshot is not None
+        and k == len(snapshot.items)
+        and resolution.unchanged >= k - 1  # only a moved marker, for a derived key: the same name
+        and written[1] == scope()
+    ):
+        return written[2], ()  # this worker wrote the state of the previous call: its name is known
     known = snapshot.chain[: resolution.unchanged] if snapshot is not None else ()
     chain = shared.extend(known, items, k - 1)
     return shared.address_of(state.key, scope(), chain, items, k), chain
 
 
-def written_address(call: EngineCall, snapshot: Snapshot, made: ChainLink | None) -> str:
+def written_address(call: EngineCall, snapshot: Snapshot, made: ChainLink | None, bare: str = "") -> str:
     """The name of the stored state a call writes after its response (what the next call reads: see
-    :func:`read_address`)."""
-    if call.state.explicit:
+    :func:`read_address`); ``bare``: the hash of the last item without markers, when known."""
+    state = call.state
+    if state.explicit:
         return ""
     if made is not None:
         return f"chain:{made.chain}:{made.turn}"
     items = snapshot.items
     if not items or len(snapshot.chain) < len(items) - 1:
         return call.shared_address or "empty"
-    return shared.address_of(call.state.key, call.scope, snapshot.chain, items, len(items))
+    scope = call.scope
+    address = shared.address_of(state.key, scope, snapshot.chain, items, len(items), bare)
+    state.shared_written = (snapshot, scope, address)
+    return address
 
 
 def take(
@@ -200,7 +214,8 @@ def commit(call: EngineCall, store: StateStore, snapshot: Snapshot, made: ChainL
     value, memo = _value(call, store, snapshot)
     for entry in memo:
         store.put_later(key, shared.entry_value(entry), shared.memo_part(entry.address))
-    part = shared.state_part(written_address(call, snapshot, made))
+    anchor = value["anchor"]
+    part = shared.state_part(written_address(call, snapshot, made, anchor["bare"] if anchor else ""))
     store.put_later(key, value, part, renew=shared.renewed(value))
 
 
