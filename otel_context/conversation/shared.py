@@ -3,14 +3,17 @@ that did not serve the previous call takes it up.
 
 Why: consecutive turns of one conversation land on different processes. Each worker keeps its in-process
 :class:`~otel_context.conversation.state.ConversationState` (the fast path, exactly as with no store); the
-shared value (one per conversation key, in a :class:`~otel_context.conversation.state_store.StateStore`)
+shared value (per conversation, in a :class:`~otel_context.conversation.state_store.StateStore`)
 brings it up to date when another worker moved the conversation on since this one last saw it.
 
-What is stored, per conversation key, in two parts (JSON, under the store's schema version): ``state``,
-small, written after every call, and ``memo``, the summaries, written only when they change. Why two: the
-summaries are most of the bytes (kilobytes per summary), and an appended turn changes none of them, so a
-call reads, decodes, encodes and writes only the small part; a worker reads the summaries (a second round
-trip) only when the state names a revision of them it does not hold. What ``state`` holds:
+What is stored, in parts (JSON, under the store's schema version, sealed when the store has keys): ``state``,
+small, written after every call, and one ``memo`` part per summary, written once. A derived-key
+conversation's ``state`` is named after its history (:func:`address_of`: its scope, i.e. system prompt,
+tools and model, and a chained hash of its items), so a worker reads the state of the conversation it
+serves and of no other, however many open alike; an explicit id has one ``state``. A summary's part is
+named after its content address (:attr:`~otel_context.conversation.memo.MemoEntry.address`: everything the
+summarizer read), and the state names its summaries by length and address: a worker reads a summary only
+when its own scope and items hash to that address (:func:`memo_wanted`). What ``state`` holds:
 
 * ``seq`` / ``rev``: a sequence number and the writer's token. A worker whose own state has the same
   revision has nothing to take (the common case of one worker: one ``GET`` and a comparison); a lower
@@ -20,10 +23,11 @@ trip) only when the state names a revision of them it does not hold. What ``stat
   (a re-sent last message whose ``cache_control`` marker moved still matches), plus the hash of the last
   item without its markers. A worker hashes only the items it has not hashed itself (its own snapshot
   keeps the chain), so verifying costs what was appended since it last served the conversation.
-* ``memo``: the revision (a content hash) of the ``memo`` part, the compaction memo's entries with their
-  JSON replacements. They are keyed by a content hash of the prefix they replace, so a worker that never
-  saw the conversation verifies and reuses them, and sends byte-identical summaries (the provider's prompt
-  cache keeps hitting whoever answers). Every write of ``state`` renews the expiry of ``memo``.
+* ``memo``: the ``[length, address]`` of each summary of the conversation's memo. A worker that never saw
+  the conversation verifies and reuses them, and sends byte-identical summaries (the provider's prompt
+  cache keeps hitting whoever answers). Every write of ``state`` renews their expiry.
+* ``prepared``: the name of the conversation's background preparations (see
+  ``otel_context.engine.fleet``), carried on by every write.
 * the breaker's counters, the estimate factor, the window a provider stated for the model, the time the
   last call ended, and the cache-break baseline (an opaque digest of :mod:`otel_context.cache`).
 
@@ -31,8 +35,8 @@ Besides, each response the provider stores (Responses ``previous_response_id`` c
 its own, named after the response id (hashed by the store): the derived key of its conversation (never an
 explicit id), its usage, and its chain's name and turn (:func:`link_value`, :func:`linked`).
 
-Two conversations never share state (docs/conversations.md): memo entries apply only to their own
-content; the rest is taken only for an explicit id, or when the anchor's hashes prove that this call's
+Two conversations never share state (docs/conversations.md): memo entries apply only to their own content
+and scope; the rest is taken only for an explicit id, or when the anchor's hashes prove that this call's
 items continue that very history.
 """
 

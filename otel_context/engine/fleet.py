@@ -10,9 +10,10 @@ the store; the store itself bounds every call by its short timeout and falls bac
 prefetch before planning would have needed the conversation key outside the engine, and could not take the
 summary lock, which is only known to be needed in the middle of the plan.)
 
-Round trips: one ``GET`` of the conversation's small ``state`` part before the request goes out, and a
-second one, of its ``memo`` part (the summaries), only when the state names summaries this worker does not
-hold (another worker compacted); the write after the response goes through ``put_later`` (a background
+Round trips: one ``GET`` of the small ``state`` part of the conversation's history before the request goes
+out (named after that history: :func:`read_address`), and a second one, of a summary (a ``memo`` part named
+after its content address), only when the state names a summary of this very history that this worker does
+not hold (another worker compacted); the write after the response goes through ``put_later`` (a background
 thread: the caller never waits for it) and carries the summaries only when they changed. A threshold
 crossing adds the lock (``SET NX PX``), synchronous writes of the new summary and the state before the lock
 is let go (so the next worker finds them), and the release.
