@@ -77,6 +77,9 @@ DEFAULT_TIMEOUT_SECONDS: Final = 0.05
 DEFAULT_MAX_VALUE_BYTES: Final = 1 << 20
 DEFAULT_RETRY_AFTER_SECONDS: Final = 1.0
 DEFAULT_LEASE_SECONDS: Final = 30.0
+#: How long a value a newer one supersedes is kept (``put_later(..., retire=...)``): a state named after a
+#: history, once the conversation moved on (calls still under way on that history read it before then).
+RETIRE_SECONDS: Final = 900.0
 #: Between two warnings of a flapping store (the first outage always warns).
 WARN_INTERVAL_SECONDS: Final = 300.0
 #: How often a waiter looks for the value another worker is writing.
@@ -127,6 +130,11 @@ def _store_key(prefix: str, key: str, part: str) -> str:
     a call names two or three keys of its conversation, each a SHA-256 of its key otherwise)."""
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return f"{prefix}{{{digest}}}:{part}"
+
+
+class _Retired(str):
+    """A name among the ``renew`` names of a write whose expiry is shortened to :data:`RETIRE_SECONDS`
+    instead of renewed (a ``str``, so it travels with the others through the writer)."""
 
 
 def _count(operation: str, error_type: str) -> None:
@@ -206,16 +214,26 @@ class StateStore(ABC):
         payload = self._encode(value, name)
         return payload is not None and await self._aput_raw(name, payload, self._renewed(key, renew))
 
-    def put_later(self, key: str, value: Mapping[str, Any], part: str = "state", *, renew: Sequence[str] = ()) -> None:
+    def put_later(
+        self,
+        key: str,
+        value: Mapping[str, Any],
+        part: str = "state",
+        *,
+        renew: Sequence[str] = (),
+        retire: Sequence[str] = (),
+    ) -> None:
         """Store ``value`` without waiting for the store (it is encoded now: later changes do not count).
 
         Writes of one process reach the store in the order they were given (the newest of a key replaces
         a pending older one of the same key), so a part written before another is there when the other is.
+        ``retire``: parts this value supersedes, kept :data:`RETIRE_SECONDS` more (same round trip).
         """
         name = self.key(key, part)
         payload = self._encode(value, name)
         if payload is not None:
-            self._put_later_raw(name, payload, self._renewed(key, renew))
+            retired = tuple(_Retired(self.key(key, other)) for other in retire if other != part)
+            self._put_later_raw(name, payload, self._renewed(key, renew) + retired)
 
     def acquire(self, key: str, name: str = "summary", lease_seconds: float = DEFAULT_LEASE_SECONDS) -> Lease | None:
         """The lock ``name`` of conversation ``key`` for ``lease_seconds``, or None when another holds it.
@@ -498,14 +516,16 @@ class InProcessStore(StateStore):
     def _put_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool:
         now = self._clock()
         with self._cond:
+            limit = min(self.idle_seconds, self.ttl_seconds)
             for other in renew:
                 kept = self._values.get(other)
-                if kept is not None:
+                if kept is not None and isinstance(other, _Retired):
+                    self._values[other] = (kept[0], min(kept[1], now - max(0.0, limit - RETIRE_SECONDS)))
+                elif kept is not None:
                     self._values[other] = (kept[0], now)
                     self._values.move_to_end(other)
             self._values[name] = (payload, now)
             self._values.move_to_end(name)
-            limit = min(self.idle_seconds, self.ttl_seconds)
             while self._values:
                 oldest, (_, seen) = next(iter(self._values.items()))
                 if len(self._values) > self.max_entries or now - seen > limit:
@@ -902,7 +922,7 @@ class RedisStore(StateStore):
     def _put_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool:
         ttl = int(self.ttl_seconds * 1000)
         if self._conns is not None:
-            commands = [("SET", name, payload, "PX", ttl), *(("PEXPIRE", other, ttl) for other in renew)]
+            commands = [("SET", name, payload, "PX", ttl), *(("PEXPIRE", other, _ttl(other, ttl)) for other in renew)]
             ok, _ = self._call("put", self._conns.run, *commands)
             return ok
         if not renew:
@@ -912,7 +932,7 @@ class RedisStore(StateStore):
         pipe = self._client.pipeline(transaction=False)
         pipe.set(name, payload, px=ttl)
         for other in renew:
-            pipe.pexpire(other, ttl)
+            pipe.pexpire(other, _ttl(other, ttl))
         ok, _ = self._call("put", pipe.execute)
         return ok
 
@@ -926,7 +946,7 @@ class RedisStore(StateStore):
         pipe = self._aclient().pipeline(transaction=False)
         pipe.set(name, payload, px=ttl)
         for other in renew:
-            pipe.pexpire(other, ttl)
+            pipe.pexpire(other, _ttl(other, ttl))
         ok, _ = await self._acall("put", pipe.execute)
         return ok
 
@@ -999,6 +1019,12 @@ class RedisStore(StateStore):
             self._conns.close()
         if self._url is not None:
             self._client.close()
+
+
+def _ttl(name: str, ttl_ms: int) -> int:
+    """The expiry a write gives one of its ``renew`` names: the store's, or a short one for a retired name
+    (never longer than the store's: ``PEXPIRE`` would extend it)."""
+    return min(ttl_ms, int(RETIRE_SECONDS * 1000)) if isinstance(name, _Retired) else ttl_ms
 
 
 def _client_kwargs(timeout: float) -> dict[str, Any]:

@@ -217,7 +217,11 @@ def commit(call: EngineCall, store: StateStore, snapshot: Snapshot, made: ChainL
         store.put_later(key, shared.entry_value(entry), shared.memo_part(entry.address))
     anchor = value["anchor"]
     part = shared.state_part(written_address(call, snapshot, made, anchor["bare"] if anchor else ""))
-    store.put_later(key, value, part, renew=shared.renewed(value))
+    # The state this call read is superseded (the conversation's next call reads this one): kept a little
+    # longer for calls still under way on that history, not a day for every call of every conversation.
+    read = call.shared_address
+    retire = (shared.state_part(read),) if read and not call.state.explicit else ()
+    store.put_later(key, value, part, renew=shared.renewed(value), retire=retire)
 
 
 def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:

@@ -27,7 +27,7 @@ import redis
 import otel_context
 from otel_context import Settings, SettingsError, semconv
 from otel_context.conversation import shared
-from otel_context.conversation.state_store import InProcessStore, StateStore
+from otel_context.conversation.state_store import RETIRE_SECONDS, InProcessStore, StateStore
 from otel_context.settings import resolve
 from otel_context.testing import SimulatedProvider
 from otel_context.testing.fleet import Figures, file_content
@@ -168,6 +168,13 @@ def test_a_worker_reads_only_the_stored_values_of_its_own_conversation(
     assert store.flush(5)
     of_a = set(_values(own_redis.url))
     assert any(":memo" in k for k in of_a) and any(":state" in k for k in of_a)
+    # One state per call, each named after its history: the one the next call reads lives as long as the
+    # store keeps values, those the conversation moved on from only a little longer (calls still under way).
+    client = redis.Redis.from_url(own_redis.url)
+    states = [k for k in of_a if ":state" in k]
+    lasting = [k for k in states if client.pttl(k) > RETIRE_SECONDS * 1000]
+    client.close()
+    assert len(states) == len(calls) and len(lasting) == 1
 
     otel_context.engine.reset()  # a worker that never saw either conversation
     monitor = Monitor(own_redis.url)
