@@ -9,6 +9,8 @@
    default vs the Redis store, side by side; wall clock and the calling thread's CPU time (the writer
    thread's work is not in the CPU figure; back to back, with no request in between, it competes with the
    next call for the GIL, which the wall-clock figure shows).
+   Each Redis row is measured twice in the same run: values in clear, and sealed with a key
+   (``OTEL_CONTEXT_STATE_STORE_KEY``: AES-256-GCM at the store's value boundary).
 3. Four workers, one conversation (``otel_context.testing.fleet``): 80 turns of a tool-using agent on a
    30,000-token window, each call served by the next of N spawned worker processes against one simulated
    provider; workers 1 vs 4, each process's own state (before) vs the Redis store (after).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import statistics
 import sys
 import time
@@ -47,6 +50,8 @@ from tests.compaction.support import FakeSummarizer, anthropic_agent
 
 MODEL = "claude-sonnet-4-6"
 IN_PROCESS = "in-process (default)"
+#: The key of the sealed runs (random: nothing here is kept).
+KEYS = (os.urandom(32),)
 A = for_format("anthropic_messages")
 
 
@@ -116,7 +121,12 @@ def _fmt(samples: list[float]) -> str:
 
 
 def per_call(
-    url: str | None, turns: int = 300, n_messages: int = 60, summary_kb: int = 0, settle: bool = False
+    url: str | None,
+    turns: int = 300,
+    n_messages: int = 60,
+    summary_kb: int = 0,
+    settle: bool = False,
+    keys: tuple[bytes, ...] | None = None,
 ) -> tuple[list[float], list[float]]:
     """µs of ``plan`` + ``on_response`` for each appended turn of one compacted conversation: wall clock
     and the calling thread's CPU time (the usage the provider would report is computed outside both).
@@ -137,7 +147,7 @@ def per_call(
         )
     # A longer summary comes from a longer history (else the summary alone would fill the window).
     base = anthropic_agent(n_messages // 4 + 1, result_chars=300 + 150 * summary_kb)[: n_messages - 1]
-    settings = Settings(auto_compact_window=estimate_items(A, base), state_store=url)
+    settings = Settings(auto_compact_window=estimate_items(A, base), state_store=url, state_store_key=keys)
     history = list(base)
     store = shared.store_for(settings) if settle else None
     timings: list[float] = []
@@ -173,9 +183,18 @@ def _stored_sizes(server: RedisServer) -> str:
 
     client = redis.Redis.from_url(server.url)
     names = [key.decode() if isinstance(key, bytes) else str(key) for key in client.keys("*")]
-    sizes = sorted((name.rsplit(":", 1)[-1], int(client.strlen(name))) for name in names)
+    # prefix{conversation}:part[:address]: per kind of part, how many values and their bytes
+    kinds: dict[str, list[int]] = {}
+    for name in names:
+        kinds.setdefault(name.split("}:", 1)[-1].split(":", 1)[0], []).append(int(client.strlen(name)))
     client.close()
-    return ", ".join(f"{part} {size:,} bytes" for part, size in sizes) or "nothing"
+    return (
+        ", ".join(
+            f"{kind} {len(sizes)} value{'s' if len(sizes) > 1 else ''} of {statistics.median(sizes):,.0f} bytes"
+            for kind, sizes in sorted(kinds.items())
+        )
+        or "nothing"
+    )
 
 
 def engine_usage(body: Any) -> Any:
@@ -222,24 +241,33 @@ def main() -> None:
         redis_store = open_store(server.url)
         redis_results = measure(redis_store, value, args.n)
         redis_store.close()
+        sealed_store = open_store(server.url, keys=KEYS)
+        sealed_results = measure(sealed_store, value, args.n)
+        sealed_store.close()
+        server.command("FLUSHALL")
         calls = {}
         for kb in (0, args.kb):
             calls[(IN_PROCESS, kb)] = per_call(None, summary_kb=kb)
-            calls[("Redis (loopback), back to back", kb)] = per_call(server.url, summary_kb=kb)
-            stored = _stored_sizes(server)
-            server.command("FLUSHALL")  # the next run must compact, not find this run's summary
-            calls[("Redis (loopback), writer idle", kb)] = per_call(server.url, summary_kb=kb, settle=True)
-            server.command("FLUSHALL")
+            for sealed, keys in (("", None), (", sealed", KEYS)):
+                calls[(f"Redis (loopback){sealed}, back to back", kb)] = per_call(server.url, summary_kb=kb, keys=keys)
+                stored = _stored_sizes(server)
+                server.command("FLUSHALL")  # the next run must compact, not find this run's summary
+                calls[(f"Redis (loopback){sealed}, writer idle", kb)] = per_call(
+                    server.url, summary_kb=kb, settle=True, keys=keys
+                )
+                server.command("FLUSHALL")
         server.command("FLUSHALL")
         fleet = [] if args.skip_fleet else fleet_table(server.url)
-    size = len(open_store(None)._encode(value) or b"")
+    size = len(open_store(None)._encode(value, "conv") or b"")
     lines = [
         f"Value: {size:,} bytes encoded; {args.n} samples per operation; median (p90), wall clock.",
         "",
-        "| operation | in-process | Redis (loopback) |",
-        "|---|---|---|",
+        "| operation | in-process | Redis (loopback) | Redis (loopback), sealed |",
+        "|---|---|---|---|",
     ]
-    lines += [f"| {op} | {_fmt(memory[op])} | {_fmt(redis_results[op])} |" for op in memory]
+    lines += [
+        f"| {op} | {_fmt(memory[op])} | {_fmt(redis_results[op])} | {_fmt(sealed_results[op])} |" for op in memory
+    ]
     lines += [
         "",
         "Per call at the engine (plan + on_response, an appended turn of a compacted 60-message conversation),",
@@ -254,7 +282,7 @@ def main() -> None:
         more_cpu = "" if cpu is base_cpu else f"+{statistics.median(cpu) - statistics.median(base_cpu):.0f} µs"
         summary = f"{kb} KB" if kb else "short (test summarizer)"
         lines.append(f"| {summary} | {label} | {_fmt(wall)} | {more} | {_fmt(cpu)} | {more_cpu} |")
-    lines += ["", f"Stored after the run with the {args.kb} KB summary: {stored}."]
+    lines += ["", f"Stored after the (sealed) run with the {args.kb} KB summary: {stored}."]
     if fleet:
         lines += ["", "One conversation, 80 turns, 30,000-token window, each call on the next worker:", "", *fleet]
     text = "\n".join(lines)

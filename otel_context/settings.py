@@ -128,6 +128,11 @@ class Settings:
     #: summary another worker is making (a lock holder that may be slow, gone or unknown); past it the call goes
     #: on as without a store (its own state; it summarizes itself if its request does not fit).
     state_store_max_wait_seconds: float = 0.25
+    #: OTEL_CONTEXT_STATE_STORE_KEY: encrypt and authenticate what the shared store holds (AES-256-GCM):
+    #: comma-separated base64 keys of 32 bytes, the first encrypts, each decrypts (rotation); see
+    #: docs/deploying.md. Never shown (no repr). A bad key from the environment: one warning, and no
+    #: shared store (state stays in each process); from code: a SettingsError.
+    state_store_key: tuple[bytes, ...] | None = field(default=None, repr=False)
 
     #: Code-only hooks: pre_compact(event) may add must-keep instructions or veto; post_compact(event) may
     #: add messages. See otel_context.compaction.hooks.
@@ -170,6 +175,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_STATE_STORE": ("state_store", "store"),
     "OTEL_CONTEXT_USER_MESSAGES_BUDGET": ("user_messages_budget", "nonnegint"),
     "OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS": ("state_store_max_wait_seconds", "seconds"),
+    "OTEL_CONTEXT_STATE_STORE_KEY": ("state_store_key", "key"),
 }
 
 #: Variables read elsewhere than :class:`Settings` (known to the misspelling check).
@@ -253,6 +259,11 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
     if kind == "store":
         try:
             return store_spec.validate_spec(raw)
+        except store_spec.StateStoreConfigError as exc:
+            raise SettingsError(f"{where}: {exc}") from None
+    if kind == "key":
+        try:
+            return store_spec.parse_keys(raw)
         except store_spec.StateStoreConfigError as exc:
             raise SettingsError(f"{where}: {exc}") from None
     if kind == "str":
@@ -358,12 +369,19 @@ def resolve(
     check_unknown_variables(env)
     # Shallow: every value is immutable or an object to keep as is (hooks, a store client).
     values: dict[str, Any] = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)} if base else {}
+    bad_key = False
     for var, (name, kind) in ENV_VARS.items():
         raw = env.get(var)
         if raw is not None and raw.strip() != "" and name not in (code or {}):
             try:
                 values[name] = _parse(kind, raw, var)
             except SettingsError as exc:
+                if kind == "key":
+                    # A secret: never store values in clear because its variable was mistyped, and never
+                    # fail the app over telemetry. The message names the variable, not the value.
+                    bad_key = True
+                    _warn_once(f"bad_key:{exc}", "otel_context: %s; the shared state store is not used", exc)
+                    continue
                 _env_value_ignored(var, raw, exc, values.get(name, _DEFAULTS.get(name)))
     for name, raw in (code or {}).items():
         if name not in _FIELDS:
@@ -378,6 +396,8 @@ def resolve(
             values[name] = tuple(cast("Any", raw))
         else:
             values[name] = raw
+    if bad_key and "state_store_key" not in (code or {}):
+        values["state_store"] = None  # state stays in each process (docs/deploying.md)
     return Settings(**values)
 
 

@@ -6,6 +6,8 @@ with the variable's name); :mod:`otel_context.conversation.state_store` opens wh
 
 from __future__ import annotations
 
+import base64
+import binascii
 import importlib.util
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -75,3 +77,66 @@ def validate_spec(spec: Any) -> Any:
     raise StateStoreConfigError(
         f"state store must be 'memory', a redis:// URL, a redis.Redis client or a StateStore, not {type(spec).__name__}"
     )
+
+
+#: Bytes of one key of ``OTEL_CONTEXT_STATE_STORE_KEY``: AES-256.
+KEY_BYTES = 32
+
+
+def parse_keys(raw: Any) -> tuple[bytes, ...] | None:
+    """The keys of ``OTEL_CONTEXT_STATE_STORE_KEY`` / ``instrument(state_store_key=...)``: the first encrypts
+    what the store is given, every one decrypts (a rotation: put the new key first, keep the old one after
+    it until the values it wrote have expired).
+
+    A string is a comma-separated list of keys, each the base64 (standard or URL-safe, padded or not) of 32
+    random bytes (``python -c "import os,base64;print(base64.b64encode(os.urandom(32)).decode())"``); from
+    code, 32 raw bytes or a list of keys are taken too. None/"" means no encryption. Raises
+    :class:`StateStoreConfigError` saying what is wrong, never showing a key.
+    """
+    if raw is None:
+        return None
+    parts: list[Any]
+    if isinstance(raw, (bytes, bytearray)):
+        parts = [bytes(raw)]
+    elif isinstance(raw, str):
+        if not raw.strip():
+            return None
+        parts = [p.strip() for p in raw.split(",")]
+    elif isinstance(raw, (list, tuple)):
+        parts = list(raw)
+    else:
+        raise StateStoreConfigError(f"the state store key must be a string or bytes, not {type(raw).__name__}")
+    keys: list[bytes] = []
+    for i, part in enumerate(parts, 1):
+        key = _one_key(part, i)
+        if key not in keys:
+            keys.append(key)
+    if not keys:
+        return None
+    if importlib.util.find_spec("cryptography") is None:
+        raise StateStoreConfigError(
+            "encrypting the state store needs the cryptography package: pip install 'otel-context[redis]'"
+        )
+    return tuple(keys)
+
+
+def _one_key(part: Any, position: int) -> bytes:
+    if isinstance(part, (bytes, bytearray)) and len(part) == KEY_BYTES:
+        return bytes(part)
+    if isinstance(part, (bytes, bytearray)):
+        part = bytes(part).decode("ascii", "replace")
+    if not isinstance(part, str) or not part.strip():
+        raise StateStoreConfigError(f"key {position} of the state store key list is empty")
+    text = part.strip().replace("-", "+").replace("_", "/")
+    try:
+        key = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise StateStoreConfigError(
+            f"key {position} of the state store key list is not base64 (expected the base64 of {KEY_BYTES} random bytes)"
+        ) from None
+    if len(key) != KEY_BYTES:
+        raise StateStoreConfigError(
+            f"key {position} of the state store key list decodes to {len(key)} bytes, not {KEY_BYTES} "
+            f"(expected the base64 of {KEY_BYTES} random bytes)"
+        )
+    return key

@@ -251,6 +251,8 @@ class KeptUserMessages:
     omitted: int = 0
     #: The messages left out, oldest first.
     left_out: tuple[str, ...] = ()
+    #: Of those, how many the summarizer did not read either (the oldest, made way for the summary's room).
+    unread: int = 0
 
     @property
     def note(self) -> str:
@@ -260,9 +262,12 @@ class KeptUserMessages:
         line = f"{VERBATIM_NOTE_PREFIX} The user's own messages of that part precede this one, verbatim, oldest first"
         if not self.omitted:
             return line + "."
+        kept = f"{line}: the first {self.first} and the newest {len(self.texts) - self.first}; the {self.omitted} "
+        if not self.unread:
+            return kept + "in between are left out here and covered by the summary above."
         return (
-            f"{line}: the first {self.first} and the newest {len(self.texts) - self.first}; the {self.omitted} "
-            "in between are left out here and covered by the summary above."
+            f"{kept}in between are left out here; the oldest {self.unread} of them did not fit in what the "
+            "summarizer read, and the summary above covers the rest."
         )
 
     @property
@@ -283,15 +288,19 @@ class KeptUserMessages:
         )
 
 
-def select_user_messages(texts: Sequence[str], budget: int) -> KeptUserMessages:
+def select_user_messages(texts: Sequence[str], budget: int, unread: int = 0) -> KeptUserMessages:
     """The user's messages to keep verbatim within ``budget`` tokens: all of them when they fit; else the
     first ones (the task and its first constraints, up to a quarter of the budget) and the newest (the rest),
-    each whole (a message cut in half is not what the user wrote)."""
+    each whole (a message cut in half is not what the user wrote).
+
+    ``unread``: the first ``unread`` messages include some the summarizer did not read (the oldest rounds
+    of its request made way for the summary's room): those may take the whole budget, oldest first, since
+    the summary cannot cover them; the newest it did read get what is left."""
     sizes = [estimate_text(t) + ITEM_OVERHEAD_TOKENS for t in texts]
     if sum(sizes) <= budget:
         return KeptUserMessages(tuple(texts), len(texts), 0)
     first = used = 0
-    while first < len(texts) and used + sizes[first] <= budget // 4:
+    while first < len(texts) and used + sizes[first] <= (budget if first < unread else budget // 4):
         used += sizes[first]
         first += 1
     if first == 0 and sizes and sizes[0] <= budget // 2:
@@ -301,7 +310,8 @@ def select_user_messages(texts: Sequence[str], budget: int) -> KeptUserMessages:
         start -= 1
         used += sizes[start]
     kept = (*texts[:first], *texts[start:])
-    return KeptUserMessages(tuple(kept), first, start - first, tuple(texts[first:start]))
+    unread_left_out = max(0, min(unread, start) - first)
+    return KeptUserMessages(tuple(kept), first, start - first, tuple(texts[first:start]), unread_left_out)
 
 
 def to_cover(
@@ -582,6 +592,7 @@ def summarize(
     overflow_retries = 0
     cut_short: int | None = None  #: the output cap of a reply stopped by its length limit
     finish: str | None = None
+    read = transcript  # what the summarizer's request holds of the span (its oldest rounds may make way)
     while True:
         attempts += 1
         request: dict[str, Any] | None = None
@@ -659,6 +670,12 @@ def summarize(
             raise CompactionError(kind, f"the summarizer call failed: {error}") from error
         assert summary is not None
         summary_tokens = result.usage.output_tokens if result.usage is not None else estimate_text(result.text)
+        if len(transcript) < len(read):
+            # The summarizer did not read the oldest rounds of the span: their user messages are kept verbatim
+            # first (the summary cannot cover them), then the newest.
+            unread = len(user_messages(adapter, read)) - len(user_messages(adapter, transcript))
+            before = max(0, len(texts) - len(user_messages(adapter, read)))
+            kept = select_user_messages(texts, budget, before + unread)
         verbatim = tuple(adapter.make_user_item(text) for text in kept.texts)
         room = None
         if target_tokens is not None:

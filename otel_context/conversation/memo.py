@@ -7,8 +7,12 @@ time, so the provider's prompt cache never hits). With it:
 - the summarizer runs once per threshold crossing: the next call carries the same prefix, which is found
   here and replaced by the SAME replacement objects, so the requests after a compaction share a
   byte-identical prefix the provider can cache;
-- entries are keyed by a hash of the content they replaced, so a derived-key collision between two
-  conversations can never move one conversation's summary into another;
+- entries are keyed by a hash of everything the summarizer read: the content they replaced, and the
+  call's scope (system prompt, tools and model, :func:`scope_of`). A derived-key collision between two
+  conversations can never move one conversation's summary into another, nor can two conversations with the
+  same messages under different system prompts or tools share one (the summary of one was written for
+  what the other's model does not see). The pair is the entry's :attr:`MemoEntry.address`, the name a
+  shared store keeps it under;
 - the per-call cost does not grow with the history: the call's snapshot of its conversation (read once,
   immutable) tells how many leading items are equal to the previous call's (a C-level list comparison,
   whose leaf strings are usually the very same objects), and the entry verified against that snapshot's
@@ -23,6 +27,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from otel_context.fork_safe import new_lock
@@ -43,9 +48,36 @@ def items_hash(items: Sequence[Item]) -> str:
     return digest.hexdigest()
 
 
+#: Scopes already hashed, per (system text, model): the tools they came with (a copy: an app may change its
+#: own list in place) and the digest. Every call of a conversation resends the same tools, so an equality
+#: check (shared leaf strings, mostly) replaces encoding and hashing them; bounded.
+_scopes: dict[tuple[str, str], tuple[Any, str]] = {}
+_SCOPES_MAX = 256
+
+
+def scope_of(system: str, tools: Any, model: str) -> str:
+    """A digest of what a summarizer reads besides the replaced items: the system prompt (as text), the tool
+    definitions and the model. Two conversations whose scopes differ never share a memo entry."""
+    kept = _scopes.get((system, model))
+    if kept is not None and kept[0] == tools:
+        return kept[1]
+    text = json.dumps([system, tools, model], sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    if len(_scopes) >= _SCOPES_MAX:
+        _scopes.clear()  # a miss only costs the hash again
+    _scopes[system, model] = (json.loads(text)[1], digest)
+    return digest
+
+
+def entry_address(scope: str, prefix_hash: str) -> str:
+    """The content address of a summary: of its scope and of the items it replaced (see :func:`scope_of`)."""
+    return hashlib.sha256(f"{scope}\x1e{prefix_hash}".encode()).hexdigest()[:40]
+
+
 @dataclass(frozen=True)
 class MemoEntry:
-    """``prefix_len`` original items whose hash is ``prefix_hash`` are sent as ``replacement``."""
+    """``prefix_len`` original items whose hash is ``prefix_hash`` are sent as ``replacement``, for calls
+    of the scope ``scope`` (:func:`scope_of`) only."""
 
     prefix_len: int
     prefix_hash: str
@@ -56,6 +88,13 @@ class MemoEntry:
     #: Leading items of ``replacement`` that are the summary's head (its message and the user's messages
     #: kept verbatim): what follows them is the span the next summary adds to the anchor (0: no summary).
     summary_head: int = 0
+    #: The scope of the call it was made for (system prompt, tools, model): it applies to that scope only.
+    scope: str = ""
+
+    @cached_property
+    def address(self) -> str:
+        """The entry's content address (scope and replaced items): its identity, here and in a shared store."""
+        return entry_address(self.scope, self.prefix_hash)
 
     def apply(self, items: Sequence[Item]) -> list[Item]:
         """The items to send for ``items`` (whose prefix this entry matches)."""
@@ -94,28 +133,32 @@ class CompactionMemo:
     def merge(self, newer: Sequence[MemoEntry]) -> None:
         """Take entries another worker made (content-keyed, so safe to share), in front of ours."""
         with self._lock:
-            hashes = {e.prefix_hash for e in newer}
-            self._entries = (*newer, *(e for e in self._entries if e.prefix_hash not in hashes))[: self._max]
+            addresses = {e.address for e in newer}
+            self._entries = (*newer, *(e for e in self._entries if e.address not in addresses))[: self._max]
 
     def remember(self, entry: MemoEntry) -> None:
         """Record a compaction made on the current call."""
         with self._lock:
-            kept = (e for e in self._entries if e.prefix_hash != entry.prefix_hash)
+            kept = (e for e in self._entries if e.address != entry.address)
             self._entries = (entry, *kept)[: self._max]
 
     def find(
-        self, items: Sequence[Item], verified: MemoEntry | None = None, unchanged_prefix: int = 0
+        self, items: Sequence[Item], verified: MemoEntry | None = None, unchanged_prefix: int = 0, scope: str = ""
     ) -> MemoEntry | None:
-        """The entry that applies to ``items``, or None.
+        """The entry of scope ``scope`` that applies to ``items``, or None.
 
         ``verified``: the entry the previous call's items started with (from the call's own snapshot), and
         ``unchanged_prefix``: how many leading ``items`` are proven equal to that call's items. When that
-        covers ``verified``, it applies without hashing (the common, append-only case); otherwise every
-        entry is checked against the content hash of ``items``' own prefix.
+        covers ``verified`` (of this scope), it applies without hashing (the common, append-only case);
+        otherwise every entry of the scope is checked against the content hash of ``items``' own prefix.
         """
-        if verified is not None and verified.prefix_len <= unchanged_prefix:
+        if verified is not None and verified.prefix_len <= unchanged_prefix and verified.scope == scope:
             return verified
         for entry in sorted(self._entries, key=lambda e: e.prefix_len, reverse=True):
-            if entry.prefix_len <= len(items) and items_hash(items[: entry.prefix_len]) == entry.prefix_hash:
+            if (
+                entry.scope == scope
+                and entry.prefix_len <= len(items)
+                and items_hash(items[: entry.prefix_len]) == entry.prefix_hash
+            ):
                 return entry
         return None

@@ -3,14 +3,17 @@ that did not serve the previous call takes it up.
 
 Why: consecutive turns of one conversation land on different processes. Each worker keeps its in-process
 :class:`~otel_context.conversation.state.ConversationState` (the fast path, exactly as with no store); the
-shared value (one per conversation key, in a :class:`~otel_context.conversation.state_store.StateStore`)
+shared value (per conversation, in a :class:`~otel_context.conversation.state_store.StateStore`)
 brings it up to date when another worker moved the conversation on since this one last saw it.
 
-What is stored, per conversation key, in two parts (JSON, under the store's schema version): ``state``,
-small, written after every call, and ``memo``, the summaries, written only when they change. Why two: the
-summaries are most of the bytes (kilobytes per summary), and an appended turn changes none of them, so a
-call reads, decodes, encodes and writes only the small part; a worker reads the summaries (a second round
-trip) only when the state names a revision of them it does not hold. What ``state`` holds:
+What is stored, in parts (JSON, under the store's schema version, sealed when the store has keys): ``state``,
+small, written after every call, and one ``memo`` part per summary, written once. A derived-key
+conversation's ``state`` is named after its history (:func:`address_of`: its scope, i.e. system prompt,
+tools and model, and a chained hash of its items), so a worker reads the state of the conversation it
+serves and of no other, however many open alike; an explicit id has one ``state``. A summary's part is
+named after its content address (:attr:`~otel_context.conversation.memo.MemoEntry.address`: everything the
+summarizer read), and the state names its summaries by length and address: a worker reads a summary only
+when its own scope and items hash to that address (:func:`memo_wanted`). What ``state`` holds:
 
 * ``seq`` / ``rev``: a sequence number and the writer's token. A worker whose own state has the same
   revision has nothing to take (the common case of one worker: one ``GET`` and a comparison); a lower
@@ -20,10 +23,11 @@ trip) only when the state names a revision of them it does not hold. What ``stat
   (a re-sent last message whose ``cache_control`` marker moved still matches), plus the hash of the last
   item without its markers. A worker hashes only the items it has not hashed itself (its own snapshot
   keeps the chain), so verifying costs what was appended since it last served the conversation.
-* ``memo``: the revision (a content hash) of the ``memo`` part, the compaction memo's entries with their
-  JSON replacements. They are keyed by a content hash of the prefix they replace, so a worker that never
-  saw the conversation verifies and reuses them, and sends byte-identical summaries (the provider's prompt
-  cache keeps hitting whoever answers). Every write of ``state`` renews the expiry of ``memo``.
+* ``memo``: the ``[length, address]`` of each summary of the conversation's memo. A worker that never saw
+  the conversation verifies and reuses them, and sends byte-identical summaries (the provider's prompt
+  cache keeps hitting whoever answers). Every write of ``state`` renews their expiry.
+* ``prepared``: the name of the conversation's background preparations (see
+  ``otel_context.engine.fleet``), carried on by every write.
 * the breaker's counters, the estimate factor, the window a provider stated for the model, the time the
   last call ended, and the cache-break baseline (an opaque digest of :mod:`otel_context.cache`).
 
@@ -31,8 +35,8 @@ Besides, each response the provider stores (Responses ``previous_response_id`` c
 its own, named after the response id (hashed by the store): the derived key of its conversation (never an
 explicit id), its usage, and its chain's name and turn (:func:`link_value`, :func:`linked`).
 
-Two conversations never share state (docs/conversations.md): memo entries apply only to their own
-content; the rest is taken only for an explicit id, or when the anchor's hashes prove that this call's
+Two conversations never share state (docs/conversations.md): memo entries apply only to their own content
+and scope; the rest is taken only for an explicit id, or when the anchor's hashes prove that this call's
 items continue that very history.
 """
 
@@ -45,12 +49,12 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from otel_context import semconv, telemetry
-from otel_context.conversation.memo import MemoEntry
+from otel_context.conversation.memo import MemoEntry, entry_address, items_hash
 from otel_context.conversation.state import ChainLink, ConversationState, Resolution, Snapshot, _without_markers
 from otel_context.conversation.state_store import Loaded, StateStore, open_store
 from otel_context.fork_safe import new_lock
@@ -63,16 +67,25 @@ __all__ = [
     "PREPARED_ID",
     "Published",
     "Taken",
+    "address_of",
     "chain_for",
+    "entry_value",
+    "extend",
+    "memo_part",
     "memo_wanted",
+    "prepare_lock",
+    "prepared_part",
     "prepared_value",
     "published",
+    "renewed",
+    "state_part",
     "store_for",
+    "summary_lock",
     "take",
     "value_of",
 ]
 
-#: The store's part that holds a conversation's summaries (the rest is the default part, ``state``).
+#: The store's parts that hold a conversation's summaries, one per summary: ``memo:<its content address>``.
 MEMO = "memo"
 #: The store's part that holds the summary one worker prepared in the background for the whole fleet.
 PREPARED = "prepared"
@@ -88,26 +101,37 @@ Item = Mapping[str, Any]
 _TOKEN = secrets.token_hex(6)
 _WRITES = itertools.count(1)
 
-_opened: dict[int, tuple[Any, StateStore | None]] = {}
+_opened: dict[int, tuple[Any, tuple[bytes, ...] | None, StateStore | None]] = {}
 _opened_lock = new_lock(sys.modules[__name__], "_opened_lock")
 
 
 def store_for(settings: Settings) -> StateStore | None:
-    """The shared store the settings name, opened once per spec; None for the in-process default (and when
-    the store cannot be opened, e.g. redis-py missing: said once, the process goes on alone)."""
+    """The shared store the settings name, opened once per spec (and keys); None for the in-process default
+    (and when the store cannot be opened, e.g. redis-py missing: said once, the process goes on alone).
+    With ``state_store_key`` its values are sealed (:mod:`otel_context.conversation.sealing`); a
+    :class:`StateStore` given in code is used as it was made (its own ``keys=``)."""
     spec = settings.state_store
     if spec is None:
         return None
+    keys = settings.state_store_key
     known = _opened.get(id(spec))
-    if known is not None and known[0] is spec:
-        return known[1]
+    if known is not None and known[0] is spec and known[1] == keys:
+        return known[2]
     with _opened_lock:
         known = _opened.get(id(spec))
-        if known is not None and known[0] is spec:
-            return known[1]
+        if known is not None and known[0] is spec and known[1] == keys:
+            return known[2]
         store: StateStore | None
         try:
-            store = open_store(spec)
+            store = open_store(spec, keys=keys) if keys and not isinstance(spec, StateStore) else open_store(spec)
+            if keys and not store.sealed:
+                # A key was given for a store made without one: never write the users' words in clear.
+                telemetry.log_once(
+                    "state_store.unsealed",
+                    "otel_context: state_store_key is set but the StateStore given does not encrypt (give it "
+                    "keys=); the shared store is not used, conversation state stays in each process",
+                )
+                store = None
         except Exception as exc:
             telemetry.log_once(
                 "state_store.open",
@@ -117,8 +141,49 @@ def store_for(settings: Settings) -> StateStore | None:
             store = None
         if len(_opened) >= 16:  # bounded whatever an app does with instrument(): reopening is cheap
             _opened.clear()
-        _opened[id(spec)] = (spec, store)  # the spec is kept alive with it, so its id is not reused
+        _opened[id(spec)] = (spec, keys, store)  # the spec is kept alive with it, so its id is not reused
         return store
+
+
+def memo_part(address: str) -> str:
+    """The part a summary is stored in: named after its content address (:attr:`MemoEntry.address`)."""
+    return f"{MEMO}:{address}"
+
+
+def state_part(address: str) -> str:
+    """The part that holds the state a call of the history named ``address`` left ("": an explicit id's one
+    state)."""
+    return f"state:{address}" if address else "state"
+
+
+def summary_lock(address: str) -> str:
+    """The lock of a summary of the history named ``address`` (histories that merely open alike do not
+    wait for each other)."""
+    return f"summary:{address}" if address else "summary"
+
+
+def prepared_part(address: str) -> str:
+    """The part a summary prepared in the background is published in (see :func:`prepare_lock`)."""
+    return f"{PREPARED}:{address}" if address else PREPARED
+
+
+def prepare_lock(address: str) -> str:
+    """The lock of a background preparation of the conversation whose preparations are named ``address``
+    (the name of the history where its first one was claimed, carried on by its state: ``prepared``)."""
+    return f"prepare:{address}" if address else "prepare"
+
+
+def address_of(key: str, scope: str, chain: Sequence[str], items: Sequence[Item], n: int, bare: str = "") -> str:
+    """The name of the history ``items[:n]`` (n >= 1) of the derived key ``key`` under the scope ``scope``
+    (system prompt, tools, model: :func:`~otel_context.conversation.memo.scope_of`): a hash of both, of the
+    chain up to its second-to-last item and of its last item without ``cache_control`` markers (a re-sent
+    last message whose marker moved names the same history). ``chain`` covers at least ``n - 1`` items.
+    Two conversations share a name only while everything their model read is the same. ``bare``: the hash of
+    the last item without markers, when the caller has it."""
+    previous = chain[n - 2] if n > 1 else ""
+    bare = bare or hashlib.sha256(_digest(_without_markers(items[n - 1]))).hexdigest()
+    named = f"{key}\x1e{scope}\x1e{previous}\x1e{bare}"
+    return hashlib.sha256(named.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
 def _digest(item: Any) -> bytes:
@@ -135,6 +200,11 @@ def _extend(chain: Sequence[str], items: Sequence[Item], start: int, stop: int) 
         previous = hashlib.sha256(previous.encode() + _digest(items[i])).hexdigest()
         out.append(previous)
     return tuple(out)
+
+
+def extend(known: Sequence[str], items: Sequence[Item], stop: int) -> tuple[str, ...]:
+    """The hash chain of ``items[:stop]``, from ``known``, links already computed for ``items``."""
+    return _extend(known, items, min(len(known), stop), stop)
 
 
 def chain_for(resolution: Resolution, items: Sequence[Item]) -> tuple[str, ...]:
@@ -163,7 +233,14 @@ def _newer(value: Mapping[str, Any], state: ConversationState) -> bool:
 
 def _entries(raw: Any) -> list[MemoEntry]:
     return [
-        MemoEntry(int(e["len"]), str(e["hash"]), tuple(e["head"]), str(e.get("summary", "")), _count(e.get("anchor")))
+        MemoEntry(
+            int(e["len"]),
+            str(e["hash"]),
+            tuple(e["head"]),
+            str(e.get("summary", "")),
+            summary_head=_count(e.get("summary_head")),
+            scope=str(e.get("scope", "")),
+        )
         for e in raw
         if isinstance(e, dict) and isinstance(e.get("head"), list) and all(isinstance(h, dict) for h in e["head"])
     ]
@@ -175,25 +252,31 @@ def _count(value: Any) -> int:
     return count if count is not None and count >= 0 else 0
 
 
-def _entry_value(entry: MemoEntry) -> dict[str, Any]:
+def entry_value(entry: MemoEntry) -> dict[str, Any]:
     """A memo entry as stored: what any worker needs to verify the prefix it covers, and its JSON head."""
     return {
         "len": entry.prefix_len,
         "hash": entry.prefix_hash,
+        "scope": entry.scope,
         "head": list(entry.replacement),
         "summary": entry.summary,
-        "anchor": entry.summary_head,
+        "summary_head": entry.summary_head,
     }
 
 
-def _verify(anchor: Mapping[str, Any], resolution: Resolution, items: Sequence[Item]) -> tuple[int, tuple[str, ...]]:
-    """How many leading ``items`` the anchor's hashes prove equal to the last call's items, and their chain."""
+def _verify(
+    anchor: Mapping[str, Any], resolution: Resolution, items: Sequence[Item], known: Sequence[str]
+) -> tuple[int, tuple[str, ...]]:
+    """How many leading ``items`` the anchor's hashes prove equal to the last call's items, and their chain
+    (``known``: links of ``items`` already hashed, if any)."""
     n = int(anchor["n"])
     if n <= 0 or n > len(items):
         return 0, ()
     snapshot = resolution.snapshot
-    known = snapshot.chain if snapshot is not None else ()
-    chain = _extend(known, items, min(resolution.unchanged, len(known), n), n)
+    if len(known) < n:
+        mine = snapshot.chain[: resolution.unchanged] if snapshot is not None else ()
+        known = mine if len(mine) > len(known) else known
+    chain = _extend(known, items, min(len(known), n), n)
     if chain[n - 1] == anchor["chain"]:
         return n, chain
     if n > 1 and chain[n - 2] == anchor["prev"]:
@@ -203,27 +286,44 @@ def _verify(anchor: Mapping[str, Any], resolution: Resolution, items: Sequence[I
     return 0, ()
 
 
-def memo_wanted(state: ConversationState, loaded: Loaded) -> bool:
-    """Whether the shared value ``loaded`` names summaries ``state`` does not hold (then the caller reads
-    the ``memo`` part and hands it to :func:`take`); False for the common appended turn."""
+def memo_wanted(state: ConversationState, loaded: Loaded, items: Sequence[Item], scope: Callable[[], str]) -> str:
+    """The part to read for the summary the shared value ``loaded`` names that applies to ``items`` (of the
+    scope ``scope()``) and that ``state`` does not hold ("" for none: the common appended turn). A summary is
+    read only when its content address is this call's own (the hash of its scope and of its own items up to
+    the summary's cut): a worker never reads the summary of another conversation."""
     value = loaded.value
     if value is None:
-        return False
+        return ""
     try:
-        ref = value.get("memo")
-        return isinstance(ref, str) and bool(ref) and ref != state.shared_memo and _newer(value, state)
-    except (KeyError, TypeError):
-        return False  # not of our shape: take() says so
+        refs = value.get("memo")
+        if not isinstance(refs, list) or not refs or not _newer(value, state):
+            return ""
+        held = {e.address for e in state.memo.entries}
+        for n, address in sorted(((int(r[0]), str(r[1])) for r in refs), reverse=True):
+            if address in held:
+                return ""  # the longest summary of this history that this worker can use: it holds it
+            if 0 < n <= len(items) and entry_address(scope(), items_hash(items[:n])) == address:
+                return memo_part(address)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        pass  # not of our shape: take() says so
+    return ""
 
 
-def take(resolution: Resolution, loaded: Loaded, items: Sequence[Item], memo: Loaded | None = None) -> Taken:
+def take(
+    resolution: Resolution,
+    loaded: Loaded,
+    items: Sequence[Item],
+    memo: Loaded | None = None,
+    known: Sequence[str] = (),
+) -> Taken:
     """Bring ``resolution``'s state up to date with the shared value ``loaded`` and, when
-    :func:`memo_wanted` asked for it, the ``memo`` part it names (never raises)."""
+    :func:`memo_wanted` asked for it, the summary it names (never raises). ``known``: links of the hash
+    chain of ``items`` the caller already computed."""
     value = loaded.value
     if value is None:
         return Taken(resolution, loaded.source)
     try:
-        return _take(resolution, value, loaded.source, items, memo)
+        return _take(resolution, value, loaded.source, items, memo, known)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError):
         telemetry.get().instruments.state_store_errors.add(
             1, {semconv.STATE_STORE_OPERATION: "get", semconv.ERROR_TYPE: "garbage"}
@@ -234,47 +334,49 @@ def take(resolution: Resolution, loaded: Loaded, items: Sequence[Item], memo: Lo
         return Taken(resolution, semconv.STATE_SOURCE_FALLBACK)
 
 
-def _take_memo(state: ConversationState, ref: str, memo: Loaded | None) -> None:
-    """Merge the summaries of the ``memo`` part, which the state value names as revision ``ref``."""
+def _take_memo(state: ConversationState, memo: Loaded | None) -> None:
+    """Merge the summary read from its part (:func:`memo_wanted`; the memo applies it only to a call whose
+    scope and items it was made for)."""
     got = memo.value if memo is not None else None
-    if got is not None and not (isinstance(got.get("rev"), str) and isinstance(got.get("entries"), list)):
+    if got is None:
+        return  # gone (expired, a lost write): this call summarizes as a single process would
+    entries = _entries([got])
+    if not entries or entries[0].prefix_len <= 0:
         telemetry.get().instruments.state_store_errors.add(
             1, {semconv.STATE_STORE_OPERATION: "get", semconv.ERROR_TYPE: "garbage"}
         )
         telemetry.log_once(
-            "state_store.memo_shape", "otel_context: shared conversation summaries are not of our shape; ignored"
+            "state_store.memo_shape", "otel_context: a shared conversation summary is not of our shape; ignored"
         )
-        got = None
-    if got is None:
-        # Gone (evicted, a lost write) or garbage: this worker's next write says so (it names its own
-        # summaries, or none), and a worker that holds them writes them back when it reads that.
-        state.shared_memo, state.shared_memo_entries = "", None
         return
-    entries = _entries(got["entries"])
-    if entries:
-        state.memo.merge(entries)
-    merged = state.memo.entries
-    state.shared_memo = got["rev"]
-    if [e.prefix_hash for e in merged] == [e.prefix_hash for e in entries]:
-        state.shared_memo_entries = merged  # the store holds what this worker holds: nothing to write back
+    state.memo.merge(entries)
 
 
 def _take(
-    resolution: Resolution, value: Mapping[str, Any], source: str, items: Sequence[Item], memo: Loaded | None
+    resolution: Resolution,
+    value: Mapping[str, Any],
+    source: str,
+    items: Sequence[Item],
+    memo: Loaded | None,
+    known: Sequence[str],
 ) -> Taken:
     state = resolution.state
     if not _newer(value, state):
         return Taken(resolution, source)
     anchor = value["anchor"]
-    unchanged, chain = _verify(anchor, resolution, items) if anchor else (0, ())
-    ref = value["memo"] or ""
-    if ref and ref != state.shared_memo:
-        _take_memo(state, str(ref), memo)
-    if ref != state.shared_memo:
+    unchanged, chain = _verify(anchor, resolution, items, known) if anchor else (0, ())
+    if memo is not None:
+        _take_memo(state, memo)
+    refs = value["memo"] or ()
+    named = {str(ref[1]) for ref in refs}
+    if any(e.address not in named for e in state.memo.entries):
         state.shared_memo_entries = None  # the store does not name what this worker holds: write it back
     state.shared_seq, state.shared_rev = int(value["seq"]), str(value["rev"])
     if not (state.explicit or unchanged):
-        return Taken(resolution, source)  # another history of this derived key: only its memo applies
+        return Taken(resolution, source)  # another history of this name: only a summary verified as ours applies
+    prepared = value.get("prepared")
+    if isinstance(prepared, str) and prepared:
+        state.shared_prepared = prepared
     failures, thrashing = (int(x) for x in value["breaker"])
     with state.lock:
         was_open = state.breaker.open
@@ -290,7 +392,7 @@ def _take(
         state.last_call_ended = time.monotonic() - max(0.0, time.time() - float(anchor["ended"]))
     if unchanged > resolution.unchanged:
         found = anchor.get("entry")
-        entry = next((e for e in state.memo.entries if e.prefix_hash == found), None) if found else None
+        entry = next((e for e in state.memo.entries if e.address == found), None) if found else None
         usage = TokenUsage(input_tokens=int(anchor["input"]), output_tokens=int(anchor["output"]))
         n = int(anchor["n"])
         snapshot = Snapshot(items[:n], usage if usage.input_tokens > 0 else None, entry, int(anchor["tokens"]), chain)
@@ -304,17 +406,19 @@ def _take(
     )
 
 
-def _memo_of(state: ConversationState, failures: int) -> dict[str, Any] | None:
-    """The ``memo`` part to write with this commit: None when the store already holds this state's
-    summaries (compared by identity: the memo replaces its tuple of entries whole when it changes) and no
-    store failure since they were written may have lost them."""
+def _memo_of(state: ConversationState, failures: int) -> list[MemoEntry]:
+    """The summaries to write with this commit, each to its own part: those the store may not hold yet
+    (none when this state's summaries are those it wrote or took last, compared by identity: the memo
+    replaces its tuple of entries whole when it changes; all of them after a store failure since, which
+    may have lost a write)."""
     entries = state.memo.entries
-    if entries is state.shared_memo_entries and failures == state.shared_memo_epoch:
-        return None
-    listed = [_entry_value(e) for e in entries]
-    rev = hashlib.sha256(_digest(listed)).hexdigest()[:32] if entries else ""
-    state.shared_memo, state.shared_memo_entries, state.shared_memo_epoch = rev, entries, failures
-    return {"rev": rev, "entries": listed} if entries else None
+    written = state.shared_memo_entries
+    same_epoch = failures == state.shared_memo_epoch
+    if entries is written and same_epoch:
+        return []
+    stored = {e.address for e in written} if written is not None and same_epoch else set()
+    state.shared_memo_entries, state.shared_memo_epoch = entries, failures
+    return [e for e in entries if e.address not in stored]
 
 
 def value_of(
@@ -324,11 +428,12 @@ def value_of(
     window: tuple[str, str, int] | None,
     cache: Mapping[str, Any] | None,
     failures: int = 0,
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+) -> tuple[dict[str, Any], list[MemoEntry]]:
     """The shared value after a call that left ``snapshot`` (its ``chain`` covers its items), and the
-    ``memo`` part when it must be written (before the value, which names its revision); it moves the
-    state's revision on, so this worker does not take its own write back. ``failures``: the store's
-    :attr:`~otel_context.conversation.state_store.StateStore.failures` count."""
+    summaries to write before it (each to :func:`memo_part` of its address; the value names them by
+    length and address); it moves the state's revision on, so this worker does not take its own write
+    back. ``failures``: the store's :attr:`~otel_context.conversation.state_store.StateStore.failures`
+    count."""
     items, chain = snapshot.items, snapshot.chain
     n = len(items)
     usage = snapshot.usage
@@ -341,7 +446,7 @@ def value_of(
             "input": usage.input_tokens if usage is not None else 0,
             "output": usage.output_tokens if usage is not None else 0,
             "tokens": snapshot.tokens,
-            "entry": snapshot.entry.prefix_hash if snapshot.entry is not None else None,
+            "entry": snapshot.entry.address if snapshot.entry is not None else None,
             "ended": time.time(),
         }
         if n and len(chain) == n
@@ -352,17 +457,25 @@ def value_of(
         state.shared_seq += 1
         state.shared_rev = f"{_TOKEN}.{os.getpid():x}.{next(_WRITES):x}"
         breaker = [state.breaker.consecutive_failures, state.breaker.consecutive_thrashing]
+        entries = state.memo.entries
         return {
             "seq": state.shared_seq,
             "rev": state.shared_rev,
             "anchor": anchor,
-            "memo": state.shared_memo or None,
+            "memo": [[e.prefix_len, e.address] for e in entries] or None,
+            "prepared": state.shared_prepared or None,
             "breaker": breaker,
             "breaker_model": state.breaker_model,
             "factor": state.estimate_factor,
             "window": list(window) if window else None,
             "cache": cache,
         }, memo
+
+
+def renewed(value: Mapping[str, Any]) -> tuple[str, ...]:
+    """The parts whose expiry a write of the state ``value`` renews: the summaries it names."""
+    refs = value.get("memo") or ()
+    return tuple(memo_part(str(ref[1])) for ref in refs)
 
 
 @dataclass(frozen=True)
@@ -378,7 +491,7 @@ class Published:
 
 
 def _ident(entry: MemoEntry) -> str:
-    return hashlib.sha256(_digest(_entry_value(entry))).hexdigest()[:32]
+    return hashlib.sha256(_digest(entry_value(entry))).hexdigest()[:32]
 
 
 def link_value(link: ChainLink) -> dict[str, Any]:
@@ -411,7 +524,7 @@ def prepared_value(entry: MemoEntry, link: tuple[int, int, int] | None) -> dict[
     """The ``prepared`` part for a summary prepared in the background (see :class:`Published`)."""
     return {
         "v": PREPARED_VERSION,
-        "entry": _entry_value(entry),
+        "entry": entry_value(entry),
         "link": list(link) if link else None,
         PREPARED_ID: _ident(entry),
     }

@@ -126,6 +126,12 @@ class ConversationState:
     #: The link of the provider-stored response (Responses) its last call made: a call that continues that
     #: very response is this conversation's next call; one that continues another is a branch of its own.
     link: ChainLink | None = None
+    #: With a shared store only: the name under which the fleet prepares this conversation's summaries in
+    #: the background (the history where the first preparation was claimed; carried on by each state value).
+    shared_prepared = ""
+    #: With a shared store only: the snapshot this state's last write to the store was made for, the scope and
+    #: the name it was written under (the next call of the conversation reads that name without hashing).
+    shared_written: tuple[Snapshot, str, str] | None = None
 
     def __init__(self, key: str, explicit: bool, serial: int = 0) -> None:
         self.key = key
@@ -151,10 +157,9 @@ class ConversationState:
         #: (a sequence number and the writer's token), to tell when another worker moved it on.
         self.shared_seq = 0
         self.shared_rev = ""
-        #: With a shared store only: the revision of the summaries (the memo part) this state last wrote or
-        #: took, the memo entries that revision holds (None: write ours again at the next commit), and the
-        #: store's outage count when it was written (an outage since may have lost that write).
-        self.shared_memo = ""
+        #: With a shared store only: the memo entries this state last wrote to the store or took from it (each
+        #: summary has a part of its own; None: write them all again at the next commit), and the store's
+        #: outage count when they were written (an outage since may have lost a write).
         self.shared_memo_entries: tuple[MemoEntry, ...] | None = ()
         self.shared_memo_epoch = 0
         #: The engine's background-compaction record of this conversation (prepared summary, pace, what is

@@ -50,6 +50,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from otel_context import semconv, telemetry
+from otel_context.conversation.sealing import Sealer
 from otel_context.fork_safe import new_condition, new_lock
 from otel_context.store_spec import StateStoreConfigError, split_url, validate_spec
 
@@ -71,13 +72,16 @@ Source = Literal["memory", "store", "fallback"]
 Predicate = Callable[[Mapping[str, Any]], bool]
 
 #: Version of the values the engine writes; bump it when their shape changes incompatibly.
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 DEFAULT_PREFIX: Final = "otel_context:"
 DEFAULT_TTL_SECONDS: Final = 86_400.0
 DEFAULT_TIMEOUT_SECONDS: Final = 0.05
 DEFAULT_MAX_VALUE_BYTES: Final = 1 << 20
 DEFAULT_RETRY_AFTER_SECONDS: Final = 1.0
 DEFAULT_LEASE_SECONDS: Final = 30.0
+#: How long a value a newer one supersedes is kept (``put_later(..., retire=...)``): a state named after a
+#: history, once the conversation moved on (calls still under way on that history read it before then).
+RETIRE_SECONDS: Final = 900.0
 #: Between two warnings of a flapping store (the first outage always warns).
 WARN_INTERVAL_SECONDS: Final = 300.0
 #: How often a waiter looks for the value another worker is writing.
@@ -135,6 +139,11 @@ def _store_key(prefix: str, key: str, part: str) -> str:
     return f"{prefix}{{{digest}}}:{part}"
 
 
+class _Retired(str):
+    """A name among the ``renew`` names of a write whose expiry is shortened to :data:`RETIRE_SECONDS`
+    instead of renewed (a ``str``, so it travels with the others through the writer)."""
+
+
 def _count(operation: str, error_type: str) -> None:
     telemetry.get().instruments.state_store_errors.add(
         1, {semconv.STATE_STORE_OPERATION: operation, semconv.ERROR_TYPE: error_type}
@@ -161,9 +170,14 @@ class StateStore(ABC):
         ttl_seconds: float = DEFAULT_TTL_SECONDS,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         schema_version: int = SCHEMA_VERSION,
+        keys: Sequence[bytes] | None = None,
     ) -> None:
         if ttl_seconds <= 0 or max_value_bytes <= 0:
             raise StateStoreConfigError("ttl_seconds and max_value_bytes must be positive")
+        #: With ``keys`` (``OTEL_CONTEXT_STATE_STORE_KEY``): every value is sealed (AES-256-GCM) on its way
+        #: in and opened on its way out, in :meth:`_encode` / :meth:`_decode` only (see
+        #: :mod:`otel_context.conversation.sealing`).
+        self._sealer = Sealer(keys) if keys else None
         self.prefix = prefix
         self.ttl_seconds = ttl_seconds
         self.max_value_bytes = max_value_bytes
@@ -173,42 +187,62 @@ class StateStore(ABC):
         self._given_up: OrderedDict[str, Any] = OrderedDict()
 
     # --- the interface ------------------------------------------------------------------------------------
+    @property
+    def sealed(self) -> bool:
+        """Whether values are encrypted before they are stored (the store was given keys)."""
+        return self._sealer is not None
+
     def key(self, key: str, part: str = "state") -> str:
         """The store's name for ``part`` of conversation ``key``."""
         return _store_key(self.prefix, key, part)
 
     def get(self, key: str, part: str = "state") -> Loaded:
         """The value of ``part`` of conversation ``key``, never raising."""
-        raw = self._get_raw(self.key(key, part))
-        return raw if isinstance(raw, Loaded) else self._decode(raw)
+        name = self.key(key, part)
+        raw = self._get_raw(name)
+        return raw if isinstance(raw, Loaded) else self._decode(raw, name)
 
     async def aget(self, key: str, part: str = "state") -> Loaded:
         """:meth:`get` for async callers: never blocks the event loop."""
-        raw = await self._aget_raw(self.key(key, part))
-        return raw if isinstance(raw, Loaded) else self._decode(raw)
+        name = self.key(key, part)
+        raw = await self._aget_raw(name)
+        return raw if isinstance(raw, Loaded) else self._decode(raw, name)
 
     def put(self, key: str, value: Mapping[str, Any], part: str = "state", *, renew: Sequence[str] = ()) -> bool:
         """Store ``value`` (a JSON-able dict, encoded now); False when it was not stored.
 
         ``renew``: other parts of conversation ``key`` whose expiry starts again (same round trip).
         """
-        payload = self._encode(value)
-        return payload is not None and self._put_raw(self.key(key, part), payload, self._renewed(key, renew))
+        name = self.key(key, part)
+        payload = self._encode(value, name)
+        return payload is not None and self._put_raw(name, payload, self._renewed(key, renew))
 
     async def aput(self, key: str, value: Mapping[str, Any], part: str = "state", *, renew: Sequence[str] = ()) -> bool:
         """:meth:`put` for async callers."""
-        payload = self._encode(value)
-        return payload is not None and await self._aput_raw(self.key(key, part), payload, self._renewed(key, renew))
+        name = self.key(key, part)
+        payload = self._encode(value, name)
+        return payload is not None and await self._aput_raw(name, payload, self._renewed(key, renew))
 
-    def put_later(self, key: str, value: Mapping[str, Any], part: str = "state", *, renew: Sequence[str] = ()) -> None:
+    def put_later(
+        self,
+        key: str,
+        value: Mapping[str, Any],
+        part: str = "state",
+        *,
+        renew: Sequence[str] = (),
+        retire: Sequence[str] = (),
+    ) -> None:
         """Store ``value`` without waiting for the store (it is encoded now: later changes do not count).
 
         Writes of one process reach the store in the order they were given (the newest of a key replaces
         a pending older one of the same key), so a part written before another is there when the other is.
+        ``retire``: parts this value supersedes, kept :data:`RETIRE_SECONDS` more (same round trip).
         """
-        payload = self._encode(value)
+        name = self.key(key, part)
+        payload = self._encode(value, name)
         if payload is not None:
-            self._put_later_raw(self.key(key, part), payload, self._renewed(key, renew))
+            retired = tuple(_Retired(self.key(key, other)) for other in retire if other != part)
+            self._put_later_raw(name, payload, self._renewed(key, renew) + retired)
 
     def acquire(self, key: str, name: str = "summary", lease_seconds: float = DEFAULT_LEASE_SECONDS) -> Lease | None:
         """The lock ``name`` of conversation ``key`` for ``lease_seconds``, or None when another holds it.
@@ -241,12 +275,34 @@ class StateStore(ABC):
 
         Atomic in the store: of several workers that remove the same value, exactly one is told True (so
         one of them reports it). False when it was absent, replaced by another value, or the store failed.
+        A sealed value cannot be read by the store: it is read here and removed only if its bytes are still
+        the same (one more round trip, on this rare path only).
         """
-        return self._remove_if_raw(self.key(key, part), field, expected)
+        name = self.key(key, part)
+        if self._sealer is None:
+            return self._remove_if_raw(name, field, expected)
+        raw = self._get_raw(name)
+        if not self._holds(raw, name, field, expected):
+            return False
+        assert isinstance(raw, bytes)
+        return self._remove_exact_raw(name, raw)
 
     async def aremove_if(self, key: str, part: str, field: str, expected: str) -> bool:
         """:meth:`remove_if` for async callers."""
-        return await self._aremove_if_raw(self.key(key, part), field, expected)
+        name = self.key(key, part)
+        if self._sealer is None:
+            return await self._aremove_if_raw(name, field, expected)
+        raw = await self._aget_raw(name)
+        if not self._holds(raw, name, field, expected):
+            return False
+        assert isinstance(raw, bytes)
+        return await asyncio.to_thread(self._remove_exact_raw, name, raw)
+
+    def _holds(self, raw: bytes | Loaded | None, name: str, field: str, expected: str) -> bool:
+        if not isinstance(raw, bytes):
+            return False
+        value = self._decode(raw, name).value
+        return value is not None and value.get(field) == expected
 
     def wait_for(
         self,
@@ -271,7 +327,7 @@ class StateStore(ABC):
         while True:
             raw, holder = self._poll_raw(name, lock_name)
             held = self._waits_on(lock_name, holder)
-            done = self._judge(raw, until, held, deadline)
+            done = self._judge(raw, until, held, deadline, name)
             if done is not None:
                 return self._waited(lock_name, holder, held, done)
             self._sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
@@ -290,7 +346,7 @@ class StateStore(ABC):
         while True:
             raw, holder = await self._apoll_raw(name, lock_name)
             held = self._waits_on(lock_name, holder)
-            done = self._judge(raw, until, held, deadline)
+            done = self._judge(raw, until, held, deadline, name)
             if done is not None:
                 return self._waited(lock_name, holder, held, done)
             await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
@@ -325,8 +381,10 @@ class StateStore(ABC):
                 self._given_up.popitem(last=False)
         return done
 
-    def _judge(self, raw: bytes | Loaded | None, until: Predicate, held: bool, deadline: float) -> Loaded | None:
-        loaded = raw if isinstance(raw, Loaded) else self._decode(raw)
+    def _judge(
+        self, raw: bytes | Loaded | None, until: Predicate, held: bool, deadline: float, name: str
+    ) -> Loaded | None:
+        loaded = raw if isinstance(raw, Loaded) else self._decode(raw, name)
         if loaded.source == semconv.STATE_SOURCE_FALLBACK:
             return loaded
         if loaded.value is not None and until(loaded.value):
@@ -343,7 +401,8 @@ class StateStore(ABC):
             self._said.add(what)
             log.warning(message, *args)
 
-    def _encode(self, value: Mapping[str, Any]) -> bytes | None:
+    def _encode(self, value: Mapping[str, Any], name: str) -> bytes | None:
+        """The bytes stored for ``value`` under ``name``: versioned JSON, sealed when the store has keys."""
         try:
             payload = json.dumps(
                 {"v": self.schema_version, "d": value}, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -364,11 +423,24 @@ class StateStore(ABC):
                 self.max_value_bytes,
             )
             return None
-        return payload
+        return payload if self._sealer is None else self._sealer.seal(name, payload)
 
-    def _decode(self, raw: bytes | None) -> Loaded:
+    def _decode(self, raw: bytes | None, name: str) -> Loaded:
+        """The value stored as ``raw`` under ``name`` (see :meth:`_encode`); a value that does not open with
+        the store's keys is ignored as one that is not ours."""
         if raw is None:
             return Loaded(None, self.source)
+        if self._sealer is not None:
+            opened = self._sealer.open(name, raw)
+            if opened is None:
+                _count("get", "garbage")
+                self._say_once(
+                    "unsealed",
+                    "otel-context state store: a value does not authenticate with the store's keys (another key, "
+                    "written in clear, or altered); ignored",
+                )
+                return _FALLBACK
+            raw = opened
         try:
             envelope = json.loads(raw)
             version, value = envelope["v"], envelope["d"]
@@ -415,6 +487,10 @@ class StateStore(ABC):
 
     @abstractmethod
     def _remove_if_raw(self, name: str, field: str, expected: str) -> bool: ...
+
+    @abstractmethod
+    def _remove_exact_raw(self, name: str, raw: bytes) -> bool:
+        """Remove ``name`` only if it still holds exactly ``raw`` (atomic)."""
 
     @abstractmethod
     async def _aremove_if_raw(self, name: str, field: str, expected: str) -> bool: ...
@@ -474,14 +550,16 @@ class InProcessStore(StateStore):
     def _put_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool:
         now = self._clock()
         with self._cond:
+            limit = min(self.idle_seconds, self.ttl_seconds)
             for other in renew:
                 kept = self._values.get(other)
-                if kept is not None:
+                if kept is not None and isinstance(other, _Retired):
+                    self._values[other] = (kept[0], min(kept[1], now - max(0.0, limit - RETIRE_SECONDS)))
+                elif kept is not None:
                     self._values[other] = (kept[0], now)
                     self._values.move_to_end(other)
             self._values[name] = (payload, now)
             self._values.move_to_end(name)
-            limit = min(self.idle_seconds, self.ttl_seconds)
             while self._values:
                 oldest, (_, seen) = next(iter(self._values.items()))
                 if len(self._values) > self.max_entries or now - seen > limit:
@@ -541,6 +619,14 @@ class InProcessStore(StateStore):
 
     async def _aremove_if_raw(self, name: str, field: str, expected: str) -> bool:
         return self._remove_if_raw(name, field, expected)
+
+    def _remove_exact_raw(self, name: str, raw: bytes) -> bool:
+        with self._cond:
+            entry = self._values.get(name)
+            if entry is None or entry[0] != raw:
+                return False
+            del self._values[name]
+            return True
 
     def _poll_raw(self, name: str, lock_name: str | None) -> tuple[bytes | None, str | None]:
         raw = self._get_raw(name)
@@ -880,7 +966,7 @@ class RedisStore(StateStore):
     def _put_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool:
         ttl = int(self.ttl_seconds * 1000)
         if self._conns is not None:
-            commands = [("SET", name, payload, "PX", ttl), *(("PEXPIRE", other, ttl) for other in renew)]
+            commands = [("SET", name, payload, "PX", ttl), *(("PEXPIRE", other, _ttl(other, ttl)) for other in renew)]
             ok, _ = self._call("put", self._conns.run, *commands)
             return ok
         if not renew:
@@ -890,7 +976,7 @@ class RedisStore(StateStore):
         pipe = self._client.pipeline(transaction=False)
         pipe.set(name, payload, px=ttl)
         for other in renew:
-            pipe.pexpire(other, ttl)
+            pipe.pexpire(other, _ttl(other, ttl))
         ok, _ = self._call("put", pipe.execute)
         return ok
 
@@ -903,7 +989,10 @@ class RedisStore(StateStore):
             commands = [
                 command
                 for name, payload, renew in values
-                for command in (("SET", name, payload, "PX", ttl), *(("PEXPIRE", other, ttl) for other in renew))
+                for command in (
+                    ("SET", name, payload, "PX", ttl),
+                    *(("PEXPIRE", other, _ttl(other, ttl)) for other in renew),
+                )
             ]
             ok, _ = self._call("put", self._conns.run, *commands)
             return ok
@@ -911,7 +1000,7 @@ class RedisStore(StateStore):
         for name, payload, renew in values:
             pipe.set(name, payload, px=ttl)
             for other in renew:
-                pipe.pexpire(other, ttl)
+                pipe.pexpire(other, _ttl(other, ttl))
         ok, _ = self._call("put", pipe.execute)
         return ok
 
@@ -925,7 +1014,7 @@ class RedisStore(StateStore):
         pipe = self._aclient().pipeline(transaction=False)
         pipe.set(name, payload, px=ttl)
         for other in renew:
-            pipe.pexpire(other, ttl)
+            pipe.pexpire(other, _ttl(other, ttl))
         ok, _ = await self._acall("put", pipe.execute)
         return ok
 
@@ -963,6 +1052,10 @@ class RedisStore(StateStore):
         ok, removed = self._call("remove", self._client.eval, _REMOVE_IF_SCRIPT, 1, name, field, expected)
         return bool(ok and removed)
 
+    def _remove_exact_raw(self, name: str, raw: bytes) -> bool:
+        ok, removed = self._call("remove", self._client.eval, _RELEASE_SCRIPT, 1, name, raw)
+        return bool(ok and removed)
+
     async def _aremove_if_raw(self, name: str, field: str, expected: str) -> bool:
         if self._url is None:
             return await asyncio.to_thread(self._remove_if_raw, name, field, expected)
@@ -994,6 +1087,12 @@ class RedisStore(StateStore):
             self._conns.close()
         if self._url is not None:
             self._client.close()
+
+
+def _ttl(name: str, ttl_ms: int) -> int:
+    """The expiry a write gives one of its ``renew`` names: the store's, or a short one for a retired name
+    (never longer than the store's: ``PEXPIRE`` would extend it)."""
+    return min(ttl_ms, int(RETIRE_SECONDS * 1000)) if isinstance(name, _Retired) else ttl_ms
 
 
 def _client_kwargs(timeout: float) -> dict[str, Any]:

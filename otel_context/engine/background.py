@@ -62,7 +62,7 @@ from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.summary import CompactionError, choose_cut, deepen_cut, rehydrate_most
 from otel_context.conversation import STORE, ConversationState
-from otel_context.conversation.memo import MemoEntry, items_hash
+from otel_context.conversation.memo import MemoEntry, items_hash, scope_of
 from otel_context.conversation.shared import Published
 from otel_context.conversation.state_store import Lease, StateStore
 from otel_context.engine import fleet
@@ -455,8 +455,12 @@ def _entry(prepared: Prepared, call: EngineCall, out: cascade.CompactionOutcome)
     if out.cut < min_index or list(out.items or ()) != [*out.head, *prepared.job.items[out.cut :]]:
         return None  # the pairing repair touched the kept part: leave it to an inline compaction
     original_cut = base.to_original_index(out.cut) if base is not None else out.cut
-    items = prepared.items
-    return MemoEntry(original_cut, items_hash(items[:original_cut]), tuple(out.head), out.summary, out.summary_head)
+    items, job = prepared.items, prepared.job
+    scope = scope_of(job.adapter.system_text(job.body), job.body.get("tools"), job.model)
+    head = tuple(out.head)
+    return MemoEntry(
+        original_cut, items_hash(items[:original_cut]), head, out.summary, summary_head=out.summary_head, scope=scope
+    )
 
 
 def _covers(prepared: Prepared, call: EngineCall) -> bool:
@@ -467,7 +471,7 @@ def _covers(prepared: Prepared, call: EngineCall) -> bool:
         return False
     n = entry.prefix_len
     items = call.items
-    if len(items) < n or (call.entry is not None and call.entry.prefix_len >= n):
+    if len(items) < n or (call.entry is not None and call.entry.prefix_len >= n) or entry.scope != call.scope:
         return False
     head = items[:n] if type(items) is list else list(items[:n])
     started = prepared.items[:n] if type(prepared.items) is list else list(prepared.items[:n])
@@ -539,7 +543,7 @@ def _drop_published(span: Span, call: EngineCall, got: Published, trigger: str) 
     it (the memo does not hold it: the history was edited or rewound below its cut, or a newer compaction
     covered it first), report it as discarded. The removal is atomic and only of that very summary, so one
     worker of the fleet reports it; its span (the publishing worker's) ended at publish."""
-    applied = any(e.prefix_hash == got.entry.prefix_hash for e in call.state.memo.entries)
+    applied = any(e.address == got.entry.address for e in call.state.memo.entries)
     if not (yield from fleet.remove_prepared(call, got)) or applied:
         return
     with _lock:

@@ -13,7 +13,7 @@ from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.contract import CallPlan, CallRequest
 from otel_context.conversation import ChainLink, Resolution
-from otel_context.conversation.memo import MemoEntry, items_hash
+from otel_context.conversation.memo import MemoEntry, items_hash, scope_of
 from otel_context.formats.base import ChatFormat
 from otel_context.settings import Settings
 
@@ -59,6 +59,10 @@ class EngineCall(CallPlan):
     started = 0.0
     #: The link of the stored response this call continues (Responses ``previous_response_id``), if known.
     continued_link: ChainLink | None = None
+    #: With a shared store: the name of the stored state this call read (its conversation's history up to
+    #: the previous call; "" for an explicit id's one state), which a summary of this call updates.
+    shared_address = ""
+    _scope: str | None = None
 
     def __init__(
         self,
@@ -78,6 +82,16 @@ class EngineCall(CallPlan):
         self.sent_items: Sequence[Item] = items
         self.model = model
         self.budget = budget
+
+    @property
+    def scope(self) -> str:
+        """What a summary of this call is made for besides its items (system prompt, tools, model; see
+        :func:`~otel_context.conversation.memo.scope_of`); computed when first needed."""
+        scope = self._scope
+        if scope is None:
+            body = self.request.body
+            scope = self._scope = scope_of(self.adapter.system_text(body), body.get("tools"), self.model)
+        return scope
 
     def job(self, span: Span | None, trigger: str, estimated: int) -> cascade.CompactionJob:
         """A compaction of what this call would send now."""
@@ -119,7 +133,8 @@ class EngineCall(CallPlan):
         min_index = len(self.entry.replacement) if self.entry is not None else 0
         if cut >= min_index and list(out.items) == [*head, *self.sent_items[cut:]]:
             original_cut = self.entry.to_original_index(cut) if self.entry is not None else cut
-            entry = MemoEntry(original_cut, items_hash(self.items[:original_cut]), tuple(head), summary, summary_head)
+            prefix = items_hash(self.items[:original_cut])
+            entry = MemoEntry(original_cut, prefix, tuple(head), summary, summary_head=summary_head, scope=self.scope)
             self.state.memo.remember(entry)
             self.entry = entry
         self.sent_items = out.items

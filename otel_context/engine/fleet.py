@@ -10,9 +10,10 @@ the store; the store itself bounds every call by its short timeout and falls bac
 prefetch before planning would have needed the conversation key outside the engine, and could not take the
 summary lock, which is only known to be needed in the middle of the plan.)
 
-Round trips: one ``GET`` of the conversation's small ``state`` part before the request goes out, and a
-second one, of its ``memo`` part (the summaries), only when the state names summaries this worker does not
-hold (another worker compacted); the write after the response goes through ``put_later`` (a background
+Round trips: one ``GET`` of the small ``state`` part of the conversation's history before the request goes
+out (named after that history: :func:`read_address`), and a second one, of a summary (a ``memo`` part named
+after its content address), only when the state names a summary of this very history that this worker does
+not hold (another worker compacted); the write after the response goes through ``put_later`` (a background
 thread: the caller never waits for it) and carries the summaries only when they changed. A threshold
 crossing adds the lock (``SET NX PX``), synchronous writes of the new summary and the state before the lock
 is let go (so the next worker finds them), and the release.
@@ -27,7 +28,7 @@ point one worker takes it (:func:`claim`), prepares the summary, writes it to th
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -41,6 +42,7 @@ from otel_context.conversation.state_store import Lease, Loaded, StateStore
 from otel_context.engine import budgets
 from otel_context.engine.call import EngineCall
 from otel_context.flow import StoreRequest
+from otel_context.formats.base import ChatFormat
 from otel_context.settings import Settings
 from otel_context.tokens import estimate_fixed, estimate_items
 
@@ -60,12 +62,90 @@ def lease_seconds(settings: Settings) -> float:
     return settings.summarizer_timeout_seconds * (settings.summarizer_max_retries + 1) + LEASE_MARGIN_SECONDS
 
 
+def _read_point(adapter: ChatFormat, items: Sequence[Any]) -> int:
+    """How many leading ``items`` the previous call of their conversation sent: those before the model's
+    last reply (the last run of model output with the app's own items after it); all of them when the model
+    has not answered yet (a first call)."""
+    i = n = len(items)
+    while i > 0 and not adapter.is_model_output(items[i - 1]):
+        i -= 1
+    if i == 0:
+        return n
+    while i > 0 and adapter.is_model_output(items[i - 1]):
+        i -= 1
+    return i or n
+
+
+def read_address(
+    adapter: ChatFormat,
+    resolution: Resolution,
+    items: Sequence[Any],
+    link: ChainLink | None,
+    scope: Callable[[], str],
+) -> tuple[str, tuple[str, ...]]:
+    """The name of the stored state a call reads, and the hash chain of ``items`` computed for it.
+
+    An explicit id has one state ("": its name is the id's). A call that continues a stored response reads
+    its chain's state at that response's turn. Any other call reads the state of its own history up to the
+    previous call (see :func:`_read_point`) under its scope (system prompt, tools, model): a content
+    address (:func:`shared.address_of`), so a worker never reads the state of a conversation that merely
+    opens alike, that parted from it since, or that the model reads under another system prompt or tools.
+    """
+    state = resolution.state
+    if state.explicit:
+        return "", ()
+    if link is not None:
+        return f"chain:{link.chain}:{link.turn}", ()
+    if not items:
+        return "empty", ()
+    k = _read_point(adapter, items)
+    snapshot = resolution.snapshot
+    written = state.shared_written
+    if (
+        written is not None
+        and written[0] is snapshot
+        and snapshot is not None
+        and k == len(snapshot.items)
+        and resolution.unchanged >= k - 1  # only a moved marker, for a derived key: the same name
+        and written[1] == scope()
+    ):
+        return written[2], ()  # this worker wrote the state of the previous call: its name is known
+    known = snapshot.chain[: resolution.unchanged] if snapshot is not None else ()
+    chain = shared.extend(known, items, k - 1)
+    return shared.address_of(state.key, scope(), chain, items, k), chain
+
+
+def written_address(call: EngineCall, snapshot: Snapshot, made: ChainLink | None, bare: str = "") -> str:
+    """The name of the stored state a call writes after its response (what the next call reads: see
+    :func:`read_address`); ``bare``: the hash of the last item without markers, when known."""
+    state = call.state
+    if state.explicit:
+        return ""
+    if made is not None:
+        return f"chain:{made.chain}:{made.turn}"
+    items = snapshot.items
+    if not items or len(snapshot.chain) < len(items) - 1:
+        return call.shared_address or "empty"
+    scope = call.scope
+    address = shared.address_of(state.key, scope, snapshot.chain, items, len(items), bare)
+    state.shared_written = (snapshot, scope, address)
+    return address
+
+
 def take(
-    store: StateStore, provider: str, resolution: Resolution, items: Any
-) -> Generator[StoreRequest, Any, tuple[Resolution, str]]:
-    """Read the conversation's shared value (one round trip) and bring the local state up to date."""
-    loaded, memo = yield from _read(store, resolution.state, None)
-    taken = shared.take(resolution, loaded, items, memo)
+    store: StateStore,
+    provider: str,
+    resolution: Resolution,
+    items: Any,
+    adapter: ChatFormat,
+    link: ChainLink | None,
+    scope: Callable[[], str],
+) -> Generator[StoreRequest, Any, tuple[Resolution, str, str]]:
+    """Read the shared value of the conversation's history (one round trip) and bring the local state up
+    to date; also the name of what was read (the call's ``shared_address``)."""
+    address, chain = read_address(adapter, resolution, items, link, scope)
+    loaded, memo = yield from _read(store, resolution.state, address, items, scope, None)
+    taken = shared.take(resolution, loaded, items, memo, chain)
     if taken.window is not None:
         w_provider, model, tokens = taken.window
         known = budgets.learned_window(w_provider, model)
@@ -79,7 +159,7 @@ def take(
             state.detector = CacheBreakDetector()
         intact = snapshot is not None and taken.resolution.unchanged >= len(snapshot.items) - 1
         state.detector.adopt_shared_baseline(taken.cache, intact=intact)
-    return taken.resolution, taken.source
+    return taken.resolution, taken.source, address
 
 
 def link_of(store: StateStore, response_id: str) -> Generator[StoreRequest, Any, ChainLink | None]:
@@ -95,20 +175,26 @@ def put_link(store: StateStore, link: ChainLink) -> None:
 
 
 def _read(
-    store: StateStore, state: ConversationState, loaded: Loaded | None
+    store: StateStore,
+    state: ConversationState,
+    address: str,
+    items: Sequence[Any],
+    scope: Callable[[], str],
+    loaded: Loaded | None,
 ) -> Generator[StoreRequest, Any, tuple[Loaded, Loaded | None]]:
-    """The state part (read now unless given) and, only when it names summaries ``state`` does not hold,
-    the memo part."""
-    key = state.key
+    """The state of the history ``address`` names (read now unless given) and, only when it names a
+    summary of this very history (by content address) that ``state`` does not hold, that summary."""
+    key, part = state.key, shared.state_part(address)
     if loaded is None:
-        loaded = yield StoreRequest(partial(store.get, key), partial(store.aget, key))
-    if not shared.memo_wanted(state, loaded):
+        loaded = yield StoreRequest(partial(store.get, key, part), partial(store.aget, key, part))
+    wanted = shared.memo_wanted(state, loaded, items, scope)
+    if not wanted:
         return loaded, None
-    memo = yield StoreRequest(partial(store.get, key, shared.MEMO), partial(store.aget, key, shared.MEMO))
+    memo = yield StoreRequest(partial(store.get, key, wanted), partial(store.aget, key, wanted))
     return loaded, memo
 
 
-def _value(call: EngineCall, store: StateStore, snapshot: Snapshot) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _value(call: EngineCall, store: StateStore, snapshot: Snapshot) -> tuple[dict[str, Any], list[MemoEntry]]:
     provider = call.request.provider
     window = budgets.learned_window(provider, call.model)
     detector = call.state.detector
@@ -122,14 +208,21 @@ def _value(call: EngineCall, store: StateStore, snapshot: Snapshot) -> tuple[dic
     )
 
 
-def commit(call: EngineCall, store: StateStore, snapshot: Snapshot) -> None:
-    """After the response: the conversation's new shared value (and its summaries when they changed),
-    written off the caller's path, in that order."""
+def commit(call: EngineCall, store: StateStore, snapshot: Snapshot, made: ChainLink | None = None) -> None:
+    """After the response: the new shared value of the conversation's history (and its summaries the store
+    may not hold yet, each under its own content address), written off the caller's path, in that order.
+    ``made``: the link of the response the provider stored for this call, if any."""
     key = call.state.key
     value, memo = _value(call, store, snapshot)
-    if memo is not None:
-        store.put_later(key, memo, shared.MEMO)
-    store.put_later(key, value, renew=(shared.MEMO,) if value["memo"] else ())
+    for entry in memo:
+        store.put_later(key, shared.entry_value(entry), shared.memo_part(entry.address))
+    anchor = value["anchor"]
+    part = shared.state_part(written_address(call, snapshot, made, anchor["bare"] if anchor else ""))
+    # The state this call read is superseded (the conversation's next call reads this one): kept a little
+    # longer for calls still under way on that history, not a day for every call of every conversation.
+    read = call.shared_address
+    retire = (shared.state_part(read),) if read and not call.state.explicit else ()
+    store.put_later(key, value, part, renew=shared.renewed(value), retire=retire)
 
 
 def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
@@ -150,11 +243,11 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
         # a store, and makes no more round trips before its request.
         yield from summary
         return
-    key = call.state.key
+    key, lock = call.state.key, shared.summary_lock(call.shared_address)
     lease_for = lease_seconds(call.request.settings)
     lease = yield StoreRequest(
-        partial(store.acquire, key, lease_seconds=lease_for),
-        partial(store.aacquire, key, lease_seconds=lease_for),
+        partial(store.acquire, key, lock, lease_for),
+        partial(store.aacquire, key, lock, lease_for),
     )
     if lease is None:
         if call.estimated_tokens < budget.blocking_limit:
@@ -178,10 +271,13 @@ def once(span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
     if lease.exclusive and call.entry is not None:
         # Before the lock goes: the next worker must find this summary, not make its own.
         value, memo = _value(call, store, call.resolution.snapshot or Snapshot((), None))
-        if memo is not None:
-            yield StoreRequest(partial(store.put, key, memo, shared.MEMO), partial(store.aput, key, memo, shared.MEMO))
-        renew = (shared.MEMO,) if value["memo"] else ()
-        yield StoreRequest(partial(store.put, key, value, renew=renew), partial(store.aput, key, value, renew=renew))
+        for entry in memo:
+            stored, part = shared.entry_value(entry), shared.memo_part(entry.address)
+            yield StoreRequest(partial(store.put, key, stored, part), partial(store.aput, key, stored, part))
+        part, renew = shared.state_part(call.shared_address), shared.renewed(value)
+        yield StoreRequest(
+            partial(store.put, key, value, part, renew=renew), partial(store.aput, key, value, part, renew=renew)
+        )
     yield release
 
 
@@ -218,12 +314,14 @@ def _theirs(call: EngineCall, store: StateStore, timeout: float) -> Generator[St
         return False
     state, key = call.state, call.state.key
     seen = state.shared_seq
+    part, lock = shared.state_part(call.shared_address), shared.summary_lock(call.shared_address)
 
     def newer(value: Mapping[str, Any]) -> bool:
         return isinstance(value.get("seq"), int) and value["seq"] > seen
 
     loaded = yield StoreRequest(
-        partial(store.wait_for, key, newer, timeout), partial(store.await_for, key, newer, timeout)
+        partial(store.wait_for, key, newer, timeout, part, lock),
+        partial(store.await_for, key, newer, timeout, part, lock),
     )
     if loaded.value is None and _ran_out(call, store):
         return False  # none came in time: no more round trips
@@ -234,9 +332,9 @@ def _apply_stored(call: EngineCall, store: StateStore, loaded: Loaded | None) ->
     """Take what the store holds for the conversation (``loaded``: its state part, read now when None); when
     it has a summary of a longer prefix of this call's items than the one sent, send that summary (True)."""
     state = call.state
-    loaded, memo = yield from _read(store, state, loaded)
+    loaded, memo = yield from _read(store, state, call.shared_address, call.items, lambda: call.scope, loaded)
     shared.take(call.resolution, loaded, call.items, memo)
-    entry = state.memo.find(call.items)
+    entry = state.memo.find(call.items, scope=call.scope)
     if entry is None or (call.entry is not None and entry.prefix_len <= call.entry.prefix_len):
         return False
     adapter = call.adapter
@@ -265,16 +363,29 @@ def claim(
     store = call.store
     assert store is not None
     key, lease_for = call.state.key, lease_seconds(call.request.settings)
+    named = _prepared_address(call)
+    lock = shared.prepare_lock(named)
     lease = yield StoreRequest(
-        partial(store.acquire, key, PREPARE_LOCK, lease_for), partial(store.aacquire, key, PREPARE_LOCK, lease_for)
+        partial(store.acquire, key, lock, lease_for), partial(store.aacquire, key, lock, lease_for)
     )
-    if lease is None or not lease.exclusive:
+    if lease is not None and not lease.exclusive:
+        return lease, None, None
+    # The fleet finds this conversation's preparations under this name, whichever worker holds the lock:
+    # every worker's next write of the state carries it on.
+    call.state.shared_prepared = named
+    if lease is None:
         return lease, None, None
     ready, other = yield from read_prepared(call)
     if ready is not None:
         yield release(store, lease)
         return None, ready, None
     return lease, None, other
+
+
+def _prepared_address(call: EngineCall) -> str:
+    """The name of the conversation's background preparations: the one its state carries, else the history
+    this call read (an explicit id's: "", the id's own)."""
+    return call.state.shared_prepared or call.shared_address
 
 
 def release(store: StateStore, lease: Lease) -> StoreRequest:
@@ -288,9 +399,8 @@ def publish(
     """Publish a summary prepared in the background for every worker (synchronously: the lock is let go
     after it, and a worker that then finds the lock free must find the summary). True when stored."""
     value, key = shared.prepared_value(entry, link), call.state.key
-    stored = yield StoreRequest(
-        partial(store.put, key, value, shared.PREPARED), partial(store.aput, key, value, shared.PREPARED)
-    )
+    part = shared.prepared_part(_prepared_address(call))
+    stored = yield StoreRequest(partial(store.put, key, value, part), partial(store.aput, key, value, part))
     return bool(stored)
 
 
@@ -300,7 +410,7 @@ def _covers(call: EngineCall, got: shared.Published) -> bool:
     entry, items = got.entry, call.items
     if entry.prefix_len > len(items) or (call.entry is not None and entry.prefix_len <= call.entry.prefix_len):
         return False
-    return items_hash(items[: entry.prefix_len]) == entry.prefix_hash
+    return entry.scope == call.scope and items_hash(items[: entry.prefix_len]) == entry.prefix_hash
 
 
 def _covering(call: EngineCall, loaded: Loaded) -> shared.Published | None:
@@ -317,8 +427,8 @@ def read_prepared(
     or longer is already sent), (None, None) when there is none."""
     store = call.store
     assert store is not None
-    key = call.state.key
-    loaded = yield StoreRequest(partial(store.get, key, shared.PREPARED), partial(store.aget, key, shared.PREPARED))
+    key, part = call.state.key, shared.prepared_part(_prepared_address(call))
+    loaded = yield StoreRequest(partial(store.get, key, part), partial(store.aget, key, part))
     got = shared.published(loaded)
     if got is None:
         return None, None
@@ -333,10 +443,10 @@ def remove_prepared(call: EngineCall, got: shared.Published) -> Generator[StoreR
     assert store is not None
     if not got.ident:
         return False
-    key, field = call.state.key, shared.PREPARED_ID
+    key, field, part = call.state.key, shared.PREPARED_ID, shared.prepared_part(_prepared_address(call))
     removed = yield StoreRequest(
-        partial(store.remove_if, key, shared.PREPARED, field, got.ident),
-        partial(store.aremove_if, key, shared.PREPARED, field, got.ident),
+        partial(store.remove_if, key, part, field, got.ident),
+        partial(store.aremove_if, key, part, field, got.ident),
     )
     return bool(removed)
 
@@ -348,10 +458,8 @@ def preparing(call: EngineCall) -> Generator[StoreRequest, Any, bool]:
     assert store is not None
     if waited_out(call):
         return False
-    key = call.state.key
-    lease = yield StoreRequest(
-        partial(store.acquire, key, PREPARE_LOCK, 1.0), partial(store.aacquire, key, PREPARE_LOCK, 1.0)
-    )
+    key, lock = call.state.key, shared.prepare_lock(_prepared_address(call))
+    lease = yield StoreRequest(partial(store.acquire, key, lock, 1.0), partial(store.aacquire, key, lock, 1.0))
     if lease is None:
         return True
     yield release(store, lease)
@@ -363,7 +471,8 @@ def wait_prepared(call: EngineCall, timeout: float) -> Generator[StoreRequest, A
     prepare lock is let go) for a published summary that covers this call."""
     store = call.store
     assert store is not None
-    key = call.state.key
+    key, named = call.state.key, _prepared_address(call)
+    part, lock = shared.prepared_part(named), shared.prepare_lock(named)
     timeout = min(timeout, left(call, store))
     if timeout <= 0.0:
         call.store_deadline = _WAITED_OUT
@@ -373,8 +482,8 @@ def wait_prepared(call: EngineCall, timeout: float) -> Generator[StoreRequest, A
         return _covering(call, Loaded(dict(value), semconv.STATE_SOURCE_STORE)) is not None
 
     loaded = yield StoreRequest(
-        partial(store.wait_for, key, covers, timeout, shared.PREPARED, PREPARE_LOCK),
-        partial(store.await_for, key, covers, timeout, shared.PREPARED, PREPARE_LOCK),
+        partial(store.wait_for, key, covers, timeout, part, lock),
+        partial(store.await_for, key, covers, timeout, part, lock),
     )
     got = _covering(call, loaded)
     if got is None:

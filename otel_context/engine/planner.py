@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Generator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from opentelemetry import trace
@@ -30,6 +31,7 @@ from otel_context.compaction import cascade
 from otel_context.contract import CallPlan, CallRequest
 from otel_context.conversation import STORE, ChainLink, ConversationState, Snapshot, shared
 from otel_context.conversation import resolve as resolve_conversation
+from otel_context.conversation.memo import scope_of
 from otel_context.engine import auto, budgets, fleet, reactive
 from otel_context.engine.call import EngineCall, rewrites
 from otel_context.engine.provider_compaction import observe_provider_compaction, usage_shows_compaction
@@ -71,8 +73,9 @@ class EnginePlan(EngineCall):
         # same derived key moved the one this call read): the cache check below stays on the state whose
         # detector fingerprinted the request.
         committed = STORE.commit(self.resolution, snapshot, ended)
+        made: ChainLink | None = None
         if response_id and usage is not None and self.adapter.stores_response(self.request.body):
-            _remember_response(self, committed, response_id, usage)
+            made = _remember_response(self, committed, response_id, usage)
         state = self.state
         if usage is not None and self.budget is not None and usage.input_tokens > 0:
             utilization = usage.input_tokens / self.budget.effective
@@ -103,10 +106,12 @@ class EnginePlan(EngineCall):
         if read is not None or (usage is not None and usage_shows_compaction(usage)):
             observe_provider_compaction(span, provider, self.model, usage, read, state)
         if store is not None:
-            fleet.commit(self, store, snapshot)
+            fleet.commit(self, store, snapshot, made)
 
 
-def _remember_response(call: EnginePlan, committed: ConversationState, response_id: str, usage: TokenUsage) -> None:
+def _remember_response(
+    call: EnginePlan, committed: ConversationState, response_id: str, usage: TokenUsage
+) -> ChainLink:
     """Link a response the provider stored to the state that now holds its conversation, for the calls that
     continue it (with a shared store, for every worker). A chain is named by a hash of its first response's id
     (a provider id is never put in a shared store), and an explicit conversation id is never written there:
@@ -120,6 +125,12 @@ def _remember_response(call: EnginePlan, committed: ConversationState, response_
     STORE.link(link)
     if call.store is not None:
         fleet.put_link(call.store, link._replace(key="") if committed.explicit else link)
+    return link
+
+
+def _scope(adapter: WireFormatAdapter, body: Mapping[str, Any], model: str) -> str:
+    """The call's scope (see :attr:`EngineCall.scope`), before the call's plan exists."""
+    return scope_of(adapter.system_text(body), body.get("tools"), model)
 
 
 def _after_reply(adapter: WireFormatAdapter, items: Sequence[Item], known: int) -> int:
@@ -162,15 +173,18 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
             link = yield from fleet.link_of(store, continued)  # another worker made that response
         resolution = resolve_conversation(adapter, request.provider, items, settings, link)
         source = semconv.STATE_SOURCE_MEMORY
+        address = ""
         if store is not None:  # another worker may have moved this conversation on: one read of the store
-            resolution, source = yield from fleet.take(store, request.provider, resolution, items)
+            resolution, source, address = yield from fleet.take(
+                store, request.provider, resolution, items, adapter, link, partial(_scope, adapter, body, model)
+            )
         elif settings.state_store is not None:
             source = semconv.STATE_SOURCE_FALLBACK
         state, snapshot, unchanged = resolution.state, resolution.snapshot, resolution.unchanged
         budget = budgets.budget_of(request, adapter, model)
         p = EnginePlan(request, adapter, resolution, items, model, budget)
         if store is not None:
-            p.store, p.store_deadline = store, waits_until
+            p.store, p.store_deadline, p.shared_address = store, waits_until, address
         attributes = p.attributes
         attributes[semconv.STATE_SOURCE] = source
         attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
@@ -190,7 +204,7 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
             and not provider_holds
             and (len(state.memo) or (snapshot is not None and snapshot.entry is not None))
         ):
-            entry = state.memo.find(items, snapshot.entry if snapshot is not None else None, unchanged)
+            entry = state.memo.find(items, snapshot.entry if snapshot is not None else None, unchanged, p.scope)
             if entry is not None:
                 p.entry = entry
                 p.sent_items = entry.apply(items)
@@ -204,7 +218,10 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
             appended = estimate_items(adapter, items)
             estimated = link.input_tokens + link.output_tokens + int(appended * state.estimate_factor)
             p.history_tokens = appended
-        elif snapshot is not None and snapshot.usage is not None and unchanged > 0:
+        elif snapshot is not None and snapshot.usage is not None and unchanged > 0 and p.entry is snapshot.entry:
+            # (Only when this call sends the summary the previous call sent, or none as it did: a summary made
+            # under another system prompt or tools is not sent, and one taken from the fleet since is, so the
+            # reported usage did not count these items; they are estimated below instead.)
             last = snapshot.items
             known = len(last)
             # What the app appended since: first, usually, the previous call's reply. Its usage's output tokens

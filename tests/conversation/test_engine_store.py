@@ -15,7 +15,7 @@ import pytest
 import otel_context
 from otel_context import semconv
 from otel_context.conversation import shared
-from otel_context.conversation.state_store import StateStore
+from otel_context.conversation.state_store import SCHEMA_VERSION, StateStore
 from otel_context.testing import SimulatedProvider
 from otel_context.testing.fleet import Figures, file_content
 from otel_context.testing.redis_server import RedisServer
@@ -226,12 +226,14 @@ def test_an_appended_turn_reads_and_writes_only_the_small_state(
     chat, store = _compacted(simulated_provider, otel, store_url)
     summarized = Figures.of(simulated_provider.exchanges).summarizer_calls
     client = redis.Redis.from_url(own_redis.url)
-    state_key, memo_key = store.key("faulty"), store.key("faulty", shared.MEMO)
-    memo = store.get("faulty", shared.MEMO).value
     state = store.get("faulty").value
-    assert memo is not None and state is not None
-    assert state["memo"] == memo["rev"]
-    summary = memo["entries"][0]["summary"]
+    assert state is not None
+    length, address = state["memo"][0]
+    memo_part = shared.memo_part(address)
+    state_key, memo_key = store.key("faulty"), store.key("faulty", memo_part)
+    memo = store.get("faulty", memo_part).value
+    assert memo is not None and memo["len"] == length > 0
+    summary = memo["summary"]
     state_bytes = client.get(state_key)
     assert isinstance(state_bytes, bytes) and summary and summary.encode() not in state_bytes
     memo_bytes = client.get(memo_key)
@@ -247,12 +249,12 @@ def test_an_appended_turn_reads_and_writes_only_the_small_state(
     assert client.get(memo_key) == memo_bytes
     assert client.pttl(memo_key) > 3_600_000  # the store's expiry (a day), renewed with the state
     sent = simulated_provider.exchanges[-1].body["messages"][0]
-    assert sent == memo["entries"][0]["head"][0]  # the summary, as stored
+    assert sent == memo["head"][0]  # the summary, as stored
 
     otel_context.engine.reset()  # this process forgets the conversation, as a worker that never saw it
     client.config_resetstat()
     chat.turn("another worker")
-    assert _calls(client).get("get") == 2  # the state, then the summaries it names
+    assert _calls(client).get("get") == 2  # the state, then the summary it names
     assert simulated_provider.exchanges[-1].body["messages"][0] == sent
     assert Figures.of(simulated_provider.exchanges).summarizer_calls == summarized  # not summarized again
     assert Figures.of(simulated_provider.exchanges).summaries_written == 1
@@ -269,17 +271,19 @@ def test_summaries_lost_from_the_store_are_written_back(
     import redis
 
     chat, store = _compacted(simulated_provider, otel, store_url)
-    memo = store.get("faulty", shared.MEMO).value
     state = store.get("faulty").value
-    assert memo is not None and state is not None
+    assert state is not None
+    memo_part = shared.memo_part(state["memo"][0][1])
+    memo = store.get("faulty", memo_part).value
+    assert memo is not None
     client = redis.Redis.from_url(own_redis.url)
-    memo_key = store.key("faulty", shared.MEMO)
+    memo_key = store.key("faulty", memo_part)
 
     def lose() -> None:
         if lost == "deleted":
             client.delete(memo_key)
         else:
-            client.set(memo_key, b'{"v":2,"d":{"entries":"not a list"}}')
+            client.set(memo_key, b'{"v":%d,"d":{"head":"not a list"}}' % SCHEMA_VERSION)
 
     # The worker that holds them reads the write of a worker that found them gone (it names none): it
     # writes them back.
@@ -287,9 +291,9 @@ def test_summaries_lost_from_the_store_are_written_back(
     store.put("faulty", {**state, "seq": state["seq"] + 1, "rev": "other", "memo": None})
     assert chat.turn("on the worker that made the summary")[0] == semconv.STATE_SOURCE_STORE
     assert store.flush(5)
-    assert store.get("faulty", shared.MEMO).value == memo
+    assert store.get("faulty", memo_part).value == memo
     after = store.get("faulty").value
-    assert after is not None and after["memo"] == memo["rev"]
+    assert after is not None and after["memo"] == state["memo"]
 
     # A worker that never saw the conversation finds them gone: its call goes on, and its write names none.
     lose()

@@ -20,6 +20,7 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from otel_context import Compactor, semconv
+from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER
 from otel_context.instrumentation import _background
 from otel_context.testing import count_request_tokens
 from tests.compaction.support import Otel
@@ -146,6 +147,42 @@ def test_a_first_call_over_the_threshold_drops_old_rounds_rather_than_the_reserv
     assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
     # The oldest questions made way for the reserve: the summary request does not hold the first one.
     assert "Question 0:" not in json.dumps(summaries[-1].body)
+
+
+def test_the_users_messages_the_summarizer_could_not_read_are_the_ones_kept_verbatim(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    """When the oldest rounds make way for the summary's room, the summary cannot cover their user messages:
+    the verbatim budget goes to them (oldest first), not to the newest ones the summarizer did read."""
+    window, model = 30_000, MODELS["anthropic"]
+    simulated_provider.set_window(model, window)
+    instrumented(auto_compact_window=window, background_compaction=False)
+    turns = 90
+    history: list[dict[str, Any]] = []
+    for turn in range(turns):
+        history += [
+            {"role": "user", "content": _question(turn, 150, 0)},
+            {"role": "assistant", "content": f"Noted {turn}."},
+        ]
+    history.append({"role": "user", "content": "What did I ask?"})
+    client = simulated_provider.anthropic()
+    client.messages.create(model=model, max_tokens=8_192, messages=history)
+    (summarizer,) = _summaries(simulated_provider)
+    read = {t for t in range(turns) if f"Question {t}:" in json.dumps(summarizer.body)}
+    assert 0 not in read  # the oldest rounds made way
+    app = simulated_provider.exchanges[-1].body["messages"]
+    head = app[: next(i for i, m in enumerate(app) if SUMMARY_MESSAGE_HEADER in json.dumps(m))]
+    verbatim = [t for t in range(turns) if any(m["content"] == _question(t, 150, 0) for m in head)]
+    assert len(verbatim) >= 3, verbatim
+    assert verbatim == list(range(len(verbatim)))  # the oldest, in order
+    assert not read & set(verbatim)  # none the summary covers
+    note = json.dumps(app[len(head)])  # the summary message says what is left out, and why
+    assert "did not fit in what the summarizer read" in note
+    (compact,) = otel.compact_spans()
+    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert compact.attributes[semconv.COMPACTION_USER_MESSAGES_KEPT] == len(verbatim)
+    # What neither reached is not hidden: the retention figure says something was lost.
+    assert compact.attributes[semconv.COMPACTION_RETENTION] < 1.0
 
 
 @pytest.mark.parametrize("sdk", ["anthropic", "openai"])
