@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from otel_context import semconv
@@ -266,8 +266,8 @@ class KeptUserMessages:
         if not self.unread:
             return kept + "in between are left out here and covered by the summary above."
         return (
-            f"{kept}in between are left out here; the oldest {self.unread} of them did not fit in what the "
-            "summarizer read, and the summary above covers the rest."
+            f"{kept}in between are left out here; {self.unread} of them did not fit in what the summarizer read, "
+            "and the summary above covers the rest."
         )
 
     @property
@@ -671,11 +671,18 @@ def summarize(
         assert summary is not None
         summary_tokens = result.usage.output_tokens if result.usage is not None else estimate_text(result.text)
         if len(transcript) < len(read):
-            # The summarizer did not read the oldest rounds of the span: their user messages are kept verbatim
-            # first (the summary cannot cover them), then the newest.
+            # The summarizer did not read the oldest rounds of the span, so the summary cannot cover their user
+            # messages. At a first compaction they are the conversation's first messages: the verbatim budget
+            # goes to them first (then the newest, which the summary covers). Past one, they follow messages
+            # the previous summary (the anchor) covers, and the budget stays with the first and the newest (the
+            # newest may hold a later instruction); the note says how many of those left out nobody read.
             unread = len(user_messages(adapter, read)) - len(user_messages(adapter, transcript))
             before = max(0, len(texts) - len(user_messages(adapter, read)))
-            kept = select_user_messages(texts, budget, before + unread)
+            if before == 0:
+                kept = select_user_messages(texts, budget, unread)
+            else:
+                left = range(kept.first, kept.first + kept.omitted)
+                kept = replace(kept, unread=len(set(left) & set(range(before, before + unread))))
         verbatim = tuple(adapter.make_user_item(text) for text in kept.texts)
         room = None
         if target_tokens is not None:
