@@ -282,6 +282,20 @@ class _Section:
         return tuple(sorted(self.marks)) if self.marks else ()
 
 
+def _scope_change(previous: RequestFingerprint, current: RequestFingerprint) -> str | None:
+    """The reason when the model, tools or system prompt differ between two calls (never a compaction's doing),
+    in the order of :meth:`CacheBreakDetector._diagnose`; None when they are the same."""
+    if previous.wire_format != current.wire_format:
+        return None
+    if previous.model != current.model:
+        return semconv.REASON_MODEL_CHANGED
+    if _first_change(previous.tools, current.tools) is not None:
+        return semconv.REASON_TOOLS_CHANGED
+    if _first_change(previous.system, current.system) is not None:
+        return semconv.REASON_SYSTEM_CHANGED
+    return None
+
+
 def _first_change(previous: Sequence[Any], current: Sequence[Any]) -> int | None:
     """The first position whose content differs (markers aside); ``min(len)`` when one sequence is a
     prefix of the other and their lengths differ; None when they are the same."""
@@ -615,7 +629,8 @@ class CacheBreakDetector:
         """Compare this call with the previous call of the conversation, then make it the new baseline.
 
         The rule (docs/telemetry.md): what the previous call left in the cache (:func:`_left_in_cache`) minus this call's cache reads
-        exceed 5 % of the former AND 2,000 tokens, and no compaction was announced in between. ``started``
+        exceed 5 % of the former AND 2,000 tokens, and no compaction was announced in between (one that
+        was explains the miss, unless the model, tools or system prompt changed too: :func:`_scope_change`). ``started``
         and ``ended`` are ``time.monotonic()`` stamps of this call (default: the fingerprint's time and now,
         on the detector's clock). An injected clock (``clock=`` or :func:`use_clock`) wins over the stamps
         passed in: a test moving a simulated clock wants every gap measured on it, and the engine's stamps
@@ -638,13 +653,19 @@ class CacheBreakDetector:
                 if lost <= shared.left * BREAK_MIN_FRACTION or lost <= BREAK_MIN_TOKENS:
                     return None
                 return CacheBreak(_diagnose_shared(shared, fp, started - shared.ended), lost)
-            if announced or previous is None or previous.usage is None or usage is None or not reported:
+            if previous is None or previous.usage is None or usage is None or not reported:
+                return None
+            # A compaction explains a miss of the messages, never one of the model, tools or system prompt: a
+            # change of those that came with a compaction (the summary made for the old tools no longer
+            # applies, so the call compacts anew) is still reported, with its own reason.
+            scope = _scope_change(previous.fingerprint, fp) if announced else None
+            if announced and scope is None:
                 return None
             left_in_cache = _left_in_cache(previous.fingerprint, previous.usage)
             lost = left_in_cache - usage.cache_read_tokens
             if lost <= left_in_cache * BREAK_MIN_FRACTION or lost <= BREAK_MIN_TOKENS:
                 return None
-            return CacheBreak(self._diagnose(previous.fingerprint, fp, started - previous.ended), lost)
+            return CacheBreak(scope or self._diagnose(previous.fingerprint, fp, started - previous.ended), lost)
 
     def nothing_cached(self) -> bool:
         """Whether the previous call left nothing in the cache (or there was none) and no other worker's

@@ -265,6 +265,27 @@ def test_announced_compaction_suppresses_exactly_the_next_check() -> None:
     assert brk is not None and brk.reason == semconv.REASON_MODEL_CHANGED
 
 
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"tools": [*TOOLS, {"name": "write_file", "input_schema": {"type": "object"}}]}, semconv.REASON_TOOLS_CHANGED),
+        ({"system": "Another system prompt."}, semconv.REASON_SYSTEM_CHANGED),
+        ({"model": "claude-haiku-4-5"}, semconv.REASON_MODEL_CHANGED),
+    ],
+    ids=["tools", "system", "model"],
+)
+def test_a_compaction_does_not_hide_a_change_of_tools_system_or_model(change: dict[str, Any], reason: str) -> None:
+    """A compaction explains a miss of the messages, never one of the tools (an MCP server connected in the call
+    that compacts, or that compacts anew because the summary made for the old tools no longer applies)."""
+    detector = CacheBreakDetector(clock=Clock())
+    call(detector, body(with_last_marked(history(2))), usage(0, 10_000))
+    call(detector, body(with_last_marked(history(3))), usage(10_000, 400))
+    assert detector.announce_compaction() == 10_400
+    compacted = with_last_marked([{"role": "user", "content": "summary of everything so far"}])
+    brk = call(detector, body(compacted, **change), usage(0, 3_000))
+    assert brk is not None and brk.reason == reason and brk.lost_tokens == 10_400
+
+
 def test_announce_before_any_call_has_nothing_to_lose() -> None:
     """None: no cache figures yet, so no intentional break is reported (not an event saying 0)."""
     assert CacheBreakDetector().announce_compaction() is None
