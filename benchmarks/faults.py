@@ -29,70 +29,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis
 
 import otel_context
 from otel_context import Settings
-from otel_context.compaction.budget import budget_for
-from otel_context.conversation.state_store import RedisStore
-from otel_context.formats import for_format
 from otel_context.testing import SimulatedProvider
-from otel_context.testing.fleet import file_content
 from otel_context.testing.redis_server import RedisServer
-from otel_context.tokens import estimate_fixed, estimate_items
-
-MODEL = "claude-sonnet-4-6"
-WINDOW = 14_000
-
-
-class TimedStore(RedisStore):
-    """The Redis store, adding up per thread the time its operations take."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._spent = threading.local()
-
-    def spent(self) -> float:
-        seconds: float = getattr(self._spent, "seconds", 0.0)
-        self._spent.seconds = 0.0
-        return seconds
-
-
-def _timed(name: str) -> Callable[..., Any]:
-    plain = getattr(RedisStore, name)
-
-    def operation(self: TimedStore, *args: Any, **kwargs: Any) -> Any:
-        began = time.perf_counter()
-        try:
-            return plain(self, *args, **kwargs)
-        finally:
-            self._spent.seconds = getattr(self._spent, "seconds", 0.0) + time.perf_counter() - began
-
-    return operation
-
-
-for _name in ("get", "put", "put_later", "acquire", "release", "remove_if", "wait_for"):
-    setattr(TimedStore, _name, _timed(_name))
-
-
-def over_blocking_limit() -> list[dict[str, Any]]:
-    budget = budget_for(MODEL, Settings(auto_compact_window=WINDOW), max_output_tokens=256)
-    assert budget is not None
-    adapter = for_format("anthropic_messages")
-    messages: list[dict[str, Any]] = []
-    turn = 0
-    while True:
-        messages += [
-            {"role": "user", "content": f"Turn {turn}. " + file_content(f"f{turn}.py", 60)},
-            {"role": "assistant", "content": f"Read f{turn}.py."},
-        ]
-        turn += 1
-        body = {"model": MODEL, "max_tokens": 256, "messages": [*messages, {"role": "user", "content": "Go on."}]}
-        if estimate_fixed(adapter, body) + estimate_items(adapter, body["messages"]) >= budget.blocking_limit:
-            return list(body["messages"])
-
+from tests.conversation.fault_support import MODEL, SUMMARIZER, WINDOW, TimedStore, over_blocking_limit
 
 HISTORY = over_blocking_limit()
 
@@ -121,6 +67,7 @@ threading.Event().wait()
 class Bench:
     def __init__(self, sim: SimulatedProvider, server: RedisServer, background: bool) -> None:
         self.sim, self.server = sim, server
+        sim.summarizer = SUMMARIZER
         self.store = TimedStore.from_url(server.url)
         self.client = redis.Redis.from_url(server.url)
         otel_context.instrument(

@@ -23,28 +23,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 
 import otel_context
 from otel_context import Settings
-from otel_context.compaction.budget import budget_for
-from otel_context.conversation.state_store import RedisStore
-from otel_context.formats import for_format
-from otel_context.testing import SimulatedProvider, SummarizerStyle
-from otel_context.testing.fleet import Figures, file_content
+from otel_context.testing import SimulatedProvider
+from otel_context.testing.fleet import Figures
 from otel_context.testing.redis_server import RedisServer
-from otel_context.tokens import estimate_fixed, estimate_items
 from tests.compaction.conftest import _fresh_engine
 
 from .conftest import require_redis_binary
+from .fault_support import MODEL, SUMMARIZER, WINDOW, TimedStore, over_blocking_limit
 
 __all__ = ["_fresh_engine"]
 
-MODEL = "claude-sonnet-4-6"
-WINDOW = 14_000
 #: The documented default: every test runs with it.
 BOUND = Settings().state_store_max_wait_seconds
 #: The waiter's summarizer budget: without the bound a waiter waited up to its lease (2 x 2 s + 5 s = 9 s).
@@ -53,57 +47,7 @@ SUMMARIZER_TIMEOUT = 2.0
 CONVERSATIONS = 3
 
 
-class TimedStore(RedisStore):
-    """The Redis store, adding up per thread the time each of its operations takes (the caller's thread
-    runs a sync client's store operations: what the call spends on the store and on other workers)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._spent = threading.local()
-
-    def spent(self) -> float:
-        """Seconds this thread spent in the store since the last call of :meth:`spent`."""
-        seconds: float = getattr(self._spent, "seconds", 0.0)
-        self._spent.seconds = 0.0
-        return seconds
-
-
-def _timed(name: str) -> Callable[..., Any]:
-    plain = getattr(RedisStore, name)
-
-    def operation(self: TimedStore, *args: Any, **kwargs: Any) -> Any:
-        began = time.perf_counter()
-        try:
-            return plain(self, *args, **kwargs)
-        finally:
-            self._spent.seconds = getattr(self._spent, "seconds", 0.0) + time.perf_counter() - began
-
-    return operation
-
-
-for _name in ("get", "put", "put_later", "acquire", "release", "remove_if", "wait_for"):
-    setattr(TimedStore, _name, _timed(_name))
-
-
-def _over_blocking_limit() -> list[dict[str, Any]]:
-    """A history whose estimate is past the blocking limit (the call that would wait for a holder)."""
-    budget = budget_for(MODEL, Settings(auto_compact_window=WINDOW), max_output_tokens=256)
-    assert budget is not None
-    adapter = for_format("anthropic_messages")
-    messages: list[dict[str, Any]] = []
-    turn = 0
-    while True:
-        messages += [
-            {"role": "user", "content": f"Turn {turn}. " + file_content(f"f{turn}.py", 60)},
-            {"role": "assistant", "content": f"Read f{turn}.py."},
-        ]
-        turn += 1
-        body = {"model": MODEL, "max_tokens": 256, "messages": [*messages, {"role": "user", "content": "Go on."}]}
-        if estimate_fixed(adapter, body) + estimate_items(adapter, body["messages"]) >= budget.blocking_limit:
-            return list(body["messages"])
-
-
-HISTORY = _over_blocking_limit()
+HISTORY = over_blocking_limit()
 
 
 class Run:
@@ -111,9 +55,7 @@ class Run:
 
     def __init__(self, sim: SimulatedProvider, server: RedisServer, background: bool, bound: float = BOUND) -> None:
         self.sim, self.server, self.bound = sim, server, bound
-        # A summarizer that writes within the room this small window leaves (the faithful stand-in quotes
-        # every user message, ~5,000 tokens here: cut at its length limit twice, the compaction would fail).
-        sim.summarizer = SummarizerStyle(max_tokens=900)
+        sim.summarizer = SUMMARIZER
         self.store = TimedStore.from_url(server.url)
         self.client = redis.Redis.from_url(server.url)
         settings = {} if bound == BOUND else {"state_store_max_wait_seconds": bound}  # the default, unless given

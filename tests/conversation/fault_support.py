@@ -1,0 +1,77 @@
+"""What the fault tests (``test_fault_waits.py``) and ``benchmarks/faults.py`` share: the conversation that
+goes over its blocking limit, the Redis store with its operations timed, and a summarizer that fits.
+
+Each call goes over the blocking limit of its conversation, so it is the call that would wait for a lock
+holder's summary (one that still fits goes out unchanged).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from otel_context import Settings
+from otel_context.compaction.budget import budget_for
+from otel_context.conversation.state_store import RedisStore
+from otel_context.formats import for_format
+from otel_context.testing import SummarizerStyle
+from otel_context.testing.fleet import file_content
+from otel_context.tokens import estimate_fixed, estimate_items
+
+MODEL = "claude-sonnet-4-6"
+WINDOW = 14_000
+#: A summarizer that writes within the room this small window leaves: the faithful stand-in quotes every user
+#: message (~5,000 tokens here), cut at its length limit twice, and the compaction would fail.
+SUMMARIZER = SummarizerStyle(max_tokens=900)
+
+
+class TimedStore(RedisStore):
+    """The Redis store, adding up per thread the time each of its operations takes (the caller's thread
+    runs a sync client's store operations: what the call spends on the store and on other workers)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._spent = threading.local()
+
+    def spent(self) -> float:
+        """Seconds this thread spent in the store since the last call of :meth:`spent`."""
+        seconds: float = getattr(self._spent, "seconds", 0.0)
+        self._spent.seconds = 0.0
+        return seconds
+
+
+def _timed(name: str) -> Callable[..., Any]:
+    plain = getattr(RedisStore, name)
+
+    def operation(self: TimedStore, *args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return plain(self, *args, **kwargs)
+        finally:
+            self._spent.seconds = getattr(self._spent, "seconds", 0.0) + time.perf_counter() - began
+
+    return operation
+
+
+for _name in ("get", "put", "put_later", "acquire", "release", "remove_if", "wait_for"):
+    setattr(TimedStore, _name, _timed(_name))
+
+
+def over_blocking_limit() -> list[dict[str, Any]]:
+    """A history whose estimate is past the blocking limit (the call that would wait for a holder)."""
+    budget = budget_for(MODEL, Settings(auto_compact_window=WINDOW), max_output_tokens=256)
+    assert budget is not None
+    adapter = for_format("anthropic_messages")
+    messages: list[dict[str, Any]] = []
+    turn = 0
+    while True:
+        messages += [
+            {"role": "user", "content": f"Turn {turn}. " + file_content(f"f{turn}.py", 60)},
+            {"role": "assistant", "content": f"Read f{turn}.py."},
+        ]
+        turn += 1
+        body = {"model": MODEL, "max_tokens": 256, "messages": [*messages, {"role": "user", "content": "Go on."}]}
+        if estimate_fixed(adapter, body) + estimate_items(adapter, body["messages"]) >= budget.blocking_limit:
+            return list(body["messages"])
