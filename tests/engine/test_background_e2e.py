@@ -472,7 +472,9 @@ def test_closing_a_client_whose_connections_cannot_be_remade_gives_the_summary_u
     """With a transport of the app's own, the summary goes through the app's client itself. Closing it cuts
     the summary's request: the summary is given up like one uninstrument() abandons (not a failure, which
     would count on the breaker and fire the failure alert), and the next client prepares it again."""
-    simulated_provider.summary_latency = 3.0  # longer than a turn: still under way when the client closes
+    # Far longer than a turn: still under way when the client closes, even on a loaded machine (with 3 s, a
+    # CI run beside other work once saw the summary land before the close).
+    simulated_provider.summary_latency = 8.0
     _setup(simulated_provider, instrumented)
     new_client = _client_of(simulated_provider, fmt)
     chat = Chat(new_client(http_client=httpx2.Client(transport=TransportOfTheApp())), fmt)
