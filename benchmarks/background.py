@@ -34,7 +34,9 @@ WAITED = 0.25
 
 def _is_summary(body: Any) -> bool:
     items = body.get("messages") if isinstance(body, dict) else None
-    return bool(items) and "<summary>" in str(items[-1])
+    if not items:
+        return False
+    return "<summary>" in str(items[-1])
 
 
 def run(mode: str, turns: int) -> dict[str, float]:

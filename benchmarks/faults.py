@@ -68,7 +68,9 @@ class Bench:
     def __init__(self, sim: SimulatedProvider, server: RedisServer, background: bool) -> None:
         self.sim, self.server = sim, server
         sim.summarizer = SUMMARIZER
-        self.store = TimedStore.from_url(server.url)
+        store = TimedStore.from_url(server.url)
+        assert isinstance(store, TimedStore)
+        self.store = store
         self.client = redis.Redis.from_url(server.url)
         otel_context.instrument(
             auto_compact_window=WINDOW,

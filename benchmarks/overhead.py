@@ -328,19 +328,20 @@ def _calls(provider: str, base_url: str) -> tuple[Callable[[], None], Callable[[
     """(one non-streaming call, one stream returning its chunk gaps in ns)."""
     if provider == "anthropic":
         import anthropic
+        from anthropic.types import MessageParam
 
         a_client = anthropic.Anthropic(base_url=base_url, api_key="bench-key", max_retries=0)
-        call_messages = [{"role": "user", "content": CALL_PROMPT}]
-        stream_messages = [{"role": "user", "content": STREAM_PROMPT}]
+        call_messages: list[MessageParam] = [{"role": "user", "content": CALL_PROMPT}]
+        stream_messages: list[MessageParam] = [{"role": "user", "content": STREAM_PROMPT}]
 
         def a_call() -> None:
-            a_client.messages.create(model=ANTHROPIC_MODEL, max_tokens=1024, messages=call_messages)  # type: ignore[arg-type]
+            a_client.messages.create(model=ANTHROPIC_MODEL, max_tokens=1024, messages=call_messages)
 
         def a_stream() -> list[tuple[int, int]]:
             stream = a_client.messages.create(
                 model=ANTHROPIC_MODEL,
                 max_tokens=4096,
-                messages=stream_messages,  # type: ignore[arg-type]
+                messages=stream_messages,
                 stream=True,
             )
             return _gaps(stream)
@@ -348,18 +349,19 @@ def _calls(provider: str, base_url: str) -> tuple[Callable[[], None], Callable[[
         return a_call, a_stream
 
     import openai
+    from openai.types.chat import ChatCompletionMessageParam
 
     o_client = openai.OpenAI(base_url=base_url + "/v1", api_key="bench-key", max_retries=0)
-    o_call_messages = [{"role": "user", "content": CALL_PROMPT}]
-    o_stream_messages = [{"role": "user", "content": STREAM_PROMPT}]
+    o_call_messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": CALL_PROMPT}]
+    o_stream_messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": STREAM_PROMPT}]
 
     def o_call() -> None:
-        o_client.chat.completions.create(model=OPENAI_MODEL, messages=o_call_messages)  # type: ignore[arg-type]
+        o_client.chat.completions.create(model=OPENAI_MODEL, messages=o_call_messages)
 
     def o_stream() -> list[tuple[int, int]]:
         stream = o_client.chat.completions.create(
             model=OPENAI_MODEL,
-            messages=o_stream_messages,  # type: ignore[arg-type]
+            messages=o_stream_messages,
             stream=True,
             stream_options={"include_usage": True},
         )

@@ -184,7 +184,9 @@ def main() -> None:
         "| summary keeping half | summary keeping nothing | microcompact |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    shapes = [(fmt, None) for fmt in ("anthropic_messages", "openai_chat", "openai_responses")]
+    shapes: list[tuple[str, int | None]] = [
+        (fmt, None) for fmt in ("anthropic_messages", "openai_chat", "openai_responses")
+    ]
     # The same prefix as many small messages (tool results of 900 characters): the per-item work shows.
     shapes += [("anthropic_messages", 900), ("openai_chat", 900)]
     for fmt, result_chars in shapes:

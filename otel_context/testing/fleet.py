@@ -25,14 +25,14 @@ from otel_context.compaction.prompt import NO_TOOLS_PREAMBLE, SUMMARY_MESSAGE_HE
 __all__ = ["Figures", "Fleet", "run_agent"]
 
 SYSTEM = "You are a coding agent. Use the tools."
-ANTHROPIC_TOOLS = [
+ANTHROPIC_TOOLS: list[dict[str, Any]] = [
     {
         "name": "read_file",
         "description": "Read a file",
         "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
     }
 ]
-OPENAI_TOOLS = [
+OPENAI_TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {

@@ -78,7 +78,7 @@ def usage(read: int, write: int = 0, fresh: int = 50) -> TokenUsage:
     )
 
 
-def call(detector: CacheBreakDetector, request: dict[str, Any], result: TokenUsage) -> CacheBreak | None:
+def call(detector: CacheBreakDetector, request: dict[str, Any], result: TokenUsage | None) -> CacheBreak | None:
     fp = detector.fingerprint(ANTHROPIC, request)
     return detector.check(fp, result)
 

@@ -329,12 +329,14 @@ def test_a_stopped_simulated_provider_gives_the_clock_back() -> None:
 
     from otel_context import cache
     from otel_context.testing import SimulatedProvider
+    from otel_context.testing.clock import ManualClock
 
     before = cache.current_clock()
     with SimulatedProvider() as sim:
-        assert cache.current_clock() is sim.clock
-        sim.clock.advance(1_000)
-        assert cache.monotonic() == sim.clock.now()
+        clock: ManualClock = sim.clock
+        assert cache.current_clock() is clock
+        clock.advance(1_000)
+        assert cache.monotonic() == clock.now()
     assert cache.current_clock() is before
     with SimulatedProvider(clock=time.monotonic):  # real time (python -m otel_context.testing): nothing swapped
         assert cache.current_clock() is before

@@ -36,7 +36,7 @@ TRACED_PATHS = ("/messages", "/messages/count_tokens", "/chat/completions", "/re
 
 
 def _cases() -> list[Any]:
-    cases = []
+    cases: list[Any] = []
     for name in all_names():
         cassette = load(name)
         modes = [SYNC, ASYNC]

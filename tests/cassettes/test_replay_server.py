@@ -78,6 +78,7 @@ def test_every_cassette_replays_to_the_uninstrumented_sdk(name: str) -> None:
             if interaction.status >= 400:
                 with pytest.raises((anthropic.APIStatusError, openai.APIStatusError)) as info:
                     call_sync(client, interaction)
+                assert isinstance(info.value, (anthropic.APIStatusError, openai.APIStatusError))
                 assert info.value.status_code == interaction.status
             else:
                 result = call_sync(client, interaction)

@@ -8,6 +8,7 @@ from typing import Any
 from otel_context import Compactor, semconv, should_compact
 from otel_context.settings import Settings
 from tests.compaction.support import FakeSummarizer, Otel, anthropic_agent
+from tests.values import attrs_of
 
 
 def test_should_compact_follows_the_budget() -> None:
@@ -30,7 +31,7 @@ def test_compact_with_the_real_sdk_client(anthropic_client: Any, otel: Otel) -> 
     assert "FACT: use clap" in result.summary  # the simulated summarizer keeps FACT lines verbatim
     assert len(result.messages) < len(history)
     (span,) = otel.compact_spans()
-    assert span.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == "manual"
+    assert attrs_of(span)[semconv.COMPACTION_TRIGGER_SOURCE] == "manual"
 
 
 async def test_acompact_with_an_async_function() -> None:
@@ -91,7 +92,7 @@ def test_the_readme_call_positional_client(anthropic_client: Any, otel: Otel) ->
     assert result.compacted and result.outcome == "success"
     assert len(result.messages) < len(history)
     (span,) = otel.compact_spans()
-    assert span.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == "manual"
+    assert attrs_of(span)[semconv.COMPACTION_TRIGGER_SOURCE] == "manual"
 
 
 def test_settings_where_the_client_goes_is_a_clear_error() -> None:

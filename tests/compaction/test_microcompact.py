@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -45,7 +46,7 @@ def _anthropic_loop(sizes: list[int], tool: str = "read_file", prefix: str = "to
     return items
 
 
-def _texts(adapter: Any, items: list[Item]) -> list[str]:
+def _texts(adapter: Any, items: Sequence[Mapping[str, Any]]) -> list[str]:
     return [r.text for r in adapter.tool_results(items)]
 
 

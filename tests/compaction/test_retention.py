@@ -15,6 +15,7 @@ from otel_context.formats import for_format
 from otel_context.formats.base import CLEARED_PLACEHOLDER
 from otel_context.settings import Settings
 from tests.compaction.support import Otel
+from tests.values import attrs_of
 
 FORMATS = ["anthropic_messages", "openai_chat", "openai_responses"]
 
@@ -195,7 +196,7 @@ def test_the_explicit_compactor_reports_retention(otel: Otel) -> None:
     result = compactor.compact(messages, model="claude-sonnet-4-6", wire_format="anthropic_messages")
     assert result.compacted
     (span,) = otel.compact_spans()
-    attrs = span.attributes
+    attrs = attrs_of(span)
     assert attrs[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_MANUAL
     assert attrs[semconv.COMPACTION_CUT_INDEX] == 4
     assert attrs[semconv.COMPACTION_ITEMS_CHECKED] == len(EXPECTED)

@@ -72,6 +72,10 @@ def over_blocking_limit() -> list[dict[str, Any]]:
             {"role": "assistant", "content": f"Read f{turn}.py."},
         ]
         turn += 1
-        body = {"model": MODEL, "max_tokens": 256, "messages": [*messages, {"role": "user", "content": "Go on."}]}
+        body: dict[str, Any] = {
+            "model": MODEL,
+            "max_tokens": 256,
+            "messages": [*messages, {"role": "user", "content": "Go on."}],
+        }
         if estimate_fixed(adapter, body) + estimate_items(adapter, body["messages"]) >= budget.blocking_limit:
             return list(body["messages"])

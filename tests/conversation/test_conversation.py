@@ -26,7 +26,7 @@ async def test_explicit_id_is_per_task() -> None:
             await asyncio.sleep(0)
             return current_conversation_id()
 
-    assert await asyncio.gather(inside("a"), inside("b")) == ["a", "b"]
+    assert list(await asyncio.gather(inside("a"), inside("b"))) == ["a", "b"]
 
 
 @pytest.mark.parametrize("bad", ["", "  ", None, 3])

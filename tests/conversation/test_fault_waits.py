@@ -56,7 +56,9 @@ class Run:
     def __init__(self, sim: SimulatedProvider, server: RedisServer, background: bool, bound: float = BOUND) -> None:
         self.sim, self.server, self.bound = sim, server, bound
         sim.summarizer = SUMMARIZER
-        self.store = TimedStore.from_url(server.url)
+        store = TimedStore.from_url(server.url)
+        assert isinstance(store, TimedStore)
+        self.store = store
         self.client = redis.Redis.from_url(server.url)
         settings = {} if bound == BOUND else {"state_store_max_wait_seconds": bound}  # the default, unless given
         otel_context.instrument(

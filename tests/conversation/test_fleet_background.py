@@ -40,6 +40,7 @@ from tests.compaction.conftest import _fresh_engine, otel
 from tests.compaction.support import Otel
 from tests.conversation.test_fleet import FILE_LINES, MODELS, SLOW_MACHINE, TURNS, WINDOW
 from tests.instrumentation.instr_support import TransportOfTheApp
+from tests.values import attrs_of
 
 __all__ = ["_fresh_engine", "otel"]
 
@@ -224,16 +225,16 @@ def test_a_summary_given_up_midway_lets_the_prepare_lock_go(
     _until_a_summary_is_in_flight(chat)
     chat.client.close()  # cuts the summary's request: it is given up
     assert _background.wait_idle(10)
-    assert [c.attributes[semconv.COMPACTION_OUTCOME] for c in otel.compact_spans()] == [semconv.OUTCOME_DISCARDED]
+    assert [attrs_of(c)[semconv.COMPACTION_OUTCOME] for c in otel.compact_spans()] == [semconv.OUTCOME_DISCARDED]
     simulated_provider.summary_latency = SUMMARY_LATENCY
     chat.client = simulated_provider.anthropic()
     _until_published(chat, store)
     compacts = otel.compact_spans()
-    assert [c.attributes[semconv.COMPACTION_OUTCOME] for c in compacts] == [
+    assert [attrs_of(c)[semconv.COMPACTION_OUTCOME] for c in compacts] == [
         semconv.OUTCOME_DISCARDED,
         semconv.OUTCOME_SUCCESS,
     ]
-    assert {c.attributes[semconv.COMPACTION_MODE] for c in compacts} == {semconv.MODE_BACKGROUND}
+    assert {attrs_of(c)[semconv.COMPACTION_MODE] for c in compacts} == {semconv.MODE_BACKGROUND}
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
@@ -260,7 +261,7 @@ def test_uninstrument_with_a_summary_in_flight_gives_the_prepare_lock_back(
             chat.pause(0.05)  # an async summary's task is cancelled on the chat's loop
         chat.close()
     assert not _background.running()
-    assert [c.attributes[semconv.COMPACTION_OUTCOME] for c in otel.compact_spans()] == [semconv.OUTCOME_DISCARDED]
+    assert [attrs_of(c)[semconv.COMPACTION_OUTCOME] for c in otel.compact_spans()] == [semconv.OUTCOME_DISCARDED]
 
 
 EXITING_WORKER = """

@@ -36,6 +36,7 @@ from otel_context.conversation.store import STORE
 from otel_context.testing import SimulatedProvider
 from tests.compaction.conftest import _fresh_engine
 from tests.instrumentation.instr_support import counter_total, metric_points
+from tests.values import attrs_of
 
 __all__ = ["_fresh_engine"]
 
@@ -51,7 +52,7 @@ def provider() -> Iterator[SimulatedProvider]:
         yield sim
 
 
-def _calls(base_url: str, histories: dict[str, list[dict[str, Any]]], opener: str) -> None:
+def _calls(base_url: str, histories: dict[str, list[Any]], opener: str) -> None:
     """One call per SDK on each conversation of ``histories`` (extended in place with the answer and a new
     question), then one call per SDK of a new conversation opening with ``opener``."""
     import anthropic
@@ -205,7 +206,7 @@ def test_a_worker_that_sets_up_telemetry_after_the_fork_reports_only_its_own_cal
             spans = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
             return {
                 "spans": len(spans),
-                "span_input": sum(int((s.attributes or {})[semconv.GEN_AI_USAGE_INPUT_TOKENS]) for s in spans),
+                "span_input": sum(int((attrs_of(s) or {})[semconv.GEN_AI_USAGE_INPUT_TOKENS]) for s in spans),
                 "counted_input": counter_total(reader, semconv.METRIC_USAGE_INPUT_TOKENS),
                 "durations": sum(p.count for p in metric_points(reader, semconv.METRIC_INFERENCE_DURATION)),
             }

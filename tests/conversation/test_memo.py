@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from otel_context.conversation import memo as memo_mod
 from otel_context.conversation.memo import CompactionMemo, MemoEntry, items_hash
 
@@ -30,8 +32,13 @@ def test_find_uses_the_verified_entry_without_hashing(monkeypatch) -> None:  # t
     memo = CompactionMemo()
     entry = MemoEntry(6, items_hash(items[:6]), ({"role": "user", "content": "s"},))
     memo.remember(entry)
-    calls = []
-    monkeypatch.setattr(memo_mod, "items_hash", lambda xs: calls.append(1) or "x")
+    calls: list[int] = []
+
+    def counting_hash(xs: Any) -> str:
+        calls.append(1)
+        return "x"
+
+    monkeypatch.setattr(memo_mod, "items_hash", counting_hash)
     assert memo.find([*items, {"role": "user", "content": "new"}], entry, unchanged_prefix=10) is entry
     assert calls == []
     # Without a verified entry for this call's own snapshot, nothing is trusted unhashed.

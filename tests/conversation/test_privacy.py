@@ -36,6 +36,7 @@ from otel_context.testing.redis_server import RedisServer
 from tests.compaction.conftest import _fresh_engine, otel
 from tests.compaction.support import Otel
 from tests.conversation.conftest import errors
+from tests.values import keys_of
 
 __all__ = ["_fresh_engine", "otel"]
 
@@ -128,7 +129,7 @@ class Monitor:
         self.url = url
         self.reads: list[str] = []
         self._client = redis.Redis.from_url(url)
-        self._monitor = self._client.monitor()
+        self._monitor = self._client.monitor()  # type: ignore[no-untyped-call]  # unannotated in redis-py
         self._monitor.__enter__()  # MONITOR is on when this returns
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -153,7 +154,7 @@ class Monitor:
 def _values(url: str) -> dict[str, bytes]:
     """Every value the store holds (locks and links included), by key."""
     client = redis.Redis.from_url(url)
-    found = {k.decode(): client.get(k) for k in client.keys("*")}
+    found = {k.decode(): client.get(k) for k in keys_of(client)}
     client.close()
     return {k: v for k, v in found.items() if isinstance(v, bytes)}
 

@@ -21,6 +21,7 @@ import redis
 
 from otel_context.conversation.state_store import RedisStore, StateStore
 from otel_context.testing.redis_server import RedisServer
+from tests.values import keys_of
 
 
 def test_keys_prefix_hash_tag_and_expiry(redis_url: str, make_store: Callable[..., StateStore]) -> None:
@@ -28,7 +29,7 @@ def test_keys_prefix_hash_tag_and_expiry(redis_url: str, make_store: Callable[..
     assert store.put("anthropic:conversation-of-alice", {"n": 1})
     assert store.put("anthropic:conversation-of-alice", {"n": 1}, part="breaker")
     client = redis.Redis.from_url(redis_url)
-    keys = sorted(k.decode() for k in client.keys("*"))
+    keys = sorted(k.decode() for k in keys_of(client))
     assert len(keys) == 2
     assert all(k.startswith("otel_context:{") for k in keys)
     assert not any("alice" in k for k in keys)  # the app's conversation id is not in the store
@@ -44,7 +45,7 @@ def test_options_from_the_url(shared_redis: RedisServer, redis_url: str, make_st
     assert (store.prefix, store.ttl_seconds, store.timeout, store.max_value_bytes) == ("myapp:", 60.0, 0.02, 5000)
     store.put("c", {"n": 1})
     client = redis.Redis.from_url(redis_url)
-    (key,) = client.keys("*")
+    (key,) = keys_of(client)
     assert key.startswith(b"myapp:{")
     assert 59_000 < client.pttl(key) <= 60_000
 
@@ -78,7 +79,7 @@ def test_a_client_given_is_used_as_it_is(redis_url: str, make_store: Callable[..
     store = make_store(client)
     assert isinstance(store, RedisStore)
     assert store.put("c", {"n": 1})
-    assert any(k.startswith(b"otel_context:") for k in client.keys("*"))
+    assert any(k.startswith(b"otel_context:") for k in keys_of(client))
 
     async def both() -> None:
         assert (await store.aget("c")).value == {"n": 1}

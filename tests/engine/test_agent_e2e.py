@@ -16,6 +16,7 @@ import pytest
 from otel_context import semconv
 from tests.compaction.support import Otel
 from tests.engine.agents import run_anthropic_agent, run_openai_chat_agent, user_turn
+from tests.values import attrs_of
 
 WINDOW = 30_000
 TURNS = 60
@@ -35,7 +36,7 @@ def _check_run(otel: Otel, sim: Any, history: list[dict[str, Any]]) -> None:
     compacts = otel.compact_spans()
     assert len(compacts) >= 3, "60 turns on a 30K window must cross the threshold several times"
     for span in compacts:
-        attrs = span.attributes
+        attrs = attrs_of(span)
         assert attrs[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
         assert attrs[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_AUTO
         assert attrs[semconv.COMPACTION_OUTPUT_TOKENS] < attrs[semconv.COMPACTION_INPUT_TOKENS]
@@ -46,8 +47,8 @@ def _check_run(otel: Otel, sim: Any, history: list[dict[str, Any]]) -> None:
     # The summarizer shares the call's cached prefix: it reads the conversation from the prompt cache.
     for span in summarizer_spans:
         assert (
-            span.attributes[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]
-            > 0.8 * span.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS]
+            attrs_of(span)[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]
+            > 0.8 * attrs_of(span)[semconv.GEN_AI_USAGE_INPUT_TOKENS]
         )
     # Once per threshold crossing: the compacted calls are far apart, not on every later call.
     mains = _main_chat_spans(otel)

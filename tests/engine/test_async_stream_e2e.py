@@ -9,6 +9,7 @@ from typing import Any
 from otel_context import semconv
 from tests.compaction.support import Otel
 from tests.engine.agents import ANTHROPIC_TOOLS, OPENAI_TOOLS, SYSTEM, file_content, user_turn, with_breakpoint
+from tests.values import attrs_of
 
 WINDOW = 30_000
 
@@ -43,7 +44,7 @@ async def test_async_anthropic_stream_agent_compacts(
             )
     assert [e.status for e in simulated_provider.exchanges if e.status != 200] == []
     compacts = otel.compact_spans()
-    assert compacts and all(s.attributes[semconv.COMPACTION_OUTCOME] == "success" for s in compacts)
+    assert compacts and all(attrs_of(s)[semconv.COMPACTION_OUTCOME] == "success" for s in compacts)
     compact_ids = {s.context.span_id for s in compacts}
     summarizer = [s for s in otel.spans() if s.parent is not None and s.parent.span_id in compact_ids]
     assert len(summarizer) == len(compacts)
@@ -86,7 +87,7 @@ async def test_async_openai_reactive_retry(
     chunks = [chunk async for chunk in stream]
     assert chunks
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_REACTIVE
+    assert attrs_of(compact)[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_REACTIVE
     statuses = [e.status for e in simulated_provider.exchanges]
     assert statuses[0] == 400 and statuses[-1] == 200
 
@@ -126,4 +127,4 @@ def test_openai_responses_agent_compacts(simulated_provider: Any, otel: Otel, in
     assert [e.status for e in simulated_provider.exchanges if e.status != 200] == []
     compacts = otel.compact_spans()
     assert len(compacts) >= 2
-    assert all(s.attributes[semconv.COMPACTION_OUTCOME] == "success" for s in compacts)
+    assert all(attrs_of(s)[semconv.COMPACTION_OUTCOME] == "success" for s in compacts)

@@ -32,6 +32,7 @@ from otel_context.engine import background
 from otel_context.instrumentation import _background
 from tests.compaction.support import Otel
 from tests.instrumentation.instr_support import TransportOfTheApp
+from tests.values import attrs_of
 
 MODEL = "claude-sonnet-4-6"
 OPENAI_MODEL = "gpt-4o"
@@ -52,7 +53,7 @@ def _app_exchanges(sim: Any) -> list[Any]:
 
 
 def _mains(otel: Otel) -> list[Any]:
-    chats = [s for s in otel.spans() if s.name.startswith("chat ") and semconv.CONTEXT_ESTIMATED_TOKENS in s.attributes]
+    chats = [s for s in otel.spans() if s.name.startswith("chat ") and semconv.CONTEXT_ESTIMATED_TOKENS in attrs_of(s)]
     return sorted(chats, key=lambda s: s.start_time)
 
 
@@ -78,6 +79,7 @@ class Chat:
     def turn(self, number: int) -> str:
         self.history.append({"role": "user", "content": _question(number)})
         messages = list(self.history)
+        text: str
         if self.fmt == "anthropic":
             if self.stream:
                 with self.client.messages.stream(model=MODEL, max_tokens=512, messages=messages) as stream:
@@ -127,9 +129,9 @@ def test_prepared_summary_is_applied_at_the_threshold_without_waiting(
     mains = _mains(otel)
     applying = mains[-1]
     compacts = otel.compact_spans()
-    assert [c.attributes[semconv.COMPACTION_MODE] for c in compacts] == [semconv.MODE_BACKGROUND]
+    assert [attrs_of(c)[semconv.COMPACTION_MODE] for c in compacts] == [semconv.MODE_BACKGROUND]
     compact = compacts[0]
-    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
     # The applying call is marked and linked to the compact span, which is the root of a trace of its own,
     # linked to the call that started it, and ended when the summary was ready (before it was applied).
     assert applying.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
@@ -137,9 +139,10 @@ def test_prepared_summary_is_applied_at_the_threshold_without_waiting(
     assert compact.parent is None
     starter = next(s for s in mains if s.context.span_id == compact.links[0].context.span_id)
     assert len({starter.context.trace_id, compact.context.trace_id, applying.context.trace_id}) == 3
+    assert starter.end_time is not None and compact.end_time is not None and applying.start_time is not None
     assert starter.end_time < applying.start_time and compact.end_time < applying.start_time
     summarizer = next(s for s in otel.spans() if s.parent is not None and s.parent.span_id == compact.context.span_id)
-    assert summarizer.end_time <= compact.end_time
+    assert summarizer.end_time is not None and summarizer.end_time <= compact.end_time
     # The application is an event on the applying call: the context before and after on this call.
     (applied,) = [e for e in applying.events if e.name == semconv.COMPACTION_APPLIED_EVENT]
     assert applied.attributes[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
@@ -247,9 +250,9 @@ def test_edited_history_discards_the_prepared_summary_and_sends_nothing_stale(
     later = [e for e in simulated_provider.exchanges[before:] if isinstance(e.body, dict)]
     assert all(stale not in json.dumps(e.body) for e in later), "content the app edited away was sent"
     discarded = [
-        c for c in otel.compact_spans() if c.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
+        c for c in otel.compact_spans() if attrs_of(c)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
     ]
-    assert len(discarded) == 1 and discarded[0].attributes[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
+    assert len(discarded) == 1 and attrs_of(discarded[0])[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
     assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "discarded"}) == 1
 
 
@@ -270,10 +273,10 @@ def test_background_failure_counts_on_the_breaker_then_the_threshold_compacts_in
     chat = Chat(simulated_provider.anthropic())
     _run_until_compacted(chat, otel, pause=0.05)
     compacts = otel.compact_spans()
-    modes = [(c.attributes[semconv.COMPACTION_MODE], c.attributes[semconv.COMPACTION_OUTCOME]) for c in compacts]
+    modes = [(attrs_of(c)[semconv.COMPACTION_MODE], attrs_of(c)[semconv.COMPACTION_OUTCOME]) for c in compacts]
     assert modes == [("background", "failure"), ("inline", "success")]
-    assert compacts[0].attributes[semconv.COMPACTION_CONSECUTIVE_FAILURES] == 1
-    assert compacts[1].attributes[semconv.COMPACTION_CONSECUTIVE_FAILURES] == 0
+    assert attrs_of(compacts[0])[semconv.COMPACTION_CONSECUTIVE_FAILURES] == 1
+    assert attrs_of(compacts[1])[semconv.COMPACTION_CONSECUTIVE_FAILURES] == 0
     assert len(calls) == 2  # no retry in the background on every call
 
 
@@ -296,7 +299,7 @@ def test_off_from_code_and_env_is_todays_inline_behaviour(
         assert _background.running() == 0 and not _bg_threads()
     assert sent[0] == sent[1]
     compacts = otel.compact_spans()
-    assert compacts and all(c.attributes[semconv.COMPACTION_MODE] == semconv.MODE_INLINE for c in compacts)
+    assert compacts and all(attrs_of(c)[semconv.COMPACTION_MODE] == semconv.MODE_INLINE for c in compacts)
     # Inline: the summarizer ran inside the call that crossed the threshold (its child span is under it).
     for compact in compacts:
         assert compact.parent is not None
@@ -323,7 +326,7 @@ def test_reactive_path_uses_a_prepared_summary(
     # The retry carried the prepared summary: one summarizer call in all, made in the background.
     assert sum(1 for e in simulated_provider.exchanges if _is_summary(e.body)) == 1
     compacts = otel.compact_spans()
-    assert [c.attributes[semconv.COMPACTION_MODE] for c in compacts] == [semconv.MODE_BACKGROUND]
+    assert [attrs_of(c)[semconv.COMPACTION_MODE] for c in compacts] == [semconv.MODE_BACKGROUND]
     assert _mains(otel)[-1].attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
 
 
@@ -359,7 +362,7 @@ def test_async_client_prepares_on_the_running_loop(
     assert ticks > 10
     assert not _bg_threads()  # no thread: a task on the loop
     compacts = otel.compact_spans()
-    assert [c.attributes[semconv.COMPACTION_MODE] for c in compacts] == [semconv.MODE_BACKGROUND]
+    assert [attrs_of(c)[semconv.COMPACTION_MODE] for c in compacts] == [semconv.MODE_BACKGROUND]
     assert _mains(otel)[-1].links[0].context.span_id == compacts[0].context.span_id
 
 
@@ -381,7 +384,7 @@ def test_uninstrument_with_a_summary_in_flight(
     assert not background_pending()
     assert [r.getMessage() for r in caplog.records] == []
     compacts = otel.compact_spans()
-    assert [c.attributes[semconv.COMPACTION_OUTCOME] for c in compacts] == [semconv.OUTCOME_DISCARDED]
+    assert [attrs_of(c)[semconv.COMPACTION_OUTCOME] for c in compacts] == [semconv.OUTCOME_DISCARDED]
 
 
 def _nothing_failed(otel: Otel, caplog: pytest.LogCaptureFixture) -> ConversationState:
@@ -389,7 +392,7 @@ def _nothing_failed(otel: Otel, caplog: pytest.LogCaptureFixture) -> Conversatio
     ERROR), nothing counted on the breaker or the failure counter (the compaction-failure alert), nothing
     logged. The conversation's state."""
     for compact in otel.compact_spans():
-        assert compact.attributes[semconv.COMPACTION_OUTCOME] in (semconv.OUTCOME_DISCARDED, semconv.OUTCOME_SUCCESS)
+        assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] in (semconv.OUTCOME_DISCARDED, semconv.OUTCOME_SUCCESS)
         assert compact.status.status_code is StatusCode.UNSET
     assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "failure"}) == 0
     assert [r.getMessage() for r in caplog.records] == []
@@ -404,7 +407,8 @@ def _ready(state: ConversationState) -> bool:
 
 
 def _client_of(sim: Any, fmt: str) -> Callable[..., Any]:
-    return sim.anthropic if fmt == "anthropic" else sim.openai
+    client: Callable[..., Any] = sim.anthropic if fmt == "anthropic" else sim.openai
+    return client
 
 
 def _proxied_client(sim: Any, fmt: str, **kw: Any) -> Any:
@@ -456,7 +460,7 @@ def test_closing_the_client_with_a_summary_in_flight_keeps_the_summary(
         if _mains(otel)[-1].attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED):
             break
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
     assert [link.context for link in _mains(otel)[-1].links] == [compact.context]
     assert [e for e in simulated_provider.exchanges if _is_summary(e.body)] == [summary]  # kept, not made again
 
@@ -484,7 +488,7 @@ def test_closing_a_client_whose_connections_cannot_be_remade_gives_the_summary_u
         _wait_idle(timeout=10)
     state = _nothing_failed(otel, caplog)
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED and not _ready(state)
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED and not _ready(state)
     simulated_provider.summary_latency = 0.0
     chat.client = new_client()
     chat.turn(turn + 1)
@@ -529,7 +533,7 @@ def test_closing_an_async_client_with_a_summary_in_flight_keeps_the_summary(
             if _mains(otel)[-1].attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED):
                 break
         (compact,) = otel.compact_spans()
-        assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+        assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
         assert [link.context for link in _mains(otel)[-1].links] == [compact.context]
 
     asyncio.run(main())
@@ -556,7 +560,7 @@ def test_uninstrument_cancels_an_async_summary_in_flight(
         assert not [t for t in asyncio.all_tasks() if t.get_name() == _background.THREAD_NAME]
 
     asyncio.run(main())
-    assert [c.attributes[semconv.COMPACTION_OUTCOME] for c in otel.compact_spans()] == [semconv.OUTCOME_DISCARDED]
+    assert [attrs_of(c)[semconv.COMPACTION_OUTCOME] for c in otel.compact_spans()] == [semconv.OUTCOME_DISCARDED]
 
 
 def test_fifty_conversations_in_parallel_threads_each_prepare_once(
@@ -589,8 +593,8 @@ def test_fifty_conversations_in_parallel_threads_each_prepare_once(
     assert len(summaries) == 50  # each conversation prepared exactly once
     by_conversation: dict[str, list[str]] = {}
     for compact in otel.compact_spans():
-        by_conversation.setdefault(str(compact.attributes[semconv.GEN_AI_CONVERSATION_ID]), []).append(
-            str(compact.attributes[semconv.COMPACTION_MODE])
+        by_conversation.setdefault(str(attrs_of(compact)[semconv.GEN_AI_CONVERSATION_ID]), []).append(
+            str(attrs_of(compact)[semconv.COMPACTION_MODE])
         )
     assert by_conversation == {f"conv-{n}": ["background"] for n in range(50)}
 
@@ -742,15 +746,15 @@ def test_a_conversation_evicted_with_a_ready_summary_discards_it_at_once(
         _turns_until_pending(chat)
     _wait_idle()  # the summary is ready, waiting for the threshold
     (ready,) = otel.compact_spans()  # its span ended when it was ready
-    assert ready.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert attrs_of(ready)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
     with otel_context.conversation("other"):
         Chat(simulated_provider.anthropic()).turn(1)
     assert [s.key for s in STORE.states()] == ["other"]
     # Reported by the eviction itself (no later call of any conversation was needed), in a trace of its own
     # (not under the call of the other conversation that evicted it), linked to the summary's span.
     _, compact = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
-    assert compact.attributes[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
-    assert compact.attributes[semconv.GEN_AI_CONVERSATION_ID] == "evicted"
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
+    assert attrs_of(compact)[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
+    assert attrs_of(compact)[semconv.GEN_AI_CONVERSATION_ID] == "evicted"
     assert compact.parent is None and [link.context for link in compact.links] == [ready.context]
     assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "discarded"}) == 1

@@ -19,6 +19,7 @@ from otel_context import semconv
 from otel_context.flow import SummaryResult
 from tests.compaction.support import Otel
 from tests.engine.agents import SYSTEM, long_history
+from tests.values import attrs_of
 
 MODEL = "claude-sonnet-4-6"
 OPENAI_MODEL = "gpt-4o"
@@ -30,7 +31,7 @@ _history = long_history
 
 @pytest.mark.parametrize(
     "answer",
-    [None, 42, "", "   ", ["a summary"], SummaryResult(text=None)],
+    [None, 42, "", "   ", ["a summary"], SummaryResult(text=None)],  # type: ignore[arg-type]  # bad on purpose
     ids=repr,  # type: ignore[arg-type]
 )
 def test_summarizer_without_a_usable_answer_is_a_failed_compaction(
@@ -41,11 +42,11 @@ def test_summarizer_without_a_usable_answer_is_a_failed_compaction(
     client = simulated_provider.anthropic()
     client.messages.create(model=MODEL, max_tokens=256, system=SYSTEM, messages=history)
     compacts = otel.compact_spans()
-    assert compacts and all(s.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_FAILURE for s in compacts)
+    assert compacts and all(attrs_of(s)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_FAILURE for s in compacts)
     (sent,) = simulated_provider.exchanges
     assert sent.body["messages"] == history  # the original request, not "None" as the new history
     chat = otel.spans("chat " + MODEL)[-1]
-    assert not chat.attributes.get(semconv.GEN_AI_CONVERSATION_COMPACTED)
+    assert not attrs_of(chat).get(semconv.GEN_AI_CONVERSATION_COMPACTED)
 
 
 MALFORMED_ANTHROPIC = [
@@ -74,7 +75,7 @@ def test_malformed_anthropic_block_is_not_summarized_away(
     (sent,) = simulated_provider.exchanges
     assert sent.body["messages"] == before
     chat = otel.spans("chat " + MODEL)[-1]
-    reason = str(chat.attributes[semconv.CONTEXT_COMPACTION_SKIPPED_REASON])
+    reason = str(attrs_of(chat)[semconv.CONTEXT_COMPACTION_SKIPPED_REASON])
     assert "messages.2.content.0" in reason and "malformed" in reason
 
 
@@ -91,7 +92,7 @@ def test_malformed_chat_tool_call_is_not_summarized_away(
     assert simulated_provider.exchanges[-1].body["messages"] == history
     chat = otel.spans("chat " + OPENAI_MODEL)[-1]
     # Chat indexes count from the first message after the leading system/developer ones.
-    assert "tool_calls[0].function is missing" in str(chat.attributes[semconv.CONTEXT_COMPACTION_SKIPPED_REASON])
+    assert "tool_calls[0].function is missing" in str(attrs_of(chat)[semconv.CONTEXT_COMPACTION_SKIPPED_REASON])
 
 
 def test_malformed_responses_item_is_not_summarized_away(
@@ -107,4 +108,4 @@ def test_malformed_responses_item_is_not_summarized_away(
     assert otel.compact_spans() == []
     assert simulated_provider.exchanges[-1].body["input"] == items
     chat = otel.spans("chat " + OPENAI_MODEL)[-1]
-    assert "input[2].content[0].text" in str(chat.attributes[semconv.CONTEXT_COMPACTION_SKIPPED_REASON])
+    assert "input[2].content[0].text" in str(attrs_of(chat)[semconv.CONTEXT_COMPACTION_SKIPPED_REASON])

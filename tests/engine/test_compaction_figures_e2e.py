@@ -20,6 +20,7 @@ import pytest
 from otel_context import semconv
 from tests.compaction.support import Otel
 from tests.engine.agents import run_anthropic_agent, run_openai_chat_agent
+from tests.values import attrs_of
 
 WINDOW = 30_000
 TURNS = 14
@@ -33,7 +34,7 @@ def _summary_compactions(otel: Otel) -> list[tuple[Any, Any]]:
     by_id = {s.context.span_id: s for s in otel.spans()}
     pairs = []
     for span in otel.compact_spans():
-        if span.attributes[semconv.COMPACTION_STRATEGY] != semconv.STRATEGY_SUMMARY:
+        if attrs_of(span)[semconv.COMPACTION_STRATEGY] != semconv.STRATEGY_SUMMARY:
             continue
         assert span.parent is not None
         # Transparent mode: the compact span is a child of the chat span whose request it rewrote.

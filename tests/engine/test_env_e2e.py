@@ -10,6 +10,7 @@ import pytest
 from otel_context import semconv
 from tests.compaction.support import Otel
 from tests.engine.agents import run_anthropic_agent
+from tests.values import attrs_of
 
 
 @pytest.mark.parametrize("extra", [{}, {"OTEL_CONTEXT_SUMMARY_MODEL": "claude-haiku-4-5"}])
@@ -27,7 +28,7 @@ def test_env_window_compacts_a_real_call(
     instrumented()
     run_anthropic_agent(simulated_provider.anthropic(), model, 8)
     compacts = otel.compact_spans()
-    assert compacts and compacts[0].attributes[semconv.COMPACTION_THRESHOLD_TOKENS] < 12_000
+    assert compacts and attrs_of(compacts[0])[semconv.COMPACTION_THRESHOLD_TOKENS] < 12_000
     summary_models = {
         e.body["model"] for e in simulated_provider.exchanges if "<summary>" in str(e.body.get("messages", [])[-1])
     }
@@ -44,5 +45,5 @@ def test_env_compaction_off_keeps_telemetry(
     run_anthropic_agent(simulated_provider.anthropic(), "claude-sonnet-4-6", 8)
     assert otel.compact_spans() == []
     chats = [s for s in otel.spans() if s.name.startswith("chat ")]
-    assert chats and all(s.attributes[semconv.CONTEXT_WINDOW] == 12_000 for s in chats)
-    assert chats[-1].attributes[semconv.CONTEXT_STATE] in ("error", "blocking")
+    assert chats and all(attrs_of(s)[semconv.CONTEXT_WINDOW] == 12_000 for s in chats)
+    assert attrs_of(chats[-1])[semconv.CONTEXT_STATE] in ("error", "blocking")

@@ -20,6 +20,7 @@ from otel_context.compaction import alerts
 from otel_context.testing import SimulatedProvider
 from tests.compaction.support import Otel
 from tests.engine.agents import run_anthropic_agent, run_openai_chat_agent
+from tests.values import attrs_of
 
 SECRET = "FACT-7f3a-do-not-log"
 
@@ -58,7 +59,7 @@ def test_an_unknown_summary_model_is_reported_once_then_the_breaker(
         history = run_anthropic_agent(client, "claude-sonnet-4-6", 6)
         history.append({"role": "user", "content": f"Remember {SECRET}."})
         client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=history)
-    failed = [s for s in otel.compact_spans() if s.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_FAILURE]
+    failed = [s for s in otel.compact_spans() if attrs_of(s)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_FAILURE]
     assert len(failed) == 3  # three failures, then the breaker stops the attempts
     warnings = _warnings(caplog)
     failures = [w for w in warnings if "a compaction failed" in w]
@@ -130,7 +131,7 @@ def test_the_summary_model_is_chosen_per_provider(
     assert anthropic_models == {anthropic_model}
     assert _summary_models(strict_provider) - anthropic_models == {openai_model}
     assert [w for w in _warnings(caplog) if "compaction failed" in w] == []
-    outcomes = {s.attributes[semconv.COMPACTION_OUTCOME] for s in otel.compact_spans()}
+    outcomes = {attrs_of(s)[semconv.COMPACTION_OUTCOME] for s in otel.compact_spans()}
     assert outcomes == {semconv.OUTCOME_SUCCESS}
 
 

@@ -16,6 +16,7 @@ import otel_context
 from otel_context import semconv
 from tests.compaction.support import Otel
 from tests.engine.agents import run_anthropic_agent, run_openai_chat_agent
+from tests.values import attrs_of
 
 
 def _windows(otel: Otel) -> dict[str, int | None]:
@@ -63,9 +64,7 @@ def test_a_window_declared_in_code_compacts_a_self_hosted_model(
     run_openai_chat_agent(simulated_provider.openai(), "my-local-llama", 8)
     compacts = otel.compact_spans()
     assert compacts, "the declared window should have triggered a compaction"
-    assert all(
-        s.attributes is not None and s.attributes[semconv.COMPACTION_THRESHOLD_TOKENS] < 12_000 for s in compacts
-    )
+    assert all(attrs_of(s) is not None and attrs_of(s)[semconv.COMPACTION_THRESHOLD_TOKENS] < 12_000 for s in compacts)
 
 
 def test_an_unknown_model_is_observed_and_the_log_says_how_to_declare_it(

@@ -22,6 +22,7 @@ from otel_context.flow import drive
 from otel_context.settings import Settings, resolve
 from otel_context.usage import TokenUsage
 from tests.compaction.support import FakeSummarizer, Otel, anthropic_agent, openai_chat_agent
+from tests.values import attrs_of
 
 MODEL = "claude-sonnet-4-6"
 
@@ -68,7 +69,7 @@ def test_below_threshold_nothing_changes(otel: Otel, summarizer: FakeSummarizer)
     assert summarizer.calls == 0
     assert plan.attributes[semconv.CONTEXT_WINDOW] == 30_000
     assert plan.attributes[semconv.CONTEXT_STATE] == "ok"
-    assert plan.attributes[semconv.GEN_AI_CONVERSATION_ID].startswith("anthropic:")
+    assert attrs_of(plan)[semconv.GEN_AI_CONVERSATION_ID].startswith("anthropic:")
 
 
 def test_transparent_mode_compacts_once_then_reuses_the_memo(otel: Otel, summarizer: FakeSummarizer) -> None:
@@ -104,10 +105,10 @@ def test_transparent_mode_compacts_once_then_reuses_the_memo(otel: Otel, summari
         semconv.COMPACTION_FILES_REHYDRATED,
         semconv.COMPACTION_THRESHOLD_TOKENS,
     ):
-        assert key in span.attributes, key
-    assert span.attributes[semconv.COMPACTION_OUTCOME] == "success"
-    assert span.attributes[semconv.COMPACTION_SUMMARY_TOKENS] == 120
-    assert span.attributes[semconv.COMPACTION_THRESHOLD_TOKENS] == 30_000 - 1_024 - 1_950
+        assert key in attrs_of(span), key
+    assert attrs_of(span)[semconv.COMPACTION_OUTCOME] == "success"
+    assert attrs_of(span)[semconv.COMPACTION_SUMMARY_TOKENS] == 120
+    assert attrs_of(span)[semconv.COMPACTION_THRESHOLD_TOKENS] == 30_000 - 1_024 - 1_950
 
 
 def test_memo_is_keyed_by_content_not_by_conversation_key(otel: Otel, summarizer: FakeSummarizer) -> None:
@@ -152,9 +153,9 @@ def test_failed_compaction_sends_the_original_and_counts(otel: Otel) -> None:
     plan = caller.call(body, SMALL)
     assert plan.body is body
     (span,) = otel.compact_spans()
-    assert span.attributes[semconv.COMPACTION_OUTCOME] == "failure"
-    assert span.attributes[semconv.COMPACTION_CONSECUTIVE_FAILURES] == 1
-    assert span.attributes[semconv.ERROR_TYPE]
+    assert attrs_of(span)[semconv.COMPACTION_OUTCOME] == "failure"
+    assert attrs_of(span)[semconv.COMPACTION_CONSECUTIVE_FAILURES] == 1
+    assert attrs_of(span)[semconv.ERROR_TYPE]
     assert span.status.status_code.name == "ERROR"
     assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "failure"}) == 1
 
@@ -206,7 +207,7 @@ def test_modes_and_kill_switches_never_rewrite(otel: Otel, summarizer: FakeSumma
     assert plan.body is body
     assert summarizer.calls == 0
     # Telemetry stays on: the context attributes are still there.
-    assert plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] > 27_000
+    assert attrs_of(plan)[semconv.CONTEXT_ESTIMATED_TOKENS] > 27_000
     assert plan.attributes[semconv.CONTEXT_STATE] in ("error", "blocking")
 
 
@@ -260,7 +261,7 @@ def test_unknown_content_is_sent_unchanged_with_the_reason(otel: Otel, summarize
     plan = Caller(otel, summarizer).call(body, SMALL)
     assert plan.body is body and summarizer.calls == 0
     (chat,) = otel.spans("chat " + MODEL)
-    assert "future_block" in chat.attributes[semconv.CONTEXT_COMPACTION_SKIPPED_REASON]
+    assert "future_block" in attrs_of(chat)[semconv.CONTEXT_COMPACTION_SKIPPED_REASON]
 
 
 def test_broken_pairing_from_the_app_is_left_alone(otel: Otel, summarizer: FakeSummarizer) -> None:
@@ -333,8 +334,8 @@ def test_reactive_compacts_once_and_retries_once(otel: Otel, summarizer: FakeSum
         assert retry is not None and len(retry["messages"]) < len(body["messages"])
         assert drive(plan.on_too_long(span, error), summarizer) is None  # only one retry
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == "reactive"
-    assert compact.attributes[semconv.COMPACTION_INPUT_TOKENS] == 31_000
+    assert attrs_of(compact)[semconv.COMPACTION_TRIGGER_SOURCE] == "reactive"
+    assert attrs_of(compact)[semconv.COMPACTION_INPUT_TOKENS] == 31_000
 
 
 def test_reactive_ignores_other_errors(otel: Otel, summarizer: FakeSummarizer) -> None:
@@ -358,11 +359,11 @@ def test_provider_compaction_is_reported(otel: Otel, summarizer: FakeSummarizer)
     body = {**_body(anthropic_agent(1)), "context_management": {"edits": [{"type": "compact_20260112"}]}}
     Caller(otel, summarizer).call(body, SMALL, usage=usage, response=response)
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == "provider"
-    assert compact.attributes[semconv.COMPACTION_STRATEGY] == "provider"
-    assert compact.attributes[semconv.COMPACTION_INPUT_TOKENS] == 55_196
+    assert attrs_of(compact)[semconv.COMPACTION_TRIGGER_SOURCE] == "provider"
+    assert attrs_of(compact)[semconv.COMPACTION_STRATEGY] == "provider"
+    assert attrs_of(compact)[semconv.COMPACTION_INPUT_TOKENS] == 55_196
     (chat,) = otel.spans("chat " + MODEL)
-    assert chat.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+    assert attrs_of(chat)[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
     assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_TRIGGER_SOURCE: "provider"}) == 1
 
 
@@ -395,7 +396,7 @@ def test_openai_compaction_item_and_context_editing_are_reported(otel: Otel, sum
     )
     spans = otel.compact_spans()
     assert len(spans) == 2
-    assert spans[0].attributes[semconv.COMPACTION_MESSAGES_COMPACTED] == 3
+    assert attrs_of(spans[0])[semconv.COMPACTION_MESSAGES_COMPACTED] == 3
 
 
 def test_a_response_is_read_for_provider_compaction_only_when_the_request_asked_for_it(
@@ -410,7 +411,7 @@ def test_a_response_is_read_for_provider_compaction_only_when_the_request_asked_
     iterations = TokenUsage(input_tokens=10, compaction_input_tokens=500, compaction_iterations=1)
     caller.call(_body(anthropic_agent(2)), SMALL, usage=iterations, response=None)
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_INPUT_TOKENS] == 500
+    assert attrs_of(compact)[semconv.COMPACTION_INPUT_TOKENS] == 500
     beta = Caller(otel, summarizer)
     with beta.tracer.start_as_current_span("chat with beta") as span:
         body = _body(anthropic_agent(3))
@@ -427,7 +428,7 @@ def test_utilization_metric_and_attribute(otel: Otel, summarizer: FakeSummarizer
         _body(anthropic_agent(1)), SMALL, usage=TokenUsage(input_tokens=14_500, output_tokens=10)
     )
     (chat,) = otel.spans("chat " + MODEL)
-    assert chat.attributes[semconv.CONTEXT_UTILIZATION] == pytest.approx(14_500 / 28_976)
+    assert attrs_of(chat)[semconv.CONTEXT_UTILIZATION] == pytest.approx(14_500 / 28_976)
     (point,) = otel.metric_points(semconv.METRIC_CONTEXT_UTILIZATION)
     assert point.count == 1
 
@@ -437,7 +438,7 @@ def test_estimate_is_anchored_on_reported_usage(otel: Otel, summarizer: FakeSumm
     history = anthropic_agent(2)
     caller.call(_body(history), SMALL, usage=TokenUsage(input_tokens=20_000, output_tokens=100))
     plan = caller.call(_body([*history, {"role": "user", "content": "hi"}]), SMALL)
-    assert 20_100 < plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] < 20_200
+    assert 20_100 < attrs_of(plan)[semconv.CONTEXT_ESTIMATED_TOKENS] < 20_200
 
 
 def test_a_resent_last_message_with_a_moved_marker_is_not_counted_twice(otel: Otel, summarizer: FakeSummarizer) -> None:
@@ -450,7 +451,7 @@ def test_a_resent_last_message_with_a_moved_marker_is_not_counted_twice(otel: Ot
     marked = {**result, "content": [{**result["content"][0], "cache_control": {"type": "ephemeral"}}]}
     caller.call(_body(history), SMALL, usage=TokenUsage(input_tokens=20_000, output_tokens=100))
     plan = caller.call(_body([*history[:-1], marked, {"role": "user", "content": "hi"}]), SMALL)
-    assert 20_100 < plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] < 20_250
+    assert 20_100 < attrs_of(plan)[semconv.CONTEXT_ESTIMATED_TOKENS] < 20_250
 
 
 def test_engine_failure_never_reaches_the_caller(otel: Otel, summarizer: FakeSummarizer) -> None:
@@ -462,7 +463,7 @@ def test_engine_failure_never_reaches_the_caller(otel: Otel, summarizer: FakeSum
 def test_openai_chat_plan_compacts_valid_history(otel: Otel, summarizer: FakeSummarizer) -> None:
     from otel_context.formats import for_format
 
-    body = {
+    body: dict[str, Any] = {
         "model": "gpt-4o",
         "max_tokens": 1024,
         "messages": [{"role": "system", "content": "sys"}, *openai_chat_agent(12, 8000)],
@@ -486,8 +487,8 @@ def test_microcompact_runs_first_when_enabled_and_can_avoid_the_summary(otel: Ot
         assert len(plan.body["messages"]) == len(body["messages"])  # nothing summarized: clearing was enough
     assert summarizer.calls == 0
     spans = otel.compact_spans()
-    assert [s.attributes[semconv.COMPACTION_STRATEGY] for s in spans] == ["microcompact", "microcompact"]
-    assert spans[0].attributes[semconv.COMPACTION_MESSAGES_COMPACTED] == 9
+    assert [attrs_of(s)[semconv.COMPACTION_STRATEGY] for s in spans] == ["microcompact", "microcompact"]
+    assert attrs_of(spans[0])[semconv.COMPACTION_MESSAGES_COMPACTED] == 9
 
 
 def test_microcompact_knobs_keep_recent_from_env(otel: Otel, summarizer: FakeSummarizer) -> None:
@@ -502,7 +503,7 @@ def test_microcompact_knobs_keep_recent_from_env(otel: Otel, summarizer: FakeSum
     )
     Caller(otel, summarizer).call(body, settings)
     (span,) = otel.compact_spans()[:1]
-    assert span.attributes[semconv.COMPACTION_MESSAGES_COMPACTED] == 6
+    assert attrs_of(span)[semconv.COMPACTION_MESSAGES_COMPACTED] == 6
 
 
 def test_oversized_tool_result_is_capped(otel: Otel, summarizer: FakeSummarizer) -> None:
@@ -528,9 +529,9 @@ def test_malformed_entries_keep_telemetry_and_are_left_alone(otel: Otel, summari
     body = _body(history)
     plan = Caller(otel, summarizer).call(body, SMALL)
     assert plan.body is body and summarizer.calls == 0
-    assert plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] > 27_000
+    assert attrs_of(plan)[semconv.CONTEXT_ESTIMATED_TOKENS] > 27_000
     (chat,) = otel.spans("chat " + MODEL)
-    assert semconv.CONTEXT_COMPACTION_SKIPPED_REASON in chat.attributes
+    assert semconv.CONTEXT_COMPACTION_SKIPPED_REASON in attrs_of(chat)
 
 
 def test_system_prompt_larger_than_the_window_is_sent_unchanged(otel: Otel, summarizer: FakeSummarizer) -> None:
@@ -538,7 +539,7 @@ def test_system_prompt_larger_than_the_window_is_sent_unchanged(otel: Otel, summ
     plan = Caller(otel, summarizer).call(body, SMALL)
     assert plan.body is body
     (chat,) = otel.spans("chat " + MODEL)
-    assert "system prompt" in chat.attributes[semconv.CONTEXT_COMPACTION_SKIPPED_REASON]
+    assert "system prompt" in attrs_of(chat)[semconv.CONTEXT_COMPACTION_SKIPPED_REASON]
 
 
 def test_thrashing_compactions_open_the_breaker(otel: Otel) -> None:
@@ -614,8 +615,8 @@ def test_compact_span_carries_the_intentional_cache_break(otel: Otel, summarizer
     (compact,) = otel.compact_spans()
     events = [e for e in compact.events if e.name == semconv.CACHE_BREAK_EVENT]
     assert len(events) == 1
-    assert events[0].attributes[semconv.CACHE_BREAK_INTENTIONAL] is True
-    assert events[0].attributes[semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS] == 19_000
+    assert attrs_of(events[0])[semconv.CACHE_BREAK_INTENTIONAL] is True
+    assert attrs_of(events[0])[semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS] == 19_000
 
 
 @pytest.mark.parametrize(
@@ -628,7 +629,7 @@ def test_compact_span_carries_the_intentional_cache_break(otel: Otel, summarizer
 )
 def test_blocking_limit_override_sets_the_state(otel: Otel, summarizer: FakeSummarizer, settings: Settings) -> None:
     plan = Caller(otel, summarizer).call(_body(anthropic_agent(6)), settings)
-    assert 5_000 < plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] < 20_000
+    assert 5_000 < attrs_of(plan)[semconv.CONTEXT_ESTIMATED_TOKENS] < 20_000
     assert plan.attributes[semconv.CONTEXT_STATE] == "blocking"
 
 
@@ -669,7 +670,7 @@ def test_microcompact_when_the_cache_has_gone_cold(otel: Otel, summarizer: FakeS
     state.last_call_ended = time.monotonic() - 400  # past the 5-minute TTL: clearing is free now
     plan = caller.call(_body([*history, {"role": "user", "content": "back"}]), settings)
     assert "[Old tool result content cleared]" in _sent(plan)
-    assert [s.attributes[semconv.COMPACTION_STRATEGY] for s in otel.compact_spans()] == ["microcompact"]
+    assert [attrs_of(s)[semconv.COMPACTION_STRATEGY] for s in otel.compact_spans()] == ["microcompact"]
 
 
 def test_images_count_two_thousand_tokens(otel: Otel, summarizer: FakeSummarizer) -> None:
@@ -682,7 +683,7 @@ def test_images_count_two_thousand_tokens(otel: Otel, summarizer: FakeSummarizer
         _body([{"role": "user", "content": [{"type": "text", "text": "hi"}, image]}]), SMALL
     )
     extra = (
-        with_image.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] - text_only.attributes[semconv.CONTEXT_ESTIMATED_TOKENS]
+        attrs_of(with_image)[semconv.CONTEXT_ESTIMATED_TOKENS] - attrs_of(text_only)[semconv.CONTEXT_ESTIMATED_TOKENS]
     )
     assert extra == 2_000
 
@@ -697,6 +698,6 @@ def test_oversized_tool_result_is_capped_even_with_microcompact_off(otel: Otel, 
     plan = Caller(otel, summarizer).call(_body(history), SMALL)
     sent = _sent(plan)
     assert "omitted" in sent and len(sent) < 60_000  # the result keeps at most half the usable window
-    strategies = [s.attributes[semconv.COMPACTION_STRATEGY] for s in otel.compact_spans()]
+    strategies = [attrs_of(s)[semconv.COMPACTION_STRATEGY] for s in otel.compact_spans()]
     assert strategies[0] == "microcompact"
-    assert plan.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] < 27_000
+    assert attrs_of(plan)[semconv.CONTEXT_ESTIMATED_TOKENS] < 27_000

@@ -10,6 +10,7 @@ import anthropic
 from otel_context import semconv
 from tests.compaction.support import Otel
 from tests.engine.agents import ANTHROPIC_TOOLS, SYSTEM, file_content
+from tests.values import attrs_of
 
 MODEL = "claude-sonnet-4-6"
 
@@ -49,8 +50,8 @@ def test_reactive_one_compact_span_one_retry_success(
     )
     assert response.content
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_REACTIVE
-    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert attrs_of(compact)[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_REACTIVE
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
     messages_calls = [e for e in simulated_provider.exchanges if e.path.endswith("/messages")]
     # The rejected call, the summarizer (possibly retried smaller), and exactly one retry of the call.
     assert messages_calls[0].status == 400
@@ -58,24 +59,24 @@ def test_reactive_one_compact_span_one_retry_success(
     main_retries = [e for e in messages_calls[1:] if e.body.get("tools")]
     assert len(main_retries) == 1
     chat = next(s for s in otel.spans() if s.name == "chat " + MODEL and s.parent is None)
-    assert chat.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+    assert attrs_of(chat)[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
     # One moment for the span: the estimate, the window and the utilization all describe the request sent
     # after the compaction (the estimate was the rejected request's, ~4x; the window the assumed 60K).
-    assert chat.attributes[semconv.CONTEXT_WINDOW] == 15_000
-    estimated = chat.attributes[semconv.CONTEXT_ESTIMATED_TOKENS]
-    assert estimated == compact.attributes[semconv.COMPACTION_OUTPUT_TOKENS]
-    sent = chat.attributes[semconv.CONTEXT_UTILIZATION] * chat.attributes[semconv.CONTEXT_EFFECTIVE_WINDOW]
+    assert attrs_of(chat)[semconv.CONTEXT_WINDOW] == 15_000
+    estimated = attrs_of(chat)[semconv.CONTEXT_ESTIMATED_TOKENS]
+    assert estimated == attrs_of(compact)[semconv.COMPACTION_OUTPUT_TOKENS]
+    sent = attrs_of(chat)[semconv.CONTEXT_UTILIZATION] * attrs_of(chat)[semconv.CONTEXT_EFFECTIVE_WINDOW]
     assert sent / 2 < estimated < sent * 2, (estimated, sent)
     # The span ends as a success, but it still shows the rejection, before the compaction that followed it:
     # the provider's message and the size and limit it stated.
     (rejected,) = [e for e in chat.events if e.name == semconv.REQUEST_REJECTED_EVENT]
     rejection = messages_calls[0].response["error"]["message"]
     assert rejection.startswith("prompt is too long")
-    assert rejected.attributes[semconv.REQUEST_REJECTED_MESSAGE] == rejection
-    assert rejected.attributes[semconv.REQUEST_REJECTED_LIMIT_TOKENS] == 15_000
-    assert f"{rejected.attributes[semconv.REQUEST_REJECTED_INPUT_TOKENS]} tokens > 15000" in rejection
-    assert rejected.attributes[semconv.HTTP_RESPONSE_STATUS_CODE] == 400
-    assert rejected.timestamp < compact.start_time
+    assert attrs_of(rejected)[semconv.REQUEST_REJECTED_MESSAGE] == rejection
+    assert attrs_of(rejected)[semconv.REQUEST_REJECTED_LIMIT_TOKENS] == 15_000
+    assert f"{attrs_of(rejected)[semconv.REQUEST_REJECTED_INPUT_TOKENS]} tokens > 15000" in rejection
+    assert attrs_of(rejected)[semconv.HTTP_RESPONSE_STATUS_CODE] == 400
+    assert compact.start_time is not None and rejected.timestamp < compact.start_time
 
 
 def test_reactive_second_rejection_raises_the_original_error(
@@ -114,14 +115,14 @@ def test_breaker_three_failures_no_fourth_attempt_calls_continue(
         response = client.chat.completions.create(model="gpt-4o", max_tokens=256, messages=history)
         history.append(response.choices[0].message.model_dump(exclude_none=True))
     compacts = otel.compact_spans()
-    failures = [s for s in compacts if s.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_FAILURE]
+    failures = [s for s in compacts if attrs_of(s)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_FAILURE]
     assert len(failures) == 3 == len(compacts)
-    assert [s.attributes[semconv.COMPACTION_CONSECUTIVE_FAILURES] for s in failures] == [1, 2, 3]
+    assert [attrs_of(s)[semconv.COMPACTION_CONSECUTIVE_FAILURES] for s in failures] == [1, 2, 3]
     mains = sorted(
-        (s for s in otel.spans() if s.name == "chat gpt-4o" and s.parent is None), key=lambda s: s.start_time
+        (s for s in otel.spans() if s.name == "chat gpt-4o" and s.parent is None), key=lambda s: s.start_time or 0
     )
     assert len(mains) == 8
-    assert mains[-1].attributes[semconv.COMPACTION_BREAKER_OPEN] is True
+    assert attrs_of(mains[-1])[semconv.COMPACTION_BREAKER_OPEN] is True
     assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "skipped"}) >= 1
     assert otel.counter_value(semconv.METRIC_BREAKERS_OPEN) == 1
     assert len(calls) == 3  # no fourth attempt

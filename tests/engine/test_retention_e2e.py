@@ -20,6 +20,7 @@ import pytest
 from otel_context import semconv
 from otel_context.testing.fleet import ANTHROPIC_TOOLS, OPENAI_TOOLS, SYSTEM
 from tests.compaction.support import Otel
+from tests.values import attrs_of
 
 WINDOW = 30_000
 TURNS = 12
@@ -130,8 +131,8 @@ def _summaries(otel: Otel) -> list[Any]:
     spans = [
         s
         for s in otel.compact_spans()
-        if s.attributes[semconv.COMPACTION_STRATEGY] == semconv.STRATEGY_SUMMARY
-        and s.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+        if attrs_of(s)[semconv.COMPACTION_STRATEGY] == semconv.STRATEGY_SUMMARY
+        and attrs_of(s)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
     ]
     assert spans, "the run must compact"
     return spans
@@ -162,8 +163,8 @@ def _summarizer_series_are_marked(otel: Otel) -> None:
     assert len([s for s in summarizer if s.parent is not None and s.parent.span_id in compact_ids]) >= len(
         otel.compact_spans()
     )
-    assert all(s.attributes[semconv.CALL_PURPOSE] == semconv.PURPOSE_COMPACTION for s in summarizer)
-    assert all(semconv.CALL_PURPOSE not in s.attributes for s in app)
+    assert all(attrs_of(s)[semconv.CALL_PURPOSE] == semconv.PURPOSE_COMPACTION for s in summarizer)
+    assert all(semconv.CALL_PURPOSE not in attrs_of(s) for s in app)
     for metric, usage in (
         (semconv.METRIC_USAGE_INPUT_TOKENS, semconv.GEN_AI_USAGE_INPUT_TOKENS),
         (semconv.METRIC_USAGE_OUTPUT_TOKENS, semconv.GEN_AI_USAGE_OUTPUT_TOKENS),
@@ -172,8 +173,8 @@ def _summarizer_series_are_marked(otel: Otel) -> None:
         marked = [p for p in points if p.attributes.get(semconv.CALL_PURPOSE) == semconv.PURPOSE_COMPACTION]
         unmarked = [p for p in points if semconv.CALL_PURPOSE not in p.attributes]
         assert len(marked) + len(unmarked) == len(points)  # no other value
-        assert sum(p.value for p in marked) == sum(s.attributes[usage] for s in summarizer)
-        assert sum(p.value for p in unmarked) == sum(s.attributes[usage] for s in app)
+        assert sum(p.value for p in marked) == sum(attrs_of(s)[usage] for s in summarizer)
+        assert sum(p.value for p in unmarked) == sum(attrs_of(s)[usage] for s in app)
 
 
 @pytest.mark.parametrize(("wire", "background"), [("anthropic", True), ("openai_chat", False)])
@@ -242,27 +243,27 @@ def test_microcompact_reports_what_it_cleared(
     micro = [
         s
         for s in otel.compact_spans()
-        if s.attributes[semconv.COMPACTION_STRATEGY] == semconv.STRATEGY_MICROCOMPACT
-        and s.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+        if attrs_of(s)[semconv.COMPACTION_STRATEGY] == semconv.STRATEGY_MICROCOMPACT
+        and attrs_of(s)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
     ]
     assert micro, "the run must microcompact"
     first = micro[0]
-    assert first.attributes[semconv.COMPACTION_CUT_INDEX] == 0
+    assert attrs_of(first)[semconv.COMPACTION_CUT_INDEX] == 0
     (event,) = [e for e in first.events if e.name == semconv.COMPACTION_LOST_EVENT]
-    lost = list(event.attributes[semconv.COMPACTION_LOST_ITEMS])
-    checked = first.attributes[semconv.COMPACTION_ITEMS_CHECKED]
+    lost = list(attrs_of(event)[semconv.COMPACTION_LOST_ITEMS])
+    checked = attrs_of(first)[semconv.COMPACTION_ITEMS_CHECKED]
     # The oldest results were cleared (the newest three are kept): turn 0's test run at least.
     assert lost[0] == f"{PLANTED_ERROR} (turn 0)"
     assert set(lost) <= {f"{PLANTED_ERROR} (turn 0)", f"{PLANTED_ERROR} (turn 1)", PLANTED_PATH}
     # The path is kept as long as a result that names it is still there (turn 1's, when not cleared yet).
     assert (PLANTED_PATH in lost) == (f"{PLANTED_ERROR} (turn 1)" in lost)
-    assert first.attributes[semconv.COMPACTION_RETENTION] == pytest.approx((checked - len(lost)) / checked)
-    assert event.attributes[semconv.COMPACTION_LOST_COUNT] == len(lost)
-    reported = [s for s in micro if semconv.COMPACTION_RETENTION in s.attributes]
+    assert attrs_of(first)[semconv.COMPACTION_RETENTION] == pytest.approx((checked - len(lost)) / checked)
+    assert attrs_of(event)[semconv.COMPACTION_LOST_COUNT] == len(lost)
+    reported = [s for s in micro if semconv.COMPACTION_RETENTION in attrs_of(s)]
     (point,) = [
         p
         for p in otel.metric_points(semconv.METRIC_COMPACTION_RETENTION)
         if p.attributes[semconv.COMPACTION_STRATEGY] == semconv.STRATEGY_MICROCOMPACT
     ]
     assert point.count == len(reported)
-    assert point.sum == pytest.approx(sum(s.attributes[semconv.COMPACTION_RETENTION] for s in reported))
+    assert point.sum == pytest.approx(sum(attrs_of(s)[semconv.COMPACTION_RETENTION] for s in reported))

@@ -18,6 +18,7 @@ from otel_context.settings import SettingsError, resolve
 from otel_context.testing import Fault
 from tests.compaction.support import Otel
 from tests.engine.agents import SYSTEM, long_history
+from tests.values import attrs_of
 
 MODEL = "claude-sonnet-4-6"
 OPENAI_MODEL = "gpt-4o"
@@ -28,8 +29,8 @@ _history = long_history
 
 def _summary_failed(otel: Otel) -> None:
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_AUTO
-    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_FAILURE
+    assert attrs_of(compact)[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_AUTO
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_FAILURE
 
 
 def _anthropic_call(sim: Any) -> float:
@@ -74,7 +75,7 @@ def test_a_retry_after_one_500_still_compacts(
     client = simulated_provider.anthropic(max_retries=2)
     client.messages.create(model=MODEL, max_tokens=256, system=SYSTEM, messages=_history())
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
     statuses = [e.status for e in simulated_provider.exchanges]
     assert statuses[0] == 500 and statuses[-1] == 200 and len(statuses) == 3
 
@@ -89,7 +90,7 @@ def test_slow_summarizer_is_cut_at_the_timeout(
     _summary_failed(otel)
     assert elapsed < 2.5
     (compact,) = otel.compact_spans()
-    assert "Timeout" in str(compact.attributes[semconv.ERROR_TYPE])
+    assert "Timeout" in str(attrs_of(compact)[semconv.ERROR_TYPE])
 
 
 async def test_async_openai_overload_fails_the_compaction_at_once(

@@ -23,10 +23,12 @@ from otel_context import Compactor, semconv
 from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER
 from otel_context.instrumentation import _background
 from otel_context.testing import count_request_tokens
+from otel_context.testing.tokens import WireFormat
 from tests.compaction.support import Otel
+from tests.values import attrs_of
 
 MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1"}
-FORMATS = {"anthropic": "anthropic_messages", "openai": "openai_chat"}
+FORMATS: dict[str, WireFormat] = {"anthropic": "anthropic_messages", "openai": "openai_chat"}
 
 
 def _reserve(window: int, app_max_tokens: int) -> int:
@@ -114,11 +116,11 @@ def test_the_summary_gets_the_budgets_reserve_within_the_window(
     # The provider's own count of the summarizer's input, plus its output room, fits the window.
     assert count_request_tokens(first.body, FORMATS[sdk]) + asked <= window
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_MODE] == (
+    assert attrs_of(compact)[semconv.COMPACTION_MODE] == (
         semconv.MODE_BACKGROUND if background else semconv.MODE_INLINE
     )
-    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
-    assert compact.attributes[semconv.COMPACTION_FINISH_REASON] == "stop"
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert attrs_of(compact)[semconv.COMPACTION_FINISH_REASON] == "stop"
 
 
 def test_a_first_call_over_the_threshold_drops_old_rounds_rather_than_the_reserve(
@@ -144,7 +146,7 @@ def test_a_first_call_over_the_threshold_drops_old_rounds_rather_than_the_reserv
         assert asked >= app_max
         assert count_request_tokens(exchange.body, "anthropic_messages") + asked <= window
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
     # The oldest questions made way for the reserve: the summary request does not hold the first one.
     assert "Question 0:" not in json.dumps(summaries[-1].body)
 
@@ -179,10 +181,10 @@ def test_the_users_messages_the_summarizer_could_not_read_are_the_ones_kept_verb
     note = json.dumps(app[len(head)])  # the summary message says what is left out, and why
     assert "did not fit in what the summarizer read" in note
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
-    assert compact.attributes[semconv.COMPACTION_USER_MESSAGES_KEPT] == len(verbatim)
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert attrs_of(compact)[semconv.COMPACTION_USER_MESSAGES_KEPT] == len(verbatim)
     # What neither reached is not hidden: the retention figure says something was lost.
-    assert compact.attributes[semconv.COMPACTION_RETENTION] < 1.0
+    assert attrs_of(compact)[semconv.COMPACTION_RETENTION] < 1.0
 
 
 @pytest.mark.parametrize("sdk", ["anthropic", "openai"])
@@ -201,8 +203,8 @@ def test_a_summary_cut_at_its_limit_is_asked_again_with_the_room_left(
     assert count_request_tokens(second.body, FORMATS[sdk]) + _cap(second.body) <= window
     assert _finish(second) == "stop"
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
-    assert compact.attributes[semconv.COMPACTION_FINISH_REASON] == "stop"
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
+    assert attrs_of(compact)[semconv.COMPACTION_FINISH_REASON] == "stop"
 
 
 @pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
@@ -222,12 +224,12 @@ def test_a_summary_that_does_not_fit_its_room_fails_and_the_request_goes_out_unc
     for exchange in summaries:
         assert count_request_tokens(exchange.body, FORMATS[sdk]) + _cap(exchange.body) <= window
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.COMPACTION_MODE] == (
+    assert attrs_of(compact)[semconv.COMPACTION_MODE] == (
         semconv.MODE_BACKGROUND if background else semconv.MODE_INLINE
     )
-    assert compact.attributes[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_FAILURE
-    assert compact.attributes[semconv.ERROR_TYPE] == "summary_truncated"
-    assert compact.attributes[semconv.COMPACTION_FINISH_REASON] == "length"
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_FAILURE
+    assert attrs_of(compact)[semconv.ERROR_TYPE] == "summary_truncated"
+    assert attrs_of(compact)[semconv.COMPACTION_FINISH_REASON] == "length"
     assert compact.status.status_code == StatusCode.ERROR
     # The app's request went out as the app wrote it.
     assert app_body["messages"] == sent
@@ -252,5 +254,5 @@ def test_the_compactor_api_reports_a_summary_cut_at_its_limit_as_failed(simulate
     assert [_finish(e) for e in summaries] == ["length", "length"]
     assert _cap(summaries[1].body) > _cap(summaries[0].body)
     (compact,) = otel.compact_spans()
-    assert compact.attributes[semconv.ERROR_TYPE] == "summary_truncated"
-    assert compact.attributes[semconv.COMPACTION_FINISH_REASON] == "length"
+    assert attrs_of(compact)[semconv.ERROR_TYPE] == "summary_truncated"
+    assert attrs_of(compact)[semconv.COMPACTION_FINISH_REASON] == "length"

@@ -26,6 +26,7 @@ from otel_context.compaction.prompt import NO_TOOLS_PREAMBLE, SUMMARY_MESSAGE_HE
 from otel_context.settings import resolve
 from otel_context.testing import SimulatedProvider, SummarizerStyle, trust
 from tests.compaction.support import Otel
+from tests.values import attrs_of
 
 WINDOW = 30_000
 MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4o", "openai-responses": "gpt-4o"}
@@ -150,10 +151,10 @@ def test_the_users_words_survive_every_compaction(
     spans = [
         s
         for s in otel.compact_spans()
-        if s.attributes.get(semconv.COMPACTION_OUTCOME) == semconv.OUTCOME_SUCCESS
-        and (s.attributes.get(semconv.COMPACTION_MODE) != semconv.MODE_BACKGROUND or s.context.span_id in linked)
+        if attrs_of(s).get(semconv.COMPACTION_OUTCOME) == semconv.OUTCOME_SUCCESS
+        and (attrs_of(s).get(semconv.COMPACTION_MODE) != semconv.MODE_BACKGROUND or s.context.span_id in linked)
     ]
-    assert sorted(s.attributes[semconv.COMPACTION_USER_MESSAGES_KEPT] for s in spans) == sorted(kept)
+    assert sorted(attrs_of(s)[semconv.COMPACTION_USER_MESSAGES_KEPT] for s in spans) == sorted(kept)
 
 
 def test_the_summarizer_gets_the_span_up_to_the_cut_not_the_kept_turns(otel: Otel, instrumented: Any) -> None:
@@ -189,8 +190,8 @@ def test_the_budget_is_a_setting(otel: Otel, instrumented: Any) -> None:
     for body in requests:
         messages = _messages(body)
         assert _text(messages[0]).startswith(SUMMARY_MESSAGE_HEADER)  # no user message kept before it
-    spans = [s for s in otel.compact_spans() if s.attributes.get(semconv.COMPACTION_OUTCOME) == semconv.OUTCOME_SUCCESS]
-    assert spans and all(s.attributes[semconv.COMPACTION_USER_MESSAGES_KEPT] == 0 for s in spans)
+    spans = [s for s in otel.compact_spans() if attrs_of(s).get(semconv.COMPACTION_OUTCOME) == semconv.OUTCOME_SUCCESS]
+    assert spans and all(attrs_of(s)[semconv.COMPACTION_USER_MESSAGES_KEPT] == 0 for s in spans)
 
 
 def test_an_app_that_keeps_the_compacted_history_gets_anchored_summaries(otel: Otel) -> None:

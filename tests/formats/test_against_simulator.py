@@ -8,7 +8,7 @@ provider. ``is_too_long_error`` is checked on the exception the SDK really raise
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,8 @@ from otel_context.compaction.microcompact import microcompact
 from otel_context.formats import for_format
 from otel_context.testing import SimulatedProvider
 from tests.formats.histories import anthropic_agent_body, openai_chat_agent_body, openai_responses_agent_body
-from tests.formats.strategies import FORMATS, TOOL_NAMES, Item, histories
+from tests.formats.strategies import FORMATS, TOOL_NAMES, histories
+from tests.values import body_of
 
 MODELS = {"anthropic_messages": "claude-sonnet-4-6", "openai_chat": "gpt-4o-mini", "openai_responses": "gpt-4.1-mini"}
 _SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
@@ -46,7 +47,7 @@ def clients() -> Iterator[Clients]:
             o.close()
 
 
-def body_for(wire_format: str, items: list[Item]) -> dict[str, Any]:
+def body_for(wire_format: str, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """A complete request of ``wire_format`` around ``items`` (tools offered, as the agent's were)."""
     if wire_format == "anthropic_messages":
         tools = [{"name": n, "description": n, "input_schema": _SCHEMA} for n in TOOL_NAMES]
@@ -111,7 +112,7 @@ def send(c: Clients, wire_format: str, body: dict[str, Any]) -> tuple[int, str]:
     return 200, ""
 
 
-def small(wire_format: str, items: list[Item]) -> list[Item]:
+def small(wire_format: str, items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Tool results capped so every random history fits the smallest window used here."""
     return microcompact(for_format(wire_format), items, clear_at_least=10**9, max_tool_result_tokens=300).items
 
@@ -171,7 +172,7 @@ def test_random_cuts_repairs_and_microcompacts_are_accepted(clients: Clients, ca
     assert items == snapshot
 
 
-def modelled_problems(wire_format: str, items: list[Item]) -> list[str]:
+def modelled_problems(wire_format: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
     """``validate``'s problems minus the two real rules the simulator does not model (see the report):
     Responses reasoning without its following item, and an Anthropic history ending on an unanswered
     tool_use (no next message at all)."""
@@ -207,18 +208,22 @@ def test_too_long_error_recognized_on_the_real_sdk_exception(clients: Clients, w
     with pytest.raises((anthropic.APIStatusError, openai.APIStatusError)) as info:
         send_raising(clients, wire_format, body)
     exc = info.value
-    assert adapter.is_too_long_error(exc.status_code, exc.body, str(exc))
+    assert isinstance(exc, (anthropic.APIStatusError, openai.APIStatusError))
+    assert adapter.is_too_long_error(exc.status_code, body_of(exc), str(exc))
     # An ordinary 400 (a result whose call is missing) is not taken for an overflow.
-    orphan = {
+    orphans: dict[str, dict[str, Any]] = {
         "anthropic_messages": {
             "role": "user",
             "content": [{"type": "tool_result", "tool_use_id": "c", "content": "x"}],
         },
         "openai_chat": {"role": "tool", "tool_call_id": "c", "content": "x"},
         "openai_responses": {"type": "function_call_output", "call_id": "c", "output": "x"},
-    }[wire_format]
+    }
+    orphan = orphans[wire_format]
     bad = body_for(wire_format, [adapter.make_user_item("hi"), orphan])
     with pytest.raises((anthropic.APIStatusError, openai.APIStatusError)) as other:
         send_raising(clients, wire_format, bad)
-    assert other.value.status_code == 400
-    assert not adapter.is_too_long_error(other.value.status_code, other.value.body, str(other.value))
+    rejected = other.value
+    assert isinstance(rejected, (anthropic.APIStatusError, openai.APIStatusError))
+    assert rejected.status_code == 400
+    assert not adapter.is_too_long_error(rejected.status_code, body_of(rejected), str(rejected))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from typing import Any
 
 import pytest
 
@@ -41,7 +42,7 @@ def test_round_boundaries_keep_parallel_batches_and_thinking_loops_whole() -> No
 
 
 def test_boundary_between_consecutive_assistant_messages_is_refused() -> None:
-    items = [
+    items: list[dict[str, Any]] = [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}]},
         {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
@@ -81,7 +82,7 @@ def test_repair_drops_orphans_and_emptied_messages_only() -> None:
 
 
 def test_repair_keeps_results_answered_across_a_dropped_message() -> None:
-    items = [
+    items: list[dict[str, Any]] = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "x", "name": "t", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "ghost", "content": "?"}]},
@@ -122,7 +123,7 @@ def test_tool_results_and_replacement() -> None:
 
 def test_replacement_keeps_tool_references() -> None:
     reference = {"type": "tool_reference", "tool_name": "get_weather"}
-    items = [
+    items: list[dict[str, Any]] = [
         {"role": "user", "content": "find a weather tool"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "tool_search", "input": {}}]},
         {
@@ -144,7 +145,7 @@ def test_unknown_content_is_reported() -> None:
     assert "fallback" in (A.has_unknown_content(odd) or "")
     assert "role" in (A.has_unknown_content([{"role": "tool", "content": "x"}]) or "")
     assert A.has_unknown_content([{"role": "user", "content": 3}]) is not None
-    server = [
+    server: list[dict[str, Any]] = [
         {"role": "user", "content": "news?"},
         {
             "role": "assistant",

@@ -113,4 +113,5 @@ def test_responses_output_text_shortcut_and_parts() -> None:
             "tools": [],
         },
     )
+    assert isinstance(typed, Response)
     assert OPENAI_RESPONSES.response_text(typed) == "ab" == typed.output_text

@@ -63,7 +63,7 @@ _any_text = st.one_of(
     st.text(max_size=40),
     st.sampled_from(["", " ", "\u200b", "日本語のテキスト" * 5, "\U0001f600" * 10, "\ud800", "a\x00b", "\r\n\t"]),
 )
-_word_text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=60)
+_word_text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=60)
 #: Part sizes: empty, small, large (a few KB), huge (over the window on its own).
 _size = st.sampled_from([0, 1, 200, 4_000, 20_000, DUE_CHARS])
 _json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-(2**60), 2**60), st.floats(allow_nan=False), _any_text)

@@ -12,7 +12,7 @@ from otel_context import semconv
 
 MODEL_A = "claude-sonnet-4-6"
 MODEL_O = "gpt-5"
-USER = [{"role": "user", "content": "hello there"}]
+USER: list[Any] = [{"role": "user", "content": "hello there"}]  # a message list both SDKs take
 
 
 class TransportOfTheApp(httpx2.HTTPTransport):
@@ -44,7 +44,8 @@ def metric_points(reader: InMemoryMetricReader, name: str) -> list[Any]:
 
 
 def counter_total(reader: InMemoryMetricReader, name: str) -> float:
-    return sum(p.value for p in metric_points(reader, name))
+    total: float = sum(p.value for p in metric_points(reader, name))
+    return total
 
 
 def assert_usage_matches(span: ReadableSpan, usage: dict[str, Any] | None) -> None:

@@ -14,7 +14,7 @@ from tests.instrumentation.instr_support import MODEL_A, MODEL_O, USER, attrs, o
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-A = {"model": MODEL_A, "max_tokens": 100, "messages": USER}
+A: dict[str, Any] = {"model": MODEL_A, "max_tokens": 100, "messages": USER}
 
 
 @pytest.fixture

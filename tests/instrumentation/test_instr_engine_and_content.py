@@ -14,6 +14,7 @@ from otel_context.contract import CallPlan, CallRequest
 from otel_context.flow import SummaryRequest, SummaryResult
 from otel_context.usage import TokenUsage
 from tests.instrumentation.instr_support import MODEL_A, MODEL_O, USER, attrs, only_span
+from tests.values import attrs_of
 
 pytestmark = [pytest.mark.usefixtures("instrumented"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -215,7 +216,7 @@ def test_event_only_capture_openai_stream(simulated_provider: Any, spans: Any) -
     assert semconv.GEN_AI_INPUT_MESSAGES not in attrs(span)
     [event] = span.events
     assert event.name == semconv.EVENT_GEN_AI_CLIENT_INFERENCE_DETAILS
-    output = json.loads(event.attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
+    output = json.loads(attrs_of(event)[semconv.GEN_AI_OUTPUT_MESSAGES])
     assert output[0]["parts"][0]["content"] == text and text
 
 
@@ -297,7 +298,8 @@ def test_window_exceeded_stop_reason_retries_once(window_exceeded_server: Any, s
         base_url=f"http://127.0.0.1:{window_exceeded_server.server_address[1]}", api_key="k", max_retries=0
     )
     message = client.messages.create(model=MODEL_A, max_tokens=100, messages=USER)
-    assert message.content[0].text == "done"
+    (block,) = message.content
+    assert isinstance(block, anthropic.types.TextBlock) and block.text == "done"
     assert [b["messages"] for b in window_exceeded_server.bodies] == [USER, short]
     [error] = fe.plans[0].too_long
     assert "model_context_window_exceeded" in str(error) and getattr(error, "status_code", None) is None

@@ -19,10 +19,10 @@ from tests.instrumentation.instr_support import MODEL_A, MODEL_O, USER, only_spa
 HISTOGRAMS = (semconv.METRIC_INFERENCE_DURATION, semconv.METRIC_CONTEXT_UTILIZATION)
 
 
-def _exemplar_span_ids(reader: InMemoryMetricReader, names: tuple[str, ...]) -> dict[str, set[int]]:
+def _exemplar_span_ids(reader: InMemoryMetricReader, names: tuple[str, ...]) -> dict[str, set[int | None]]:
     """Span ids of each histogram's exemplars, from ONE collection (a collection takes the exemplars away)."""
     data = reader.get_metrics_data()
-    found: dict[str, set[int]] = {name: set() for name in names}
+    found: dict[str, set[int | None]] = {name: set() for name in names}
     for rm in data.resource_metrics if data is not None else ():
         for sm in rm.scope_metrics:
             for metric in sm.metrics:

@@ -15,7 +15,11 @@ from tests.instrumentation.instr_support import MODEL_A, MODEL_O, attrs, metric_
 
 pytestmark = [pytest.mark.usefixtures("instrumented"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
-A = {"model": MODEL_A, "max_tokens": 200, "messages": [{"role": "user", "content": "words:60 tell me a story"}]}
+A: dict[str, Any] = {
+    "model": MODEL_A,
+    "max_tokens": 200,
+    "messages": [{"role": "user", "content": "words:60 tell me a story"}],
+}
 O_CHAT = {"model": MODEL_O, "messages": [{"role": "user", "content": "words:60 tell me a story"}]}
 
 

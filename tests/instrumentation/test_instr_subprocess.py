@@ -145,7 +145,7 @@ def test_one_import_exports_otlp_http(simulated_provider: Any, tmp_path: Path, o
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    spans = []
+    spans: list[tuple[str, Any]] = []
     resources = []
     for body in otlp_receiver.bodies.get("/v1/traces", []):
         request = ExportTraceServiceRequest()

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 import anthropic
+import httpcore2
 import httpx2
 import openai
 import pytest
@@ -49,9 +50,12 @@ def test_a_proxy_is_remade_with_its_credentials() -> None:
     assert summary.owned
     (app_proxy,) = [t for t in client._client._mounts.values() if t is not None]
     (our_proxy,) = [t for t in summary.client._client._mounts.values() if t is not None]
+    assert isinstance(app_proxy, httpx2.HTTPTransport) and isinstance(our_proxy, httpx2.HTTPTransport)
     assert our_proxy is not app_proxy and type(our_proxy._pool) is type(app_proxy._pool)
-    assert our_proxy._pool._proxy_url == app_proxy._pool._proxy_url
-    assert our_proxy._pool._proxy_headers == app_proxy._pool._proxy_headers  # Proxy-Authorization included
+    our_pool, app_pool = our_proxy._pool, app_proxy._pool
+    assert isinstance(our_pool, httpcore2.HTTPProxy) and isinstance(app_pool, httpcore2.HTTPProxy)
+    assert our_pool._proxy_url == app_pool._proxy_url
+    assert our_pool._proxy_headers == app_pool._proxy_headers  # Proxy-Authorization included
     summary.close()
     client.close()
 

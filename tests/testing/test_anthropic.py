@@ -8,6 +8,7 @@ import anthropic
 import pytest
 
 from otel_context.testing import count_request_tokens
+from tests.values import body_of
 
 from .helpers import CLAUDE, TIME_TOOL, WEATHER_TOOL
 
@@ -191,11 +192,11 @@ def test_prompt_too_long_is_the_real_error(sim: Any, anthropic_client: Any) -> N
     with pytest.raises(anthropic.BadRequestError) as info:
         anthropic_client.messages.create(**body)
     assert info.value.status_code == 400
-    assert info.value.body["error"] == {
+    assert body_of(info.value)["error"] == {
         "type": "invalid_request_error",
         "message": f"prompt is too long: {total} tokens > 50 maximum",
     }
-    assert info.value.body["type"] == "error"
+    assert body_of(info.value)["type"] == "error"
     assert sim.last_exchange.status == 400
 
 
@@ -218,7 +219,7 @@ def _pair_history(tool_use_id: str, result_id: str) -> list[dict[str, Any]]:
 def test_orphan_tool_result_is_rejected(anthropic_client: Any) -> None:
     with pytest.raises(anthropic.BadRequestError) as info:
         anthropic_client.messages.create(**_req(tools=[WEATHER_TOOL], messages=_pair_history("toolu_a", "toolu_b")))
-    message = info.value.body["error"]["message"]
+    message = body_of(info.value)["error"]["message"]
     assert message.startswith(
         "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_a"
     )
@@ -230,8 +231,8 @@ def test_tool_result_without_tool_use_is_rejected(anthropic_client: Any) -> None
     history.insert(1, {"role": "assistant", "content": "no tools here"})
     with pytest.raises(anthropic.BadRequestError) as info:
         anthropic_client.messages.create(**_req(tools=[WEATHER_TOOL], messages=history))
-    assert info.value.body["error"]["type"] == "invalid_request_error"
-    assert info.value.body["error"]["message"].startswith(
+    assert body_of(info.value)["error"]["type"] == "invalid_request_error"
+    assert body_of(info.value)["error"]["message"].startswith(
         "messages.2.content.0: unexpected `tool_use_id` found in `tool_result` blocks: toolu_a."
     )
 
@@ -257,7 +258,7 @@ def test_paired_history_is_accepted(anthropic_client: Any) -> None:
 def test_missing_fields_get_invalid_request_error(anthropic_client: Any, body: dict[str, Any], message: str) -> None:
     with pytest.raises(anthropic.BadRequestError) as info:
         anthropic_client.post("/v1/messages", body=body, cast_to=object)
-    assert info.value.body["error"] == {"type": "invalid_request_error", "message": message}
+    assert body_of(info.value)["error"] == {"type": "invalid_request_error", "message": message}
 
 
 def test_unknown_fields_are_accepted(anthropic_client: Any) -> None:
@@ -273,7 +274,7 @@ def test_strict_models_rejects_unknown_model() -> None:
         try:
             with pytest.raises(anthropic.NotFoundError) as info:
                 client.messages.create(**_req(model="claude-imaginary-9"))
-            assert info.value.body["error"] == {"type": "not_found_error", "message": "model: claude-imaginary-9"}
+            assert body_of(info.value)["error"] == {"type": "not_found_error", "message": "model: claude-imaginary-9"}
             assert client.messages.create(**_req()).stop_reason == "end_turn"
         finally:
             client.close()
@@ -297,7 +298,7 @@ def test_thinking_budget_must_be_below_max_tokens(anthropic_client: Any) -> None
         anthropic_client.messages.create(
             **_req(model="claude-haiku-4-5", max_tokens=1000, thinking={"type": "enabled", "budget_tokens": 1024})
         )
-    assert "budget_tokens" in info.value.body["error"]["message"]
+    assert "budget_tokens" in body_of(info.value)["error"]["message"]
 
 
 def test_forced_tool_choice(anthropic_client: Any) -> None:
@@ -340,7 +341,7 @@ def test_adaptive_thinking(anthropic_client: Any) -> None:
 def test_empty_content_is_rejected(anthropic_client: Any, messages: list[dict[str, Any]], message: str) -> None:
     with pytest.raises(anthropic.BadRequestError) as info:
         anthropic_client.messages.create(**_req(messages=messages))
-    assert info.value.body["error"]["message"] == message
+    assert body_of(info.value)["error"]["message"] == message
 
 
 def test_empty_final_assistant_prefill_is_accepted(anthropic_client: Any) -> None:

@@ -8,6 +8,7 @@ import anthropic
 import pytest
 
 from otel_context.testing import count_request_tokens
+from tests.values import body_of
 
 from .helpers import CLAUDE, GPT, long_text
 
@@ -142,7 +143,9 @@ def test_more_than_four_breakpoints_is_rejected(anthropic_client: Any) -> None:
     system = [{"type": "text", "text": f"part {i}", "cache_control": EPHEMERAL} for i in range(5)]
     with pytest.raises(anthropic.BadRequestError) as info:
         _ask(anthropic_client, system)
-    assert info.value.body["error"]["message"] == "A maximum of 4 blocks with cache_control may be provided. Found 5."
+    assert (
+        body_of(info.value)["error"]["message"] == "A maximum of 4 blocks with cache_control may be provided. Found 5."
+    )
 
 
 def test_streamed_usage_carries_cache_figures(anthropic_client: Any) -> None:

@@ -10,6 +10,7 @@ import openai
 import pytest
 
 from otel_context.testing import Fault
+from tests.values import body_of
 
 from .helpers import CLAUDE, GPT
 
@@ -30,14 +31,14 @@ CHAT_BODY: dict[str, Any] = {"model": GPT, "messages": [{"role": "user", "conten
     ],
 )
 def test_anthropic_status_faults(
-    sim: Any, anthropic_client: Any, status: int, exc: type[Exception], etype: str
+    sim: Any, anthropic_client: Any, status: int, exc: type[anthropic.APIStatusError], etype: str
 ) -> None:
     sim.inject(Fault(status=status))
     with pytest.raises(exc) as info:
         anthropic_client.messages.create(**ANTHROPIC_BODY)
-    assert info.value.status_code == status  # type: ignore[attr-defined]
-    assert info.value.body["error"]["type"] == etype  # type: ignore[attr-defined]
-    assert info.value.body["request_id"].startswith("req_")  # type: ignore[attr-defined]
+    assert info.value.status_code == status
+    assert body_of(info.value)["error"]["type"] == etype
+    assert body_of(info.value)["request_id"].startswith("req_")
     assert sim.last_exchange.status == status
     assert sim.last_exchange.fault is not None
     # consumed: the next call succeeds
@@ -156,7 +157,7 @@ def test_error_event_mid_stream_anthropic(sim: Any, anthropic_client: Any) -> No
     with pytest.raises(anthropic.APIStatusError) as info, anthropic_client.messages.stream(**ANTHROPIC_BODY) as stream:
         for event in stream:
             seen.append(event.type)
-    assert info.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+    assert body_of(info.value)["error"]["type"] == "overloaded_error"
     assert seen[0] == "message_start" and "message_stop" not in seen
     assert sim.last_exchange.response[-1][0] == "error"
     assert sim.last_exchange.dropped is False

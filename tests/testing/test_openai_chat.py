@@ -9,6 +9,7 @@ import openai
 import pytest
 
 from otel_context.testing import count_request_tokens
+from tests.values import body_of
 
 from .helpers import GPT, TIME_TOOL, WEATHER_TOOL, openai_tool
 
@@ -86,10 +87,10 @@ def test_tool_message_without_tool_calls_is_rejected(openai_client: Any) -> None
     messages = [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_x", "content": "orphan"}]
     with pytest.raises(openai.BadRequestError) as info:
         openai_client.chat.completions.create(model=GPT, messages=messages)
-    assert info.value.body["message"] == (
+    assert body_of(info.value)["message"] == (
         "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
     )
-    assert info.value.body["param"] == "messages.[1].role"
+    assert body_of(info.value)["param"] == "messages.[1].role"
 
 
 def test_unanswered_tool_calls_are_rejected(openai_client: Any) -> None:
@@ -103,8 +104,8 @@ def test_unanswered_tool_calls_are_rejected(openai_client: Any) -> None:
     ]
     with pytest.raises(openai.BadRequestError) as info:
         openai_client.chat.completions.create(model=GPT, messages=messages)
-    assert "The following tool_call_ids did not have response messages: call_a" in info.value.body["message"]
-    assert info.value.body["type"] == "invalid_request_error"
+    assert "The following tool_call_ids did not have response messages: call_a" in body_of(info.value)["message"]
+    assert body_of(info.value)["type"] == "invalid_request_error"
 
 
 def test_context_length_exceeded(sim: Any, openai_client: Any) -> None:
@@ -114,7 +115,7 @@ def test_context_length_exceeded(sim: Any, openai_client: Any) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         openai_client.chat.completions.create(**body)
     assert info.value.code == "context_length_exceeded"
-    assert info.value.body["message"] == (
+    assert body_of(info.value)["message"] == (
         f"This model's maximum context length is 20 tokens. However, your messages resulted in {total} tokens. "
         "Please reduce the length of the messages."
     )
@@ -183,7 +184,7 @@ def test_bad_input_gets_openai_error_shape(openai_client: Any, body: dict[str, A
 def test_missing_model(openai_client: Any) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         openai_client.post("/chat/completions", body={"messages": [{"role": "user", "content": "x"}]}, cast_to=object)
-    assert info.value.body["message"] == "you must provide a model parameter"
+    assert body_of(info.value)["message"] == "you must provide a model parameter"
 
 
 def test_strict_models_unknown_model_is_404() -> None:
@@ -196,7 +197,7 @@ def test_strict_models_unknown_model_is_404() -> None:
                 client.chat.completions.create(model="gpt-imaginary", messages=[{"role": "user", "content": "x"}])
             assert info.value.code == "model_not_found"
             assert (
-                info.value.body["message"]
+                body_of(info.value)["message"]
                 == "The model `gpt-imaginary` does not exist or you do not have access to it."
             )
         finally:

@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from otel_context.testing import count_request_tokens, count_tokens
+from tests.values import body_of
 
 from .helpers import GPT, WEATHER_TOOL, responses_tool
 
@@ -57,7 +58,7 @@ def test_function_call_output_without_call_is_rejected(openai_client: Any) -> No
         openai_client.responses.create(
             model=GPT, input=[{"type": "function_call_output", "call_id": "call_zz", "output": "x"}]
         )
-    assert info.value.body["message"] == "No tool call found for function call output with call_id call_zz."
+    assert body_of(info.value)["message"] == "No tool call found for function call output with call_id call_zz."
     assert info.value.param == "input"
 
 
@@ -69,7 +70,7 @@ def test_function_call_without_output_is_rejected(openai_client: Any) -> None:
     ]
     with pytest.raises(openai.BadRequestError) as info:
         openai_client.responses.create(model=GPT, input=items)
-    assert info.value.body["message"] == "No tool output found for function call call_q."
+    assert body_of(info.value)["message"] == "No tool output found for function call call_q."
 
 
 def test_context_window_and_auto_truncation(sim: Any, openai_client: Any) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from otel_context.testing import ManualClock, SimulatedProvider
 from otel_context.testing import server as server_module
+from tests.values import body_of
 
 from .helpers import CLAUDE, GPT
 
@@ -97,7 +98,7 @@ def test_internal_error_is_provider_shaped_and_silent(
     monkeypatch.setitem(server_module._ROUTES, "/v1/messages", ("anthropic", boom))
     with pytest.raises(anthropic.InternalServerError) as info:
         anthropic_client.messages.create(model=CLAUDE, max_tokens=5, messages=[{"role": "user", "content": "x"}])
-    assert info.value.body["error"]["type"] == "api_error"
+    assert body_of(info.value)["error"]["type"] == "api_error"
     assert "RuntimeError: simulator bug" in (sim.last_exchange.error or "")
     out, err = capfd.readouterr()
     assert "Traceback" not in out + err

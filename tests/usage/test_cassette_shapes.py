@@ -8,7 +8,7 @@ independent oracle for :func:`merge_stream_usage`. A few documented figures (SOU
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import pytest
@@ -120,6 +120,7 @@ def test_usage_matches_the_recorded_figures(interaction: Interaction) -> None:
         got = usage_from_anthropic(body["usage"])
         assert got == expected_anthropic(body["usage"])
         message = anthropic_construct(type_=BetaMessage, value=interaction.json)
+        assert isinstance(message, BetaMessage)
         assert usage_from_anthropic(message.usage) == got
     elif path.startswith("/messages"):
         raw = _anthropic_stream_usages(interaction)
@@ -133,7 +134,10 @@ def test_usage_matches_the_recorded_figures(interaction: Interaction) -> None:
         json_bufs: dict[int, bytes] = {}
         sdk_merged: TokenUsage | None = None
         for event in interaction.events:
-            parsed = anthropic_construct(type_=BetaRawMessageStreamEvent, value=event.data)
+            # construct_type returns object; it builds the type it is given (a union: no isinstance check)
+            parsed = cast(
+                BetaRawMessageStreamEvent, anthropic_construct(type_=BetaRawMessageStreamEvent, value=event.data)
+            )
             snapshot = accumulate_event(
                 event=parsed, current_snapshot=snapshot, json_bufs=json_bufs, request_headers=httpx2.Headers()
             )

@@ -251,6 +251,7 @@ def test_stream_delta_null_fields_keep_earlier_values() -> None:
         "output_tokens": 1,
     }
     sdk_delta = anthropic_construct(type_=MessageDeltaUsage, value={"output_tokens": 40})
+    assert isinstance(sdk_delta, MessageDeltaUsage)
     assert sdk_delta.input_tokens is None  # the SDK represents "not sent" as None
     merged = _fold(start, sdk_delta)
     assert merged == TokenUsage(
@@ -337,6 +338,7 @@ def test_openai_chat_2024_usage_without_details() -> None:
     usage = usage_from_openai_chat(raw)
     assert usage == TokenUsage(input_tokens=10, output_tokens=20)
     sdk = openai_construct(type_=CompletionUsage, value=dict(raw))
+    assert isinstance(sdk, CompletionUsage)
     assert sdk.prompt_tokens_details is None
     assert usage_from_openai_chat(sdk) == usage
 
