@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeGuard
 
 from otel_context import semconv, telemetry
 from otel_context.conversation.sealing import Sealer
@@ -70,6 +70,11 @@ class Lease:
 
 
 _FALLBACK: Final = Loaded(None, "fallback")
+
+
+def _pause(deadline: float) -> float:
+    """How long a waiter sleeps before it polls again: :data:`POLL_SECONDS`, or what is left until ``deadline``."""
+    return min(POLL_SECONDS, max(0.0, deadline - time.monotonic()))
 
 
 @lru_cache(maxsize=4096)
@@ -140,14 +145,12 @@ class StateStore(ABC):
     def get(self, key: str, part: str = "state") -> Loaded:
         """The value of ``part`` of conversation ``key``, never raising."""
         name = self.key(key, part)
-        raw = self._get_raw(name)
-        return raw if isinstance(raw, Loaded) else self._decode(raw, name)
+        return self._loaded(self._get_raw(name), name)
 
     async def aget(self, key: str, part: str = "state") -> Loaded:
         """:meth:`get` for async callers: never blocks the event loop."""
         name = self.key(key, part)
-        raw = await self._aget_raw(name)
-        return raw if isinstance(raw, Loaded) else self._decode(raw, name)
+        return self._loaded(await self._aget_raw(name), name)
 
     def put(self, key: str, value: Mapping[str, Any], part: str = "state", *, renew: Sequence[str] = ()) -> bool:
         """Store ``value`` (a JSON-able dict, encoded now); False when it was not stored.
@@ -191,15 +194,13 @@ class StateStore(ABC):
         When the store fails the answer is a non-exclusive lease (``lease.exclusive`` is False): the
         caller goes on as a single process would.
         """
-        lease = Lease(self.key(key, "lock:" + name), secrets.token_hex(_TOKEN_CHARS // 2), self.source)
-        return self._acquire_raw(lease, lease_seconds)
+        return self._acquire_raw(self._new_lease(key, name), lease_seconds)
 
     async def aacquire(
         self, key: str, name: str = "summary", lease_seconds: float = DEFAULT_LEASE_SECONDS
     ) -> Lease | None:
         """:meth:`acquire` for async callers."""
-        lease = Lease(self.key(key, "lock:" + name), secrets.token_hex(_TOKEN_CHARS // 2), self.source)
-        return await self._aacquire_raw(lease, lease_seconds)
+        return await self._aacquire_raw(self._new_lease(key, name), lease_seconds)
 
     def release(self, lease: Lease) -> None:
         """Give the lock back if it is still ours (an expired lease that another took stays theirs)."""
@@ -223,10 +224,7 @@ class StateStore(ABC):
         if self._sealer is None:
             return self._remove_if_raw(name, field, expected)
         raw = self._get_raw(name)
-        if not self._holds(raw, name, field, expected):
-            return False
-        assert isinstance(raw, bytes)
-        return self._remove_exact_raw(name, raw)
+        return self._holds(raw, name, field, expected) and self._remove_exact_raw(name, raw)
 
     async def aremove_if(self, key: str, part: str, field: str, expected: str) -> bool:
         """:meth:`remove_if` for async callers."""
@@ -234,12 +232,10 @@ class StateStore(ABC):
         if self._sealer is None:
             return await self._aremove_if_raw(name, field, expected)
         raw = await self._aget_raw(name)
-        if not self._holds(raw, name, field, expected):
-            return False
-        assert isinstance(raw, bytes)
-        return await asyncio.to_thread(self._remove_exact_raw, name, raw)
+        return self._holds(raw, name, field, expected) and await asyncio.to_thread(self._remove_exact_raw, name, raw)
 
-    def _holds(self, raw: bytes | Loaded | None, name: str, field: str, expected: str) -> bool:
+    def _holds(self, raw: bytes | Loaded | None, name: str, field: str, expected: str) -> TypeGuard[bytes]:
+        """Whether ``raw`` (read from ``name``) is a value of ours whose ``field`` equals ``expected``."""
         if not isinstance(raw, bytes):
             return False
         value = self._decode(raw, name).value
@@ -264,14 +260,13 @@ class StateStore(ABC):
         (same token: it is slow, or gone and its lease not yet run out); the caller goes on at once.
         """
         deadline = time.monotonic() + timeout
-        name, lock_name = self.key(key, part), self.key(key, "lock:" + lock) if lock else None
+        name, lock_name = self._wait_names(key, part, lock)
         while True:
             raw, holder = self._poll_raw(name, lock_name)
-            held = self._waits_on(lock_name, holder)
-            done = self._judge(raw, until, held, deadline, name)
+            done = self._answer(raw, holder, until, deadline, name, lock_name)
             if done is not None:
-                return self._waited(lock_name, holder, held, done)
-            self._sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+                return done
+            self._sleep(_pause(deadline))
 
     async def await_for(
         self,
@@ -283,14 +278,13 @@ class StateStore(ABC):
     ) -> Loaded:
         """:meth:`wait_for` for async callers."""
         deadline = time.monotonic() + timeout
-        name, lock_name = self.key(key, part), self.key(key, "lock:" + lock) if lock else None
+        name, lock_name = self._wait_names(key, part, lock)
         while True:
             raw, holder = await self._apoll_raw(name, lock_name)
-            held = self._waits_on(lock_name, holder)
-            done = self._judge(raw, until, held, deadline, name)
+            done = self._answer(raw, holder, until, deadline, name, lock_name)
             if done is not None:
-                return self._waited(lock_name, holder, held, done)
-            await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+                return done
+            await asyncio.sleep(_pause(deadline))
 
     def flush(self, timeout: float = 1.0) -> bool:
         """Wait (bounded) until the values given to :meth:`put_later` are written; True when they are."""
@@ -300,9 +294,35 @@ class StateStore(ABC):
         """Write what is pending (bounded) and let go of connections."""
         self.flush(0.5)
 
-    # --- shared mechanics ---------------------------------------------------------------------------------
+    # --- shared mechanics (of each sync method and its async twin, written once) ---------------------------
     def _renewed(self, key: str, parts: Sequence[str]) -> tuple[str, ...]:
         return tuple(self.key(key, part) for part in parts)
+
+    def _loaded(self, raw: bytes | Loaded | None, name: str) -> Loaded:
+        """What a raw read of ``name`` answers (a Loaded from the store is already a fallback answer)."""
+        return raw if isinstance(raw, Loaded) else self._decode(raw, name)
+
+    def _new_lease(self, key: str, name: str) -> Lease:
+        """The lease an acquire of the lock ``name`` of conversation ``key`` asks for, with a new token."""
+        return Lease(self.key(key, "lock:" + name), secrets.token_hex(_TOKEN_CHARS // 2), self.source)
+
+    def _wait_names(self, key: str, part: str, lock: str | None) -> tuple[str, str | None]:
+        """The names a wait polls: the value ``part`` and the lock ``lock`` (None: no lock)."""
+        return self.key(key, part), self.key(key, "lock:" + lock) if lock else None
+
+    def _answer(
+        self,
+        raw: bytes | Loaded | None,
+        holder: Any,
+        until: Predicate,
+        deadline: float,
+        name: str,
+        lock_name: str | None,
+    ) -> Loaded | None:
+        """What one poll of a wait means: its answer, or None to poll again."""
+        held = self._waits_on(lock_name, holder)
+        done = self._judge(raw, until, held, deadline, name)
+        return None if done is None else self._waited(lock_name, holder, held, done)
 
     def _waits_on(self, lock_name: str | None, holder: Any) -> bool:
         """Whether a waiter waits on the lock ``lock_name`` held by ``holder`` (its value, None: free)."""
@@ -325,7 +345,7 @@ class StateStore(ABC):
     def _judge(
         self, raw: bytes | Loaded | None, until: Predicate, held: bool, deadline: float, name: str
     ) -> Loaded | None:
-        loaded = raw if isinstance(raw, Loaded) else self._decode(raw, name)
+        loaded = self._loaded(raw, name)
         if loaded.source == semconv.STATE_SOURCE_FALLBACK:
             return loaded
         if loaded.value is not None and until(loaded.value):

@@ -21,7 +21,7 @@ from otel_context.conversation.state_store.base import (
     _Retired,
 )
 from otel_context.conversation.state_store.connections import _Connections
-from otel_context.conversation.state_store.writer import _Writer
+from otel_context.conversation.state_store.writer import Write, _Writer
 from otel_context.fork_safe import new_lock
 from otel_context.store_spec import split_url
 
@@ -219,44 +219,18 @@ class RedisStore(StateStore):
         return raw if ok else _FALLBACK
 
     def _put_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool:
-        ttl = int(self.ttl_seconds * 1000)
-        if self._conns is not None:
-            commands = [("SET", name, payload, "PX", ttl), *(("PEXPIRE", other, _ttl(other, ttl)) for other in renew)]
-            ok, _ = self._call("put", self._conns.run, *commands)
-            return ok
-        if not renew:
-            ok, _ = self._call("put", self._client.set, name, payload, px=ttl)
-            return ok
-        # One round trip (not a transaction: a renewal of a part that is gone does nothing).
-        pipe = self._client.pipeline(transaction=False)
-        pipe.set(name, payload, px=ttl)
-        for other in renew:
-            pipe.pexpire(other, _ttl(other, ttl))
-        ok, _ = self._call("put", pipe.execute)
-        return ok
+        return self._put_many_raw(((name, payload, renew),))
 
-    def _put_many_raw(self, values: Sequence[tuple[str, bytes, tuple[str, ...]]]) -> bool:
-        """The writer's batch: every value (and its renewals) in one round trip, in order."""
-        if len(values) == 1:
-            return self._put_raw(*values[0])
+    def _put_many_raw(self, values: Sequence[Write]) -> bool:
+        """Every value (and its renewals) in one round trip, in order: a put's one value, or the writer's batch."""
         ttl = int(self.ttl_seconds * 1000)
         if self._conns is not None:
-            commands = [
-                command
-                for name, payload, renew in values
-                for command in (
-                    ("SET", name, payload, "PX", ttl),
-                    *(("PEXPIRE", other, _ttl(other, ttl)) for other in renew),
-                )
-            ]
-            ok, _ = self._call("put", self._conns.run, *commands)
-            return ok
-        pipe = self._client.pipeline(transaction=False)
-        for name, payload, renew in values:
-            pipe.set(name, payload, px=ttl)
-            for other in renew:
-                pipe.pexpire(other, _ttl(other, ttl))
-        ok, _ = self._call("put", pipe.execute)
+            ok, _ = self._call("put", self._conns.run, *_put_commands(values, ttl))
+        elif len(values) == 1 and not values[0][2]:
+            name, payload, _ = values[0]
+            ok, _ = self._call("put", self._client.set, name, payload, px=ttl)
+        else:
+            ok, _ = self._call("put", _queue_puts(self._client.pipeline(transaction=False), values, ttl).execute)
         return ok
 
     async def _aput_raw(self, name: str, payload: bytes, renew: tuple[str, ...] = ()) -> bool:
@@ -266,10 +240,7 @@ class RedisStore(StateStore):
         if not renew:
             ok, _ = await self._acall("put", self._aclient().set, name, payload, px=ttl)
             return ok
-        pipe = self._aclient().pipeline(transaction=False)
-        pipe.set(name, payload, px=ttl)
-        for other in renew:
-            pipe.pexpire(other, _ttl(other, ttl))
+        pipe = _queue_puts(self._aclient().pipeline(transaction=False), ((name, payload, renew),), ttl)
         ok, _ = await self._acall("put", pipe.execute)
         return ok
 
@@ -348,6 +319,28 @@ def _ttl(name: str, ttl_ms: int) -> int:
     """The expiry a write gives one of its ``renew`` names: the store's, or a short one for a retired name
     (never longer than the store's: ``PEXPIRE`` would extend it)."""
     return min(ttl_ms, int(RETIRE_SECONDS * 1000)) if isinstance(name, _Retired) else ttl_ms
+
+
+def _put_commands(values: Sequence[Write], ttl_ms: int) -> list[tuple[Any, ...]]:
+    """The commands that write ``values``, in order: each one's ``SET`` and its renewals' ``PEXPIRE``."""
+    return [
+        command
+        for name, payload, renew in values
+        for command in (
+            ("SET", name, payload, "PX", ttl_ms),
+            *(("PEXPIRE", other, _ttl(other, ttl_ms)) for other in renew),
+        )
+    ]
+
+
+def _queue_puts(pipe: Any, values: Sequence[Write], ttl_ms: int) -> Any:
+    """``pipe`` (a redis-py pipeline, sync or asyncio) with the commands of :func:`_put_commands` queued: one
+    round trip, and not a transaction (a renewal of a part that is gone does nothing)."""
+    for name, payload, renew in values:
+        pipe.set(name, payload, px=ttl_ms)
+        for other in renew:
+            pipe.pexpire(other, _ttl(other, ttl_ms))
+    return pipe
 
 
 def _client_kwargs(timeout: float) -> dict[str, Any]:

@@ -15,6 +15,8 @@ from otel_context.fork_safe import new_condition
 
 #: At the interpreter's normal exit, how long the ``put_later`` values still queued may hold the exit up.
 EXIT_FLUSH_SECONDS: Final = 1.0
+#: One value a writer writes: its name, its bytes, and the names whose expiry its write renews.
+Write = tuple[str, bytes, tuple[str, ...]]
 
 
 class _Writer:
@@ -36,7 +38,7 @@ class _Writer:
     #: Most values written in one round trip (a few hundred KB at most of the usual small values).
     BATCH = 256
 
-    def __init__(self, write: Callable[[Sequence[tuple[str, bytes, tuple[str, ...]]]], bool]) -> None:
+    def __init__(self, write: Callable[[Sequence[Write]], bool]) -> None:
         self._write = write
         self._cond = new_condition(self, "_cond")
         self._start_empty()
@@ -63,7 +65,7 @@ class _Writer:
             with self._cond:
                 while not self._pending:
                     self._cond.wait()
-                batch: list[tuple[str, bytes, tuple[str, ...]]] = []
+                batch: list[Write] = []
                 while self._pending and len(batch) < self.BATCH:
                     name, (payload, renew) = self._pending.popitem(last=False)
                     batch.append((name, payload, renew))
