@@ -27,6 +27,12 @@ Every value carries a schema version (a worker that reads a version it does not 
 above a size cap are not stored (said once), keys have a prefix (default ``otel_context:``) and an expiry
 (default a day), and every key of one conversation shares one Redis Cluster hash slot (``{...}`` tag).
 Keys are hashes of the conversation key, so an app's explicit conversation ids do not show in the store.
+
+One module per concept: :mod:`~.base` (the interface, :class:`Loaded`, :class:`Lease`, key names),
+:mod:`~.memory` (:class:`InProcessStore`), :mod:`~.redis_store` (:class:`RedisStore`), :mod:`~.connections`
+(the Redis store's own connections) and :mod:`~.writer` (the thread that writes ``put_later`` values). Every
+public name of the single module this package was stays importable from here (the constants too, re-exported
+as ``NAME as NAME`` outside ``__all__``, as they were).
 """
 
 from __future__ import annotations
