@@ -70,6 +70,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for needed in ("otel_context/py.typed", "otel_context/instrumentation/_core.py", "otel_context/testing/server.py"):
         assert needed in names
     assert not any(n.startswith(("instrumentation/", "tests/")) for n in names)  # nothing outside the package
+    # Every subpackage of the checkout ships (pyproject lists them by hand: a new one is easily left out).
+    packages = {
+        str(init.parent.relative_to(REPO)) + "/__init__.py"
+        for init in (REPO / "otel_context").rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert packages and sorted(packages - set(names)) == []
     site = root / "site"
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", str(site)]
     done = subprocess.run([*pip, str(wheel)], capture_output=True, text=True, timeout=300, check=False)
@@ -96,3 +103,23 @@ def test_the_installed_wheel_runs_the_demo_and_the_simulated_provider_cli(instal
     assert "Run summary" in demo.stdout
     cli = _run(["-m", "otel_context.testing", "--help"], tmp_path, installed)
     assert cli.returncode == 0 and "--latency" in cli.stdout
+
+
+def test_the_installed_wheel_runs_the_retention_evaluation(installed: Path, tmp_path: Path) -> None:
+    """``otel-context eval`` (docs/eval.md) from a user install: its package ships with the wheel."""
+    args = [
+        "eval",
+        "--scenario",
+        "billing",
+        "--summarizer",
+        "faithful",
+        "--turns",
+        "40",
+        "--window",
+        "6000",
+        "--json",
+        "-",
+    ]
+    proc = _run(["-c", f"import sys; from otel_context.cli import main; sys.exit(main({args!r}))"], tmp_path, installed)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert '"passed": true' in proc.stdout
