@@ -38,30 +38,9 @@ import otel_context
 from otel_context import Settings
 from otel_context.testing import SimulatedProvider
 from otel_context.testing.redis_server import RedisServer
-from tests.conversation.fault_support import MODEL, SUMMARIZER, WINDOW, TimedStore, over_blocking_limit
+from tests.conversation.fault_support import HOLDER, MODEL, SUMMARIZER, WINDOW, TimedStore, over_blocking_limit
 
 HISTORY = over_blocking_limit()
-
-HOLDER = """
-import json, sys, threading
-import anthropic
-import otel_context
-
-base_url, store_url, window, model, history = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
-messages = json.loads(open(history).read())
-otel_context.instrument(
-    auto_compact_window=window, background_compaction=False, summarizer_timeout_seconds=30, state_store=store_url
-)
-client = anthropic.Anthropic(base_url=base_url, api_key="sk-test", max_retries=0)
-
-def call(conversation):
-    with otel_context.conversation(conversation):
-        client.messages.create(model=model, max_tokens=256, messages=messages)
-
-for conversation in sys.argv[6:]:
-    threading.Thread(target=call, args=(conversation,), daemon=True).start()
-threading.Event().wait()
-"""
 
 
 class Bench:

@@ -79,3 +79,29 @@ def over_blocking_limit() -> list[dict[str, Any]]:
         }
         if estimate_fixed(adapter, body) + estimate_items(adapter, body["messages"]) >= budget.blocking_limit:
             return list(body["messages"])
+
+
+#: A worker of its own process that takes the summary locks of the conversations given and holds them while its
+#: summaries run (the fault tests kill it mid-summary): argv base_url, store_url, window, model, history file,
+#: then the conversations. Prints ``calling`` once its calls are under way.
+HOLDER = """
+import json, sys, threading
+import anthropic
+import otel_context
+
+base_url, store_url, window, model, history = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+messages = json.loads(open(history).read())
+otel_context.instrument(
+    auto_compact_window=window, background_compaction=False, summarizer_timeout_seconds=30, state_store=store_url
+)
+client = anthropic.Anthropic(base_url=base_url, api_key="sk-test", max_retries=0)
+
+def call(conversation):
+    with otel_context.conversation(conversation):
+        client.messages.create(model=model, max_tokens=256, messages=messages)
+
+for conversation in sys.argv[6:]:
+    threading.Thread(target=call, args=(conversation,), daemon=True).start()
+print("calling", flush=True)
+threading.Event().wait()
+"""

@@ -35,7 +35,7 @@ from otel_context.testing.redis_server import RedisServer
 from tests.compaction.conftest import _fresh_engine
 
 from .conftest import require_redis_binary
-from .fault_support import MODEL, SUMMARIZER, WINDOW, TimedStore, over_blocking_limit
+from .fault_support import HOLDER, MODEL, SUMMARIZER, WINDOW, TimedStore, over_blocking_limit
 
 __all__ = ["_fresh_engine"]
 
@@ -251,29 +251,6 @@ def test_garbage_and_future_schema_values(run: Run, record_property: Callable[[s
             run.lock(conversation, "prepare", value)
 
     _measure(run, "garbage / future-schema values", inject, record=record_property)
-
-
-HOLDER = """
-import json, sys, threading
-import anthropic
-import otel_context
-
-base_url, store_url, window, model, history = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
-messages = json.loads(open(history).read())
-otel_context.instrument(
-    auto_compact_window=window, background_compaction=False, summarizer_timeout_seconds=30, state_store=store_url
-)
-client = anthropic.Anthropic(base_url=base_url, api_key="sk-test", max_retries=0)
-
-def call(conversation):
-    with otel_context.conversation(conversation):
-        client.messages.create(model=model, max_tokens=256, messages=messages)
-
-for conversation in sys.argv[6:]:
-    threading.Thread(target=call, args=(conversation,), daemon=True).start()
-print("calling", flush=True)
-threading.Event().wait()
-"""
 
 
 def test_a_worker_killed_mid_summary(run: Run, tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
