@@ -72,7 +72,9 @@ def main(client: anthropic.Anthropic, sim: Any) -> None:
         print(
             f"summarizer requests carrying the pre_compact instructions: {sum('Quote this rule verbatim' in b for b in bodies)}"
         )
-        last = bodies[-1]
+        # The app's own last request: a background summary's request may reach the provider after it.
+        asks = [e.body for e in sim.exchanges if str(e.body["messages"][-1]["content"]).startswith("Review change")]
+        last = str(asks[-1])
         print(f"the rule is in the last request: {RULE in last}")
         print(f"the style guide was re-injected into the last request: {'(Re-injected after compaction)' in last}")
 
