@@ -624,8 +624,6 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
                 target_tokens=job.budget.auto_threshold if job.budget is not None else None,
                 # A rejected (too long) request cannot be resent whole to the summarizer.
                 share_prefix=job.trigger != semconv.TRIGGER_REACTIVE,
-                # The summary's room is the reserve the thresholds leave (window - effective).
-                reserve=job.budget.window - job.budget.effective if job.budget is not None else None,
                 estimated_tokens=job.estimated_tokens,
                 effective=job.budget.effective if job.budget is not None else None,
                 history=job.history,

@@ -522,7 +522,6 @@ def summarize(
     target_tokens: int | None = None,
     share_prefix: bool = False,
     rehydrate_room: int | None = None,
-    reserve: int | None = None,
     estimated_tokens: int | None = None,
     effective: int | None = None,
     history: Sequence[Item] | None = None,
@@ -538,7 +537,7 @@ def summarize(
     provider serves from its prompt cache; when that is not possible, too long, or answered with a tool
     call, ask with the plain transcript (no tools).
 
-    Output room: ``reserve`` is the budget's (``window - effective``); the summary is always asked with at
+    Output room: the budget's reserve (``window - effective``); the summary is always asked with at
     least that much (:func:`summary_room`), up to 20,000 tokens where the window leaves more. The request is
     sized in provider tokens, scaled from ``estimated_tokens`` (the engine's estimate of the call, anchored
     on the provider's count; see :func:`provider_scale`). A reply stopped by its length limit is never a
@@ -585,7 +584,8 @@ def summarize(
     )
     # After a reply cut at its length limit: all the model may write (the window permitting).
     model_limit = max_output if spec is None else max(max_output, spec.max_output)
-    output_room = summary_room(max_output, reserve)
+    # The budget's reserve (window - effective) is the summary's room.
+    output_room = summary_room(max_output, window - effective if window is not None and effective is not None else None)
     scale = provider_scale(adapter, body, items, estimated_tokens)
     shared = share_prefix and summary_model == model
     attempts = 0

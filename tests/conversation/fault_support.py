@@ -7,6 +7,7 @@ holder's summary (one that still fits goes out unchanged).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -105,3 +106,16 @@ for conversation in sys.argv[6:]:
 print("calling", flush=True)
 threading.Event().wait()
 """
+
+
+def plant_garbage(run: Any, conversations: list[str]) -> None:
+    """Values not ours under each conversation's names (garbage bytes, or a future schema), and as the holders
+    of its summary and prepare locks. ``run``: the test's or the benchmark's harness (``client``, ``store``,
+    ``lock``)."""
+    junk, future = b"\x00\xff not ours", json.dumps({"v": 99, "d": {"seq": 10**9, "memo": "x"}}).encode()
+    for n, conversation in enumerate(conversations):
+        value = junk if n % 2 else future
+        for part in ("state", "memo", "prepared"):
+            run.client.set(run.store.key(conversation, part), value)
+        run.lock(conversation, "summary", value)
+        run.lock(conversation, "prepare", value)
