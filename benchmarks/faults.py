@@ -38,7 +38,15 @@ import otel_context
 from otel_context import Settings
 from otel_context.testing import SimulatedProvider
 from otel_context.testing.redis_server import RedisServer
-from tests.conversation.fault_support import HOLDER, MODEL, SUMMARIZER, WINDOW, TimedStore, over_blocking_limit
+from tests.conversation.fault_support import (
+    HOLDER,
+    MODEL,
+    SUMMARIZER,
+    WINDOW,
+    TimedStore,
+    over_blocking_limit,
+    plant_garbage,
+)
 
 HISTORY = over_blocking_limit()
 
@@ -93,13 +101,7 @@ def prepare_lock(bench: Bench, conversations: list[str]) -> None:
 
 
 def garbage(bench: Bench, conversations: list[str]) -> None:
-    junk, future = b"\x00\xff not ours", json.dumps({"v": 99, "d": {"seq": 10**9, "memo": "x"}}).encode()
-    for n, conversation in enumerate(conversations):
-        value = junk if n % 2 else future
-        for part in ("state", "memo", "prepared"):
-            bench.client.set(bench.store.key(conversation, part), value)
-        bench.lock(conversation, "summary", value)
-        bench.lock(conversation, "prepare", value)
+    plant_garbage(bench, conversations)
 
 
 def maxmemory(policy: str) -> Callable[[Bench, list[str]], None]:

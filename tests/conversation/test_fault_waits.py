@@ -35,7 +35,7 @@ from otel_context.testing.redis_server import RedisServer
 from tests.compaction.conftest import _fresh_engine
 
 from .conftest import require_redis_binary
-from .fault_support import HOLDER, MODEL, SUMMARIZER, WINDOW, TimedStore, over_blocking_limit
+from .fault_support import HOLDER, MODEL, SUMMARIZER, WINDOW, TimedStore, over_blocking_limit, plant_garbage
 
 __all__ = ["_fresh_engine"]
 
@@ -241,16 +241,7 @@ def test_maxmemory(run: Run, policy: str, record_property: Callable[[str, object
 
 
 def test_garbage_and_future_schema_values(run: Run, record_property: Callable[[str, object], None]) -> None:
-    def inject(run: Run, conversations: list[str]) -> None:
-        garbage, future = b"\x00\xff not ours", json.dumps({"v": 99, "d": {"seq": 10**9, "memo": "x"}}).encode()
-        for n, conversation in enumerate(conversations):
-            value = garbage if n % 2 else future
-            for part in ("state", "memo", "prepared"):
-                run.client.set(run.store.key(conversation, part), value)
-            run.lock(conversation, "summary", value)
-            run.lock(conversation, "prepare", value)
-
-    _measure(run, "garbage / future-schema values", inject, record=record_property)
+    _measure(run, "garbage / future-schema values", plant_garbage, record=record_property)
 
 
 def test_a_worker_killed_mid_summary(run: Run, tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
