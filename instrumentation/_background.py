@@ -19,7 +19,7 @@ down; the prepare locks given back), but first the spans of the summaries in fli
 own exit hook exports them: no span of ours is left unexported, and none arrives without its parent. For
 that, our exit hook must run before the provider's: :func:`register_exit` (called by ``instrument()``)
 registers it again after a provider set before ``instrument()``. A forked child forgets its parent's
-summaries (:func:`os.register_at_fork`).
+summaries (registered in :mod:`otel_context.process_state`).
 """
 
 from __future__ import annotations
@@ -28,14 +28,13 @@ import asyncio
 import atexit
 import contextlib
 import contextvars
-import os
 import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
-from otel_context import telemetry
+from otel_context import process_state, telemetry
 from otel_context.engine import background as engine_background
 from otel_context.fork_safe import new_lock
 
@@ -290,12 +289,13 @@ def register_exit() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """A forked child inherits no summary: the threads did not survive the fork, the spans are the parent's."""
+    """A forked child inherits no summary: the threads did not survive the fork, the spans are the parent's
+    (the engine's side forgets them too, see its registration in :mod:`otel_context.engine.background`)."""
     _runs.clear()
     _kept.clear()
-    engine_background.forget_all()
 
 
 atexit.register(_at_exit)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+# Reset: kept (engine.reset() drops the summaries; the flows running them end on their own). A fork's child:
+# no flow.
+process_state.register(__name__, ("_runs", "_kept"), on_reset=None, in_forked_child=_after_fork_in_child)

@@ -13,7 +13,7 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
-from otel_context import engine, semconv, telemetry, token_counters
+from otel_context import engine, process_state, semconv, telemetry, token_counters
 from otel_context.contract import CallPlan
 from otel_context.formats.base import Accumulator, EndpointFormat, ResponseInfo
 
@@ -283,6 +283,8 @@ class Call:
 
 
 _error_type_hooks: list[Callable[[BaseException], str | None]] = []
+# Reset and a fork's child: kept (the SDK modules' readers, added at their import: code, not state).
+process_state.register(__name__, ("_error_type_hooks",), on_reset=None, in_forked_child=None)
 
 
 def _error_type_of(error: BaseException) -> str:

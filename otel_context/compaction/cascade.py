@@ -25,7 +25,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
 
-from otel_context import semconv, telemetry
+from otel_context import process_state, semconv, telemetry
 from otel_context.compaction import alerts
 from otel_context.compaction import hooks as hooks_mod
 from otel_context.compaction import retention as retention_mod
@@ -50,6 +50,9 @@ TRIGGER_STRATEGIES: dict[str, tuple[str, ...]] = {
 }
 
 _precreated: set[tuple[int, str, str]] = set()
+# Reset and a fork's child: kept (the series were started on the instruments, which both keep; the key names
+# the instrument, so reconfigured telemetry starts afresh anyway).
+process_state.register(__name__, ("_precreated",), on_reset=None, in_forked_child=None)
 
 
 def precreate_counters(provider: str, model: str | None) -> None:

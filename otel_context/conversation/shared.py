@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from otel_context import semconv, telemetry
+from otel_context import process_state, semconv, telemetry
 from otel_context.conversation.memo import MemoEntry, entry_address, items_hash
 from otel_context.conversation.state import ChainLink, ConversationState, Resolution, Snapshot, _without_markers
 from otel_context.conversation.state_store import Loaded, StateStore, open_store
@@ -103,6 +103,9 @@ _WRITES = itertools.count(1)
 
 _opened: dict[int, tuple[Any, tuple[bytes, ...] | None, StateStore | None]] = {}
 _opened_lock = new_lock(sys.modules[__name__], "_opened_lock")
+# Reset: kept (a reset forgets conversations, not the stores the settings name). A fork's child: inherited (a
+# store's connections notice the fork by pid, see connections.py, and its writer starts empty, see writer.py).
+process_state.register(__name__, ("_opened",), on_reset=None, in_forked_child=None)
 
 
 def store_for(settings: Settings) -> StateStore | None:

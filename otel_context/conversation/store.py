@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from otel_context import semconv, telemetry
+from otel_context import process_state, semconv, telemetry
 from otel_context.conversation.identity import current_conversation_id, derive_key, first_user_text
 from otel_context.conversation.state import (
     ChainLink,
@@ -334,6 +334,9 @@ LINKS_PER_CONVERSATION = 4
 
 #: Every conversation this process tracks (LRU + idle expiry, sized from the settings of the calls).
 STORE = ConversationStore(on_evict=_on_evict)
+# Reset: every conversation is forgotten. A fork's child: inherited (it goes on with its parent's
+# conversations; their locks are renewed by fork_safe).
+process_state.register(__name__, ("STORE",), on_reset=STORE.clear, in_forked_child=None)
 
 
 def resolve(

@@ -18,8 +18,8 @@ what is remembered per conversation in :mod:`otel_context.conversation`.
 
 from __future__ import annotations
 
-from otel_context.conversation import STORE
-from otel_context.engine import background, budgets
+from otel_context import process_state
+from otel_context.engine import background, budgets  # noqa: F401  (their tables register for reset at import)
 from otel_context.engine.planner import EnginePlan, plan
 from otel_context.engine.provider_compaction import observe_provider_compaction
 
@@ -27,7 +27,6 @@ __all__ = ["EnginePlan", "observe_provider_compaction", "plan", "reset"]
 
 
 def reset() -> None:
-    """Forget every conversation and learned window (tests, and apps that want a clean slate)."""
-    background.discard_all()
-    STORE.clear()
-    budgets.reset()
+    """Forget every conversation, background summary and learned window (tests, and apps that want a clean
+    slate): every table registered in :mod:`otel_context.process_state` as cleared on reset."""
+    process_state.reset()

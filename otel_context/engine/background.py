@@ -57,7 +57,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, TraceFlags
 
-from otel_context import semconv, telemetry
+from otel_context import process_state, semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.summary import CompactionError, choose_cut, deepen_cut, rehydrate_most
@@ -804,3 +804,10 @@ def forget_all() -> None:
     _epoch += 1
     _fork_epoch = _epoch
     _running.clear()
+
+
+# Reset: every prepared summary dropped (its lease given back), every record and duration forgotten. A fork's
+# child: the parent's summaries forgotten without telemetry (their spans are the parent's).
+process_state.register(
+    __name__, ("_epoch", "_fork_epoch", "_durations", "_running"), on_reset=discard_all, in_forked_child=forget_all
+)
