@@ -356,9 +356,9 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
     """Plan a chat call (see :mod:`otel_context.contract`); never raises, falls back to the no-op plan.
 
     The stages above, composed: resolve, decide, the memo and the estimate, then prepare (the cascade when
-    due). One generator, with its guard inside, and the stages plain functions but the ones that yield store
-    steps, run only with a store: every chat call runs this, and a wrapper generator cost a frame and a
-    delegation per call."""
+    due). One generator, with its guard inside; the stages are plain functions, except the two that yield
+    (:func:`resolve_shared`, called only with a store, and the cascade, only when due): every chat call runs
+    this, and a wrapper generator cost a frame and a delegation per call."""
     try:
         settings = request.settings
         adapter = for_format(request.wire_format)

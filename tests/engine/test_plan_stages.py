@@ -81,7 +81,7 @@ def test_resolve_a_new_conversation_then_the_same_one_continued(otel: Otel, summ
     assert again.resolution.snapshot is not None and again.resolution.unchanged == 1
 
 
-def test_resolve_with_an_unusable_store_says_fallback() -> None:
+def test_resolve_says_fallback_when_a_configured_store_is_not_used() -> None:
     settings = Settings(auto_compact_window=30_000, state_store="memory")
     request = _request([{"role": "user", "content": "hi"}], settings)
     adapter = for_format(request.wire_format)
