@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from otel_context.conversation.breaker import Breaker
 from otel_context.conversation.memo import CompactionMemo, MemoEntry
 from otel_context.fork_safe import new_lock
 from otel_context.usage import TokenUsage
+
+if TYPE_CHECKING:
+    from otel_context.cache import CacheBreakDetector
 
 #: The byte bound's conversion: the estimator counts about 4 characters a token, and Python's strings of
 #: ASCII text take a byte a character.
@@ -150,7 +153,7 @@ class ConversationState:
         #: Model whose breakers_open series counts this conversation while its breaker is open.
         self.breaker_model: str | None = None
         #: The cache-break detector (otel_context.cache), created lazily by the engine.
-        self.detector: Any = None
+        self.detector: CacheBreakDetector | None = None
         #: Reported / estimated tokens seen on a too-long error (>1 when our estimate undercounts).
         self.estimate_factor = 1.0
         #: With a shared store only: the revision of the shared value this state last wrote or read
