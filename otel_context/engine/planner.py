@@ -18,7 +18,6 @@ and ``on_response``'s one caller (the call's end, in the instrumentation) logs w
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Generator, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -29,7 +28,7 @@ from opentelemetry.trace import Span
 from otel_context import cache, semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.contract import CallPlan, CallRequest
-from otel_context.conversation import STORE, ChainLink, ConversationState, Snapshot, shared
+from otel_context.conversation import STORE, ChainLink, ConversationState, Snapshot
 from otel_context.conversation import resolve as resolve_conversation
 from otel_context.conversation.memo import scope_of
 from otel_context.engine import auto, budgets, fleet, reactive
@@ -66,8 +65,8 @@ class EnginePlan(EngineCall):
         ended = cache.monotonic()
         provider = self.request.provider
         anchor = usage if usage is not None and usage.input_tokens > 0 else None
-        store = self.store
-        chain = shared.chain_for(self.resolution, self.items) if store is not None else ()
+        sync = self.sync
+        chain = sync.chain_for(self.resolution, self.items)
         snapshot = Snapshot(self.items, anchor, self.entry, self.history_tokens, chain)
         # The state that holds this call's history from now on (a new branch when another history of the
         # same derived key moved the one this call read): the cache check below stays on the state whose
@@ -105,8 +104,7 @@ class EnginePlan(EngineCall):
         read = response if _asks_provider_to_compact(self.request) else None
         if read is not None or (usage is not None and usage_shows_compaction(usage)):
             observe_provider_compaction(span, provider, self.model, usage, read, state)
-        if store is not None:
-            fleet.commit(self, store, snapshot, made)
+        sync.commit(self, snapshot, made)
 
 
 def _remember_response(
@@ -123,8 +121,7 @@ def _remember_response(
         chain, turn = hashlib.sha256(response_id.encode("utf-8", "surrogatepass")).hexdigest()[:32], 1
     link = ChainLink(response_id, committed.key, committed.serial, usage.input_tokens, usage.output_tokens, chain, turn)
     STORE.link(link)
-    if call.store is not None:
-        fleet.put_link(call.store, link._replace(key="") if committed.explicit else link)
+    call.sync.put_link(link, committed.explicit)
     return link
 
 
@@ -163,28 +160,21 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
         body = request.body
         items = adapter.items(body)
         model = str(request.model or body.get("model") or "")
-        store = shared.store_for(settings) if settings.state_store is not None else None
-        # Every wait of this call for the store and for other workers ends by then (see fleet.py).
-        waits_until = time.monotonic() + settings.state_store_max_wait_seconds if store is not None else 0.0
+        sync = fleet.sync_for(settings)
         # A call that continues a response the provider stored belongs to that response's conversation.
         continued = adapter.continued_response(body)
         link = STORE.link_of(continued) if continued is not None else None
-        if link is None and continued is not None and store is not None:
-            link = yield from fleet.link_of(store, continued)  # another worker made that response
+        if link is None and continued is not None:
+            link = yield from sync.link_of(continued)  # another worker may have made that response
         resolution = resolve_conversation(adapter, request.provider, items, settings, link)
-        source = semconv.STATE_SOURCE_MEMORY
-        address = ""
-        if store is not None:  # another worker may have moved this conversation on: one read of the store
-            resolution, source, address = yield from fleet.take(
-                store, request.provider, resolution, items, adapter, link, partial(_scope, adapter, body, model)
-            )
-        elif settings.state_store is not None:
-            source = semconv.STATE_SOURCE_FALLBACK
+        # Another worker may have moved this conversation on (with a shared store: one read of it).
+        resolution, source = yield from sync.take(
+            request.provider, resolution, items, adapter, link, partial(_scope, adapter, body, model)
+        )
         state, snapshot, unchanged = resolution.state, resolution.snapshot, resolution.unchanged
         budget = budgets.budget_of(request, adapter, model)
         p = EnginePlan(request, adapter, resolution, items, model, budget)
-        if store is not None:
-            p.store, p.store_deadline, p.shared_address = store, waits_until, address
+        p.sync = sync
         attributes = p.attributes
         attributes[semconv.STATE_SOURCE] = source
         attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
