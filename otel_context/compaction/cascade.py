@@ -474,7 +474,10 @@ def announce(span: Span, state: ConversationState, provider: str, model: str) ->
     try:
         from otel_context import cache
 
-        expected = state.detector.announce_compaction()
+        detector = state.detector
+        if detector is None:  # its callers check first: nothing to announce
+            return
+        expected = detector.announce_compaction()
         cache.record_intentional_break(span, expected, provider, model)
     except Exception:  # cache bookkeeping must never fail a compaction
         telemetry.log_once(

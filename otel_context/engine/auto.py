@@ -17,7 +17,7 @@ from otel_context import semconv
 from otel_context.cache import DEFAULT_TTL_SECONDS, monotonic
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
-from otel_context.engine import background, fleet
+from otel_context.engine import background
 from otel_context.engine.call import EngineCall, skip
 from otel_context.flow import Step, SummaryRequest, SummaryResult
 
@@ -70,10 +70,8 @@ def compact(span: Span, call: EngineCall, budget: Budget) -> Generator[Step, Any
         return
     if prepare and (yield from background.at_threshold(span, call, budget)):
         return
-    if call.store is None:
-        yield from _summary(span, call)
-    else:  # a shared store: one summary per threshold crossing across the fleet
-        yield from fleet.once(span, call, budget, _summary(span, call))
+    # With a shared store, one summary per threshold crossing across the fleet (without one, just the summary).
+    yield from call.sync.once(span, call, budget, _summary(span, call))
     if state.breaker.open:
         call.attributes[semconv.COMPACTION_BREAKER_OPEN] = True
 

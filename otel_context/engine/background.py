@@ -26,21 +26,24 @@ with the conversation's pace and what is known of the fleet in one record on the
 slot: it goes with the state, and the process store discards it as soon as it forgets the state (evicted,
 idle, cleared), which ends a ready summary's ``compact`` span as ``discarded`` right then.
 
-With a shared store (many workers), one worker prepares per conversation: the one that takes the store's
-prepare lock (:func:`otel_context.engine.fleet.claim`) past the start point. When its summary is ready it
-publishes it in the conversation's ``prepared`` part (the memo entry it makes, verified by content hash by
-any worker, and its ``compact`` span's context), ends that span (the fleet's one background compaction) and
-lets the lock go. At the threshold a worker with no summary of its own reads that part (one round trip,
-only then), and applies it as a local one is applied (the memo remembers it, so it travels on to the other
-workers with the shared memo); the applying call links to the ``compact`` span. When none covers, a
-request that still fits goes out unchanged while another worker prepares, else the fleet's inline path
-runs (:func:`otel_context.engine.fleet.once`). The reactive path (the provider said too long) with no
-summary of this worker's own reads that part too (one round trip, only on that rare path) and applies a
-covering one the same way. A stale published summary (the history was edited or rewound below its cut,
-or a newer compaction covered it before any call applied it) is removed from the store by the worker that
-reads it (atomically, so one worker of the fleet) and reported there as a ``discarded`` compaction of its
-own, linked to the publishing span: that span ended at publish, so that no span stays open across
-processes.
+What the conversation shares with other workers is asked of the call's sync
+(:class:`~otel_context.engine.call.ConversationSync`), never of a store: without one
+(:class:`~otel_context.engine.call.InProcessSync`) this process prepares every summary, nothing is published
+and nothing is read, without a round trip. With a shared store (many workers,
+:class:`~otel_context.engine.fleet.StoreSync`), one worker prepares per conversation: the one that takes the
+store's prepare lock (:meth:`~otel_context.engine.call.ConversationSync.claim`) past the start point. When its
+summary is ready it publishes it in the conversation's ``prepared`` part (the memo entry it makes, verified by
+content hash by any worker, and its ``compact`` span's context), ends that span (the fleet's one background
+compaction) and lets the lock go. At the threshold a worker with no summary of its own reads that part (one
+round trip, only then), and applies it as a local one is applied (the memo remembers it, so it travels on to
+the other workers with the shared memo); the applying call links to the ``compact`` span. When none covers, a
+request that still fits goes out unchanged while another worker prepares, else the fleet's inline path runs
+(:meth:`~otel_context.engine.call.ConversationSync.once`). The reactive path (the provider said too long) with
+no summary of this worker's own reads that part too (one round trip, only on that rare path) and applies a
+covering one the same way. A stale published summary (the history was edited or rewound below its cut, or a
+newer compaction covered it before any call applied it) is removed from the store by the worker that reads it
+(atomically, so one worker of the fleet) and reported there as a ``discarded`` compaction of its own, linked
+to the publishing span: that span ended at publish, so that no span stays open across processes.
 """
 
 from __future__ import annotations
@@ -64,9 +67,8 @@ from otel_context.compaction.summary import CompactionError, choose_cut, deepen_
 from otel_context.conversation import STORE, ConversationState
 from otel_context.conversation.memo import MemoEntry, items_hash, scope_of
 from otel_context.conversation.shared import Published
-from otel_context.conversation.state_store import Lease, StateStore
-from otel_context.engine import fleet
-from otel_context.engine.call import EngineCall
+from otel_context.conversation.state_store import Lease
+from otel_context.engine.call import ConversationSync, EngineCall
 from otel_context.flow import BackgroundStart, BackgroundWait, StoreRequest, SummaryRequest, SummaryResult
 from otel_context.fork_safe import new_lock
 from otel_context.settings import summary_model_for
@@ -103,6 +105,8 @@ class Prepared:
     items: Sequence[Item]
     #: The memo entry the job's items started with (its head is inside the prepared summary).
     base: MemoEntry | None
+    #: What the conversation shares: the sync of the call that started it (it publishes the summary).
+    sync: ConversationSync
     #: The auto threshold of the call that started it (the job aims below it, for the turns to come).
     threshold: int = 0
     done: threading.Event = field(default_factory=threading.Event)
@@ -114,10 +118,9 @@ class Prepared:
     ended: bool = False
     #: Applied, or dropped and reported as discarded (once).
     settled: bool = False
-    #: The shared store's prepare lock this worker still holds for the fleet (None: no shared store, or given
-    #: back; taken off with :func:`_take_lease`, so it is given back once), and that store.
+    #: The fleet's prepare lock this worker still holds (None: none was taken, or given back; taken off with
+    #: :func:`_take_lease`, so it is given back once).
     lease: Lease | None = None
-    store: StateStore | None = None
     #: Published for the fleet: it is applied from the store (:func:`_fleet_threshold`), not from here.
     published: bool = False
 
@@ -249,12 +252,10 @@ def maybe_start(
     job.cut, job.rehydrate_room = aimed.cut, aimed.rehydrate_room
     # What fits under the threshold once the turns appended until then are counted too.
     job.budget = dataclasses.replace(budget, auto_threshold=max(1, budget.auto_threshold - aimed.growth))
-    lease = None
-    if call.store is not None:
-        lease = yield from _claim(span, call)
-        if lease is None:
-            return  # another worker prepares (or published) this conversation's summary
-    prepared = Prepared(job, call.items, call.entry, budget.auto_threshold, lease=lease, store=call.store)
+    prepare, lease = yield from _claim(span, call)
+    if not prepare:
+        return  # another worker prepares (or published) this conversation's summary
+    prepared = Prepared(job, call.items, call.entry, call.sync, budget.auto_threshold, lease=lease)
     with _lock:
         raced = _prepared_of(state) is not None  # another call of this conversation started one meanwhile
         if not raced:
@@ -273,25 +274,26 @@ def maybe_start(
     yield BackgroundStart(body={}, steps=_run(prepared, call))
 
 
-def _claim(span: Span, call: EngineCall) -> Generator[StoreRequest, Any, Lease | None]:
-    """With a shared store: the prepare lock for this worker, or None when another worker prepares or a
-    published summary covers this call already (remembered, so the next calls skip the store)."""
+def _claim(span: Span, call: EngineCall) -> Generator[StoreRequest, Any, tuple[bool, Lease | None]]:
+    """Whether this worker prepares the conversation's summary, and the fleet's prepare lock it took for it
+    (see :meth:`ConversationSync.claim`); not when another worker prepares or a published summary covers
+    this call already (remembered, so the next calls skip the store)."""
     state, now = call.state, time.monotonic()
     sent = call.entry.prefix_len if call.entry is not None else 0
     with _lock:
         known = _record(state).fleet
     if known.busy_until > now or known.ready_len > sent:
-        return None
-    lease, ready, stale = yield from fleet.claim(call)
-    if stale is not None:
-        yield from _drop_published(span, call, stale, semconv.TRIGGER_AUTO)
-    if lease is None:
+        return False, None
+    claim = yield from call.sync.claim(call)
+    if claim.stale is not None:
+        yield from _drop_published(span, call, claim.stale, semconv.TRIGGER_AUTO)
+    if not claim.prepare:
         with _lock:
-            if ready is not None:
-                known.ready_len = ready.entry.prefix_len
+            if claim.ready is not None:
+                known.ready_len = claim.ready.entry.prefix_len
             else:
-                known.busy_until = now + fleet.lease_seconds(call.request.settings)
-    return lease
+                known.busy_until = now + claim.busy_for
+    return claim.prepare, claim.lease
 
 
 def _due(call: EngineCall, budget: Budget) -> bool:
@@ -410,7 +412,7 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | Sto
                 usable = not discarded and entry is not None
                 prepared.settled = prepared.settled or not usable  # its own span says discarded: nothing more
             _end(prepared, semconv.OUTCOME_SUCCESS if usable else semconv.OUTCOME_DISCARDED)
-            if usable and entry is not None and prepared.lease is not None and call.store is not None:
+            if usable and entry is not None and prepared.lease is not None:
                 yield from _publish(prepared, call, entry, out.open_span)
         yield from _let_go(prepared)
     except GeneratorExit:
@@ -430,11 +432,9 @@ def _publish(prepared: Prepared, call: EngineCall, entry: MemoEntry, compact_spa
     background compaction of this crossing, counted once). Once stored it is the fleet's: this worker applies
     it from the store at the threshold like any other. Not stored (the store failed): it stays this worker's
     own."""
-    store = call.store
-    assert store is not None
     context = compact_span.get_span_context()
     link = (context.trace_id, context.span_id, int(context.trace_flags)) if context.is_valid else None
-    if not (yield from fleet.publish(call, store, entry, link)):
+    if not (yield from prepared.sync.publish(call, entry, link)):
         return
     state = call.state
     with _lock:
@@ -487,7 +487,7 @@ def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Summ
     with _lock:
         prepared = _prepared_of(state)
     if prepared is None:
-        return call.store is not None and (yield from _fleet_threshold(span, call, budget))
+        return (yield from _fleet_threshold(span, call, budget))
     waited = 0.0
     if not prepared.done.is_set():
         if call.estimated_tokens < budget.blocking_limit:
@@ -510,17 +510,19 @@ def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Summ
 def _fleet_threshold(
     span: Span, call: EngineCall, budget: Budget, waited: float = 0.0
 ) -> Generator[StoreRequest, Any, bool]:
-    """The threshold with a shared store and no summary of this worker's own: apply the one another worker
-    published when it covers this call. Else, while another worker prepares, a request that still fits goes
-    out unchanged, and one that does not waits (bounded) for it. False: the fleet's inline path runs."""
+    """The threshold with no summary of this worker's own: apply the one another worker published when it
+    covers this call. Else, while another worker prepares, a request that still fits goes out unchanged, and
+    one that does not waits (bounded) for it. False: the inline path runs (with a shared store, the fleet's).
+    Without a store the sync answers "none, and none under way" without a round trip."""
+    sync = call.sync
     got = yield from _read_published(span, call, semconv.TRIGGER_AUTO)
     if got is None:
-        if not (yield from fleet.preparing(call)):
+        if not (yield from sync.preparing(call)):
             return False
         if call.estimated_tokens < budget.blocking_limit:
             return True  # sent unchanged; a later call applies the summary once it is published
         began = time.perf_counter()
-        got = yield from fleet.wait_prepared(call, call.request.settings.summarizer_timeout_seconds)
+        got = yield from sync.wait_prepared(call, call.request.settings.summarizer_timeout_seconds)
         waited += time.perf_counter() - began
         if got is None:
             return False
@@ -532,7 +534,7 @@ def _fleet_threshold(
 def _read_published(span: Span, call: EngineCall, trigger: str) -> Generator[StoreRequest, Any, Published | None]:
     """The summary another worker published when it covers this call (one round trip); a stale one is
     dropped on the way (see :func:`_drop_published`)."""
-    got, stale = yield from fleet.read_prepared(call)
+    got, stale = yield from call.sync.read_prepared(call)
     if stale is not None:
         yield from _drop_published(span, call, stale, trigger)
     return got
@@ -544,7 +546,7 @@ def _drop_published(span: Span, call: EngineCall, got: Published, trigger: str) 
     covered it first), report it as discarded. The removal is atomic and only of that very summary, so one
     worker of the fleet reports it; its span (the publishing worker's) ended at publish."""
     applied = any(e.address == got.entry.address for e in call.state.memo.entries)
-    if not (yield from fleet.remove_prepared(call, got)) or applied:
+    if not (yield from call.sync.remove_prepared(call, got)) or applied:
         return
     with _lock:
         record = _current(call.state)
@@ -648,8 +650,6 @@ def apply_ready(span: Span, call: EngineCall, budget: Budget) -> Generator[Store
     with _lock:
         prepared = _prepared_of(call.state)
     if prepared is None:
-        if call.store is None:
-            return False
         got = yield from _read_published(span, call, semconv.TRIGGER_REACTIVE)
         return got is not None and _apply_published(span, call, got, 0.0, budget, semconv.TRIGGER_REACTIVE)
     if not prepared.done.is_set():
@@ -739,17 +739,17 @@ def _take_lease(prepared: Prepared) -> Lease | None:
 def _let_go(prepared: Prepared) -> Generator[StoreRequest, Any, None]:
     """Give the fleet's prepare lock back, if ``prepared`` still holds it, as a step of the call's flow."""
     lease = _take_lease(prepared)
-    if lease is not None and prepared.store is not None:
-        yield fleet.release(prepared.store, lease)
+    if lease is not None:
+        yield from prepared.sync.release(lease)
 
 
 def _give_back(prepared: Prepared) -> None:
     """Give the fleet's prepare lock back now, with a synchronous store round trip (a short timeout, never
     raises): a summary that will never be published, so the other workers may prepare the conversation at
     once rather than compact it inline until the lease (the summarizer's whole budget) runs out."""
-    lease, store = _take_lease(prepared), prepared.store
-    if lease is not None and store is not None:
-        store.release(lease)
+    lease = _take_lease(prepared)
+    if lease is not None:
+        prepared.sync.give_back(lease)
 
 
 def _prepared_in(states: list[ConversationState]) -> list[Prepared]:

@@ -2,8 +2,9 @@
 
 :func:`plan` (the engine's entry point, see :mod:`otel_context.contract`) composes stages that each return a
 value, so that each can be read and tested alone:
-1. resolve (:func:`resolve`, or :func:`resolve_shared` with a shared store, the only stage that yields store
-   steps): the conversation (explicit id, derived key or a continued stored response), its snapshot read once;
+1. resolve (:func:`resolve`, the only stage that yields store steps, through the call's
+   :class:`~otel_context.engine.call.ConversationSync`, and only with a shared store): the conversation
+   (explicit id, derived key or a continued stored response), its snapshot read once;
 2. decide (:func:`decide`): the call's budget and whether compaction may rewrite it;
 3. the memo (:func:`reuse_memo`, transparent mode: a prefix compacted on an earlier call is replaced by the
    very same summary objects, so nothing is summarized twice and the prefix stays cacheable);
@@ -22,10 +23,9 @@ and ``on_response``'s one caller (the call's end, in the instrumentation) logs w
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Generator, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from opentelemetry import trace
 from opentelemetry.trace import Span
@@ -34,20 +34,17 @@ from otel_context import cache, semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.contract import CallPlan, CallRequest
-from otel_context.conversation import STORE, ChainLink, ConversationState, Resolution, Snapshot, shared
+from otel_context.conversation import STORE, ChainLink, ConversationState, Resolution, Snapshot
 from otel_context.conversation import resolve as resolve_conversation
 from otel_context.conversation.memo import MemoEntry, scope_of
 from otel_context.engine import auto, budgets, fleet, reactive
-from otel_context.engine.call import EngineCall, rewrites
+from otel_context.engine.call import ConversationSync, EngineCall, rewrites
 from otel_context.engine.provider_compaction import observe_provider_compaction, usage_shows_compaction
 from otel_context.flow import Step
 from otel_context.formats import for_format
 from otel_context.formats.base import ChatFormat, Item, WireFormatAdapter
 from otel_context.tokens import estimate_fixed, estimate_item, estimate_items
 from otel_context.usage import TokenUsage
-
-if TYPE_CHECKING:
-    from otel_context.conversation.state_store import StateStore
 
 
 class EnginePlan(EngineCall):
@@ -74,8 +71,8 @@ class EnginePlan(EngineCall):
         ended = cache.monotonic()
         provider = self.request.provider
         anchor = usage if usage is not None and usage.input_tokens > 0 else None
-        store = self.store
-        chain = shared.chain_for(self.resolution, self.items) if store is not None else ()
+        sync = self.sync
+        chain = sync.chain_for(self.resolution, self.items)
         snapshot = Snapshot(self.items, anchor, self.entry, self.history_tokens, chain)
         # The state that holds this call's history from now on (a new branch when another history of the
         # same derived key moved the one this call read): the cache check below stays on the state whose
@@ -113,8 +110,7 @@ class EnginePlan(EngineCall):
         read = response if _asks_provider_to_compact(self.request) else None
         if read is not None or (usage is not None and usage_shows_compaction(usage)):
             observe_provider_compaction(span, provider, self.model, usage, read, state)
-        if store is not None:
-            fleet.commit(self, store, snapshot, made)
+        sync.commit(self, snapshot, made)
 
 
 def _remember_response(
@@ -131,8 +127,7 @@ def _remember_response(
         chain, turn = hashlib.sha256(response_id.encode("utf-8", "surrogatepass")).hexdigest()[:32], 1
     link = ChainLink(response_id, committed.key, committed.serial, usage.input_tokens, usage.output_tokens, chain, turn)
     STORE.link(link)
-    if call.store is not None:
-        fleet.put_link(call.store, link._replace(key="") if committed.explicit else link)
+    call.sync.put_link(link, committed.explicit)
     return link
 
 
@@ -168,38 +163,25 @@ class Found(NamedTuple):
     link: ChainLink | None
     #: Where the state came from (``semconv.STATE_SOURCE_*``), for the chat span.
     source: str
-    #: With a shared store: the name of the stored state the call read ("" otherwise).
-    address: str
 
 
-def resolve(request: CallRequest, adapter: ChatFormat, items: Sequence[Item]) -> Found:
-    """The resolve stage without a shared store: this process's state only. A plain function (no store step to
-    yield): it runs on every call of an app without a store."""
-    settings = request.settings
-    # A call that continues a response the provider stored belongs to that response's conversation.
-    continued = adapter.continued_response(request.body)
-    link = STORE.link_of(continued) if continued is not None else None
-    resolution = resolve_conversation(adapter, request.provider, items, settings, link)
-    # A store configured but unusable (see shared.store_for): this process's state, and the span says so.
-    source = semconv.STATE_SOURCE_FALLBACK if settings.state_store is not None else semconv.STATE_SOURCE_MEMORY
-    return Found(resolution, link, source, "")
-
-
-def resolve_shared(
-    store: StateStore, request: CallRequest, adapter: ChatFormat, items: Sequence[Item], model: str
+def resolve(
+    sync: ConversationSync, request: CallRequest, adapter: ChatFormat, items: Sequence[Item], model: str
 ) -> Generator[Step, Any, Found]:
-    """The resolve stage with a shared store: as :func:`resolve`, and another worker may have made the response
-    this call continues or moved its conversation on (one read of the store, see fleet.py)."""
+    """The resolve stage: the conversation the call continues (its explicit id, its derived key, or the stored
+    response it continues) and its snapshot, read once; then ``sync`` brings it up to date with what other
+    workers did (with a shared store, one read of it: see fleet.py; in-process, no step at all)."""
     body = request.body
+    # A call that continues a response the provider stored belongs to that response's conversation.
     continued = adapter.continued_response(body)
     link = STORE.link_of(continued) if continued is not None else None
     if link is None and continued is not None:
-        link = yield from fleet.link_of(store, continued)  # another worker made that response
+        link = yield from sync.link_of(continued)  # another worker may have made that response
     resolution = resolve_conversation(adapter, request.provider, items, request.settings, link)
-    resolution, source, address = yield from fleet.take(
-        store, request.provider, resolution, items, adapter, link, partial(_scope, adapter, body, model)
+    resolution, source = yield from sync.take(
+        request.provider, resolution, items, adapter, link, partial(_scope, adapter, body, model)
     )
-    return Found(resolution, link, source, address)
+    return Found(resolution, link, source)
 
 
 class Decision(NamedTuple):
@@ -356,26 +338,20 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
     """Plan a chat call (see :mod:`otel_context.contract`); never raises, falls back to the no-op plan.
 
     The stages above, composed: resolve, decide, the memo and the estimate, then prepare (the cascade when
-    due). One generator, with its guard inside; the stages are plain functions, except the two that yield
-    (:func:`resolve_shared`, called only with a store, and the cascade, only when due): every chat call runs
-    this, and a wrapper generator cost a frame and a delegation per call."""
+    due). One generator, with its guard inside; the stages are plain functions, except the two that may yield
+    (:func:`resolve`, whose sync yields store steps only with a shared store, and the cascade, only when due):
+    every chat call runs this, and each generator layer costs a frame and a delegation per call."""
     try:
         settings = request.settings
         adapter = for_format(request.wire_format)
         body = request.body
         items = adapter.items(body)
         model = str(request.model or body.get("model") or "")
-        store = shared.store_for(settings) if settings.state_store is not None else None
-        if store is None:
-            found = resolve(request, adapter, items)
-        else:
-            # Every wait of this call for the store and for other workers ends by then (see fleet.py).
-            waits_until = time.monotonic() + settings.state_store_max_wait_seconds
-            found = yield from resolve_shared(store, request, adapter, items, model)
+        sync = fleet.sync_for(settings)
+        found = yield from resolve(sync, request, adapter, items, model)
         decision = decide(request, adapter, model)
         p = EnginePlan(request, adapter, found.resolution, items, model, decision.budget)
-        if store is not None:
-            p.store, p.store_deadline, p.shared_address = store, waits_until, found.address
+        p.sync = sync
         cascade.precreate_counters(request.provider, model)
         sent = reuse_memo(p) if decision.rewrite and not decision.provider_holds else None
         if sent is None:

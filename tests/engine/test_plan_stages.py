@@ -13,6 +13,8 @@ from typing import Any
 from otel_context import engine, semconv
 from otel_context.contract import CallRequest
 from otel_context.conversation import ChainLink, shared
+from otel_context.engine import fleet
+from otel_context.engine.call import IN_PROCESS, STORE_UNAVAILABLE, ConversationSync
 from otel_context.engine.planner import (
     EnginePlan,
     Found,
@@ -23,7 +25,6 @@ from otel_context.engine.planner import (
     estimate,
     ready,
     resolve,
-    resolve_shared,
     reuse_memo,
 )
 from otel_context.flow import drive
@@ -54,11 +55,17 @@ def _call(otel: Otel, request: CallRequest, usage: TokenUsage, summarizer: FakeS
     return plan
 
 
+def _resolve(request: CallRequest, sync: ConversationSync = IN_PROCESS) -> Found:
+    """The resolve stage alone, driven as plan() drives it (in-process: it yields no step)."""
+    adapter = for_format(request.wire_format)
+    return drive(resolve(sync, request, adapter, adapter.items(request.body), MODEL), FakeSummarizer())
+
+
 def _stages_up_to_the_estimate(request: CallRequest) -> tuple[EnginePlan, Found, Sent]:
     """resolve, decide and the memo, as plan() composes them (no store)."""
     adapter = for_format(request.wire_format)
     items = adapter.items(request.body)
-    found = resolve(request, adapter, items)
+    found = _resolve(request)
     decision = decide(request, adapter, MODEL)
     call = EnginePlan(request, adapter, found.resolution, items, MODEL, decision.budget)
     sent = reuse_memo(call) or Sent(None, items, request.body)
@@ -68,15 +75,14 @@ def _stages_up_to_the_estimate(request: CallRequest) -> tuple[EnginePlan, Found,
 def test_resolve_a_new_conversation_then_the_same_one_continued(otel: Otel, summarizer: FakeSummarizer) -> None:
     history: list[dict[str, Any]] = [{"role": "user", "content": "Plan a trip to Lisbon."}]
     request = _request(list(history))
-    adapter = for_format(request.wire_format)
-    first = resolve(request, adapter, adapter.items(request.body))
+    first = _resolve(request)
     assert first.source == semconv.STATE_SOURCE_MEMORY
-    assert (first.link, first.address, first.resolution.snapshot) == (None, "", None)
+    assert (first.link, first.resolution.snapshot) == (None, None)
 
     _call(otel, request, TokenUsage(input_tokens=900, output_tokens=40), summarizer)
     history += [{"role": "assistant", "content": "Three days."}, {"role": "user", "content": "And a fourth?"}]
     request = _request(history)
-    again = resolve(request, adapter, adapter.items(request.body))
+    again = _resolve(request)
     assert again.resolution.state is first.resolution.state  # the same conversation, found by its history
     assert again.resolution.snapshot is not None and again.resolution.unchanged == 1
 
@@ -84,23 +90,23 @@ def test_resolve_a_new_conversation_then_the_same_one_continued(otel: Otel, summ
 def test_resolve_says_fallback_when_a_configured_store_is_not_used() -> None:
     settings = Settings(auto_compact_window=30_000, state_store="memory")
     request = _request([{"role": "user", "content": "hi"}], settings)
-    adapter = for_format(request.wire_format)
-    # resolve() is the no-store stage: plan() calls it with a configured store only when the store is unusable.
-    assert resolve(request, adapter, adapter.items(request.body)).source == semconv.STATE_SOURCE_FALLBACK
+    # The sync plan() picks when the configured store could not be opened: this process's state, said so.
+    assert _resolve(request, STORE_UNAVAILABLE).source == semconv.STATE_SOURCE_FALLBACK
 
 
 def test_resolve_a_continued_stored_response_finds_its_link(otel: Otel, summarizer: FakeSummarizer) -> None:
     first = _responses_request({"input": [{"role": "user", "content": "Name a prime."}]})
     made = _call(otel, first, TokenUsage(input_tokens=700, output_tokens=30), summarizer, response_id="resp_1")
     follow = _responses_request({"previous_response_id": "resp_1", "input": [{"role": "user", "content": "Another"}]})
-    adapter = for_format(follow.wire_format)
-    found = resolve(follow, adapter, adapter.items(follow.body))
+    found = _resolve(follow)
     assert found.link is not None
     assert (found.link.response, found.link.input_tokens, found.link.output_tokens) == ("resp_1", 700, 30)
     assert found.resolution.state is made.state  # the response's conversation
 
 
-def test_resolve_shared_reads_the_conversation_another_worker_moved_on(otel: Otel, summarizer: FakeSummarizer) -> None:
+def test_resolve_with_a_store_reads_the_conversation_another_worker_moved_on(
+    otel: Otel, summarizer: FakeSummarizer
+) -> None:
     settings = Settings(auto_compact_window=30_000, state_store="memory")
     history: list[dict[str, Any]] = [{"role": "user", "content": "Plan a trip to Porto."}]
     _call(otel, _request(list(history), settings), TokenUsage(input_tokens=800, output_tokens=20), summarizer)
@@ -110,9 +116,11 @@ def test_resolve_shared_reads_the_conversation_another_worker_moved_on(otel: Ote
     # is the process's own: it keeps what was written)
     history += [{"role": "assistant", "content": "Two days."}, {"role": "user", "content": "Where to eat?"}]
     request = _request(history, settings)
-    adapter = for_format(request.wire_format)
-    found = drive(resolve_shared(store, request, adapter, adapter.items(request.body), MODEL), summarizer)
-    assert found.address  # the stored state it read, which a summary of this call would update
+    sync = fleet.sync_for(settings)
+    assert isinstance(sync, fleet.StoreSync)
+    found = _resolve(request, sync)
+    assert found.source == semconv.STATE_SOURCE_MEMORY  # what the in-process store says it read from
+    assert sync.address  # the stored state it read, which a summary of this call would update
     snapshot = found.resolution.snapshot
     assert snapshot is not None and snapshot.usage is not None and snapshot.usage.input_tokens == 800
 
@@ -164,7 +172,7 @@ def test_estimate_of_a_continued_response_adds_only_the_call_s_own_items() -> No
     request = _responses_request({"previous_response_id": "resp_2", "input": [{"role": "user", "content": "Go on"}]})
     adapter = for_format(request.wire_format)
     items = adapter.items(request.body)
-    found = resolve(request, adapter, items)
+    found = _resolve(request)
     link = ChainLink("resp_2", found.resolution.state.key, 1, 4_000, 250, "chain", 1)
     found = found._replace(link=link)
     appended = estimate_items(adapter, items)
