@@ -113,7 +113,7 @@ T = TypeVar("T")
 
 
 class _Finished(Generic[T]):
-    """The steps returned ``value``."""
+    """The steps returned ``value`` (a type of its own: a step may be any value, None included)."""
 
     __slots__ = ("value",)
 
