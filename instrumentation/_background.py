@@ -1,11 +1,12 @@
 """Running the engine's background summaries: a worker thread for sync clients, a loop task for async ones.
 
-The engine (:mod:`otel_context.engine.background`) decides; the call's flow (``_core.Interceptor``) turns
-a :class:`~otel_context.flow.BackgroundStart` into a flow of its own (the summary's requests go through a
-sibling of the app's client with connections of its own, :mod:`._summary_client`, with the recursion guard
-and their own :class:`._summarizer.SummarizerBudget`), and this module runs it: :func:`start_thread` for a
-sync client, :func:`start_task` for an async one, each with the driver the call's flow uses. It owns their
-lifecycle, and the sibling's.
+The engine (:mod:`otel_context.engine.background`) decides; the driver of the call's flow
+(``_core.Interceptor._perform``) turns a :class:`~otel_context.flow.BackgroundStart` into a flow of its own
+(the summary's requests go through a sibling of the app's client with connections of its own,
+:mod:`._summary_client`, with the recursion guard and their own :class:`._summarizer.SummarizerBudget`), and
+this module runs it: :func:`start_thread` for a sync client, :func:`start_task` for an async one, each with
+the driver the call's flow uses (``flow.drive`` / ``flow.adrive``). It owns their lifecycle, and the
+sibling's.
 
 Lifecycle: :func:`shutdown` (``uninstrument()``) cancels the loop tasks and abandons the threads (a request
 in flight cannot be interrupted: its thread ends when the request does, and sends nothing more), and gives
@@ -36,6 +37,7 @@ from typing import Any
 
 from otel_context import process_state, telemetry
 from otel_context.engine import background as engine_background
+from otel_context.flow import Stopped
 from otel_context.fork_safe import new_lock
 
 from ._summary_client import SummaryClient
@@ -49,7 +51,6 @@ __all__ = [
     "start_thread",
     "track",
     "wait_idle",
-    "wait_on_loop",
 ]
 
 #: Name of the worker threads (tests look for leaks by it).
@@ -57,10 +58,7 @@ THREAD_NAME = "otel-context-summary"
 
 #: A summary's flow of I/O steps (``_core.Interceptor._with_summarizer`` over the engine's steps).
 Flow = Generator[Any, Any, Any]
-#: Asked after each step of a flow with the error that step raised (None: none): whether to give up there.
-Stopped = Callable[[BaseException | None], bool]
-#: Runs a flow to its end through the given SDK client, giving up once ``Stopped`` says so
-#: (``_core.Interceptor._drive``).
+#: Runs a flow to its end through the given SDK client, giving up once ``Stopped`` says so (``flow.drive``).
 SyncDriver = Callable[[Flow, Stopped, Any], Any]
 AsyncDriver = Callable[[Flow, Stopped, Any], Awaitable[Any]]
 
@@ -120,16 +118,6 @@ def wait_idle(timeout: float) -> bool:
     while running() and time.monotonic() < deadline:
         time.sleep(0.01)
     return running() == 0
-
-
-async def wait_on_loop(done: threading.Event, timeout: float) -> None:
-    """Wait for ``done`` (set by another thread or task) at most ``timeout`` seconds, the loop serving
-    everything else meanwhile."""
-    deadline = time.monotonic() + timeout
-    pause = 0.002
-    while not done.is_set() and time.monotonic() < deadline:
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 0.02)
 
 
 def _register(run: _Run) -> bool:

@@ -27,7 +27,7 @@ from otel_context.conversation import identity, memo, shared
 from otel_context.conversation.state_store import writer
 from otel_context.conversation.store import STORE
 from otel_context.engine import background, budgets
-from otel_context.flow import drive
+from otel_context.flow import drive, perform_with
 from otel_context.instrumentation import _background, _call
 from otel_context.settings import Settings
 
@@ -197,7 +197,7 @@ def _a_call() -> None:
     }
     request = CallRequest("anthropic", "anthropic_messages", body, MODEL, Settings(auto_compact_window=30_000))
     span = TracerProvider().get_tracer("test").start_span("chat")
-    plan = drive(engine.plan(span, request), cast(Any, None))
+    plan = drive(engine.plan(span, request), perform_with(cast(Any, None)))
     plan.on_response(span, TokenUsage(input_tokens=50, output_tokens=5), None)
     span.end()
 

@@ -34,7 +34,7 @@ from otel_context.compaction.microcompact import microcompact_items
 from otel_context.compaction.summary import CompactionError, summarize
 from otel_context.conversation import ConversationState
 from otel_context.conversation.breaker import MAX_CONSECUTIVE_FAILURES
-from otel_context.flow import SummaryRequest, SummaryResult, drive
+from otel_context.flow import SummaryRequest, SummaryResult, drive, perform_with
 from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings
 from otel_context.tokens import estimate_fixed, estimate_items
@@ -640,7 +640,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
             custom = job.settings.summarizer
             if custom is not None:
                 # Settings(summarizer=fn): the app (or a test, or the alert demo) answers summary requests.
-                result = drive(steps, summarizer_function(custom))
+                result = drive(steps, perform_with(summarizer_function(custom)))
             else:
                 result = yield from steps
         head = list(result.head)

@@ -69,7 +69,7 @@ from otel_context.conversation.memo import MemoEntry, items_hash, scope_of
 from otel_context.conversation.shared import Published
 from otel_context.conversation.state_store import Lease
 from otel_context.engine.call import ConversationSync, EngineCall
-from otel_context.flow import BackgroundStart, BackgroundWait, StoreRequest, SummaryRequest, SummaryResult
+from otel_context.flow import BackgroundStart, BackgroundWait, Step, StoreRequest, SummaryRequest
 from otel_context.fork_safe import new_lock
 from otel_context.settings import summary_model_for
 from otel_context.tokens import estimate_item, estimate_items
@@ -214,9 +214,7 @@ def watching(call: EngineCall, budget: Budget) -> bool:
     return call.estimated_tokens >= budget.auto_threshold // WATCH_FRACTION
 
 
-def maybe_start(
-    span: Span, call: EngineCall, budget: Budget
-) -> Generator[SummaryRequest | StoreRequest, SummaryResult, None]:
+def maybe_start(span: Span, call: EngineCall, budget: Budget) -> Generator[Step, Any, None]:
     """Below the threshold: start the summary in the background when the start point is passed."""
     _observe(call)
     state = call.state
@@ -271,7 +269,7 @@ def maybe_start(
     if raced:
         yield from _let_go(prepared)
         return
-    yield BackgroundStart(body={}, steps=_run(prepared, call))
+    yield BackgroundStart(_run(prepared, call))
 
 
 def _claim(span: Span, call: EngineCall) -> Generator[StoreRequest, Any, tuple[bool, Lease | None]]:
@@ -478,7 +476,7 @@ def _covers(prepared: Prepared, call: EngineCall) -> bool:
     return head == started
 
 
-def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[SummaryRequest | StoreRequest, Any, bool]:
+def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Step, Any, bool]:
     """The threshold is crossed: apply the prepared summary when it covers this call. True when nothing more
     is to be done (applied and below the threshold, or not ready and the request still fits); False: compact
     inline as today (no prepared summary, it failed, it is stale, or the rest is still above the threshold)."""
@@ -493,7 +491,7 @@ def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Summ
         if call.estimated_tokens < budget.blocking_limit:
             return True  # sent unchanged; the summary is applied by the first call after it lands
         began = time.perf_counter()
-        yield BackgroundWait(body={}, done=prepared.done, timeout=call.request.settings.summarizer_timeout_seconds)
+        yield BackgroundWait(prepared.done, call.request.settings.summarizer_timeout_seconds)
         waited = time.perf_counter() - began
         if prepared.published:  # it landed, and went to the fleet: apply it from there
             return (yield from _fleet_threshold(span, call, budget, waited))

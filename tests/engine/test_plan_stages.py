@@ -27,7 +27,7 @@ from otel_context.engine.planner import (
     resolve,
     reuse_memo,
 )
-from otel_context.flow import drive
+from otel_context.flow import drive, perform_with
 from otel_context.formats import for_format
 from otel_context.settings import Settings
 from otel_context.tokens import estimate_fixed, estimate_items
@@ -50,7 +50,7 @@ def _responses_request(body: dict[str, Any], settings: Settings = SMALL) -> Call
 def _call(otel: Otel, request: CallRequest, usage: TokenUsage, summarizer: FakeSummarizer, **response: Any) -> Any:
     """A whole call, as the instrumentation makes it: the plan, then its response."""
     with otel.tracer_provider.get_tracer("test").start_as_current_span("chat") as span:
-        plan = drive(engine.plan(span, request), summarizer)
+        plan = drive(engine.plan(span, request), perform_with(summarizer))
         plan.on_response(span, usage, None, **response)
     return plan
 
@@ -58,7 +58,7 @@ def _call(otel: Otel, request: CallRequest, usage: TokenUsage, summarizer: FakeS
 def _resolve(request: CallRequest, sync: ConversationSync = IN_PROCESS) -> Found:
     """The resolve stage alone, driven as plan() drives it (in-process: it yields no step)."""
     adapter = for_format(request.wire_format)
-    return drive(resolve(sync, request, adapter, adapter.items(request.body), MODEL), FakeSummarizer())
+    return drive(resolve(sync, request, adapter, adapter.items(request.body), MODEL), perform_with(FakeSummarizer()))
 
 
 def _stages_up_to_the_estimate(request: CallRequest) -> tuple[EnginePlan, Found, Sent]:

@@ -22,7 +22,7 @@ from otel_context.conversation import STORE, shared
 from otel_context.conversation.state_store import InProcessStore
 from otel_context.engine.call import IN_PROCESS, STORE_UNAVAILABLE, EngineCall, InProcessSync
 from otel_context.engine.fleet import StoreSync, lease_seconds, record_of, sync_for
-from otel_context.flow import Step, StoreRequest, SummaryRequest, SummaryResult
+from otel_context.flow import Step, StoreRequest, SummaryRequest, SummaryResult, drive, perform_with
 from otel_context.settings import Settings, resolve
 from otel_context.usage import TokenUsage
 from tests.compaction.support import FakeSummarizer, Otel, anthropic_agent
@@ -39,17 +39,16 @@ def _drive(steps: Generator[Step, Any, Any], send: Callable[[SummaryRequest], Su
     """Run the engine's steps as the instrumentation does, and name each step it yielded (a store request by
     the store's operation)."""
     seen: list[str] = []
-    try:
-        request = next(steps)
-        while True:
-            if isinstance(request, StoreRequest):
-                seen.append(request.run.func.__name__ if isinstance(request.run, partial) else "store")
-            else:
-                seen.append(type(request).__name__)
-            reply = request.run() if isinstance(request, StoreRequest) else send(request)
-            request = steps.send(reply)
-    except StopIteration as done:
-        return done.value, seen
+    perform = perform_with(send)
+
+    def naming(step: Step) -> Any:
+        if isinstance(step, StoreRequest):
+            seen.append(step.run.func.__name__ if isinstance(step.run, partial) else "store")
+        else:
+            seen.append(type(step).__name__)
+        return perform(step)
+
+    return drive(steps, naming), seen
 
 
 class Caller:
