@@ -94,7 +94,10 @@ def _sdk_summarizer(client: Any, adapter: ChatFormat) -> Callable[[SummaryReques
 
         return SummaryResult(error=exc, too_long=is_too_long(adapter, exc))
 
-    async def finish_async(pending: Any, token: Any) -> SummaryResult:
+    async def finish_async(pending: Any) -> SummaryResult:
+        # The guard is set here, where the SDK's request runs (when awaited): an answer never awaited (a sync
+        # compact() that meets an async client) leaves the caller's context as it found it.
+        token = in_summarizer.set(True)
         try:
             return result_of(await pending)
         except Exception as exc:
@@ -110,9 +113,9 @@ def _sdk_summarizer(client: Any, adapter: ChatFormat) -> Callable[[SummaryReques
         except Exception as exc:
             in_summarizer.reset(token)
             return failed(exc)
-        if inspect.isawaitable(pending):
-            return finish_async(pending, token)
         in_summarizer.reset(token)
+        if inspect.isawaitable(pending):
+            return finish_async(pending)
         try:
             return result_of(pending)
         except Exception as exc:

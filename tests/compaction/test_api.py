@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import contextvars
 import copy
 from typing import Any
 
 import pytest
 
 from otel_context import Compactor, semconv, should_compact
+from otel_context.flow import in_summarizer
 from otel_context.settings import Settings
 from tests.compaction.support import FakeSummarizer, Otel, anthropic_agent
 from tests.values import attrs_of
@@ -98,11 +98,10 @@ def test_sync_compact_raises_an_async_answer_it_did_not_see_coming(async_anthrop
             anthropic_agent(10), model="claude-sonnet-4-6", wire_format="anthropic_messages"
         )
 
-    # In a context of its own: the unawaited answer never resets the recursion guard it set (``in_summarizer``
-    # stays True in the caller's context, as before this test; not its subject), which would leave the tests
-    # that follow unplanned.
     with pytest.raises(TypeError, match="acompact"):
-        contextvars.copy_context().run(compact)
+        compact()
+    # The recursion guard is left as it was: set, it would leave every later call of this context unplanned.
+    assert in_summarizer.get() is False
 
 
 def test_the_readme_call_positional_client(anthropic_client: Any, otel: Otel) -> None:
