@@ -177,7 +177,8 @@ def test_the_registrations_that_reset_and_fork_act_on() -> None:
     }
     order = [r.module for r in process_state.registered()]
     assert order.index("otel_context.fork_safe") < min(order.index(m) for m in forks if m != "otel_context.fork_safe")
-    # Reset walks down the layers: the background summaries are found in the conversations before those go.
+    # Reset walks down the layers: the background summaries are dropped, their leases given back, before the
+    # store forgets their conversations (and tells background compaction of each).
     assert order.index("otel_context.engine.background") > order.index("otel_context.conversation.store")
 
 

@@ -23,9 +23,11 @@ compacts inline. A summary that is never applied is dropped, its ``compact`` spa
 
 One prepared summary per conversation state at a time, so never two summaries of one prefix. It is kept
 with the conversation's pace and what is known of the fleet in one record per state, in this module's table
-keyed weakly by state (:data:`_records`): it goes with the state, and the process store tells this module as
-soon as it forgets the state (evicted, idle, cleared: :meth:`~otel_context.conversation.store.ConversationStore.on_forget`),
-which drops its prepared summary, ending a ready one's ``compact`` span as ``discarded`` right then.
+keyed weakly by state (:data:`_records`), not on the state: the conversation layer keeps only the
+conversation's own state. The record goes with the state, and the process store tells this module as soon as
+it forgets the state (evicted, idle, cleared: its
+:meth:`~otel_context.conversation.store.ConversationStore.on_forget` listeners), which drops its prepared
+summary, ending a ready one's ``compact`` span as ``discarded`` right then.
 
 What the conversation shares with other workers is asked of the call's sync
 (:class:`~otel_context.engine.call.ConversationSync`), never of a store: without one
