@@ -11,7 +11,8 @@ that did not register.
 Order: a fork's child runs the registered actions in registration order, which is import order, so the
 lowest layers first (:mod:`otel_context.fork_safe` gives back the locks before anything else of the child
 runs). A reset runs them in the opposite order, the highest layers first: a reset may read the tables of the
-modules below it (the background summaries find theirs in the conversations before those are forgotten).
+modules below it, and must act before a lower layer's reset tells it what that one forgets (the background
+summaries are dropped and their fleet leases given back before the store forgets their conversations).
 
 A leaf: it imports nothing of the project, so that every module can register.
 """

@@ -166,9 +166,7 @@ def test_the_registrations_that_reset_and_fork_act_on() -> None:
     assert resets == {
         ("otel_context.conversation.store", ("STORE",)): STORE.clear,
         ("otel_context.engine.budgets", ("_learned_windows",)): budgets._learned_windows.clear,
-        ("otel_context.engine.background", ("_epoch", "_fork_epoch", "_durations", "_running")): (
-            background.discard_all
-        ),
+        ("otel_context.engine.background", ("_records", "_durations", "_running")): background.discard_all,
     }
     forks = {r.module: r.in_forked_child for r in process_state.registered() if r.in_forked_child is not None}
     assert forks == {
@@ -179,7 +177,8 @@ def test_the_registrations_that_reset_and_fork_act_on() -> None:
     }
     order = [r.module for r in process_state.registered()]
     assert order.index("otel_context.fork_safe") < min(order.index(m) for m in forks if m != "otel_context.fork_safe")
-    # Reset walks down the layers: the background summaries are found in the conversations before those go.
+    # Reset walks down the layers: the background summaries are dropped, their leases given back, before the
+    # store forgets their conversations (and tells background compaction of each).
     assert order.index("otel_context.engine.background") > order.index("otel_context.conversation.store")
 
 
@@ -210,7 +209,8 @@ def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
     telemetry.log_once("test.process_state", "otel_context: a test line")
     settings._warned.add("test.process_state")
     memo.scope_of("You are terse.", None, MODEL)
-    epoch = background._epoch
+    with background._lock:
+        background._record(STORE.states()[0])
     kept = {
         "telemetry._logged": set(telemetry._logged),
         "settings._warned": set(settings._warned),
@@ -230,7 +230,7 @@ def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
 
     assert STORE.states() == []
     assert budgets._learned_windows == {}
-    assert background._durations == {} and background._epoch == epoch + 1
+    assert background._durations == {} and len(background._records) == 0
     assert {
         "telemetry._logged": telemetry._logged,
         "settings._warned": settings._warned,
@@ -290,7 +290,8 @@ def test_a_forked_child_gets_what_it_got_before() -> None:
     busy.submit("first", b"1", ())
     assert writing.wait(10)
     busy.submit("second", b"2", ())
-    epoch = background._epoch
+    with background._lock:
+        background._record(STORE.states()[0])
     token_counters._lock.acquire()  # held by this thread at the fork: the child's must be free
 
     def child() -> dict[str, Any]:
@@ -299,7 +300,7 @@ def test_a_forked_child_gets_what_it_got_before() -> None:
             "keys": sorted(state.key for state in STORE.states()),
             "learned": budgets._learned_windows.get(("anthropic", MODEL)),
             "running": len(background._running),
-            "epochs": [background._epoch, background._fork_epoch],
+            "records": len(background._records),
             "runs": len(_background._runs) + len(_background._kept),
             "writer": [len(busy._pending), busy._busy, busy._thread is None],
         }
@@ -317,8 +318,8 @@ def test_a_forked_child_gets_what_it_got_before() -> None:
         "lock free": True,
         "keys": parent_keys,  # the child goes on with its parent's conversations
         "learned": 100_000,
-        "running": 0,  # the parent's summaries are forgotten, in a new epoch
-        "epochs": [epoch + 1, epoch + 1],
+        "running": 0,  # the parent's summaries are forgotten
+        "records": 0,  # and so are its records of the conversations it goes on with
         "runs": 0,
         "writer": [0, False, True],
     }

@@ -4,16 +4,18 @@ A call reads its conversation's :class:`Snapshot` once; every check it makes aga
 other calls do meanwhile. Memo entries are immutable and content-keyed; the breaker and the estimate
 factor change under the state's lock.
 
-Only what this process knows lives here. What a worker knows of a shared store's value of the conversation
-(its revision, what it last wrote: :class:`~otel_context.conversation.shared.SharedRecord`) is kept by the
-engine's store-backed sync, so a process without a store carries none of it.
+Only the conversation's own in-process state lives here. What a worker knows of a shared store's value of
+the conversation (its revision, what it last wrote: :class:`~otel_context.conversation.shared.SharedRecord`)
+is kept by the engine's store-backed sync, so a process without a store carries none of it; what background
+compaction prepares for it (a summary, the conversation's pace) is kept by
+:mod:`otel_context.engine.background`. Both are in tables keyed weakly by state, so they go with it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from otel_context.conversation.breaker import Breaker
 from otel_context.conversation.memo import CompactionMemo, MemoEntry
@@ -115,16 +117,9 @@ def _equal_positions(a: Sequence[Any], b: Sequence[Any]) -> int:
     return sum(1 for x, y in zip(a, b, strict=False) if x is y or x == y)
 
 
-class Discardable(Protocol):
-    """What the engine keeps on a state's :attr:`ConversationState.background` slot, as this layer sees it:
-    only that it can be discarded when the state is forgotten (this layer may not import the engine)."""
-
-    def discard(self) -> None:
-        """The state is no longer tracked: drop what it holds (a prepared summary ends as discarded)."""
-
-
 class ConversationState:
-    """Everything the engine remembers about one conversation (one branch of it, for derived keys).
+    """What this process remembers of one conversation itself (one branch of it, for derived keys); what the
+    engine keeps alongside it (shared, prepared) is in the engine's own tables (see the module's docstring).
 
     Thread- and task-safe: the snapshot is replaced whole (:meth:`ConversationStore.commit`), memo
     entries are immutable, and the breaker and estimate factor change under :attr:`lock`.
@@ -154,10 +149,6 @@ class ConversationState:
         self.detector: CacheBreakDetector | None = None
         #: Reported / estimated tokens seen on a too-long error (>1 when our estimate undercounts).
         self.estimate_factor = 1.0
-        #: The engine's background-compaction record of this conversation (prepared summary, pace, what is
-        #: known of the fleet), kept here so it lives and dies with the state; opaque to this layer, which
-        #: only discards it when the store forgets the state.
-        self.background: Discardable | None = None
         self.lock = new_lock(self, "lock")
 
     def raise_estimate_factor(self, factor: float) -> None:

@@ -22,9 +22,12 @@ compacts inline. A summary that is never applied is dropped, its ``compact`` spa
 ``outcome=discarded``.
 
 One prepared summary per conversation state at a time, so never two summaries of one prefix. It is kept
-with the conversation's pace and what is known of the fleet in one record on the state's ``background``
-slot: it goes with the state, and the process store discards it as soon as it forgets the state (evicted,
-idle, cleared), which ends a ready summary's ``compact`` span as ``discarded`` right then.
+with the conversation's pace and what is known of the fleet in one record per state, in this module's table
+keyed weakly by state (:data:`_records`), not on the state: the conversation layer keeps only the
+conversation's own state. The record goes with the state, and the process store tells this module as soon as
+it forgets the state (evicted, idle, cleared: its
+:meth:`~otel_context.conversation.store.ConversationStore.on_forget` listeners), which drops its prepared
+summary, ending a ready one's ``compact`` span as ``discarded`` right then.
 
 What the conversation shares with other workers is asked of the call's sync
 (:class:`~otel_context.engine.call.ConversationSync`), never of a store: without one
@@ -52,6 +55,7 @@ import dataclasses
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -138,56 +142,53 @@ class _Fleet:
 
 @dataclass(eq=False)
 class _Record:
-    """What background compaction keeps of one conversation, on its state's ``background`` slot: it lives
-    and dies with the state, and the store discards it the moment it forgets the state (evicted, idle,
-    cleared), so a prepared summary that can never be applied ends as discarded at once."""
+    """What background compaction keeps of one conversation state (in :data:`_records`): its prepared
+    summary, its pace, and what is known of the fleet."""
 
-    #: The :data:`_epoch` it was made in: a record of an earlier one is forgotten (reset, fork).
-    epoch: int
     prepared: Prepared | None = None
     pace: _Pace = field(default_factory=_Pace)
     fleet: _Fleet = field(default_factory=_Fleet)
 
-    def discard(self) -> None:
-        """The store forgot the state: drop its prepared summary (see :func:`_drop`; dropping one twice is
-        harmless, so one of an earlier epoch is dropped too, unless it is a forked parent's)."""
-        with _lock:
-            prepared = self.prepared if self.epoch >= _fork_epoch else None
-        if prepared is not None:
-            _drop(prepared)
-
 
 #: Guards every record's fields and the module's tables.
 _lock = new_lock(sys.modules[__name__], "_lock")
-#: Bumped to forget every record at once without finding them (``discard_all``, and a forked child).
-_epoch = 0
-#: The epoch a forked child started: the records of earlier ones are the parent's (never reported here).
-_fork_epoch = 0
+#: Each state's record, made by its first call that concerns background compaction. Keyed weakly: a record
+#: goes with its state (a state the store forgot lives on while a call still holds it, and so does its
+#: record, its prepared summary dropped: see :func:`_forgotten`). A call that holds a record across a reset
+#: (it waits for the store) writes only to that record, which the reset took out of the table: nothing of it
+#: reaches the conversation's next calls.
+_records: weakref.WeakKeyDictionary[ConversationState, _Record] = weakref.WeakKeyDictionary()
 #: Seconds a background summary took, per summary model (a moving average).
 _durations: dict[str, float] = {}
 #: The summaries being prepared (their ``compact`` span still open), for the interpreter's exit.
 _running: set[Prepared] = set()
 
 
-def _current(state: ConversationState) -> _Record | None:
-    """The state's record of this epoch, if any (``_lock`` held)."""
-    record = state.background
-    return record if isinstance(record, _Record) and record.epoch == _epoch else None
-
-
 def _record(state: ConversationState) -> _Record:
-    """The state's record of this epoch, made when missing (``_lock`` held)."""
-    record = _current(state)
+    """The state's record, made when missing (``_lock`` held)."""
+    record = _records.get(state)
     if record is None:
-        record = _Record(_epoch)
-        state.background = record
+        record = _records[state] = _Record()
     return record
 
 
 def _prepared_of(state: ConversationState) -> Prepared | None:
     """The state's prepared summary (``_lock`` held)."""
-    record = _current(state)
+    record = _records.get(state)
     return record.prepared if record is not None else None
+
+
+def _forgotten(state: ConversationState) -> None:
+    """The process store forgot ``state`` (evicted, idle, cleared): its prepared summary can never be applied,
+    so it is dropped at once (see :func:`_drop`: a ready one's ``compact`` span ends as ``discarded`` now). The
+    rest of its record stays with the state, for a call that still holds it."""
+    with _lock:
+        prepared = _prepared_of(state)
+    if prepared is not None:
+        _drop(prepared)
+
+
+STORE.on_forget(_forgotten)
 
 
 def enabled(call: EngineCall) -> bool:
@@ -262,7 +263,7 @@ def maybe_start(span: Span, call: EngineCall, budget: Budget) -> Generator[Step,
     # discards it; one that evicted it before is seen here (it would never be applied: not started).
     if not raced and not STORE.tracks(state):
         with _lock:
-            record = _current(state)
+            record = _records.get(state)
             if record is not None and record.prepared is prepared:
                 record.prepared = None
         raced = True
@@ -367,7 +368,7 @@ def _projected_growth(call: EngineCall) -> int | None:
     before the first one is measured, the start point alone decides (a guess would start too early on apps
     that pause between turns, and a summary started early covers less)."""
     with _lock:
-        record = _current(call.state)
+        record = _records.get(call.state)
         steps = list(record.pace.steps) if record is not None else []
         seconds = _durations.get(_summary_model(call))
     if len(steps) < 2 or seconds is None:
@@ -436,7 +437,7 @@ def _publish(prepared: Prepared, call: EngineCall, entry: MemoEntry, compact_spa
         return
     state = call.state
     with _lock:
-        record = _current(state)
+        record = _records.get(state)
         if prepared.settled or prepared.discarded or record is None or record.prepared is not prepared:
             return
         record.prepared = None
@@ -547,7 +548,7 @@ def _drop_published(span: Span, call: EngineCall, got: Published, trigger: str) 
     if not (yield from call.sync.remove_prepared(call, got)) or applied:
         return
     with _lock:
-        record = _current(call.state)
+        record = _records.get(call.state)
         known = record.fleet if record is not None else None
         if known is not None and known.ready_len == got.entry.prefix_len:
             known.ready_len = 0  # none is ready any more: this worker may prepare the next one
@@ -674,7 +675,7 @@ def apply(
     if sent is None:
         return False
     with _lock:
-        record = _current(call.state)
+        record = _records.get(call.state)
         if prepared.settled or prepared.discarded or record is None or record.prepared is not prepared:
             return False  # another call of this conversation applied (or dropped) it meanwhile
         record.prepared = None
@@ -707,7 +708,7 @@ def _drop(prepared: Prepared, parent: Span | None = None, trigger: str = semconv
     with _lock:
         prepared.discarded = True
         state = prepared.job.state
-        record = _current(state) if state is not None else None
+        record = _records.get(state) if state is not None else None
         if record is not None and record.prepared is prepared:
             record.prepared = None
         # Not landed: _run ends its span when it lands (it reads the flag). Applied or reported: nothing more.
@@ -750,20 +751,17 @@ def _give_back(prepared: Prepared) -> None:
         prepared.sync.give_back(lease)
 
 
-def _prepared_in(states: list[ConversationState]) -> list[Prepared]:
-    """The prepared summaries of ``states`` (``_lock`` held)."""
-    return [p for p in map(_prepared_of, states) if p is not None]
+def _every_prepared() -> list[Prepared]:
+    """Every prepared summary of this process (``_lock`` held)."""
+    return [record.prepared for record in list(_records.values()) if record.prepared is not None]
 
 
 def discard_all() -> None:
     """Drop every prepared summary, giving back the fleet's prepare locks they hold, and what was learned
-    about paces and durations (``engine.reset()``, ``uninstrument()``). The store evicted no state with a
-    summary without discarding it (see :class:`_Record`), so its states hold them all."""
-    global _epoch
-    states = STORE.states()
+    about paces and durations (``engine.reset()``, ``uninstrument()``): every record is forgotten."""
     with _lock:
-        every = _prepared_in(states)
-        _epoch += 1  # every record (paces, fleet knowledge) is forgotten
+        every = _every_prepared()
+        _records.clear()
         _durations.clear()
     for prepared in every:
         _drop(prepared)
@@ -773,9 +771,8 @@ def discard_all() -> None:
 def release_leases() -> None:
     """Give back every fleet prepare lock this worker's summaries hold (the interpreter exits: none of them
     will be published). Nothing else changes: no span ends, the exporters may be shut down already."""
-    states = STORE.states()
     with _lock:
-        every = _prepared_in(states)
+        every = _every_prepared()
     for prepared in every:
         _give_back(prepared)
 
@@ -796,16 +793,14 @@ def end_at_exit() -> None:
 
 
 def forget_all() -> None:
-    """In a forked child: forget the parent's summaries without any telemetry (their spans are the parent's).
-    A new epoch: every record is forgotten at once, without walking the store's states."""
-    global _epoch, _fork_epoch
-    _epoch += 1
-    _fork_epoch = _epoch
+    """In a forked child: forget the parent's records and summaries without any telemetry (their spans are
+    the parent's, and so are their leases). The durations learned are kept: the same summary models."""
+    _records.clear()
     _running.clear()
 
 
 # Reset: every prepared summary dropped (its lease given back), every record and duration forgotten. A fork's
-# child: the parent's summaries forgotten without telemetry (their spans are the parent's).
+# child: the parent's records and summaries forgotten without telemetry (their spans are the parent's).
 process_state.register(
-    __name__, ("_epoch", "_fork_epoch", "_durations", "_running"), on_reset=discard_all, in_forked_child=forget_all
+    __name__, ("_records", "_durations", "_running"), on_reset=discard_all, in_forked_child=forget_all
 )
