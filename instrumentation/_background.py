@@ -3,7 +3,7 @@
 The engine (:mod:`otel_context.engine.background`) decides; the driver of the call's flow
 (``_core.Interceptor._perform``) turns a :class:`~otel_context.flow.BackgroundStart` into a flow of its own
 (the summary's requests go through a sibling of the app's client with connections of its own,
-:mod:`._summary_client`, with the recursion guard and their own :class:`._summarizer.SummarizerBudget`), and
+:mod:`._summary_client`, with the recursion guard and their own :class:`._summarizer.SummarizerAllowance`), and
 this module runs it: :func:`start_thread` for a sync client, :func:`start_task` for an async one, each with
 the driver the call's flow uses (``flow.drive`` / ``flow.adrive``). It owns their lifecycle, and the
 sibling's.
@@ -71,7 +71,7 @@ class _Run:
 
     def __init__(self) -> None:
         self.abandoned = False
-        #: The summarizer's requests it made (``_call.Call``), whose spans the interpreter's exit ends.
+        #: The summarizer's requests it made (``_call.InstrumentedCall``), whose spans the interpreter's exit ends.
         self.calls: list[Any] = []
         self.client: SummaryClient | None = None
         self.thread: threading.Thread | None = None

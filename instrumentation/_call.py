@@ -1,6 +1,6 @@
 """One instrumented call: its span, timing and plan, ended exactly once with the response's facts.
 
-``Call.end`` is the single place where a call's outcome becomes span attributes, the plan's
+``InstrumentedCall.end`` is the single place where a call's outcome becomes span attributes, the plan's
 ``on_response``, and metrics. It never raises: the user's call comes first.
 """
 
@@ -19,7 +19,7 @@ from otel_context.formats.base import Accumulator, EndpointFormat, ResponseInfo
 
 from ._content import Capture
 
-__all__ = ["Call", "ModelView", "register_error_type"]
+__all__ = ["InstrumentedCall", "ModelView", "register_error_type"]
 
 
 def _qualified_name(exc: BaseException) -> str:
@@ -108,7 +108,7 @@ def _as_json(obj: Any) -> Mapping[str, Any] | None:
     return obj if isinstance(obj, Mapping) else None
 
 
-class Call:
+class InstrumentedCall:
     """One instrumented SDK call: its span, timing and plan; ends exactly once."""
 
     __slots__ = (

@@ -50,12 +50,12 @@ from otel_context.formats.too_long import is_too_long
 from otel_context.settings import Settings
 
 from . import _background
-from ._call import Call, register_error_type
+from ._call import InstrumentedCall, register_error_type
 from ._content import Capture
 from ._streams import wrap_result
-from ._summarizer import SummarizerBudget
+from ._summarizer import SummarizerAllowance
 
-__all__ = ["Call", "ClientInfo", "Endpoint", "Interceptor", "SDKSpec", "native_tracing_allowed"]
+__all__ = ["ClientInfo", "Endpoint", "InstrumentedCall", "Interceptor", "SDKSpec", "native_tracing_allowed"]
 
 #: Set while one of our spans is current and the SDK's own span must not be made. A context variable of its
 #: own, set and reset around the call like the span's OpenTelemetry context: putting it in that context
@@ -149,7 +149,7 @@ class _Prepare(NamedTuple):
 
 #: What the flow of a call asks its driver for: the call's own SDK I/O (the three above), or one of the engine's
 #: steps as the engine yielded it, a summary request excepted (the flow sends that itself, as a ``_SendRaw``
-#: with the summarizer's budget: :meth:`Interceptor._summarize`). ``Interceptor._perform`` does each.
+#: with the summarizer's allowance: :meth:`Interceptor._summarize`). ``Interceptor._perform`` does each.
 _CallStep = _Send | _SendRaw | _Prepare | StoreRequest | BackgroundStart | BackgroundWait | Sleep
 T = TypeVar("T")
 
@@ -161,7 +161,7 @@ class _Begun:
 
     def __init__(
         self,
-        call: Call,
+        call: InstrumentedCall,
         endpoint: Endpoint,
         cast_to: Any,
         options: Any,
@@ -258,7 +258,7 @@ class Interceptor:
         name = f"{operation} {model}" if model else operation
         span = telemetry.get().tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
         ctx = trace.set_span_in_context(span)
-        call = Call(span, endpoint.fmt, endpoint.chat, metric_attrs, client_info.provider, stream, ctx)
+        call = InstrumentedCall(span, endpoint.fmt, endpoint.chat, metric_attrs, client_info.provider, stream, ctx)
         token = otel_context.attach(ctx)
         native_off = (
             _native_off.set(True) if self.spec.has_native_spans and not self.settings.anthropic_native_spans else None
@@ -299,7 +299,7 @@ class Interceptor:
     def _apply_plan(self, begun: _Begun, plan: CallPlan, plain: Any, prepared: bool) -> None:
         """Send the engine's body when it changed the request, or the SDK-prepared copy that must replace the
         app's; otherwise the options stay the app's own (no copy: the SDK drops its sentinels itself)."""
-        begun.call.plan = plan  # its attributes go on the span with the response's, in one write (Call.end)
+        begun.call.plan = plan  # its attributes go on the span with the response's, in one write (InstrumentedCall.end)
         if plan.body is not plain:
             begun.options = begun.options.model_copy(update={"json_data": plan.body})
         elif prepared and plain is not begun.options.json_data:
@@ -307,7 +307,7 @@ class Interceptor:
 
     def _summary_options(self, options: Any, body: Mapping[str, Any]) -> Any:
         """The summarizer's request: the app's call options (the headers the app set; retries and
-        timeout are the summarizer's own, see :class:`._summarizer.SummarizerBudget`) with
+        timeout are the summarizer's own, see :class:`._summarizer.SummarizerAllowance`) with
         the engine's body, never streamed, and without the app's post parser (``parse()`` helpers set one),
         which would otherwise be applied to the summary's raw HTTP response."""
         clean = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
@@ -388,17 +388,17 @@ class Interceptor:
     ) -> Generator[_CallStep, Any, T]:
         """Run engine steps, sending each summary request through the client the driver sends with (the app's
         own inline; for a background summary, a sibling with connections of its own, see ._summary_client;
-        :meth:`_summarize`: one retry budget for all the summarizer calls of these steps) and handing every
+        :meth:`_summarize`: one allowance (retries, time) for all the summarizer calls of these steps) and handing every
         other step to the driver as it is (:meth:`_perform`: a store request blocks a sync client's thread and
         is awaited by an async client). ``first``: the step the caller already took from ``steps``, if any."""
-        budget: SummarizerBudget | None = None  # made by the first summary request (most plans make none)
+        allowance: SummarizerAllowance | None = None  # made by the first summary request (most plans make none)
         try:
             step = next(steps) if first is None else first
             while True:
                 if isinstance(step, SummaryRequest):
-                    if budget is None:
-                        budget = SummarizerBudget(self.settings)
-                    reply = yield from self._summarize(begun, budget, step)
+                    if allowance is None:
+                        allowance = SummarizerAllowance(self.settings)
+                    reply = yield from self._summarize(begun, allowance, step)
                 else:
                     reply = yield step
                 step = steps.send(reply)
@@ -410,7 +410,7 @@ class Interceptor:
             steps.close()
 
     def _summarize(
-        self, begun: _Begun, budget: SummarizerBudget, request: SummaryRequest
+        self, begun: _Begun, allowance: SummarizerAllowance, request: SummaryRequest
     ) -> Generator[_CallStep, Any, SummaryResult]:
         """One summary request, with the recursion guard set (the summarizer's call is a child ``chat`` span
         and is never planned) and the summarizer's own retries and time budget."""
@@ -420,11 +420,11 @@ class Interceptor:
             attempt = 0
             while True:
                 try:
-                    sent = budget.options(self._summary_options(begun.options, request.body))
+                    sent = allowance.options(self._summary_options(begun.options, request.body))
                     response = yield _SendRaw(sent)
                     return self._summary_result(response, fmt, begun.call.provider)
                 except Exception as exc:
-                    wait = budget.retry_wait(exc, attempt, self.spec.status_error, self.spec.connection_error)
+                    wait = allowance.retry_wait(exc, attempt, self.spec.status_error, self.spec.connection_error)
                     if wait is None:
                         return self._summary_error(exc, fmt.wire_format)
                 yield Sleep(wait)
@@ -564,7 +564,7 @@ def _window_exceeded(result: Any) -> bool:
     return getattr(result, "stop_reason", None) == "model_context_window_exceeded"
 
 
-def _mark_summarizer(call: Call) -> None:
+def _mark_summarizer(call: InstrumentedCall) -> None:
     """``otel_context.call.purpose = compaction`` on the summarizer's own call: its span and its metric series
     (duration, the token counters), so that what compaction costs shows apart from the app's own calls. Only
     here, on the path the recursion guard already takes: the app's calls carry nothing more and pay nothing."""

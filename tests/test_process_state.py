@@ -26,7 +26,7 @@ from otel_context.contract import CallRequest
 from otel_context.conversation import identity, memo, shared
 from otel_context.conversation.state_store import writer
 from otel_context.conversation.store import STORE
-from otel_context.engine import background, budgets
+from otel_context.engine import background, windows
 from otel_context.flow import drive, perform_with
 from otel_context.instrumentation import _background, _call
 from otel_context.settings import Settings
@@ -165,7 +165,7 @@ def test_the_registrations_that_reset_and_fork_act_on() -> None:
     resets = {(r.module, r.names): r.on_reset for r in process_state.registered() if r.on_reset is not None}
     assert resets == {
         ("otel_context.conversation.store", ("STORE",)): STORE.clear,
-        ("otel_context.engine.budgets", ("_learned_windows",)): budgets._learned_windows.clear,
+        ("otel_context.engine.windows", ("_learned_windows",)): windows._learned_windows.clear,
         ("otel_context.engine.background", ("_records", "_durations", "_running")): background.discard_all,
     }
     forks = {r.module: r.in_forked_child for r in process_state.registered() if r.in_forked_child is not None}
@@ -204,7 +204,7 @@ def _a_call() -> None:
 def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
     engine.reset()
     _a_call()
-    budgets.learn_window("anthropic", MODEL, 100_000)
+    windows.learn_window("anthropic", MODEL, 100_000)
     background._durations["a-summary-model"] = 3.0
     telemetry.log_once("test.process_state", "otel_context: a test line")
     settings._warned.add("test.process_state")
@@ -215,7 +215,7 @@ def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
         "telemetry._logged": set(telemetry._logged),
         "settings._warned": set(settings._warned),
         "cascade._precreated": set(cascade._precreated),
-        "budgets._budgets": dict(budgets._budgets),
+        "windows._budgets": dict(windows._budgets),
         "identity._derived": dict(identity._derived),
         "memo._scopes": dict(memo._scopes),
         "shared._opened": dict(shared._opened),
@@ -224,18 +224,18 @@ def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
         "alerts._limiter": dict(alerts._limiter._keys),
         "_call._error_type_hooks": list(_call._error_type_hooks),
     }
-    assert STORE.states() and budgets._learned_windows and budgets._budgets and identity._derived
+    assert STORE.states() and windows._learned_windows and windows._budgets and identity._derived
 
     engine.reset()
 
     assert STORE.states() == []
-    assert budgets._learned_windows == {}
+    assert windows._learned_windows == {}
     assert background._durations == {} and len(background._records) == 0
     assert {
         "telemetry._logged": telemetry._logged,
         "settings._warned": settings._warned,
         "cascade._precreated": cascade._precreated,
-        "budgets._budgets": budgets._budgets,
+        "windows._budgets": windows._budgets,
         "identity._derived": identity._derived,
         "memo._scopes": memo._scopes,
         "shared._opened": shared._opened,
@@ -272,7 +272,7 @@ def _in_a_child(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 def test_a_forked_child_gets_what_it_got_before() -> None:
     engine.reset()
     _a_call()
-    budgets.learn_window("anthropic", MODEL, 100_000)
+    windows.learn_window("anthropic", MODEL, 100_000)
     parent_keys = sorted(state.key for state in STORE.states())
     marker = cast(Any, object())
     background._running.add(marker)
@@ -298,7 +298,7 @@ def test_a_forked_child_gets_what_it_got_before() -> None:
         return {
             "lock free": not token_counters._lock.locked(),
             "keys": sorted(state.key for state in STORE.states()),
-            "learned": budgets._learned_windows.get(("anthropic", MODEL)),
+            "learned": windows._learned_windows.get(("anthropic", MODEL)),
             "running": len(background._running),
             "records": len(background._records),
             "runs": len(_background._runs) + len(_background._kept),

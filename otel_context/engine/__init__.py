@@ -10,7 +10,7 @@ summarizer, so one implementation serves sync and async clients.
 - :mod:`~otel_context.engine.auto`: the threshold-triggered cascade (microcompact, then the summary);
 - :mod:`~otel_context.engine.reactive`: the retry after "prompt is too long";
 - :mod:`~otel_context.engine.provider_compaction`: compaction the provider did, seen in a response;
-- :mod:`~otel_context.engine.budgets`: the budget of a call, and the windows providers told us.
+- :mod:`~otel_context.engine.windows`: the window of a call's model (and the windows providers told us), its budget.
 
 What a compaction is (the cascade, the summary, microcompact) lives in :mod:`otel_context.compaction`;
 what is remembered per conversation in :mod:`otel_context.conversation`.
@@ -19,7 +19,7 @@ what is remembered per conversation in :mod:`otel_context.conversation`.
 from __future__ import annotations
 
 from otel_context import process_state
-from otel_context.engine import background, budgets  # noqa: F401  (their tables register for reset at import)
+from otel_context.engine import background, windows  # noqa: F401  (their tables register for reset at import)
 from otel_context.engine.planner import EnginePlan, plan
 from otel_context.engine.provider_compaction import observe_provider_compaction
 

@@ -72,7 +72,7 @@ from otel_context.conversation import STORE, ConversationState
 from otel_context.conversation.memo import MemoEntry, items_hash, scope_of
 from otel_context.conversation.shared import Published
 from otel_context.conversation.state_store import Lease
-from otel_context.engine.call import ConversationSync, EngineCall
+from otel_context.engine.call import CallState, ConversationSync
 from otel_context.flow import BackgroundStart, BackgroundWait, Step, StoreRequest, SummaryRequest
 from otel_context.fork_safe import new_lock
 from otel_context.settings import summary_model_for
@@ -191,7 +191,7 @@ def _forgotten(state: ConversationState) -> None:
 STORE.on_forget(_forgotten)
 
 
-def enabled(call: EngineCall) -> bool:
+def enabled(call: CallState) -> bool:
     """Background compaction is on (settings) and the driver of this plan can run it (the instrumentation).
     With a shared store too: the store's prepare lock makes one worker of the fleet prepare."""
     return call.request.background and call.request.settings.background_compaction
@@ -208,14 +208,14 @@ def pending(state: ConversationState) -> Prepared | None:
         return _prepared_of(state)
 
 
-def watching(call: EngineCall, budget: Budget) -> bool:
+def watching(call: CallState, budget: Budget) -> bool:
     """Whether a call below the threshold concerns background compaction at all: from a quarter of the
     threshold on (its pace is measured from there; a summary never starts below half of it). The calls of a
     conversation far below skip the pace sample and its lock."""
     return call.estimated_tokens >= budget.auto_threshold // WATCH_FRACTION
 
 
-def maybe_start(span: Span, call: EngineCall, budget: Budget) -> Generator[Step, Any, None]:
+def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, Any, None]:
     """Below the threshold: start the summary in the background when the start point is passed."""
     _observe(call)
     state = call.state
@@ -273,7 +273,7 @@ def maybe_start(span: Span, call: EngineCall, budget: Budget) -> Generator[Step,
     yield BackgroundStart(_run(prepared, call))
 
 
-def _claim(span: Span, call: EngineCall) -> Generator[StoreRequest, Any, tuple[bool, Lease | None]]:
+def _claim(span: Span, call: CallState) -> Generator[StoreRequest, Any, tuple[bool, Lease | None]]:
     """Whether this worker prepares the conversation's summary, and the fleet's prepare lock it took for it
     (see :meth:`ConversationSync.claim`); not when another worker prepares or a published summary covers
     this call already (remembered, so the next calls skip the store)."""
@@ -295,7 +295,7 @@ def _claim(span: Span, call: EngineCall) -> Generator[StoreRequest, Any, tuple[b
     return claim.prepare, claim.lease
 
 
-def _due(call: EngineCall, budget: Budget) -> bool:
+def _due(call: CallState, budget: Budget) -> bool:
     """Whether to start now: past the start point, or (earlier) when the summary, at the pace this
     conversation grows and as long as summaries take, would land after the history reached the blocking
     limit (a call would then wait for it). Never below half the threshold: it would summarize too little."""
@@ -318,7 +318,7 @@ class _Aim:
     rehydrate_room: int
 
 
-def _aim(call: EngineCall, budget: Budget) -> _Aim | None:
+def _aim(call: CallState, budget: Budget) -> _Aim | None:
     """Aim the prepared summary so that the context it leaves when applied at the threshold is about what an
     inline compaction there would leave. Else that context is larger, and the next compaction comes sooner
     (more summaries, more tokens billed).
@@ -347,7 +347,7 @@ def _aim(call: EngineCall, budget: Budget) -> _Aim | None:
     return _Aim(cut, growth, room)
 
 
-def _observe(call: EngineCall) -> None:
+def _observe(call: CallState) -> None:
     """One sample of the conversation's pace: how much its estimate grew since its previous call, in how long
     (a compaction in between shrinks it: that interval says nothing about the pace and is skipped)."""
     # Wall time (the summarizer's duration is wall time too), not the cache's clock, which a test may drive.
@@ -361,7 +361,7 @@ def _observe(call: EngineCall) -> None:
         pace.last = (now, estimate)
 
 
-def _projected_growth(call: EngineCall) -> int | None:
+def _projected_growth(call: CallState) -> int | None:
     """How much the estimate grows while a summary runs (with a margin); None until the pace is known.
 
     The summary's duration is the one measured for this summary model (the last background summaries);
@@ -380,7 +380,7 @@ def _projected_growth(call: EngineCall) -> int | None:
     return int(grown / elapsed * seconds * SAFETY)
 
 
-def _summary_model(call: EngineCall) -> str:
+def _summary_model(call: CallState) -> str:
     return summary_model_for(call.request.settings, call.adapter.name, call.model)
 
 
@@ -393,7 +393,7 @@ def _learn(model: str, seconds: float) -> None:
             del _durations[next(iter(_durations))]
 
 
-def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | StoreRequest, Any, None]:
+def _run(prepared: Prepared, call: CallState) -> Generator[SummaryRequest | StoreRequest, Any, None]:
     """The background summary itself (run by the instrumentation): the cascade's summary, kept for later
     (with a shared store: published for the fleet, then the prepare lock is let go). Its ``compact`` span
     ends when the summary is ready: ``success``, or ``discarded`` when it can never be applied."""
@@ -426,7 +426,7 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | Sto
         prepared.done.set()
 
 
-def _publish(prepared: Prepared, call: EngineCall, entry: MemoEntry, compact_span: Span) -> Generator[Any, Any, None]:
+def _publish(prepared: Prepared, call: CallState, entry: MemoEntry, compact_span: Span) -> Generator[Any, Any, None]:
     """Publish a ready summary for the fleet (its ``compact`` span ended as it became ready: the one
     background compaction of this crossing, counted once). Once stored it is the fleet's: this worker applies
     it from the store at the threshold like any other. Not stored (the store failed): it stays this worker's
@@ -447,8 +447,8 @@ def _publish(prepared: Prepared, call: EngineCall, entry: MemoEntry, compact_spa
         known.ready_len = max(known.ready_len, entry.prefix_len)
 
 
-def _entry(prepared: Prepared, call: EngineCall, out: cascade.CompactionOutcome) -> MemoEntry | None:
-    """The memo entry a successful summary makes (as :meth:`EngineCall.adopt` would); None: unusable."""
+def _entry(prepared: Prepared, call: CallState, out: cascade.CompactionOutcome) -> MemoEntry | None:
+    """The memo entry a successful summary makes (as :meth:`CallState.adopt` would); None: unusable."""
     base = prepared.base
     min_index = len(base.replacement) if base is not None else 0
     if out.cut < min_index or list(out.items or ()) != [*out.head, *prepared.job.items[out.cut :]]:
@@ -462,7 +462,7 @@ def _entry(prepared: Prepared, call: EngineCall, out: cascade.CompactionOutcome)
     )
 
 
-def _covers(prepared: Prepared, call: EngineCall) -> bool:
+def _covers(prepared: Prepared, call: CallState) -> bool:
     """Whether the ready summary applies to this call: same content up to its cut (compared by value, as
     strong as the memo's hash), and no newer compaction already covers as much."""
     entry = prepared.entry
@@ -477,7 +477,7 @@ def _covers(prepared: Prepared, call: EngineCall) -> bool:
     return head == started
 
 
-def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Step, Any, bool]:
+def at_threshold(span: Span, call: CallState, budget: Budget) -> Generator[Step, Any, bool]:
     """The threshold is crossed: apply the prepared summary when it covers this call. True when nothing more
     is to be done (applied and below the threshold, or not ready and the request still fits); False: compact
     inline as today (no prepared summary, it failed, it is stale, or the rest is still above the threshold)."""
@@ -507,7 +507,7 @@ def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Step
 
 
 def _fleet_threshold(
-    span: Span, call: EngineCall, budget: Budget, waited: float = 0.0
+    span: Span, call: CallState, budget: Budget, waited: float = 0.0
 ) -> Generator[StoreRequest, Any, bool]:
     """The threshold with no summary of this worker's own: apply the one another worker published when it
     covers this call. Else, while another worker prepares, a request that still fits goes out unchanged, and
@@ -530,7 +530,7 @@ def _fleet_threshold(
     return call.estimated_tokens < budget.auto_threshold
 
 
-def _read_published(span: Span, call: EngineCall, trigger: str) -> Generator[StoreRequest, Any, Published | None]:
+def _read_published(span: Span, call: CallState, trigger: str) -> Generator[StoreRequest, Any, Published | None]:
     """The summary another worker published when it covers this call (one round trip); a stale one is
     dropped on the way (see :func:`_drop_published`)."""
     got, stale = yield from call.sync.read_prepared(call)
@@ -539,7 +539,7 @@ def _read_published(span: Span, call: EngineCall, trigger: str) -> Generator[Sto
     return got
 
 
-def _drop_published(span: Span, call: EngineCall, got: Published, trigger: str) -> Generator[StoreRequest, Any, None]:
+def _drop_published(span: Span, call: CallState, got: Published, trigger: str) -> Generator[StoreRequest, Any, None]:
     """Remove a published summary that does not cover this call from the store and, when no call applied
     it (the memo does not hold it: the history was edited or rewound below its cut, or a newer compaction
     covered it first), report it as discarded. The removal is atomic and only of that very summary, so one
@@ -573,7 +573,7 @@ def _link_context(link: tuple[int, int, int] | None) -> SpanContext | None:
 
 
 def _apply_published(
-    span: Span, call: EngineCall, got: Published, waited: float, budget: Budget, trigger: str = semconv.TRIGGER_AUTO
+    span: Span, call: CallState, got: Published, waited: float, budget: Budget, trigger: str = semconv.TRIGGER_AUTO
 ) -> bool:
     """Send a summary another worker published (already verified to cover this call); False when its
     pairing with the turns appended since would need a repair. ``trigger``: the path that applies it."""
@@ -586,7 +586,7 @@ def _apply_published(
 
 
 def _applied(
-    span: Span, call: EngineCall, compact: SpanContext | None, before: int, budget: Budget, trigger: str
+    span: Span, call: CallState, compact: SpanContext | None, before: int, budget: Budget, trigger: str
 ) -> None:
     """Record on this call's chat span that it sends a summary prepared in the background: a link to the
     summary's ``compact`` span (ended when the summary was ready, in a trace of its own), the
@@ -613,7 +613,7 @@ def _applied(
         cascade.announce(span, state, call.request.provider, call.model)
 
 
-def _fits(call: EngineCall, entry: MemoEntry) -> list[Item] | None:
+def _fits(call: CallState, entry: MemoEntry) -> list[Item] | None:
     """What this call sends with ``entry`` applied; None when the pairing would need a repair (then it is
     not the byte-identical apply the memo promises)."""
     sent = [*entry.replacement, *call.items[entry.prefix_len :]]
@@ -623,7 +623,7 @@ def _fits(call: EngineCall, entry: MemoEntry) -> list[Item] | None:
         return None
 
 
-def _use(call: EngineCall, entry: MemoEntry, sent: list[Item] | None = None) -> bool:
+def _use(call: CallState, entry: MemoEntry, sent: list[Item] | None = None) -> bool:
     """Send ``entry`` on this call and remember it in the memo (the estimate drops by what it saves)."""
     sent = sent if sent is not None else _fits(call, entry)
     if sent is None:
@@ -640,7 +640,7 @@ def _use(call: EngineCall, entry: MemoEntry, sent: list[Item] | None = None) -> 
     return True
 
 
-def apply_ready(span: Span, call: EngineCall, budget: Budget) -> Generator[StoreRequest, Any, bool]:
+def apply_ready(span: Span, call: CallState, budget: Budget) -> Generator[StoreRequest, Any, bool]:
     """The reactive path: apply a prepared summary that is ready and covers this call; True when applied.
     With a shared store and none of this worker's own, the one another worker published (one round trip,
     only on this rare path)."""
@@ -661,7 +661,7 @@ def apply_ready(span: Span, call: EngineCall, budget: Budget) -> Generator[Store
 
 def apply(
     span: Span,
-    call: EngineCall,
+    call: CallState,
     prepared: Prepared,
     waited: float,
     budget: Budget,

@@ -92,7 +92,7 @@ class ConversationSync(ABC):
         """The content hash chain the call's snapshot keeps, if the next commit needs one."""
 
     @abstractmethod
-    def commit(self, call: EngineCall, snapshot: Snapshot, made: ChainLink | None) -> None:
+    def commit(self, call: CallState, snapshot: Snapshot, made: ChainLink | None) -> None:
         """After the response: share what the call left (``made``: the link of a response it had stored)."""
 
     @abstractmethod
@@ -100,38 +100,36 @@ class ConversationSync(ABC):
         """Tell other workers the conversation of a stored response (``explicit``: the app names it by id)."""
 
     @abstractmethod
-    def once(self, span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
+    def once(self, span: Span, call: CallState, budget: Budget, summary: Steps) -> Steps:
         """Run ``summary`` (the automatic cascade's summary step) as the one summary of this threshold crossing."""
 
     # --- background preparation: one worker prepares, every worker applies --------------------------
 
     @abstractmethod
-    def claim(self, call: EngineCall) -> Generator[StoreRequest, Any, Claim]:
+    def claim(self, call: CallState) -> Generator[StoreRequest, Any, Claim]:
         """Past the background start point: whether this worker prepares the conversation's summary."""
 
     @abstractmethod
     def publish(
-        self, call: EngineCall, entry: MemoEntry, link: tuple[int, int, int] | None
+        self, call: CallState, entry: MemoEntry, link: tuple[int, int, int] | None
     ) -> Generator[StoreRequest, Any, bool]:
         """Give a summary prepared in the background to every worker; True when they can read it."""
 
     @abstractmethod
-    def read_prepared(
-        self, call: EngineCall
-    ) -> Generator[StoreRequest, Any, tuple[Published | None, Published | None]]:
+    def read_prepared(self, call: CallState) -> Generator[StoreRequest, Any, tuple[Published | None, Published | None]]:
         """A summary another worker published: (it, None) when it covers this call, (None, it) when it is
         stale, (None, None) when there is none."""
 
     @abstractmethod
-    def remove_prepared(self, call: EngineCall, got: Published) -> Generator[StoreRequest, Any, bool]:
+    def remove_prepared(self, call: CallState, got: Published) -> Generator[StoreRequest, Any, bool]:
         """Remove the stale published summary ``got``; True when this call removed it (it reports it)."""
 
     @abstractmethod
-    def preparing(self, call: EngineCall) -> Generator[StoreRequest, Any, bool]:
+    def preparing(self, call: CallState) -> Generator[StoreRequest, Any, bool]:
         """Whether another worker's summary of this conversation is under way."""
 
     @abstractmethod
-    def wait_prepared(self, call: EngineCall, timeout: float) -> Generator[StoreRequest, Any, Published | None]:
+    def wait_prepared(self, call: CallState, timeout: float) -> Generator[StoreRequest, Any, Published | None]:
         """Wait (bounded) for another worker's summary that covers this call."""
 
     @abstractmethod
@@ -170,40 +168,38 @@ class InProcessSync(ConversationSync):
     def chain_for(self, resolution: Resolution, items: Sequence[Item]) -> tuple[str, ...]:
         return ()
 
-    def commit(self, call: EngineCall, snapshot: Snapshot, made: ChainLink | None) -> None:
+    def commit(self, call: CallState, snapshot: Snapshot, made: ChainLink | None) -> None:
         return None
 
     def put_link(self, link: ChainLink, explicit: bool) -> None:
         return None
 
-    def once(self, span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
+    def once(self, span: Span, call: CallState, budget: Budget, summary: Steps) -> Steps:
         return (yield from summary)
 
-    def claim(self, call: EngineCall) -> Generator[StoreRequest, Any, Claim]:
+    def claim(self, call: CallState) -> Generator[StoreRequest, Any, Claim]:
         yield from ()
         return _PREPARE_HERE
 
     def publish(
-        self, call: EngineCall, entry: MemoEntry, link: tuple[int, int, int] | None
+        self, call: CallState, entry: MemoEntry, link: tuple[int, int, int] | None
     ) -> Generator[StoreRequest, Any, bool]:
         yield from ()
         return False  # no other worker: the summary stays this process's own
 
-    def read_prepared(
-        self, call: EngineCall
-    ) -> Generator[StoreRequest, Any, tuple[Published | None, Published | None]]:
+    def read_prepared(self, call: CallState) -> Generator[StoreRequest, Any, tuple[Published | None, Published | None]]:
         yield from ()
         return None, None
 
-    def remove_prepared(self, call: EngineCall, got: Published) -> Generator[StoreRequest, Any, bool]:
+    def remove_prepared(self, call: CallState, got: Published) -> Generator[StoreRequest, Any, bool]:
         yield from ()
         return False
 
-    def preparing(self, call: EngineCall) -> Generator[StoreRequest, Any, bool]:
+    def preparing(self, call: CallState) -> Generator[StoreRequest, Any, bool]:
         yield from ()
         return False
 
-    def wait_prepared(self, call: EngineCall, timeout: float) -> Generator[StoreRequest, Any, Published | None]:
+    def wait_prepared(self, call: CallState, timeout: float) -> Generator[StoreRequest, Any, Published | None]:
         yield from ()
         return None
 
@@ -222,7 +218,7 @@ IN_PROCESS = InProcessSync(semconv.STATE_SOURCE_MEMORY)
 STORE_UNAVAILABLE = InProcessSync(semconv.STATE_SOURCE_FALLBACK)
 
 
-class EngineCall(CallPlan):
+class CallState(CallPlan):
     """The state of one call the engine planned, and how a compaction's result becomes what is sent."""
 
     # What most calls keep, as class-level defaults: an instance sets only what its call changes (one is

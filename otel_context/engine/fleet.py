@@ -46,8 +46,8 @@ from otel_context.compaction.budget import Budget
 from otel_context.conversation import ChainLink, ConversationState, Resolution, Snapshot, shared
 from otel_context.conversation.memo import MemoEntry, items_hash
 from otel_context.conversation.state_store import Lease, Loaded, StateStore
-from otel_context.engine import budgets
-from otel_context.engine.call import IN_PROCESS, STORE_UNAVAILABLE, Claim, ConversationSync, EngineCall, Steps
+from otel_context.engine import windows
+from otel_context.engine.call import IN_PROCESS, STORE_UNAVAILABLE, CallState, Claim, ConversationSync, Steps
 from otel_context.flow import StoreRequest
 from otel_context.fork_safe import new_lock
 from otel_context.formats.base import ChatFormat
@@ -200,9 +200,9 @@ class StoreSync(ConversationSync):
         taken = shared.take(resolution, record, loaded, items, memo, chain)
         if taken.window is not None:
             w_provider, model, tokens = taken.window
-            known = budgets.learned_window(w_provider, model)
+            known = windows.learned_window(w_provider, model)
             if w_provider == provider and (known is None or tokens < known):
-                budgets.learn_window(w_provider, model, tokens)
+                windows.learn_window(w_provider, model, tokens)
         if taken.cache is not None:
             from otel_context.cache import CacheBreakDetector
 
@@ -235,7 +235,7 @@ class StoreSync(ConversationSync):
     def chain_for(self, resolution: Resolution, items: Sequence[Any]) -> tuple[str, ...]:
         return shared.chain_for(resolution, items)
 
-    def _written_address(self, call: EngineCall, snapshot: Snapshot, made: ChainLink | None, bare: str) -> str:
+    def _written_address(self, call: CallState, snapshot: Snapshot, made: ChainLink | None, bare: str) -> str:
         """The name of the stored state a call writes after its response (what the next call reads: see
         :func:`read_address`); ``bare``: the hash of the last item without markers, when known."""
         state = call.state
@@ -251,9 +251,9 @@ class StoreSync(ConversationSync):
         record_of(state).written = (snapshot, scope, address)
         return address
 
-    def _value(self, call: EngineCall, snapshot: Snapshot) -> tuple[dict[str, Any], list[MemoEntry]]:
+    def _value(self, call: CallState, snapshot: Snapshot) -> tuple[dict[str, Any], list[MemoEntry]]:
         provider = call.request.provider
-        window = budgets.learned_window(provider, call.model)
+        window = windows.learned_window(provider, call.model)
         detector = call.state.detector
         cache = detector.shared_baseline() if detector is not None else None
         return shared.value_of(
@@ -265,7 +265,7 @@ class StoreSync(ConversationSync):
             failures=self.store.failures,
         )
 
-    def commit(self, call: EngineCall, snapshot: Snapshot, made: ChainLink | None) -> None:
+    def commit(self, call: CallState, snapshot: Snapshot, made: ChainLink | None) -> None:
         """After the response: the new shared value of the conversation's history (and its summaries the store
         may not hold yet, each under its own content address), written off the caller's path, in that order.
         ``made``: the link of the response the provider stored for this call, if any."""
@@ -283,7 +283,7 @@ class StoreSync(ConversationSync):
 
     # --- one summary per threshold crossing ---------------------------------------------------------------
 
-    def once(self, span: Span, call: EngineCall, budget: Budget, summary: Steps) -> Steps:
+    def once(self, span: Span, call: CallState, budget: Budget, summary: Steps) -> Steps:
         """Run ``summary`` (the summary step of the automatic cascade) as the one summary of this threshold
         crossing across the fleet.
 
@@ -338,7 +338,7 @@ class StoreSync(ConversationSync):
             )
         yield release
 
-    def _left(self, call: EngineCall) -> float:
+    def _left(self, call: CallState) -> float:
         """How long this call may still wait for a lock holder's summary: until its store deadline (the plan's
         first store operation plus ``state_store_max_wait_seconds``), less one store timeout (at most half the
         bound) for the poll that is in flight then, so that the call's waits together stay within the
@@ -350,14 +350,14 @@ class StoreSync(ConversationSync):
         """Whether a wait of this call ran out without the summary it waited for (see :meth:`_left`)."""
         return self.deadline == _WAITED_OUT
 
-    def _ran_out(self, call: EngineCall) -> bool:
+    def _ran_out(self, call: CallState) -> bool:
         """After a wait that brought nothing: True (and remembered) when the call's time for waits is spent."""
         if self._left(call) > 0.0:
             return False  # it ended early: the lock was let go
         self.deadline = _WAITED_OUT
         return True
 
-    def _theirs(self, call: EngineCall, timeout: float) -> Generator[StoreRequest, Any, bool]:
+    def _theirs(self, call: CallState, timeout: float) -> Generator[StoreRequest, Any, bool]:
         """Wait (at most ``timeout``) for the lock holder's summary and send it; True when it applies to this
         call's items. No time left: False at once (the caller summarizes as without a store)."""
         if timeout <= 0.0:
@@ -378,7 +378,7 @@ class StoreSync(ConversationSync):
             return False  # none came in time: no more round trips
         return (yield from self._apply_stored(call, loaded if loaded.value is not None else None))
 
-    def _apply_stored(self, call: EngineCall, loaded: Loaded | None) -> Generator[StoreRequest, Any, bool]:
+    def _apply_stored(self, call: CallState, loaded: Loaded | None) -> Generator[StoreRequest, Any, bool]:
         """Take what the store holds for the conversation (``loaded``: its state part, read now when None);
         when it has a summary of a longer prefix of this call's items than the one sent, send that summary
         (True)."""
@@ -401,7 +401,7 @@ class StoreSync(ConversationSync):
 
     # --- background preparation: one worker prepares, every worker applies -----------------------------
 
-    def claim(self, call: EngineCall) -> Generator[StoreRequest, Any, Claim]:
+    def claim(self, call: CallState) -> Generator[StoreRequest, Any, Claim]:
         """Past the background start point: take the conversation's prepare lock, so that one worker of the
         fleet prepares its summary. Prepares when it got the lease; when the lock was free but a worker
         already published a summary for a longer prefix of this call's items, that one (``ready``: then none
@@ -427,7 +427,7 @@ class StoreSync(ConversationSync):
             return Claim(False, ready=ready)
         return Claim(True, lease, stale=other)
 
-    def _prepared_address(self, call: EngineCall) -> str:
+    def _prepared_address(self, call: CallState) -> str:
         """The name of the conversation's background preparations: the one its state carries, else the
         history this call read (an explicit id's: "", the id's own)."""
         return record_of(call.state).prepared or self.address
@@ -445,7 +445,7 @@ class StoreSync(ConversationSync):
         self.store.release(lease)
 
     def publish(
-        self, call: EngineCall, entry: MemoEntry, link: tuple[int, int, int] | None
+        self, call: CallState, entry: MemoEntry, link: tuple[int, int, int] | None
     ) -> Generator[StoreRequest, Any, bool]:
         """Publish a summary prepared in the background for every worker (synchronously: the lock is let go
         after it, and a worker that then finds the lock free must find the summary). True when stored."""
@@ -455,7 +455,7 @@ class StoreSync(ConversationSync):
         return bool(stored)
 
     def read_prepared(
-        self, call: EngineCall
+        self, call: CallState
     ) -> Generator[StoreRequest, Any, tuple[shared.Published | None, shared.Published | None]]:
         """The summary another worker published (one round trip): (it, None) when it covers this call, (None,
         it) when it does not (stale: the history was edited or rewound below its cut, or a compaction as long
@@ -467,7 +467,7 @@ class StoreSync(ConversationSync):
             return None, None
         return (got, None) if _covers(call, got) else (None, got)
 
-    def remove_prepared(self, call: EngineCall, got: shared.Published) -> Generator[StoreRequest, Any, bool]:
+    def remove_prepared(self, call: CallState, got: shared.Published) -> Generator[StoreRequest, Any, bool]:
         """Remove the published summary ``got`` from the store, only if the store still holds that very one
         (another worker may have published a newer one, or removed it); True when this call removed it, so
         that one worker of the fleet reports it."""
@@ -481,7 +481,7 @@ class StoreSync(ConversationSync):
         )
         return bool(removed)
 
-    def preparing(self, call: EngineCall) -> Generator[StoreRequest, Any, bool]:
+    def preparing(self, call: CallState) -> Generator[StoreRequest, Any, bool]:
         """Whether another worker holds the prepare lock (its summary is under way); False without a round
         trip when a wait of this call ran out (see :meth:`_waited_out`: then it goes on as without a store)."""
         if self._waited_out():
@@ -493,7 +493,7 @@ class StoreSync(ConversationSync):
         yield self._release(lease)
         return False
 
-    def wait_prepared(self, call: EngineCall, timeout: float) -> Generator[StoreRequest, Any, shared.Published | None]:
+    def wait_prepared(self, call: CallState, timeout: float) -> Generator[StoreRequest, Any, shared.Published | None]:
         """Wait (at most ``timeout`` and what is left of the call's store wait, see :meth:`_left`; early when
         the prepare lock is let go) for a published summary that covers this call."""
         store, key, named = self.store, call.state.key, self._prepared_address(call)
@@ -516,7 +516,7 @@ class StoreSync(ConversationSync):
         return got
 
 
-def _covers(call: EngineCall, got: shared.Published) -> bool:
+def _covers(call: CallState, got: shared.Published) -> bool:
     """Whether the published summary ``got`` covers a longer prefix of this call's items than the one it
     sends (verified by content hash, as the memo verifies)."""
     entry, items = got.entry, call.items
@@ -525,7 +525,7 @@ def _covers(call: EngineCall, got: shared.Published) -> bool:
     return entry.scope == call.scope and items_hash(items[: entry.prefix_len]) == entry.prefix_hash
 
 
-def _covering(call: EngineCall, loaded: Loaded) -> shared.Published | None:
+def _covering(call: CallState, loaded: Loaded) -> shared.Published | None:
     """The published summary of ``loaded`` when it covers this call (see :func:`_covers`), else None."""
     got = shared.published(loaded)
     return got if got is not None and _covers(call, got) else None

@@ -37,8 +37,8 @@ from otel_context.contract import CallPlan, CallRequest
 from otel_context.conversation import STORE, ChainLink, ConversationState, Resolution, Snapshot
 from otel_context.conversation import resolve as resolve_conversation
 from otel_context.conversation.memo import MemoEntry, scope_of
-from otel_context.engine import auto, budgets, fleet, reactive
-from otel_context.engine.call import ConversationSync, EngineCall, rewrites
+from otel_context.engine import auto, fleet, reactive, windows
+from otel_context.engine.call import CallState, ConversationSync, rewrites
 from otel_context.engine.provider_compaction import observe_provider_compaction, usage_shows_compaction
 from otel_context.flow import Step
 from otel_context.formats import for_format
@@ -47,12 +47,12 @@ from otel_context.tokens import estimate_fixed, estimate_item, estimate_items
 from otel_context.usage import TokenUsage
 
 
-class EnginePlan(EngineCall):
+class EnginePlan(CallState):
     """The plan of one call: the contract's hooks (see :class:`~otel_context.contract.CallPlan`)."""
 
     def on_too_long(self, span: Span, error: BaseException) -> Generator[Step, Any, Mapping[str, Any] | None]:
         try:
-            return (yield from reactive.compact(self, span, error))
+            return (yield from reactive.compact(span, self, error))
         except Exception:
             telemetry.log_once(
                 "engine.on_too_long", "otel_context: reactive compaction failed unexpectedly", exc_info=True
@@ -84,7 +84,7 @@ class EnginePlan(EngineCall):
         state = self.state
         if usage is not None and self.budget is not None and usage.input_tokens > 0:
             utilization = usage.input_tokens / self.budget.effective
-            # With the plan's other attributes: Call.end writes them to the span in one call after this.
+            # With the plan's other attributes: InstrumentedCall.end writes them to the span in one call after this.
             self.attributes[semconv.CONTEXT_UTILIZATION] = utilization
             context = self.request.context
             telemetry.get().instruments.context_utilization.record(
@@ -132,7 +132,7 @@ def _remember_response(
 
 
 def _scope(adapter: WireFormatAdapter, body: Mapping[str, Any], model: str) -> str:
-    """The call's scope (see :attr:`EngineCall.scope`), before the call's plan exists."""
+    """The call's scope (see :attr:`CallState.scope`), before the call's plan exists."""
     return scope_of(adapter.system_text(body), body.get("tools"), model)
 
 
@@ -200,7 +200,7 @@ class Decision(NamedTuple):
 def decide(request: CallRequest, adapter: ChatFormat, model: str) -> Decision:
     """The decide stage: the call's budget, and whether the memo and the automatic cascade may touch it."""
     settings = request.settings
-    budget = budgets.budget_of(request, adapter, model)
+    budget = windows.budget_of(request, adapter, model)
     rewrite = rewrites(settings) and budget is not None
     return Decision(
         budget,
@@ -218,7 +218,7 @@ class Sent(NamedTuple):
     body: Mapping[str, Any]
 
 
-def reuse_memo(call: EngineCall) -> Sent | None:
+def reuse_memo(call: CallState) -> Sent | None:
     """Transparent mode: an earlier compaction of this very prefix (proven by the call's snapshot, or by hashing
     its own items), as what the call sends instead; None when there is none. Only for a call that may be
     rewritten (see :class:`Decision`)."""
@@ -291,7 +291,7 @@ def estimate(adapter: ChatFormat, items: Sequence[Item], sent: Sent, found: Foun
     )
 
 
-def describe(call: EngineCall, found: Found, estimated: Estimate) -> None:
+def describe(call: CallState, found: Found, estimated: Estimate) -> None:
     """The prepare stage, before the cascade: the conversation and the context attributes on the chat span
     (in the order the span always had them) and the estimate on the plan."""
     attributes = call.attributes
@@ -311,14 +311,14 @@ def describe(call: EngineCall, found: Found, estimated: Estimate) -> None:
         attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = budget.effective
 
 
-def cascade_due(call: EngineCall, decision: Decision) -> Budget | None:
+def cascade_due(call: CallState, decision: Decision) -> Budget | None:
     """The decide stage, once the estimate is known: the budget the automatic cascade runs against when it has
     anything to do for this call, else None (most calls)."""
     budget = decision.budget
     return budget if decision.automatic and budget is not None and auto.concerned(call, budget) else None
 
 
-def ready(call: EngineCall, decision: Decision) -> None:
+def ready(call: CallState, decision: Decision) -> None:
     """The prepare stage, after the cascade: the context state on the span (the breaker as the cascade left
     it), the cache fingerprint (deferred while the conversation caches nothing), and the send time."""
     state, budget = call.state, decision.budget

@@ -51,7 +51,7 @@ class Caller:
             request = CallRequest(provider, self.wire_format, body, body.get("model"), settings)  # type: ignore[arg-type]
             plan = drive(engine.plan(span, request), perform_with(self.summarizer))
             plan.on_response(span, usage, response)
-            span.set_attributes(plan.attributes)  # after on_response, as Call.end does
+            span.set_attributes(plan.attributes)  # after on_response, as InstrumentedCall.end does
         return plan
 
 

@@ -20,7 +20,7 @@ from otel_context import engine, semconv
 from otel_context.contract import CallRequest
 from otel_context.conversation import STORE, shared
 from otel_context.conversation.state_store import InProcessStore
-from otel_context.engine.call import IN_PROCESS, STORE_UNAVAILABLE, EngineCall, InProcessSync
+from otel_context.engine.call import IN_PROCESS, STORE_UNAVAILABLE, CallState, InProcessSync
 from otel_context.engine.fleet import StoreSync, lease_seconds, record_of, sync_for
 from otel_context.flow import Step, StoreRequest, SummaryRequest, SummaryResult, drive, perform_with
 from otel_context.settings import Settings, resolve
@@ -58,11 +58,11 @@ class Caller:
         self.tracer = otel.tracer_provider.get_tracer("test")
         self.summarizer = summarizer
 
-    def call(self, body: dict[str, Any], settings: Settings, usage: TokenUsage | None) -> tuple[EngineCall, list[str]]:
+    def call(self, body: dict[str, Any], settings: Settings, usage: TokenUsage | None) -> tuple[CallState, list[str]]:
         with self.tracer.start_as_current_span("chat " + MODEL) as span:
             request = CallRequest("anthropic", "anthropic_messages", body, MODEL, settings)
             plan, steps = _drive(engine.plan(span, request), self.summarizer)
-            assert isinstance(plan, EngineCall)
+            assert isinstance(plan, CallState)
             plan.on_response(span, usage, None)
         return plan, steps
 

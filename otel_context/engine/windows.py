@@ -1,4 +1,4 @@
-"""The budget of a call: the model's window (capped by what a provider told us) and its thresholds.
+"""The window of a call's model (capped by what a provider told us), and the budget worked out from it.
 
 A window belongs to the model, not to a conversation: when a provider's "too long" error states a smaller
 window than the one we assumed, every conversation of that model uses it from then on.
