@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from otel_context import engine
 from otel_context.compaction.microcompact import microcompact
 from otel_context.contract import CallRequest
-from otel_context.flow import drive
+from otel_context.flow import drive, perform_with
 from otel_context.formats import for_format
 from otel_context.settings import Settings
 from otel_context.tokens import estimate_items
@@ -66,7 +66,7 @@ def per_call_overhead(
             }
             request = CallRequest("anthropic", "anthropic_messages", body, MODEL, settings)
             start = time.perf_counter()
-            plan = drive(engine.plan(span, request), fake)
+            plan = drive(engine.plan(span, request), perform_with(fake))
             elapsed = time.perf_counter() - start
             # What the provider would report: the size of what was actually sent.
             usage = TokenUsage(input_tokens=estimate_items(A, A.items(plan.body)), output_tokens=10)
@@ -114,7 +114,7 @@ def agent_loop_overhead(n_messages: int, copies: bool = False, calls: int = 41) 
         json.dumps(body)
         request = CallRequest("anthropic", "anthropic_messages", body, MODEL, settings)
         start = time.perf_counter()
-        plan = drive(engine.plan(span, request), fake)
+        plan = drive(engine.plan(span, request), perform_with(fake))
         elapsed = time.perf_counter() - start
         usage = TokenUsage(input_tokens=estimate_items(A, A.items(plan.body)), output_tokens=10)
         json.dumps(body)
@@ -163,7 +163,7 @@ def memory_per_conversation(n: int = 500) -> float:
         body = {"model": MODEL, "max_tokens": 100, "messages": [{"role": "user", "content": f"conversation {c}"}]}
         plan = drive(
             engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, Settings())),
-            FakeSummarizer(),
+            perform_with(FakeSummarizer()),
         )
         plan.on_response(span, TokenUsage(input_tokens=10, output_tokens=5), None)
     after = tracemalloc.take_snapshot()
@@ -187,7 +187,7 @@ def memory_of_a_long_conversation(n_messages: int = 1_000, copies: bool = False)
     body = {"model": MODEL, "max_tokens": 64, "messages": [dict(m) for m in history] if copies else list(history)}
     plan = drive(
         engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, Settings())),
-        FakeSummarizer(),
+        perform_with(FakeSummarizer()),
     )
     plan.on_response(span, TokenUsage(input_tokens=10, output_tokens=5), None)
     del body, plan

@@ -39,7 +39,7 @@ from otel_context import engine
 from otel_context.contract import CallRequest
 from otel_context.conversation import shared
 from otel_context.conversation.state_store import StateStore, open_store
-from otel_context.flow import drive
+from otel_context.flow import drive, perform_with
 from otel_context.formats import for_format
 from otel_context.settings import Settings
 from otel_context.testing import SimulatedProvider
@@ -160,7 +160,7 @@ def per_call(
         if store is not None:
             store.flush(1)
         start, start_cpu = time.perf_counter_ns(), time.thread_time_ns()
-        plan = drive(engine.plan(span, request), fake)
+        plan = drive(engine.plan(span, request), perform_with(fake))
         wall, used = time.perf_counter_ns() - start, time.thread_time_ns() - start_cpu
         usage = engine_usage(plan.body)
         start, start_cpu = time.perf_counter_ns(), time.thread_time_ns()

@@ -1,11 +1,12 @@
 """Running the engine's background summaries: a worker thread for sync clients, a loop task for async ones.
 
-The engine (:mod:`otel_context.engine.background`) decides; the call's flow (``_core.Interceptor``) turns
-a :class:`~otel_context.flow.BackgroundStart` into a flow of its own (the summary's requests go through a
-sibling of the app's client with connections of its own, :mod:`._summary_client`, with the recursion guard
-and their own :class:`._summarizer.SummarizerBudget`), and this module runs it: :func:`start_thread` for a
-sync client, :func:`start_task` for an async one, each with the driver the call's flow uses. It owns their
-lifecycle, and the sibling's.
+The engine (:mod:`otel_context.engine.background`) decides; the driver of the call's flow
+(``_core.Interceptor._perform``) turns a :class:`~otel_context.flow.BackgroundStart` into a flow of its own
+(the summary's requests go through a sibling of the app's client with connections of its own,
+:mod:`._summary_client`, with the recursion guard and their own :class:`._summarizer.SummarizerAllowance`), and
+this module runs it: :func:`start_thread` for a sync client, :func:`start_task` for an async one, each with
+the driver the call's flow uses (``flow.drive`` / ``flow.adrive``). It owns their lifecycle, and the
+sibling's.
 
 Lifecycle: :func:`shutdown` (``uninstrument()``) cancels the loop tasks and abandons the threads (a request
 in flight cannot be interrupted: its thread ends when the request does, and sends nothing more), and gives
@@ -19,7 +20,7 @@ down; the prepare locks given back), but first the spans of the summaries in fli
 own exit hook exports them: no span of ours is left unexported, and none arrives without its parent. For
 that, our exit hook must run before the provider's: :func:`register_exit` (called by ``instrument()``)
 registers it again after a provider set before ``instrument()``. A forked child forgets its parent's
-summaries (:func:`os.register_at_fork`).
+summaries (registered in :mod:`otel_context.process_state`).
 """
 
 from __future__ import annotations
@@ -28,15 +29,15 @@ import asyncio
 import atexit
 import contextlib
 import contextvars
-import os
 import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
-from otel_context import telemetry
+from otel_context import process_state, telemetry
 from otel_context.engine import background as engine_background
+from otel_context.flow import Stopped
 from otel_context.fork_safe import new_lock
 
 from ._summary_client import SummaryClient
@@ -50,7 +51,6 @@ __all__ = [
     "start_thread",
     "track",
     "wait_idle",
-    "wait_on_loop",
 ]
 
 #: Name of the worker threads (tests look for leaks by it).
@@ -58,10 +58,7 @@ THREAD_NAME = "otel-context-summary"
 
 #: A summary's flow of I/O steps (``_core.Interceptor._with_summarizer`` over the engine's steps).
 Flow = Generator[Any, Any, Any]
-#: Asked after each step of a flow with the error that step raised (None: none): whether to give up there.
-Stopped = Callable[[BaseException | None], bool]
-#: Runs a flow to its end through the given SDK client, giving up once ``Stopped`` says so
-#: (``_core.Interceptor._drive``).
+#: Runs a flow to its end through the given SDK client, giving up once ``Stopped`` says so (``flow.drive``).
 SyncDriver = Callable[[Flow, Stopped, Any], Any]
 AsyncDriver = Callable[[Flow, Stopped, Any], Awaitable[Any]]
 
@@ -74,7 +71,7 @@ class _Run:
 
     def __init__(self) -> None:
         self.abandoned = False
-        #: The summarizer's requests it made (``_call.Call``), whose spans the interpreter's exit ends.
+        #: The summarizer's requests it made (``_call.InstrumentedCall``), whose spans the interpreter's exit ends.
         self.calls: list[Any] = []
         self.client: SummaryClient | None = None
         self.thread: threading.Thread | None = None
@@ -121,16 +118,6 @@ def wait_idle(timeout: float) -> bool:
     while running() and time.monotonic() < deadline:
         time.sleep(0.01)
     return running() == 0
-
-
-async def wait_on_loop(done: threading.Event, timeout: float) -> None:
-    """Wait for ``done`` (set by another thread or task) at most ``timeout`` seconds, the loop serving
-    everything else meanwhile."""
-    deadline = time.monotonic() + timeout
-    pause = 0.002
-    while not done.is_set() and time.monotonic() < deadline:
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 0.02)
 
 
 def _register(run: _Run) -> bool:
@@ -290,12 +277,13 @@ def register_exit() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """A forked child inherits no summary: the threads did not survive the fork, the spans are the parent's."""
+    """A forked child inherits no summary: the threads did not survive the fork, the spans are the parent's
+    (the engine's side forgets them too, see its registration in :mod:`otel_context.engine.background`)."""
     _runs.clear()
     _kept.clear()
-    engine_background.forget_all()
 
 
 atexit.register(_at_exit)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+# Reset: kept (engine.reset() drops the summaries; the flows running them end on their own). A fork's child:
+# no flow.
+process_state.register(__name__, ("_runs", "_kept"), on_reset=None, in_forked_child=_after_fork_in_child)

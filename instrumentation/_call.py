@@ -1,6 +1,6 @@
 """One instrumented call: its span, timing and plan, ended exactly once with the response's facts.
 
-``Call.end`` is the single place where a call's outcome becomes span attributes, the plan's
+``InstrumentedCall.end`` is the single place where a call's outcome becomes span attributes, the plan's
 ``on_response``, and metrics. It never raises: the user's call comes first.
 """
 
@@ -13,13 +13,13 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
-from otel_context import engine, semconv, telemetry, token_counters
+from otel_context import engine, process_state, semconv, telemetry, token_counters
 from otel_context.contract import CallPlan
 from otel_context.formats.base import Accumulator, EndpointFormat, ResponseInfo
 
 from ._content import Capture
 
-__all__ = ["Call", "ModelView", "register_error_type"]
+__all__ = ["InstrumentedCall", "ModelView", "register_error_type"]
 
 
 def _qualified_name(exc: BaseException) -> str:
@@ -108,7 +108,7 @@ def _as_json(obj: Any) -> Mapping[str, Any] | None:
     return obj if isinstance(obj, Mapping) else None
 
 
-class Call:
+class InstrumentedCall:
     """One instrumented SDK call: its span, timing and plan; ends exactly once."""
 
     __slots__ = (
@@ -283,6 +283,8 @@ class Call:
 
 
 _error_type_hooks: list[Callable[[BaseException], str | None]] = []
+# Reset and a fork's child: kept (the SDK modules' readers, added at their import: code, not state).
+process_state.register(__name__, ("_error_type_hooks",), on_reset=None, in_forked_child=None)
 
 
 def _error_type_of(error: BaseException) -> str:

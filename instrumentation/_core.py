@@ -17,10 +17,9 @@ import asyncio
 import contextlib
 import contextvars
 import functools
-import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
@@ -34,11 +33,16 @@ from otel_context.contract import CallPlan, CallRequest
 from otel_context.flow import (
     BackgroundStart,
     BackgroundWait,
+    Sleep,
     Step,
+    Stopped,
     StoreRequest,
     SummaryRequest,
     SummaryResult,
+    adrive,
+    drive,
     in_summarizer,
+    wait_on_loop,
 )
 from otel_context.formats import for_format
 from otel_context.formats.base import EndpointFormat
@@ -46,12 +50,12 @@ from otel_context.formats.too_long import is_too_long
 from otel_context.settings import Settings
 
 from . import _background
-from ._call import Call, register_error_type
+from ._call import InstrumentedCall, register_error_type
 from ._content import Capture
 from ._streams import wrap_result
-from ._summarizer import SummarizerBudget
+from ._summarizer import SummarizerAllowance
 
-__all__ = ["Call", "ClientInfo", "Endpoint", "Interceptor", "SDKSpec", "native_tracing_allowed"]
+__all__ = ["ClientInfo", "Endpoint", "InstrumentedCall", "Interceptor", "SDKSpec", "native_tracing_allowed"]
 
 #: Set while one of our spans is current and the SDK's own span must not be made. A context variable of its
 #: own, set and reset around the call like the span's OpenTelemetry context: putting it in that context
@@ -126,7 +130,7 @@ class SDKSpec:
 
 
 class _Send(NamedTuple):
-    """I/O the call's flow asks its driver for: send the app's call with these options (the SDK's result)."""
+    """Send the app's call with these options (the SDK's result)."""
 
     options: Any
 
@@ -143,33 +147,10 @@ class _Prepare(NamedTuple):
     body: Any
 
 
-class _Store(NamedTuple):
-    """A shared-store operation of the engine (``flow.StoreRequest``): run, or awaited on the loop."""
-
-    request: StoreRequest
-
-
-class _Background(NamedTuple):
-    """Run ``flow`` (a summary the engine prepares ahead) in the background: a worker thread for a sync
-    client, a task on the running loop for an async one (``._background`` owns their lifecycle)."""
-
-    flow: Generator[Any, Any, Any]
-
-
-class _Wait(NamedTuple):
-    """Wait until ``done`` is set or ``timeout`` seconds passed (without blocking an event loop)."""
-
-    done: threading.Event
-    timeout: float
-
-
-class _Sleep(NamedTuple):
-    """Wait before retrying a summary request."""
-
-    seconds: float
-
-
-_Op = _Send | _SendRaw | _Prepare | _Store | _Background | _Wait | _Sleep
+#: What the flow of a call asks its driver for: the call's own SDK I/O (the three above), or one of the engine's
+#: steps as the engine yielded it, a summary request excepted (the flow sends that itself, as a ``_SendRaw``
+#: with the summarizer's allowance: :meth:`Interceptor._summarize`). ``Interceptor._perform`` does each.
+_CallStep = _Send | _SendRaw | _Prepare | StoreRequest | BackgroundStart | BackgroundWait | Sleep
 T = TypeVar("T")
 
 
@@ -180,7 +161,7 @@ class _Begun:
 
     def __init__(
         self,
-        call: Call,
+        call: InstrumentedCall,
         endpoint: Endpoint,
         cast_to: Any,
         options: Any,
@@ -277,7 +258,7 @@ class Interceptor:
         name = f"{operation} {model}" if model else operation
         span = telemetry.get().tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
         ctx = trace.set_span_in_context(span)
-        call = Call(span, endpoint.fmt, endpoint.chat, metric_attrs, client_info.provider, stream, ctx)
+        call = InstrumentedCall(span, endpoint.fmt, endpoint.chat, metric_attrs, client_info.provider, stream, ctx)
         token = otel_context.attach(ctx)
         native_off = (
             _native_off.set(True) if self.spec.has_native_spans and not self.settings.anthropic_native_spans else None
@@ -318,7 +299,7 @@ class Interceptor:
     def _apply_plan(self, begun: _Begun, plan: CallPlan, plain: Any, prepared: bool) -> None:
         """Send the engine's body when it changed the request, or the SDK-prepared copy that must replace the
         app's; otherwise the options stay the app's own (no copy: the SDK drops its sentinels itself)."""
-        begun.call.plan = plan  # its attributes go on the span with the response's, in one write (Call.end)
+        begun.call.plan = plan  # its attributes go on the span with the response's, in one write (InstrumentedCall.end)
         if plan.body is not plain:
             begun.options = begun.options.model_copy(update={"json_data": plan.body})
         elif prepared and plain is not begun.options.json_data:
@@ -326,7 +307,7 @@ class Interceptor:
 
     def _summary_options(self, options: Any, body: Mapping[str, Any]) -> Any:
         """The summarizer's request: the app's call options (the headers the app set; retries and
-        timeout are the summarizer's own, see :class:`._summarizer.SummarizerBudget`) with
+        timeout are the summarizer's own, see :class:`._summarizer.SummarizerAllowance`) with
         the engine's body, never streamed, and without the app's post parser (``parse()`` helpers set one),
         which would otherwise be applied to the summary's raw HTTP response."""
         clean = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
@@ -351,13 +332,14 @@ class Interceptor:
 
     # -- the call, written once -----------------------------------------------------------------------------
     #
-    # The flow of an instrumented call is a generator that yields the I/O it needs (an :class:`_Op`) and is
-    # sent the result, like the engine (``otel_context.flow``): :meth:`sync_request` and
-    # :meth:`async_request` are the two drivers, so the sync and async clients share every decision. It
-    # costs about a microsecond per call (measured: 0.6 µs for a flow of two steps over calling the same two
-    # functions directly), against ~170 µs of instrumentation overall; the per-chunk path does not use it.
+    # The flow of an instrumented call is a generator that yields the I/O it needs (a :data:`_CallStep`) and
+    # is sent the result, like the engine (``otel_context.flow``), by the same drivers (``flow.drive`` in
+    # :meth:`sync_request`, ``flow.adrive`` in :meth:`async_request`), so the sync and async clients share
+    # every decision. It costs about a microsecond per call (measured: 0.6 µs for a flow of two steps over
+    # calling the same two functions directly), against ~170 µs of instrumentation overall; the per-chunk path
+    # does not use it.
 
-    def _call(self, begun: _Begun) -> Generator[_Op, Any, Any]:
+    def _call(self, begun: _Begun) -> Generator[_CallStep, Any, Any]:
         call = begun.call
         if begun.endpoint.chat and not in_summarizer.get():
             yield from self._plan(begun)
@@ -379,7 +361,7 @@ class Interceptor:
             result = yield from self._retry_window(begun, result)
         return self._wrap_result(self.spec, self.settings, call, result, begun.options)
 
-    def _plan(self, begun: _Begun) -> Generator[_Op, Any, None]:
+    def _plan(self, begun: _Begun) -> Generator[_CallStep, Any, None]:
         try:
             body = self.spec.plain_body(begun.options.json_data)
             prepared = body is None
@@ -403,29 +385,23 @@ class Interceptor:
 
     def _with_summarizer(
         self, begun: _Begun, steps: Generator[Step, Any, T], first: Step | None = None
-    ) -> Generator[_Op, Any, T]:
+    ) -> Generator[_CallStep, Any, T]:
         """Run engine steps, sending each summary request through the client the driver sends with (the app's
         own inline; for a background summary, a sibling with connections of its own, see ._summary_client;
-        :meth:`_summarize`: one retry budget for all the summarizer calls of these steps) and handing each
-        shared-store request to the driver (blocking for sync clients, awaited for async ones). ``first``:
-        the step the caller already took from ``steps``, if any."""
-        budget: SummarizerBudget | None = None  # made by the first summary request (most plans make none)
+        :meth:`_summarize`: one allowance (retries, time) for all the summarizer calls of these steps) and handing every
+        other step to the driver as it is (:meth:`_perform`: a store request blocks a sync client's thread and
+        is awaited by an async client). ``first``: the step the caller already took from ``steps``, if any."""
+        allowance: SummarizerAllowance | None = None  # made by the first summary request (most plans make none)
         try:
-            request = next(steps) if first is None else first
+            step = next(steps) if first is None else first
             while True:
-                if isinstance(request, StoreRequest):
-                    reply = yield _Store(request)
-                elif isinstance(request, BackgroundStart):
-                    yield _Background(self._with_summarizer(begun, request.steps))
-                    reply = SummaryResult()
-                elif isinstance(request, BackgroundWait):
-                    yield _Wait(request.done, request.timeout)
-                    reply = SummaryResult()
+                if isinstance(step, SummaryRequest):
+                    if allowance is None:
+                        allowance = SummarizerAllowance(self.settings)
+                    reply = yield from self._summarize(begun, allowance, step)
                 else:
-                    if budget is None:
-                        budget = SummarizerBudget(self.settings)
-                    reply = yield from self._summarize(begun, budget, request)
-                request = steps.send(reply)
+                    reply = yield step
+                step = steps.send(reply)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         finally:
@@ -434,8 +410,8 @@ class Interceptor:
             steps.close()
 
     def _summarize(
-        self, begun: _Begun, budget: SummarizerBudget, request: SummaryRequest
-    ) -> Generator[_Op, Any, SummaryResult]:
+        self, begun: _Begun, allowance: SummarizerAllowance, request: SummaryRequest
+    ) -> Generator[_CallStep, Any, SummaryResult]:
         """One summary request, with the recursion guard set (the summarizer's call is a child ``chat`` span
         and is never planned) and the summarizer's own retries and time budget."""
         fmt = begun.endpoint.fmt
@@ -444,19 +420,19 @@ class Interceptor:
             attempt = 0
             while True:
                 try:
-                    sent = budget.options(self._summary_options(begun.options, request.body))
+                    sent = allowance.options(self._summary_options(begun.options, request.body))
                     response = yield _SendRaw(sent)
                     return self._summary_result(response, fmt, begun.call.provider)
                 except Exception as exc:
-                    wait = budget.retry_wait(exc, attempt, self.spec.status_error, self.spec.connection_error)
+                    wait = allowance.retry_wait(exc, attempt, self.spec.status_error, self.spec.connection_error)
                     if wait is None:
                         return self._summary_error(exc, fmt.wire_format)
-                yield _Sleep(wait)
+                yield Sleep(wait)
                 attempt += 1
         finally:
             in_summarizer.reset(token)
 
-    def _compacted_body(self, begun: _Begun, error: BaseException) -> Generator[_Op, Any, Any]:
+    def _compacted_body(self, begun: _Begun, error: BaseException) -> Generator[_CallStep, Any, Any]:
         """The body the engine would retry with after ``error`` (None: no retry); never raises."""
         call = begun.call
         assert call.plan is not None
@@ -466,7 +442,7 @@ class Interceptor:
             telemetry.log_once("on_too_long", "otel_context: reactive compaction failed", exc_info=True)
             return None
 
-    def _retry(self, begun: _Begun, exc: Exception) -> Generator[_Op, Any, Any]:
+    def _retry(self, begun: _Begun, exc: Exception) -> Generator[_CallStep, Any, Any]:
         """After a failed call: compact and resend once when the provider said too long; else re-raise."""
         call = begun.call
         retry_body = None
@@ -483,7 +459,7 @@ class Interceptor:
         call.end(None, None, exc)
         raise exc
 
-    def _retry_window(self, begun: _Begun, result: Any) -> Generator[_Op, Any, Any]:
+    def _retry_window(self, begun: _Begun, result: Any) -> Generator[_CallStep, Any, Any]:
         """Anthropic stopped with ``model_context_window_exceeded``: compact and resend once; the first
         answer stands when that fails."""
         body = yield from self._compacted_body(begun, ContextWindowExceeded())
@@ -506,7 +482,7 @@ class Interceptor:
         if begun is None:
             return wrapped(*args, **kwargs)
         try:
-            return self._drive(self._call(begun), lambda op: self._perform(op, begun, wrapped, instance))
+            return drive(self._call(begun), lambda step: self._perform(step, begun, wrapped, instance))
         finally:
             begun.detach()
 
@@ -517,46 +493,9 @@ class Interceptor:
         if begun is None:
             return await wrapped(*args, **kwargs)
         try:
-            return await self._adrive(self._call(begun), lambda op: self._aperform(op, begun, wrapped, instance))
+            return await adrive(self._call(begun), lambda step: self._aperform(step, begun, wrapped, instance))
         finally:
             begun.detach()
-
-    @staticmethod
-    def _drive(
-        flow: Generator[_Op, Any, Any],
-        perform: Callable[[_Op], Any],
-        stopped: Callable[[BaseException | None], bool] | None = None,
-    ) -> Any:
-        """Run a flow to its end, doing its I/O synchronously. ``stopped``, asked after each step with the
-        error that step raised (None when it did not): whether to give up there, without resuming the flow."""
-        step = _advance(flow, None, None)
-        while not isinstance(step, _Finished):
-            try:
-                value, error = perform(step), None
-            except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
-                value, error = None, exc
-            if stopped is not None and stopped(error):
-                return None
-            step = _advance(flow, value, error)
-        return step.value
-
-    @staticmethod
-    async def _adrive(
-        flow: Generator[_Op, Any, Any],
-        perform: Callable[[_Op], Awaitable[Any]],
-        stopped: Callable[[BaseException | None], bool] | None = None,
-    ) -> Any:
-        """:meth:`_drive` on the event loop."""
-        step = _advance(flow, None, None)
-        while not isinstance(step, _Finished):
-            try:
-                value, error = await perform(step), None
-            except BaseException as exc:  # handed to the flow, which decides (and re-raises the app's)
-                value, error = None, exc
-            if stopped is not None and stopped(error):
-                return None
-            step = _advance(flow, value, error)
-        return step.value
 
     def _begin(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Begun | None:
         try:
@@ -565,68 +504,53 @@ class Interceptor:
             telemetry.log_once("begin", "otel_context: could not start a span", exc_info=True)
             return None
 
-    def _perform(self, op: _Op, begun: _Begun, wrapped: Callable[..., Any], instance: Any) -> Any:
+    def _perform(self, step: _CallStep, begun: _Begun, wrapped: Callable[..., Any], instance: Any) -> Any:
         """Do one step of I/O for the flow, synchronously."""
-        if isinstance(op, _Send):
-            return wrapped(begun.cast_to, op.options, **begun.rest)
-        if isinstance(op, _Prepare):
-            return self.spec.prepared_body(op.body)
-        if isinstance(op, _SendRaw):
-            return instance.request(self.spec.httpx_response, op.options)
-        if isinstance(op, _Store):
-            return op.request.run()
-        if isinstance(op, _Background):
+        if isinstance(step, _Send):
+            return wrapped(begun.cast_to, step.options, **begun.rest)
+        if isinstance(step, _Prepare):
+            return self.spec.prepared_body(step.body)
+        if isinstance(step, _SendRaw):
+            return instance.request(self.spec.httpx_response, step.options)
+        if isinstance(step, StoreRequest):
+            return step.run()
+        if isinstance(step, BackgroundStart):
 
-            def drive(flow: Generator[_Op, Any, Any], stopped: _background.Stopped, client: Any) -> Any:
+            def drive_summary(summary: _background.Flow, stopped: Stopped, client: Any) -> Any:
                 perform = functools.partial(self._perform, begun=begun, wrapped=wrapped, instance=client)
-                return self._drive(flow, perform, stopped)
+                return drive(summary, perform, stopped)
 
-            _background.start_thread(op.flow, drive, instance)
+            _background.start_thread(self._with_summarizer(begun, step.steps), drive_summary, instance)
             return None
-        if isinstance(op, _Wait):
-            op.done.wait(op.timeout)
+        if isinstance(step, BackgroundWait):
+            step.done.wait(step.timeout)
             return None
-        time.sleep(op.seconds)
+        time.sleep(step.seconds)
         return None
 
-    async def _aperform(self, op: _Op, begun: _Begun, wrapped: Callable[..., Any], instance: Any) -> Any:
+    async def _aperform(self, step: _CallStep, begun: _Begun, wrapped: Callable[..., Any], instance: Any) -> Any:
         """Do one step of I/O for the flow, on the event loop."""
-        if isinstance(op, _Send):
-            return await wrapped(begun.cast_to, op.options, **begun.rest)
-        if isinstance(op, _Prepare):
-            return await self.spec.aprepared_body(op.body)
-        if isinstance(op, _SendRaw):
-            return await instance.request(self.spec.httpx_response, op.options)
-        if isinstance(op, _Store):
-            return await op.request.arun()
-        if isinstance(op, _Background):
+        if isinstance(step, _Send):
+            return await wrapped(begun.cast_to, step.options, **begun.rest)
+        if isinstance(step, _Prepare):
+            return await self.spec.aprepared_body(step.body)
+        if isinstance(step, _SendRaw):
+            return await instance.request(self.spec.httpx_response, step.options)
+        if isinstance(step, StoreRequest):
+            return await step.arun()
+        if isinstance(step, BackgroundStart):
 
-            async def adrive(flow: Generator[_Op, Any, Any], stopped: _background.Stopped, client: Any) -> Any:
+            async def adrive_summary(summary: _background.Flow, stopped: Stopped, client: Any) -> Any:
                 perform = functools.partial(self._aperform, begun=begun, wrapped=wrapped, instance=client)
-                return await self._adrive(flow, perform, stopped)
+                return await adrive(summary, perform, stopped)
 
-            _background.start_task(op.flow, adrive, instance)
+            _background.start_task(self._with_summarizer(begun, step.steps), adrive_summary, instance)
             return None
-        if isinstance(op, _Wait):
-            await _background.wait_on_loop(op.done, op.timeout)
+        if isinstance(step, BackgroundWait):
+            await wait_on_loop(step.done, step.timeout)
             return None
-        await asyncio.sleep(op.seconds)
+        await asyncio.sleep(step.seconds)
         return None
-
-
-class _Finished(NamedTuple):
-    """The flow of a call returned ``value`` (what the wrapper hands back to the app)."""
-
-    value: Any
-
-
-def _advance(flow: Generator[_Op, Any, Any], value: Any, error: BaseException | None) -> _Op | _Finished:
-    """Resume the flow with the result of its last step (or the exception it raised): its next step, or
-    its end. An exception the flow raises (the app's own error) propagates to the app."""
-    try:
-        return flow.send(value) if error is None else flow.throw(error)
-    except StopIteration as done:
-        return _Finished(done.value)
 
 
 class ContextWindowExceeded(Exception):
@@ -640,7 +564,7 @@ def _window_exceeded(result: Any) -> bool:
     return getattr(result, "stop_reason", None) == "model_context_window_exceeded"
 
 
-def _mark_summarizer(call: Call) -> None:
+def _mark_summarizer(call: InstrumentedCall) -> None:
     """``otel_context.call.purpose = compaction`` on the summarizer's own call: its span and its metric series
     (duration, the token counters), so that what compaction costs shows apart from the app's own calls. Only
     here, on the path the recursion guard already takes: the app's calls carry nothing more and pay nothing."""

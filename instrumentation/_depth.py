@@ -20,8 +20,8 @@ import sys
 from otel_context.fork_safe import new_lock
 
 #: Frames the wrapper adds between the SDK's ``post`` and its ``request`` on the deepest path (the sync
-#: driver with the retry step: ``sync_request``, ``_drive``, ``_advance``, ``_call``, ``_retry``, ``_call``,
-#: ``_drive``, the perform lambda, ``_perform``), and the wrapt wrapper's call.
+#: driver with the retry step: ``sync_request``, ``flow.drive``, ``flow._advance``, ``_call``, ``_retry``,
+#: ``_call``, ``flow.drive``, the perform lambda, ``_perform``), and the wrapt wrapper's call.
 FRAMES = 10
 
 _lock = new_lock(sys.modules[__name__], "_lock")

@@ -25,7 +25,7 @@ from otel_context.formats.base import Accumulator
 if TYPE_CHECKING:
     from otel_context.settings import Settings
 
-    from ._call import Call
+    from ._call import InstrumentedCall
 
 
 class _SDKTypes(Protocol):
@@ -51,7 +51,7 @@ def _raw_mode(options: Any) -> str | None:
     return None
 
 
-def wrap_result(spec: _SDKTypes, settings: Settings, call: Call, result: Any, options: Any) -> Any:
+def wrap_result(spec: _SDKTypes, settings: Settings, call: InstrumentedCall, result: Any, options: Any) -> Any:
     """Hand the SDK's result back, wrapped when its body is still to be read; end the span otherwise."""
     collect = settings.capture_content != "NO_CONTENT"
     try:
@@ -69,7 +69,7 @@ def wrap_result(spec: _SDKTypes, settings: Settings, call: Call, result: Any, op
     return result
 
 
-def make_stream_proxy(call: Call, stream: Any, collect_text: bool) -> Any:
+def make_stream_proxy(call: InstrumentedCall, stream: Any, collect_text: bool) -> Any:
     acc: Accumulator | None = None
     try:
         acc = call.fmt.new_accumulator(call.provider)
@@ -91,7 +91,7 @@ def finish_if_proxy(stream: Any) -> None:
 class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
     """Shared part of the sync and async stream proxies."""
 
-    def __init__(self, wrapped: Any, call: Call, acc: Accumulator | None) -> None:
+    def __init__(self, wrapped: Any, call: InstrumentedCall, acc: Accumulator | None) -> None:
         super().__init__(wrapped)
         self._self_call = call
         self._self_acc = acc
@@ -261,7 +261,7 @@ async def _async_chunks(proxy: AsyncStreamProxy, stream: Any) -> AsyncIterator[A
 # --- with_raw_response / with_streaming_response ----------------------------------------------------------
 
 
-def _wrap_api_response(spec: _SDKTypes, collect: bool, call: Call, response: Any, options: Any) -> Any:
+def _wrap_api_response(spec: _SDKTypes, collect: bool, call: InstrumentedCall, response: Any, options: Any) -> Any:
     if not call.stream and _raw_mode(options) != "stream":
         # with_raw_response on a plain call: the body is already read.
         try:
@@ -280,7 +280,7 @@ def _wrap_api_response(spec: _SDKTypes, collect: bool, call: Call, response: Any
 
 
 class _APIResponseProxy(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
-    def __init__(self, wrapped: Any, call: Call, stream_types: tuple[type, ...], collect: bool) -> None:
+    def __init__(self, wrapped: Any, call: InstrumentedCall, stream_types: tuple[type, ...], collect: bool) -> None:
         super().__init__(wrapped)
         self._self_call = call
         self._self_stream_types = stream_types

@@ -18,7 +18,7 @@ from typing import Any
 
 from otel_context.settings import Settings
 
-__all__ = ["MAX_RETRY_WAIT", "SummarizerBudget", "SummarizerTimeout"]
+__all__ = ["MAX_RETRY_WAIT", "SummarizerAllowance", "SummarizerTimeout"]
 
 #: The longest back-off before a retry, in seconds; a longer ``retry-after`` means: give up now.
 MAX_RETRY_WAIT = 1.0
@@ -47,8 +47,8 @@ def _retry_after(headers: Any) -> float | None:
     return None
 
 
-class SummarizerBudget:
-    """One compaction's budget for its summarizer requests; the deadline starts with the first request."""
+class SummarizerAllowance:
+    """One compaction's allowance for its summarizer requests (retries and time); the deadline starts with the first request."""
 
     __slots__ = ("_deadline", "max_retries", "timeout")
 

@@ -39,9 +39,10 @@ class CallRequest:
     settings: Settings
     #: Extra HTTP headers of the call (e.g. anthropic-beta), lower-cased names.
     headers: Mapping[str, str] = field(default_factory=dict)
-    #: Whether the driver of the plan runs :class:`~otel_context.flow.BackgroundStart` and
-    #: :class:`~otel_context.flow.BackgroundWait` requests (the instrumentation does); without it the engine
-    #: compacts inline only.
+    #: Whether the driver of the plan runs background work: the engine yields
+    #: :class:`~otel_context.flow.BackgroundStart` and :class:`~otel_context.flow.BackgroundWait` steps only
+    #: then (the instrumentation's driver does; ``flow.perform_with``, the summarizer-only one, refuses them);
+    #: without it the engine compacts inline only.
     background: bool = False
     #: The OpenTelemetry context in which the chat span is current (None: the engine makes one from the span
     #: it is given). The engine records its histograms in it, so their exemplars point at the chat span,

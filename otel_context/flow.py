@@ -1,29 +1,38 @@
-"""The sans-I/O flow between the context engine and whoever can call the summarizer model.
+"""The sans-I/O step protocol between the context engine and whoever does its I/O: one vocabulary of steps,
+one pair of drivers.
 
-Compaction may need an LLM call (the summarizer). To serve sync and async clients with ONE
-implementation, the engine is written "sans I/O": its entry points are generators that *yield* a
-:class:`SummaryRequest` whenever they need the summarizer and receive a :class:`SummaryResult` back. The
-instrumentation drives them with :func:`drive` (sync) or :func:`adrive` (async), sending each request
-through the same client with the recursion guard (:data:`in_summarizer`) set, so the summarizer's call
-becomes a child ``chat`` span of the ``compact`` span. The explicit ``Compactor`` API drives the same
-generators with the client it was given.
+To serve sync and async clients with ONE implementation, the engine is written "sans I/O": its entry points
+are generators that *yield* a :data:`Step` whenever they need something done outside and are sent the
+step's reply back (each step documents its reply). The steps:
 
-When conversation state lives in a shared store (Redis), the engine also yields a :class:`StoreRequest`:
-the store operation it needs, as a blocking callable and an awaitable one. :func:`drive` runs the first
-(a sync client's thread may block, for the store's short timeout), :func:`adrive` awaits the second, so an
-async client never blocks its event loop on the store, and the engine itself stays one sans-I/O
-implementation. A generator that never yields one (the in-process default) is driven exactly as before.
+- :class:`SummaryRequest`: call the summarizer model; the reply is a :class:`SummaryResult`.
+- :class:`StoreRequest`: a shared-store (Redis) operation, as a blocking callable and an awaitable one, so
+  that a sync client's thread may block (for the store's short timeout) while an async client never blocks
+  its event loop on the store.
+- :class:`BackgroundStart` / :class:`BackgroundWait`: start a summary in the background, wait for one.
+- :class:`Sleep`: wait before trying again.
+
+:func:`drive` (sync) and :func:`adrive` (async) run such a generator to its end, handing each step to a
+``perform`` function that does its I/O. Two kinds of callers share them: the instrumentation
+(``instrumentation._core``), whose ``perform`` sends summary requests through the app's client with the
+recursion guard (:data:`in_summarizer`) set, so the summarizer's call becomes a child ``chat`` span of the
+``compact`` span, and runs background summaries; and the callers that only have a summarizer function (the
+explicit ``Compactor`` API, ``Settings.summarizer``, tests), whose ``perform`` :func:`perform_with` and
+:func:`aperform_with` build. The drivers are generic in the step type: the instrumentation's own flow of a
+call adds its SDK I/O (send the call, send a summary raw, prepare a body) to the engine's steps.
 
 This module is a leaf: it knows nothing of the engine, the wire formats or the SDKs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
+import time
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from otel_context.usage import TokenUsage
 
@@ -33,7 +42,9 @@ in_summarizer: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_conte
 
 @dataclass(frozen=True)
 class SummaryRequest:
-    """A request body (same wire format as the call) the engine wants sent to the summarizer model."""
+    """A request body (same wire format as the call) the engine wants sent to the summarizer model.
+
+    Reply: a :class:`SummaryResult` (a failure is a result too: the driver does not raise for it)."""
 
     body: Mapping[str, Any]
 
@@ -53,58 +64,170 @@ class SummaryResult:
 
 @dataclass(frozen=True)
 class StoreRequest:
-    """A shared-store operation the engine waits for: the driver sends back what ``run()`` returns (sync)
-    or what ``arun()`` resolves to (async). Both never raise (the store falls back on any failure)."""
+    """A shared-store operation the engine waits for.
+
+    Reply: what ``run()`` returns (:func:`drive`) or what ``arun()`` resolves to (:func:`adrive`). Both never
+    raise (the store falls back on any failure)."""
 
     run: Callable[[], Any]
     arun: Callable[[], Awaitable[Any]]
 
 
-#: What the engine's generators yield: a summarizer request, or (with a shared store) a store request.
-Step = SummaryRequest | StoreRequest
-
-
 @dataclass(frozen=True)
-class BackgroundStart(SummaryRequest):
-    """Not a summarizer request: run ``steps`` to completion in the background (a worker thread for a sync
-    client, a task on the running loop for an async one), sending its summary requests through the same
-    client (and its store requests to the store), and answer at once with an empty result. Only yielded when the driver said it can
-    (:attr:`otel_context.contract.CallRequest.background`)."""
+class BackgroundStart:
+    """Run ``steps`` to their end in the background (a worker thread for a sync client, a task on the running
+    loop for an async one), doing their steps as the driver does its own (summary requests through the same
+    client, store requests to the store).
+
+    Reply: None, at once. Only yielded when the driver said it runs background work
+    (``otel_context.contract.CallRequest.background``): :func:`perform_with` refuses it."""
 
     steps: Generator[Step, Any, Any]
 
 
 @dataclass(frozen=True)
-class BackgroundWait(SummaryRequest):
-    """Not a summarizer request: wait until ``done`` is set or ``timeout`` seconds passed (without
-    blocking an event loop), then answer with an empty result."""
+class BackgroundWait:
+    """Wait until ``done`` is set (by a background summary) or ``timeout`` seconds passed, without blocking an
+    event loop. Reply: None (the engine looks at ``done`` itself)."""
 
     done: threading.Event
     timeout: float
 
 
+@dataclass(frozen=True)
+class Sleep:
+    """Wait ``seconds`` (before trying again), without blocking an event loop. Reply: None."""
+
+    seconds: float
+
+
+#: What the engine's generators yield.
+Step = SummaryRequest | StoreRequest | BackgroundStart | BackgroundWait | Sleep
+
+#: Asked by a driver after each step with the error that step raised (None: none): whether to give up there,
+#: without resuming the steps (a background summary abandoned by ``uninstrument()``).
+Stopped = Callable[[BaseException | None], bool]
+
+S = TypeVar("S")
 T = TypeVar("T")
 
 
-def drive(steps: Generator[Step, Any, T], send: Callable[[SummaryRequest], SummaryResult]) -> T:
-    """Run engine steps to completion with a synchronous summarizer (and blocking store calls)."""
-    try:
-        request = next(steps)
-        while True:
-            reply = request.run() if isinstance(request, StoreRequest) else send(request)
-            request = steps.send(reply)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+class _Finished(Generic[T]):
+    """The steps returned ``value`` (a type of its own: a step may be any value, None included)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        self.value = value
 
 
-async def adrive(steps: Generator[Step, Any, T], send: Callable[[SummaryRequest], Awaitable[SummaryResult]]) -> T:
-    """Run engine steps to completion with an asynchronous summarizer (and awaited store calls)."""
+def _advance(steps: Generator[S, Any, T], reply: Any, error: BaseException | None) -> S | _Finished[T]:
+    """Resume ``steps`` with the reply to their last step (or the exception it raised): their next step, or
+    their end. An exception the steps raise propagates to the driver's caller."""
     try:
-        request = next(steps)
-        while True:
-            if isinstance(request, StoreRequest):
-                request = steps.send(await request.arun())
-            else:
-                request = steps.send(await send(request))
+        return steps.send(reply) if error is None else steps.throw(error)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return _Finished(done.value)
+
+
+@overload
+def drive(steps: Generator[S, Any, T], perform: Callable[[S], Any]) -> T: ...
+@overload
+def drive(steps: Generator[S, Any, T], perform: Callable[[S], Any], stopped: Stopped) -> T | None: ...
+def drive(steps: Generator[S, Any, T], perform: Callable[[S], Any], stopped: Stopped | None = None) -> T | None:
+    """Run ``steps`` to their end, doing each step with ``perform`` synchronously: what it returns is sent back
+    to the steps, an exception it raises is thrown into them (they decide: the instrumentation's flow retries
+    or re-raises the app's error). With ``stopped``: None when it says to give up (the steps are left as they
+    are, for the caller to close or keep)."""
+    step = _advance(steps, None, None)
+    while not isinstance(step, _Finished):
+        try:
+            reply, error = perform(step), None
+        except BaseException as exc:  # handed to the steps, which decide
+            reply, error = None, exc
+        if stopped is not None and stopped(error):
+            return None
+        step = _advance(steps, reply, error)
+    return step.value
+
+
+@overload
+async def adrive(steps: Generator[S, Any, T], perform: Callable[[S], Awaitable[Any]]) -> T: ...
+@overload
+async def adrive(steps: Generator[S, Any, T], perform: Callable[[S], Awaitable[Any]], stopped: Stopped) -> T | None: ...
+async def adrive(
+    steps: Generator[S, Any, T], perform: Callable[[S], Awaitable[Any]], stopped: Stopped | None = None
+) -> T | None:
+    """:func:`drive` on the event loop: ``perform`` is awaited."""
+    step = _advance(steps, None, None)
+    while not isinstance(step, _Finished):
+        try:
+            reply, error = await perform(step), None
+        except BaseException as exc:  # handed to the steps, which decide
+            reply, error = None, exc
+        if stopped is not None and stopped(error):
+            return None
+        step = _advance(steps, reply, error)
+    return step.value
+
+
+class NoBackgroundWork(RuntimeError):
+    """A :class:`BackgroundStart` reached a driver that runs no background work: the engine yields one only
+    when ``CallRequest.background`` is True, which only the instrumentation says."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "BackgroundStart: this driver runs no background work (the engine yields it only when "
+            "CallRequest.background is True)"
+        )
+
+
+def perform_with(summarize: Callable[[SummaryRequest], SummaryResult]) -> Callable[[Step], Any]:
+    """The ``perform`` of :func:`drive` for a caller that has only a summarizer function: summary requests go
+    to ``summarize``, store requests run, waits and sleeps block the thread, background work is refused
+    (:class:`NoBackgroundWork`)."""
+
+    def perform(step: Step) -> Any:
+        if isinstance(step, SummaryRequest):
+            return summarize(step)
+        if isinstance(step, StoreRequest):
+            return step.run()
+        if isinstance(step, BackgroundWait):
+            step.done.wait(step.timeout)
+            return None
+        if isinstance(step, Sleep):
+            time.sleep(step.seconds)
+            return None
+        raise NoBackgroundWork()
+
+    return perform
+
+
+def aperform_with(summarize: Callable[[SummaryRequest], Awaitable[SummaryResult]]) -> Callable[[Step], Awaitable[Any]]:
+    """:func:`perform_with` for :func:`adrive`: ``summarize`` and store requests are awaited, waits and sleeps
+    leave the event loop serving everything else."""
+
+    async def perform(step: Step) -> Any:
+        if isinstance(step, SummaryRequest):
+            return await summarize(step)
+        if isinstance(step, StoreRequest):
+            return await step.arun()
+        if isinstance(step, BackgroundWait):
+            await wait_on_loop(step.done, step.timeout)
+            return None
+        if isinstance(step, Sleep):
+            await asyncio.sleep(step.seconds)
+            return None
+        raise NoBackgroundWork()
+
+    return perform
+
+
+async def wait_on_loop(done: threading.Event, timeout: float) -> None:
+    """Wait for ``done`` (set by another thread or task) at most ``timeout`` seconds, the loop serving
+    everything else meanwhile (a :class:`threading.Event` has no awaitable wait)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.002
+    while not done.is_set() and time.monotonic() < deadline:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.02)

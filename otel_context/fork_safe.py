@@ -13,12 +13,13 @@ order), and a conversation's state is only ever used for a call whose own histor
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
+
+from otel_context import process_state
 
 __all__ = ["new_condition", "new_lock"]
 
@@ -61,5 +62,7 @@ def _after_fork_in_child() -> None:
                 setattr(owner, attribute, make())
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+# Reset: kept (a lock is not state: a reset keeps the objects that own them). A fork's child: every lock is
+# new and free, before anything else of the child runs (the first registration: every module that makes a
+# lock imports this one first).
+process_state.register(__name__, ("_owners",), on_reset=None, in_forked_child=_after_fork_in_child)

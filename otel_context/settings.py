@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from otel_context import store_spec
+from otel_context import process_state, store_spec
 
 CaptureMode = Literal["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"]
 CompactionMode = Literal["auto", "observe", "off"]
@@ -318,6 +318,8 @@ def _parse_windows(raw: Any, where: str) -> tuple[tuple[str, int], ...]:
 
 
 _warned: set[str] = set()
+# Reset and a fork's child: kept (a misconfiguration is warned about once per process).
+process_state.register(__name__, ("_warned",), on_reset=None, in_forked_child=None)
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings) if f.default is not dataclasses.MISSING}
 
 

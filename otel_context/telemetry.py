@@ -16,7 +16,7 @@ from opentelemetry.metrics import Counter, Histogram, Meter, MeterProvider, Obse
 from opentelemetry.trace import Span, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
-from otel_context import semconv, token_counters
+from otel_context import process_state, semconv, token_counters
 
 log = logging.getLogger("otel_context")
 
@@ -158,6 +158,9 @@ def emit_event(span: Span, name: str, attributes: Mapping[str, AttributeValue]) 
 
 
 _logged: set[str] = set()
+# Reset: kept (each kind of failure is logged once per process, reset or not). A fork's child: inherited
+# (it is the same program: what its parent said, it does not repeat).
+process_state.register(__name__, ("_logged",), on_reset=None, in_forked_child=None)
 
 
 def log_once(key: str, message: str, *args: Any, exc_info: bool = False) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, ObservableCounter, Observation
 
-from otel_context import semconv
+from otel_context import process_state, semconv
 from otel_context.fork_safe import new_lock
 
 __all__ = ["add", "register"]
@@ -45,6 +45,8 @@ _Key = frozenset[tuple[str, Any]]
 _lock = new_lock(sys.modules[__name__], "_lock")
 #: attribute set (order-free) -> (the attributes, [input, output, cache read, cache write])
 _series: dict[_Key, tuple[dict[str, Any], list[int]]] = {}
+# Reset and a fork's child: kept (running totals of the process's token counters, which only ever grow).
+process_state.register(__name__, ("_series",), on_reset=None, in_forked_child=None)
 
 
 def add(attributes: Mapping[str, Any], input: int, output: int, cache_read: int, cache_write: int) -> None:

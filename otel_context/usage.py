@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from otel_context import process_state
+
 
 @dataclass(frozen=True, init=False)
 class TokenUsage:
@@ -99,6 +101,8 @@ _MAPPING, _PYDANTIC, _OBJECT = 0, 1, 2
 #: How to read fields from instances of each type seen: decided once per type, since this runs for every
 #: instrumented call (an ABC ``isinstance`` and pydantic's ``__getattr__`` for absent fields are slow).
 _KINDS: dict[type, int] = {dict: _MAPPING}
+# Reset and a fork's child: kept (a pure function of its key: the kind of a class).
+process_state.register(__name__, ("_KINDS",), on_reset=None, in_forked_child=None)
 
 
 def _kind(cls: type) -> int:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from otel_context import semconv
+from otel_context import process_state, semconv
 from otel_context.fork_safe import new_lock
 from otel_context.settings import Settings, summary_model_for
 
@@ -88,6 +88,9 @@ class _Limiter:
 
 
 _limiter = _Limiter()
+# engine.reset(): kept (alerts.reset() forgets it, for tests). A fork's child: inherited (its lock renewed by
+# fork_safe).
+process_state.register(__name__, ("_limiter",), on_reset=None, in_forked_child=None)
 
 
 def reset() -> None:

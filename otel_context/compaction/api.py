@@ -27,7 +27,7 @@ from otel_context import formats, semconv
 from otel_context.compaction import budget as budget_mod
 from otel_context.compaction import cascade
 from otel_context.conversation import resolve as resolve_conversation
-from otel_context.flow import SummaryRequest, SummaryResult, adrive, drive, in_summarizer
+from otel_context.flow import SummaryRequest, SummaryResult, adrive, aperform_with, drive, in_summarizer, perform_with
 from otel_context.formats import WIRE_FORMATS, ChatFormat, WireFormatAdapter, default_for_client
 from otel_context.formats.too_long import is_too_long
 from otel_context.settings import Settings, resolve
@@ -94,7 +94,10 @@ def _sdk_summarizer(client: Any, adapter: ChatFormat) -> Callable[[SummaryReques
 
         return SummaryResult(error=exc, too_long=is_too_long(adapter, exc))
 
-    async def finish_async(pending: Any, token: Any) -> SummaryResult:
+    async def finish_async(pending: Any) -> SummaryResult:
+        # The guard is set here, where the SDK's request runs (when awaited): an answer never awaited (a sync
+        # compact() that meets an async client) leaves the caller's context as it found it.
+        token = in_summarizer.set(True)
         try:
             return result_of(await pending)
         except Exception as exc:
@@ -110,9 +113,9 @@ def _sdk_summarizer(client: Any, adapter: ChatFormat) -> Callable[[SummaryReques
         except Exception as exc:
             in_summarizer.reset(token)
             return failed(exc)
-        if inspect.isawaitable(pending):
-            return finish_async(pending, token)
         in_summarizer.reset(token)
+        if inspect.isawaitable(pending):
+            return finish_async(pending)
         try:
             return result_of(pending)
         except Exception as exc:
@@ -123,6 +126,15 @@ def _sdk_summarizer(client: Any, adapter: ChatFormat) -> Callable[[SummaryReques
 
 #: Why a sync ``compact`` refuses an async summarizer (said before any request goes out).
 _USE_ACOMPACT = "this Compactor has an async client or function: use `await compactor.acompact(...)`"
+
+
+def _reraise(error: BaseException | None) -> bool:
+    """``compact``'s ``stopped``: an error of its summarizer step (only an async answer to the sync call: every
+    other failure is a failed :class:`SummaryResult`) is the caller's mistake, raised to the caller as it
+    is, the compaction not resumed; thrown into the steps, the cascade would report it as a failed one."""
+    if error is not None:
+        raise error
+    return False
 
 
 class CompactOptions(TypedDict, total=False):
@@ -270,7 +282,8 @@ class Compactor:
             assert isinstance(answer, SummaryResult)
             return answer
 
-        out = drive(cascade.run_summary(job), send_sync)
+        out = drive(cascade.run_summary(job), perform_with(send_sync), _reraise)
+        assert out is not None  # _reraise never stops the steps: it raises
         return self._result(job, out, messages, options.get("system"))
 
     async def acompact(self, messages: Sequence[Any], **options: Unpack[CompactOptions]) -> CompactionResult:
@@ -287,7 +300,7 @@ class Compactor:
             assert isinstance(answer, SummaryResult)
             return answer
 
-        out = await adrive(cascade.run_summary(job), send_any)
+        out = await adrive(cascade.run_summary(job), aperform_with(send_any))
         return self._result(job, out, messages, options.get("system"))
 
 

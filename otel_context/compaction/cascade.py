@@ -25,7 +25,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
 
-from otel_context import semconv, telemetry
+from otel_context import process_state, semconv, telemetry
 from otel_context.compaction import alerts
 from otel_context.compaction import hooks as hooks_mod
 from otel_context.compaction import retention as retention_mod
@@ -34,7 +34,7 @@ from otel_context.compaction.microcompact import microcompact_items
 from otel_context.compaction.summary import CompactionError, summarize
 from otel_context.conversation import ConversationState
 from otel_context.conversation.breaker import MAX_CONSECUTIVE_FAILURES
-from otel_context.flow import SummaryRequest, SummaryResult, drive
+from otel_context.flow import SummaryRequest, SummaryResult, drive, perform_with
 from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings
 from otel_context.tokens import estimate_fixed, estimate_items
@@ -50,6 +50,9 @@ TRIGGER_STRATEGIES: dict[str, tuple[str, ...]] = {
 }
 
 _precreated: set[tuple[int, str, str]] = set()
+# Reset and a fork's child: kept (the series were started on the instruments, which both keep; the key names
+# the instrument, so reconfigured telemetry starts afresh anyway).
+process_state.register(__name__, ("_precreated",), on_reset=None, in_forked_child=None)
 
 
 def precreate_counters(provider: str, model: str | None) -> None:
@@ -471,7 +474,10 @@ def announce(span: Span, state: ConversationState, provider: str, model: str) ->
     try:
         from otel_context import cache
 
-        expected = state.detector.announce_compaction()
+        detector = state.detector
+        if detector is None:  # its callers check first: nothing to announce
+            return
+        expected = detector.announce_compaction()
         cache.record_intentional_break(span, expected, provider, model)
     except Exception:  # cache bookkeeping must never fail a compaction
         telemetry.log_once(
@@ -634,7 +640,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
             custom = job.settings.summarizer
             if custom is not None:
                 # Settings(summarizer=fn): the app (or a test, or the alert demo) answers summary requests.
-                result = drive(steps, summarizer_function(custom))
+                result = drive(steps, perform_with(summarizer_function(custom)))
             else:
                 result = yield from steps
         head = list(result.head)

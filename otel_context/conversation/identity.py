@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from otel_context import process_state
 from otel_context.formats.base import WireFormatAdapter
 from otel_context.usage import is_mapping
 
@@ -50,6 +51,8 @@ def current_conversation_id() -> str | None:
 _derived: dict[tuple[str, str], str] = {}
 _DERIVED_MAX = 1_024
 _DERIVED_MAX_CHARS = 4_096
+# Reset and a fork's child: kept (a pure function of its key: a cache of hashes).
+process_state.register(__name__, ("_derived",), on_reset=None, in_forked_child=None)
 
 
 def derive_key(provider: str, first_user_text: str | None) -> str:

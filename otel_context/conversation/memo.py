@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from otel_context import process_state
 from otel_context.fork_safe import new_lock
 
 Item = Mapping[str, Any]
@@ -53,6 +54,8 @@ def items_hash(items: Sequence[Item]) -> str:
 #: check (shared leaf strings, mostly) replaces encoding and hashing them; bounded.
 _scopes: dict[tuple[str, str], tuple[Any, str]] = {}
 _SCOPES_MAX = 256
+# Reset and a fork's child: kept (a pure function of its key: a cache of hashes).
+process_state.register(__name__, ("_scopes",), on_reset=None, in_forked_child=None)
 
 
 def scope_of(system: str, tools: Any, model: str) -> str:

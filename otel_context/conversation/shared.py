@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from otel_context import semconv, telemetry
+from otel_context import process_state, semconv, telemetry
 from otel_context.conversation.memo import MemoEntry, entry_address, items_hash
 from otel_context.conversation.state import ChainLink, ConversationState, Resolution, Snapshot, _without_markers
 from otel_context.conversation.state_store import Loaded, StateStore, open_store
@@ -66,6 +66,7 @@ __all__ = [
     "PREPARED",
     "PREPARED_ID",
     "Published",
+    "SharedRecord",
     "Taken",
     "address_of",
     "chain_for",
@@ -103,6 +104,9 @@ _WRITES = itertools.count(1)
 
 _opened: dict[int, tuple[Any, tuple[bytes, ...] | None, StateStore | None]] = {}
 _opened_lock = new_lock(sys.modules[__name__], "_opened_lock")
+# Reset: kept (a reset forgets conversations, not the stores the settings name). A fork's child: inherited (a
+# store's connections notice the fork by pid, see connections.py, and its writer starts empty, see writer.py).
+process_state.register(__name__, ("_opened",), on_reset=None, in_forked_child=None)
 
 
 def store_for(settings: Settings) -> StateStore | None:
@@ -214,6 +218,29 @@ def chain_for(resolution: Resolution, items: Sequence[Item]) -> tuple[str, ...]:
     return _extend(known, items, min(resolution.unchanged, len(known)), len(items))
 
 
+@dataclass(eq=False)
+class SharedRecord:
+    """What one worker knows of a conversation's shared value besides its in-process state: kept per state by
+    the store-backed sync (:class:`otel_context.engine.fleet.StoreSync`), so a process without a store keeps
+    none of it. Changed under the state's lock."""
+
+    #: The revision of the shared value this state last wrote or read (a sequence number and the writer's
+    #: token), to tell when another worker moved it on.
+    seq: int = 0
+    rev: str = ""
+    #: The name under which the fleet prepares this conversation's summaries in the background (the history
+    #: where the first preparation was claimed; carried on by each state value).
+    prepared: str = ""
+    #: The snapshot this state's last write to the store was made for, the scope and the name it was written
+    #: under (the next call of the conversation reads that name without hashing).
+    written: tuple[Snapshot, str, str] | None = None
+    #: The memo entries this state last wrote to the store or took from it (each summary has a part of its
+    #: own; None: write them all again at the next commit), and the store's outage count when they were
+    #: written (an outage since may have lost a write).
+    memo_entries: tuple[MemoEntry, ...] | None = ()
+    memo_epoch: int = 0
+
+
 @dataclass(frozen=True)
 class Taken:
     """What a call takes from the shared value: its resolution (with a snapshot rebuilt from the anchor when
@@ -226,9 +253,9 @@ class Taken:
     cache: Mapping[str, Any] | None = None
 
 
-def _newer(value: Mapping[str, Any], state: ConversationState) -> bool:
+def _newer(value: Mapping[str, Any], record: SharedRecord) -> bool:
     seq = value["seq"]
-    return bool(seq > state.shared_seq or (seq == state.shared_seq and value["rev"] != state.shared_rev))
+    return bool(seq > record.seq or (seq == record.seq and value["rev"] != record.rev))
 
 
 def _entries(raw: Any) -> list[MemoEntry]:
@@ -286,17 +313,20 @@ def _verify(
     return 0, ()
 
 
-def memo_wanted(state: ConversationState, loaded: Loaded, items: Sequence[Item], scope: Callable[[], str]) -> str:
+def memo_wanted(
+    state: ConversationState, record: SharedRecord, loaded: Loaded, items: Sequence[Item], scope: Callable[[], str]
+) -> str:
     """The part to read for the summary the shared value ``loaded`` names that applies to ``items`` (of the
-    scope ``scope()``) and that ``state`` does not hold ("" for none: the common appended turn). A summary is
-    read only when its content address is this call's own (the hash of its scope and of its own items up to
-    the summary's cut): a worker never reads the summary of another conversation."""
+    scope ``scope()``) and that ``state`` (whose shared revision ``record`` holds) does not hold ("" for none:
+    the common appended turn). A summary is read only when its content address is this call's own (the hash
+    of its scope and of its own items up to the summary's cut): a worker never reads the summary of another
+    conversation."""
     value = loaded.value
     if value is None:
         return ""
     try:
         refs = value.get("memo")
-        if not isinstance(refs, list) or not refs or not _newer(value, state):
+        if not isinstance(refs, list) or not refs or not _newer(value, record):
             return ""
         held = {e.address for e in state.memo.entries}
         for n, address in sorted(((int(r[0]), str(r[1])) for r in refs), reverse=True):
@@ -311,19 +341,20 @@ def memo_wanted(state: ConversationState, loaded: Loaded, items: Sequence[Item],
 
 def take(
     resolution: Resolution,
+    record: SharedRecord,
     loaded: Loaded,
     items: Sequence[Item],
     memo: Loaded | None = None,
     known: Sequence[str] = (),
 ) -> Taken:
-    """Bring ``resolution``'s state up to date with the shared value ``loaded`` and, when
-    :func:`memo_wanted` asked for it, the summary it names (never raises). ``known``: links of the hash
-    chain of ``items`` the caller already computed."""
+    """Bring ``resolution``'s state (and its shared ``record``) up to date with the shared value ``loaded``
+    and, when :func:`memo_wanted` asked for it, the summary it names (never raises). ``known``: links of the
+    hash chain of ``items`` the caller already computed."""
     value = loaded.value
     if value is None:
         return Taken(resolution, loaded.source)
     try:
-        return _take(resolution, value, loaded.source, items, memo, known)
+        return _take(resolution, record, value, loaded.source, items, memo, known)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError):
         telemetry.get().instruments.state_store_errors.add(
             1, {semconv.STATE_STORE_OPERATION: "get", semconv.ERROR_TYPE: "garbage"}
@@ -354,6 +385,7 @@ def _take_memo(state: ConversationState, memo: Loaded | None) -> None:
 
 def _take(
     resolution: Resolution,
+    record: SharedRecord,
     value: Mapping[str, Any],
     source: str,
     items: Sequence[Item],
@@ -361,7 +393,7 @@ def _take(
     known: Sequence[str],
 ) -> Taken:
     state = resolution.state
-    if not _newer(value, state):
+    if not _newer(value, record):
         return Taken(resolution, source)
     anchor = value["anchor"]
     unchanged, chain = _verify(anchor, resolution, items, known) if anchor else (0, ())
@@ -370,13 +402,13 @@ def _take(
     refs = value["memo"] or ()
     named = {str(ref[1]) for ref in refs}
     if any(e.address not in named for e in state.memo.entries):
-        state.shared_memo_entries = None  # the store does not name what this worker holds: write it back
-    state.shared_seq, state.shared_rev = int(value["seq"]), str(value["rev"])
+        record.memo_entries = None  # the store does not name what this worker holds: write it back
+    record.seq, record.rev = int(value["seq"]), str(value["rev"])
     if not (state.explicit or unchanged):
         return Taken(resolution, source)  # another history of this name: only a summary verified as ours applies
     prepared = value.get("prepared")
     if isinstance(prepared, str) and prepared:
-        state.shared_prepared = prepared
+        record.prepared = prepared
     failures, thrashing = (int(x) for x in value["breaker"])
     with state.lock:
         was_open = state.breaker.open
@@ -406,23 +438,24 @@ def _take(
     )
 
 
-def _memo_of(state: ConversationState, failures: int) -> list[MemoEntry]:
+def _memo_of(state: ConversationState, record: SharedRecord, failures: int) -> list[MemoEntry]:
     """The summaries to write with this commit, each to its own part: those the store may not hold yet
     (none when this state's summaries are those it wrote or took last, compared by identity: the memo
     replaces its tuple of entries whole when it changes; all of them after a store failure since, which
     may have lost a write)."""
     entries = state.memo.entries
-    written = state.shared_memo_entries
-    same_epoch = failures == state.shared_memo_epoch
+    written = record.memo_entries
+    same_epoch = failures == record.memo_epoch
     if entries is written and same_epoch:
         return []
     stored = {e.address for e in written} if written is not None and same_epoch else set()
-    state.shared_memo_entries, state.shared_memo_epoch = entries, failures
+    record.memo_entries, record.memo_epoch = entries, failures
     return [e for e in entries if e.address not in stored]
 
 
 def value_of(
     state: ConversationState,
+    record: SharedRecord,
     snapshot: Snapshot,
     *,
     window: tuple[str, str, int] | None,
@@ -431,7 +464,7 @@ def value_of(
 ) -> tuple[dict[str, Any], list[MemoEntry]]:
     """The shared value after a call that left ``snapshot`` (its ``chain`` covers its items), and the
     summaries to write before it (each to :func:`memo_part` of its address; the value names them by
-    length and address); it moves the state's revision on, so this worker does not take its own write
+    length and address); it moves ``record``'s revision on, so this worker does not take its own write
     back. ``failures``: the store's :attr:`~otel_context.conversation.state_store.StateStore.failures`
     count."""
     items, chain = snapshot.items, snapshot.chain
@@ -453,17 +486,17 @@ def value_of(
         else None
     )
     with state.lock:
-        memo = _memo_of(state, failures)
-        state.shared_seq += 1
-        state.shared_rev = f"{_TOKEN}.{os.getpid():x}.{next(_WRITES):x}"
+        memo = _memo_of(state, record, failures)
+        record.seq += 1
+        record.rev = f"{_TOKEN}.{os.getpid():x}.{next(_WRITES):x}"
         breaker = [state.breaker.consecutive_failures, state.breaker.consecutive_thrashing]
         entries = state.memo.entries
         return {
-            "seq": state.shared_seq,
-            "rev": state.shared_rev,
+            "seq": record.seq,
+            "rev": record.rev,
             "anchor": anchor,
             "memo": [[e.prefix_len, e.address] for e in entries] or None,
-            "prepared": state.shared_prepared or None,
+            "prepared": record.prepared or None,
             "breaker": breaker,
             "breaker_model": state.breaker_model,
             "factor": state.estimate_factor,

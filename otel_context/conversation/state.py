@@ -3,18 +3,27 @@
 A call reads its conversation's :class:`Snapshot` once; every check it makes against it holds whatever
 other calls do meanwhile. Memo entries are immutable and content-keyed; the breaker and the estimate
 factor change under the state's lock.
+
+Only the conversation's own in-process state lives here. What a worker knows of a shared store's value of
+the conversation (its revision, what it last wrote: :class:`~otel_context.conversation.shared.SharedRecord`)
+is kept by the engine's store-backed sync, so a process without a store carries none of it; what background
+compaction prepares for it (a summary, the conversation's pace) is kept by
+:mod:`otel_context.engine.background`. Both are in tables keyed weakly by state, so they go with it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from otel_context.conversation.breaker import Breaker
 from otel_context.conversation.memo import CompactionMemo, MemoEntry
 from otel_context.fork_safe import new_lock
 from otel_context.usage import TokenUsage
+
+if TYPE_CHECKING:
+    from otel_context.cache import CacheBreakDetector
 
 #: The byte bound's conversion: the estimator counts about 4 characters a token, and Python's strings of
 #: ASCII text take a byte a character.
@@ -108,16 +117,9 @@ def _equal_positions(a: Sequence[Any], b: Sequence[Any]) -> int:
     return sum(1 for x, y in zip(a, b, strict=False) if x is y or x == y)
 
 
-class Discardable(Protocol):
-    """What the engine keeps on a state's :attr:`ConversationState.background` slot, as this layer sees it:
-    only that it can be discarded when the state is forgotten (this layer may not import the engine)."""
-
-    def discard(self) -> None:
-        """The state is no longer tracked: drop what it holds (a prepared summary ends as discarded)."""
-
-
 class ConversationState:
-    """Everything the engine remembers about one conversation (one branch of it, for derived keys).
+    """What this process remembers of one conversation itself (one branch of it, for derived keys); what the
+    engine keeps alongside it (shared, prepared) is in the engine's own tables (see the module's docstring).
 
     Thread- and task-safe: the snapshot is replaced whole (:meth:`ConversationStore.commit`), memo
     entries are immutable, and the breaker and estimate factor change under :attr:`lock`.
@@ -126,12 +128,6 @@ class ConversationState:
     #: The link of the provider-stored response (Responses) its last call made: a call that continues that
     #: very response is this conversation's next call; one that continues another is a branch of its own.
     link: ChainLink | None = None
-    #: With a shared store only: the name under which the fleet prepares this conversation's summaries in
-    #: the background (the history where the first preparation was claimed; carried on by each state value).
-    shared_prepared = ""
-    #: With a shared store only: the snapshot this state's last write to the store was made for, the scope and
-    #: the name it was written under (the next call of the conversation reads that name without hashing).
-    shared_written: tuple[Snapshot, str, str] | None = None
 
     def __init__(self, key: str, explicit: bool, serial: int = 0) -> None:
         self.key = key
@@ -150,22 +146,9 @@ class ConversationState:
         #: Model whose breakers_open series counts this conversation while its breaker is open.
         self.breaker_model: str | None = None
         #: The cache-break detector (otel_context.cache), created lazily by the engine.
-        self.detector: Any = None
+        self.detector: CacheBreakDetector | None = None
         #: Reported / estimated tokens seen on a too-long error (>1 when our estimate undercounts).
         self.estimate_factor = 1.0
-        #: With a shared store only: the revision of the shared value this state last wrote or read
-        #: (a sequence number and the writer's token), to tell when another worker moved it on.
-        self.shared_seq = 0
-        self.shared_rev = ""
-        #: With a shared store only: the memo entries this state last wrote to the store or took from it (each
-        #: summary has a part of its own; None: write them all again at the next commit), and the store's
-        #: outage count when they were written (an outage since may have lost a write).
-        self.shared_memo_entries: tuple[MemoEntry, ...] | None = ()
-        self.shared_memo_epoch = 0
-        #: The engine's background-compaction record of this conversation (prepared summary, pace, what is
-        #: known of the fleet), kept here so it lives and dies with the state; opaque to this layer, which
-        #: only discards it when the store forgets the state.
-        self.background: Discardable | None = None
         self.lock = new_lock(self, "lock")
 
     def raise_estimate_factor(self, factor: float) -> None:

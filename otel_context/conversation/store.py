@@ -3,6 +3,11 @@
 Memory does not grow with the number of conversations an app has ever had. The process-wide store
 (:data:`STORE`) is shared by the engine (transparent mode) and the explicit ``Compactor`` API, so both see
 one breaker and one memo per conversation.
+
+What the layers above keep of a conversation (the engine's background record: a prepared summary, the pace)
+is theirs, in tables of their own keyed weakly by state, never on the state. The store tells them when it
+forgets a state (evicted, idle, cleared: :meth:`ConversationStore.on_forget`), so that what can never be
+used again is dropped at once, without this layer knowing what they keep.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from otel_context import semconv, telemetry
+from otel_context import process_state, semconv, telemetry
 from otel_context.conversation.identity import current_conversation_id, derive_key, first_user_text
 from otel_context.conversation.state import (
     ChainLink,
@@ -41,7 +46,6 @@ class ConversationStore:
         max_conversations: int = 1_024,
         idle_seconds: float = 3_600.0,
         clock: Callable[[], float] = time.monotonic,
-        on_evict: Callable[[ConversationState], None] | None = None,
         max_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         #: Every state, least recently used first (keyed by (key, serial)).
@@ -55,7 +59,8 @@ class ConversationStore:
         self.idle_seconds = idle_seconds
         self.max_bytes = max_bytes
         self._clock = clock
-        self._on_evict = on_evict
+        #: Told of every state this store forgets, in the order they subscribed (see :meth:`on_forget`).
+        self._forget_listeners: list[Callable[[ConversationState], None]] = []
         self._followed: Settings | None = None
         #: Provider-stored responses this process made (Responses ``previous_response_id``) -> their
         #: conversation, least recently used first; a few per tracked conversation at most.
@@ -78,6 +83,12 @@ class ConversationStore:
         self.idle_seconds = settings.conversation_idle_seconds
         self.max_bytes = max(0, settings.max_state_bytes)
         self._followed = settings
+
+    def on_forget(self, listener: Callable[[ConversationState], None]) -> None:
+        """Call ``listener`` with every state this store forgets from now on (evicted, idle, cleared), once
+        the store's lock is released: a layer above drops what it keeps for the state (which a call may
+        still hold) the moment nothing can use it any more. Subscribed once, at the listener's import."""
+        self._forget_listeners.append(listener)
 
     def states(self) -> list[ConversationState]:
         """Every tracked state, least recently used first (tests and diagnostics)."""
@@ -257,14 +268,10 @@ class ConversationStore:
                 del self._groups[state.key]
 
     def _report(self, gone: list[ConversationState]) -> None:
-        """Tell what forgot these states (evicted, idle, cleared): the engine's record of each is discarded
-        at once (a summary prepared for it will never be applied), then the ``on_evict`` callback runs."""
+        """Tell the listeners (:meth:`on_forget`) of these forgotten states (evicted, idle, cleared)."""
         for state in gone:
-            background = state.background
-            if background is not None:
-                background.discard()
-            if self._on_evict is not None:
-                self._on_evict(state)
+            for listener in self._forget_listeners:
+                listener(state)
 
 
 def _best_branch(
@@ -323,8 +330,8 @@ def _behind(held: ChainLink | None, link: ChainLink) -> bool:
     return held is not None and held.chain == link.chain and held.turn < link.turn
 
 
-def _on_evict(state: ConversationState) -> None:
-    """An evicted conversation no longer counts as an open breaker."""
+def _close_breaker_gauge(state: ConversationState) -> None:
+    """A forgotten conversation no longer counts as an open breaker."""
     if state.breaker.open:
         telemetry.get().instruments.breakers_open.add(-1, {semconv.GEN_AI_REQUEST_MODEL: state.breaker_model or ""})
 
@@ -333,7 +340,11 @@ def _on_evict(state: ConversationState) -> None:
 LINKS_PER_CONVERSATION = 4
 
 #: Every conversation this process tracks (LRU + idle expiry, sized from the settings of the calls).
-STORE = ConversationStore(on_evict=_on_evict)
+STORE = ConversationStore()
+STORE.on_forget(_close_breaker_gauge)
+# Reset: every conversation is forgotten. A fork's child: inherited (it goes on with its parent's
+# conversations; their locks are renewed by fork_safe).
+process_state.register(__name__, ("STORE",), on_reset=STORE.clear, in_forked_child=None)
 
 
 def resolve(

@@ -10,7 +10,7 @@ summarizer, so one implementation serves sync and async clients.
 - :mod:`~otel_context.engine.auto`: the threshold-triggered cascade (microcompact, then the summary);
 - :mod:`~otel_context.engine.reactive`: the retry after "prompt is too long";
 - :mod:`~otel_context.engine.provider_compaction`: compaction the provider did, seen in a response;
-- :mod:`~otel_context.engine.budgets`: the budget of a call, and the windows providers told us.
+- :mod:`~otel_context.engine.windows`: the window of a call's model (and the windows providers told us), its budget.
 
 What a compaction is (the cascade, the summary, microcompact) lives in :mod:`otel_context.compaction`;
 what is remembered per conversation in :mod:`otel_context.conversation`.
@@ -18,8 +18,8 @@ what is remembered per conversation in :mod:`otel_context.conversation`.
 
 from __future__ import annotations
 
-from otel_context.conversation import STORE
-from otel_context.engine import background, budgets
+from otel_context import process_state
+from otel_context.engine import background, windows  # noqa: F401  (their tables register for reset at import)
 from otel_context.engine.planner import EnginePlan, plan
 from otel_context.engine.provider_compaction import observe_provider_compaction
 
@@ -27,7 +27,6 @@ __all__ = ["EnginePlan", "observe_provider_compaction", "plan", "reset"]
 
 
 def reset() -> None:
-    """Forget every conversation and learned window (tests, and apps that want a clean slate)."""
-    background.discard_all()
-    STORE.clear()
-    budgets.reset()
+    """Forget every conversation, background summary and learned window (tests, and apps that want a clean
+    slate): every table registered in :mod:`otel_context.process_state` as cleared on reset."""
+    process_state.reset()

@@ -17,12 +17,12 @@ from otel_context import semconv
 from otel_context.cache import DEFAULT_TTL_SECONDS, monotonic
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
-from otel_context.engine import background, fleet
-from otel_context.engine.call import EngineCall, skip
+from otel_context.engine import background
+from otel_context.engine.call import CallState, skip
 from otel_context.flow import Step, SummaryRequest, SummaryResult
 
 
-def micro_due(call: EngineCall, budget: Budget) -> bool:
+def micro_due(call: CallState, budget: Budget) -> bool:
     """Microcompact when enabled and either past half the effective window, or the cache has gone cold."""
     if not call.request.settings.microcompact:
         return False
@@ -32,7 +32,7 @@ def micro_due(call: EngineCall, budget: Budget) -> bool:
     return ended is not None and monotonic() - ended > DEFAULT_TTL_SECONDS
 
 
-def concerned(call: EngineCall, budget: Budget) -> bool:
+def concerned(call: CallState, budget: Budget) -> bool:
     """Whether :func:`compact` can do anything for this call: most calls of a conversation are far below its
     threshold, and this plain test spares them the cascade's generator (and :func:`micro_due`, when
     microcompact is off, as it is by default)."""
@@ -43,7 +43,7 @@ def concerned(call: EngineCall, budget: Budget) -> bool:
     return background.enabled(call) and background.watching(call, budget)
 
 
-def compact(span: Span, call: EngineCall, budget: Budget) -> Generator[Step, Any, None]:
+def compact(span: Span, call: CallState, budget: Budget) -> Generator[Step, Any, None]:
     """The automatic cascade for one call (threshold-triggered)."""
     due = micro_due(call, budget)
     prepare = background.enabled(call)
@@ -70,20 +70,18 @@ def compact(span: Span, call: EngineCall, budget: Budget) -> Generator[Step, Any
         return
     if prepare and (yield from background.at_threshold(span, call, budget)):
         return
-    if call.store is None:
-        yield from _summary(span, call)
-    else:  # a shared store: one summary per threshold crossing across the fleet
-        yield from fleet.once(span, call, budget, _summary(span, call))
+    # With a shared store, one summary per threshold crossing across the fleet (without one, just the summary).
+    yield from call.sync.once(span, call, budget, _summary(span, call))
     if state.breaker.open:
         call.attributes[semconv.COMPACTION_BREAKER_OPEN] = True
 
 
-def _summary(span: Span, call: EngineCall) -> Generator[SummaryRequest, SummaryResult, None]:
+def _summary(span: Span, call: CallState) -> Generator[SummaryRequest, SummaryResult, None]:
     out = yield from cascade.run_summary(call.job(span, semconv.TRIGGER_AUTO, call.estimated_tokens))
     _adopt(call, out)
 
 
-def _adopt(call: EngineCall, out: cascade.CompactionOutcome) -> None:
+def _adopt(call: CallState, out: cascade.CompactionOutcome) -> None:
     """Send an automatic compaction's result; the estimate (which the summary step is gated on) is now its size."""
     if call.adopt(out):
         call.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True

@@ -22,25 +22,31 @@ compacts inline. A summary that is never applied is dropped, its ``compact`` spa
 ``outcome=discarded``.
 
 One prepared summary per conversation state at a time, so never two summaries of one prefix. It is kept
-with the conversation's pace and what is known of the fleet in one record on the state's ``background``
-slot: it goes with the state, and the process store discards it as soon as it forgets the state (evicted,
-idle, cleared), which ends a ready summary's ``compact`` span as ``discarded`` right then.
+with the conversation's pace and what is known of the fleet in one record per state, in this module's table
+keyed weakly by state (:data:`_records`), not on the state: the conversation layer keeps only the
+conversation's own state. The record goes with the state, and the process store tells this module as soon as
+it forgets the state (evicted, idle, cleared: its
+:meth:`~otel_context.conversation.store.ConversationStore.on_forget` listeners), which drops its prepared
+summary, ending a ready one's ``compact`` span as ``discarded`` right then.
 
-With a shared store (many workers), one worker prepares per conversation: the one that takes the store's
-prepare lock (:func:`otel_context.engine.fleet.claim`) past the start point. When its summary is ready it
-publishes it in the conversation's ``prepared`` part (the memo entry it makes, verified by content hash by
-any worker, and its ``compact`` span's context), ends that span (the fleet's one background compaction) and
-lets the lock go. At the threshold a worker with no summary of its own reads that part (one round trip,
-only then), and applies it as a local one is applied (the memo remembers it, so it travels on to the other
-workers with the shared memo); the applying call links to the ``compact`` span. When none covers, a
-request that still fits goes out unchanged while another worker prepares, else the fleet's inline path
-runs (:func:`otel_context.engine.fleet.once`). The reactive path (the provider said too long) with no
-summary of this worker's own reads that part too (one round trip, only on that rare path) and applies a
-covering one the same way. A stale published summary (the history was edited or rewound below its cut,
-or a newer compaction covered it before any call applied it) is removed from the store by the worker that
-reads it (atomically, so one worker of the fleet) and reported there as a ``discarded`` compaction of its
-own, linked to the publishing span: that span ended at publish, so that no span stays open across
-processes.
+What the conversation shares with other workers is asked of the call's sync
+(:class:`~otel_context.engine.call.ConversationSync`), never of a store: without one
+(:class:`~otel_context.engine.call.InProcessSync`) this process prepares every summary, nothing is published
+and nothing is read, without a round trip. With a shared store (many workers,
+:class:`~otel_context.engine.fleet.StoreSync`), one worker prepares per conversation: the one that takes the
+store's prepare lock (:meth:`~otel_context.engine.call.ConversationSync.claim`) past the start point. When its
+summary is ready it publishes it in the conversation's ``prepared`` part (the memo entry it makes, verified by
+content hash by any worker, and its ``compact`` span's context), ends that span (the fleet's one background
+compaction) and lets the lock go. At the threshold a worker with no summary of its own reads that part (one
+round trip, only then), and applies it as a local one is applied (the memo remembers it, so it travels on to
+the other workers with the shared memo); the applying call links to the ``compact`` span. When none covers, a
+request that still fits goes out unchanged while another worker prepares, else the fleet's inline path runs
+(:meth:`~otel_context.engine.call.ConversationSync.once`). The reactive path (the provider said too long) with
+no summary of this worker's own reads that part too (one round trip, only on that rare path) and applies a
+covering one the same way. A stale published summary (the history was edited or rewound below its cut, or a
+newer compaction covered it before any call applied it) is removed from the store by the worker that reads it
+(atomically, so one worker of the fleet) and reported there as a ``discarded`` compaction of its own, linked
+to the publishing span: that span ended at publish, so that no span stays open across processes.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ import dataclasses
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,17 +64,16 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, TraceFlags
 
-from otel_context import semconv, telemetry
+from otel_context import process_state, semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.summary import CompactionError, choose_cut, deepen_cut, rehydrate_most
 from otel_context.conversation import STORE, ConversationState
 from otel_context.conversation.memo import MemoEntry, items_hash, scope_of
 from otel_context.conversation.shared import Published
-from otel_context.conversation.state_store import Lease, StateStore
-from otel_context.engine import fleet
-from otel_context.engine.call import EngineCall
-from otel_context.flow import BackgroundStart, BackgroundWait, StoreRequest, SummaryRequest, SummaryResult
+from otel_context.conversation.state_store import Lease
+from otel_context.engine.call import CallState, ConversationSync
+from otel_context.flow import BackgroundStart, BackgroundWait, Step, StoreRequest, SummaryRequest
 from otel_context.fork_safe import new_lock
 from otel_context.settings import summary_model_for
 from otel_context.tokens import estimate_item, estimate_items
@@ -103,6 +109,8 @@ class Prepared:
     items: Sequence[Item]
     #: The memo entry the job's items started with (its head is inside the prepared summary).
     base: MemoEntry | None
+    #: What the conversation shares: the sync of the call that started it (it publishes the summary).
+    sync: ConversationSync
     #: The auto threshold of the call that started it (the job aims below it, for the turns to come).
     threshold: int = 0
     done: threading.Event = field(default_factory=threading.Event)
@@ -114,10 +122,9 @@ class Prepared:
     ended: bool = False
     #: Applied, or dropped and reported as discarded (once).
     settled: bool = False
-    #: The shared store's prepare lock this worker still holds for the fleet (None: no shared store, or given
-    #: back; taken off with :func:`_take_lease`, so it is given back once), and that store.
+    #: The fleet's prepare lock this worker still holds (None: none was taken, or given back; taken off with
+    #: :func:`_take_lease`, so it is given back once).
     lease: Lease | None = None
-    store: StateStore | None = None
     #: Published for the fleet: it is applied from the store (:func:`_fleet_threshold`), not from here.
     published: bool = False
 
@@ -135,59 +142,56 @@ class _Fleet:
 
 @dataclass(eq=False)
 class _Record:
-    """What background compaction keeps of one conversation, on its state's ``background`` slot: it lives
-    and dies with the state, and the store discards it the moment it forgets the state (evicted, idle,
-    cleared), so a prepared summary that can never be applied ends as discarded at once."""
+    """What background compaction keeps of one conversation state (in :data:`_records`): its prepared
+    summary, its pace, and what is known of the fleet."""
 
-    #: The :data:`_epoch` it was made in: a record of an earlier one is forgotten (reset, fork).
-    epoch: int
     prepared: Prepared | None = None
     pace: _Pace = field(default_factory=_Pace)
     fleet: _Fleet = field(default_factory=_Fleet)
 
-    def discard(self) -> None:
-        """The store forgot the state: drop its prepared summary (see :func:`_drop`; dropping one twice is
-        harmless, so one of an earlier epoch is dropped too, unless it is a forked parent's)."""
-        with _lock:
-            prepared = self.prepared if self.epoch >= _fork_epoch else None
-        if prepared is not None:
-            _drop(prepared)
-
 
 #: Guards every record's fields and the module's tables.
 _lock = new_lock(sys.modules[__name__], "_lock")
-#: Bumped to forget every record at once without finding them (``discard_all``, and a forked child).
-_epoch = 0
-#: The epoch a forked child started: the records of earlier ones are the parent's (never reported here).
-_fork_epoch = 0
+#: Each state's record, made by its first call that concerns background compaction. Keyed weakly: a record
+#: goes with its state (a state the store forgot lives on while a call still holds it, and so does its
+#: record, its prepared summary dropped: see :func:`_forgotten`). A call that holds a record across a reset
+#: (it waits for the store) writes only to that record, which the reset took out of the table: nothing of it
+#: reaches the conversation's next calls.
+_records: weakref.WeakKeyDictionary[ConversationState, _Record] = weakref.WeakKeyDictionary()
 #: Seconds a background summary took, per summary model (a moving average).
 _durations: dict[str, float] = {}
 #: The summaries being prepared (their ``compact`` span still open), for the interpreter's exit.
 _running: set[Prepared] = set()
 
 
-def _current(state: ConversationState) -> _Record | None:
-    """The state's record of this epoch, if any (``_lock`` held)."""
-    record = state.background
-    return record if isinstance(record, _Record) and record.epoch == _epoch else None
-
-
 def _record(state: ConversationState) -> _Record:
-    """The state's record of this epoch, made when missing (``_lock`` held)."""
-    record = _current(state)
+    """The state's record, made when missing (``_lock`` held)."""
+    record = _records.get(state)
     if record is None:
-        record = _Record(_epoch)
-        state.background = record
+        record = _records[state] = _Record()
     return record
 
 
 def _prepared_of(state: ConversationState) -> Prepared | None:
     """The state's prepared summary (``_lock`` held)."""
-    record = _current(state)
+    record = _records.get(state)
     return record.prepared if record is not None else None
 
 
-def enabled(call: EngineCall) -> bool:
+def _forgotten(state: ConversationState) -> None:
+    """The process store forgot ``state`` (evicted, idle, cleared): its prepared summary can never be applied,
+    so it is dropped at once (see :func:`_drop`: a ready one's ``compact`` span ends as ``discarded`` now). The
+    rest of its record stays with the state, for a call that still holds it."""
+    with _lock:
+        prepared = _prepared_of(state)
+    if prepared is not None:
+        _drop(prepared)
+
+
+STORE.on_forget(_forgotten)
+
+
+def enabled(call: CallState) -> bool:
     """Background compaction is on (settings) and the driver of this plan can run it (the instrumentation).
     With a shared store too: the store's prepare lock makes one worker of the fleet prepare."""
     return call.request.background and call.request.settings.background_compaction
@@ -204,16 +208,14 @@ def pending(state: ConversationState) -> Prepared | None:
         return _prepared_of(state)
 
 
-def watching(call: EngineCall, budget: Budget) -> bool:
+def watching(call: CallState, budget: Budget) -> bool:
     """Whether a call below the threshold concerns background compaction at all: from a quarter of the
     threshold on (its pace is measured from there; a summary never starts below half of it). The calls of a
     conversation far below skip the pace sample and its lock."""
     return call.estimated_tokens >= budget.auto_threshold // WATCH_FRACTION
 
 
-def maybe_start(
-    span: Span, call: EngineCall, budget: Budget
-) -> Generator[SummaryRequest | StoreRequest, SummaryResult, None]:
+def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, Any, None]:
     """Below the threshold: start the summary in the background when the start point is passed."""
     _observe(call)
     state = call.state
@@ -249,12 +251,10 @@ def maybe_start(
     job.cut, job.rehydrate_room = aimed.cut, aimed.rehydrate_room
     # What fits under the threshold once the turns appended until then are counted too.
     job.budget = dataclasses.replace(budget, auto_threshold=max(1, budget.auto_threshold - aimed.growth))
-    lease = None
-    if call.store is not None:
-        lease = yield from _claim(span, call)
-        if lease is None:
-            return  # another worker prepares (or published) this conversation's summary
-    prepared = Prepared(job, call.items, call.entry, budget.auto_threshold, lease=lease, store=call.store)
+    prepare, lease = yield from _claim(span, call)
+    if not prepare:
+        return  # another worker prepares (or published) this conversation's summary
+    prepared = Prepared(job, call.items, call.entry, call.sync, budget.auto_threshold, lease=lease)
     with _lock:
         raced = _prepared_of(state) is not None  # another call of this conversation started one meanwhile
         if not raced:
@@ -263,38 +263,39 @@ def maybe_start(
     # discards it; one that evicted it before is seen here (it would never be applied: not started).
     if not raced and not STORE.tracks(state):
         with _lock:
-            record = _current(state)
+            record = _records.get(state)
             if record is not None and record.prepared is prepared:
                 record.prepared = None
         raced = True
     if raced:
         yield from _let_go(prepared)
         return
-    yield BackgroundStart(body={}, steps=_run(prepared, call))
+    yield BackgroundStart(_run(prepared, call))
 
 
-def _claim(span: Span, call: EngineCall) -> Generator[StoreRequest, Any, Lease | None]:
-    """With a shared store: the prepare lock for this worker, or None when another worker prepares or a
-    published summary covers this call already (remembered, so the next calls skip the store)."""
+def _claim(span: Span, call: CallState) -> Generator[StoreRequest, Any, tuple[bool, Lease | None]]:
+    """Whether this worker prepares the conversation's summary, and the fleet's prepare lock it took for it
+    (see :meth:`ConversationSync.claim`); not when another worker prepares or a published summary covers
+    this call already (remembered, so the next calls skip the store)."""
     state, now = call.state, time.monotonic()
     sent = call.entry.prefix_len if call.entry is not None else 0
     with _lock:
         known = _record(state).fleet
     if known.busy_until > now or known.ready_len > sent:
-        return None
-    lease, ready, stale = yield from fleet.claim(call)
-    if stale is not None:
-        yield from _drop_published(span, call, stale, semconv.TRIGGER_AUTO)
-    if lease is None:
+        return False, None
+    claim = yield from call.sync.claim(call)
+    if claim.stale is not None:
+        yield from _drop_published(span, call, claim.stale, semconv.TRIGGER_AUTO)
+    if not claim.prepare:
         with _lock:
-            if ready is not None:
-                known.ready_len = ready.entry.prefix_len
+            if claim.ready is not None:
+                known.ready_len = claim.ready.entry.prefix_len
             else:
-                known.busy_until = now + fleet.lease_seconds(call.request.settings)
-    return lease
+                known.busy_until = now + claim.busy_for
+    return claim.prepare, claim.lease
 
 
-def _due(call: EngineCall, budget: Budget) -> bool:
+def _due(call: CallState, budget: Budget) -> bool:
     """Whether to start now: past the start point, or (earlier) when the summary, at the pace this
     conversation grows and as long as summaries take, would land after the history reached the blocking
     limit (a call would then wait for it). Never below half the threshold: it would summarize too little."""
@@ -317,7 +318,7 @@ class _Aim:
     rehydrate_room: int
 
 
-def _aim(call: EngineCall, budget: Budget) -> _Aim | None:
+def _aim(call: CallState, budget: Budget) -> _Aim | None:
     """Aim the prepared summary so that the context it leaves when applied at the threshold is about what an
     inline compaction there would leave. Else that context is larger, and the next compaction comes sooner
     (more summaries, more tokens billed).
@@ -346,7 +347,7 @@ def _aim(call: EngineCall, budget: Budget) -> _Aim | None:
     return _Aim(cut, growth, room)
 
 
-def _observe(call: EngineCall) -> None:
+def _observe(call: CallState) -> None:
     """One sample of the conversation's pace: how much its estimate grew since its previous call, in how long
     (a compaction in between shrinks it: that interval says nothing about the pace and is skipped)."""
     # Wall time (the summarizer's duration is wall time too), not the cache's clock, which a test may drive.
@@ -360,14 +361,14 @@ def _observe(call: EngineCall) -> None:
         pace.last = (now, estimate)
 
 
-def _projected_growth(call: EngineCall) -> int | None:
+def _projected_growth(call: CallState) -> int | None:
     """How much the estimate grows while a summary runs (with a margin); None until the pace is known.
 
     The summary's duration is the one measured for this summary model (the last background summaries);
     before the first one is measured, the start point alone decides (a guess would start too early on apps
     that pause between turns, and a summary started early covers less)."""
     with _lock:
-        record = _current(call.state)
+        record = _records.get(call.state)
         steps = list(record.pace.steps) if record is not None else []
         seconds = _durations.get(_summary_model(call))
     if len(steps) < 2 or seconds is None:
@@ -379,7 +380,7 @@ def _projected_growth(call: EngineCall) -> int | None:
     return int(grown / elapsed * seconds * SAFETY)
 
 
-def _summary_model(call: EngineCall) -> str:
+def _summary_model(call: CallState) -> str:
     return summary_model_for(call.request.settings, call.adapter.name, call.model)
 
 
@@ -392,7 +393,7 @@ def _learn(model: str, seconds: float) -> None:
             del _durations[next(iter(_durations))]
 
 
-def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | StoreRequest, Any, None]:
+def _run(prepared: Prepared, call: CallState) -> Generator[SummaryRequest | StoreRequest, Any, None]:
     """The background summary itself (run by the instrumentation): the cascade's summary, kept for later
     (with a shared store: published for the fleet, then the prepare lock is let go). Its ``compact`` span
     ends when the summary is ready: ``success``, or ``discarded`` when it can never be applied."""
@@ -410,7 +411,7 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | Sto
                 usable = not discarded and entry is not None
                 prepared.settled = prepared.settled or not usable  # its own span says discarded: nothing more
             _end(prepared, semconv.OUTCOME_SUCCESS if usable else semconv.OUTCOME_DISCARDED)
-            if usable and entry is not None and prepared.lease is not None and call.store is not None:
+            if usable and entry is not None and prepared.lease is not None:
                 yield from _publish(prepared, call, entry, out.open_span)
         yield from _let_go(prepared)
     except GeneratorExit:
@@ -425,20 +426,18 @@ def _run(prepared: Prepared, call: EngineCall) -> Generator[SummaryRequest | Sto
         prepared.done.set()
 
 
-def _publish(prepared: Prepared, call: EngineCall, entry: MemoEntry, compact_span: Span) -> Generator[Any, Any, None]:
+def _publish(prepared: Prepared, call: CallState, entry: MemoEntry, compact_span: Span) -> Generator[Any, Any, None]:
     """Publish a ready summary for the fleet (its ``compact`` span ended as it became ready: the one
     background compaction of this crossing, counted once). Once stored it is the fleet's: this worker applies
     it from the store at the threshold like any other. Not stored (the store failed): it stays this worker's
     own."""
-    store = call.store
-    assert store is not None
     context = compact_span.get_span_context()
     link = (context.trace_id, context.span_id, int(context.trace_flags)) if context.is_valid else None
-    if not (yield from fleet.publish(call, store, entry, link)):
+    if not (yield from prepared.sync.publish(call, entry, link)):
         return
     state = call.state
     with _lock:
-        record = _current(state)
+        record = _records.get(state)
         if prepared.settled or prepared.discarded or record is None or record.prepared is not prepared:
             return
         record.prepared = None
@@ -448,8 +447,8 @@ def _publish(prepared: Prepared, call: EngineCall, entry: MemoEntry, compact_spa
         known.ready_len = max(known.ready_len, entry.prefix_len)
 
 
-def _entry(prepared: Prepared, call: EngineCall, out: cascade.CompactionOutcome) -> MemoEntry | None:
-    """The memo entry a successful summary makes (as :meth:`EngineCall.adopt` would); None: unusable."""
+def _entry(prepared: Prepared, call: CallState, out: cascade.CompactionOutcome) -> MemoEntry | None:
+    """The memo entry a successful summary makes (as :meth:`CallState.adopt` would); None: unusable."""
     base = prepared.base
     min_index = len(base.replacement) if base is not None else 0
     if out.cut < min_index or list(out.items or ()) != [*out.head, *prepared.job.items[out.cut :]]:
@@ -463,7 +462,7 @@ def _entry(prepared: Prepared, call: EngineCall, out: cascade.CompactionOutcome)
     )
 
 
-def _covers(prepared: Prepared, call: EngineCall) -> bool:
+def _covers(prepared: Prepared, call: CallState) -> bool:
     """Whether the ready summary applies to this call: same content up to its cut (compared by value, as
     strong as the memo's hash), and no newer compaction already covers as much."""
     entry = prepared.entry
@@ -478,7 +477,7 @@ def _covers(prepared: Prepared, call: EngineCall) -> bool:
     return head == started
 
 
-def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[SummaryRequest | StoreRequest, Any, bool]:
+def at_threshold(span: Span, call: CallState, budget: Budget) -> Generator[Step, Any, bool]:
     """The threshold is crossed: apply the prepared summary when it covers this call. True when nothing more
     is to be done (applied and below the threshold, or not ready and the request still fits); False: compact
     inline as today (no prepared summary, it failed, it is stale, or the rest is still above the threshold)."""
@@ -487,13 +486,13 @@ def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Summ
     with _lock:
         prepared = _prepared_of(state)
     if prepared is None:
-        return call.store is not None and (yield from _fleet_threshold(span, call, budget))
+        return (yield from _fleet_threshold(span, call, budget))
     waited = 0.0
     if not prepared.done.is_set():
         if call.estimated_tokens < budget.blocking_limit:
             return True  # sent unchanged; the summary is applied by the first call after it lands
         began = time.perf_counter()
-        yield BackgroundWait(body={}, done=prepared.done, timeout=call.request.settings.summarizer_timeout_seconds)
+        yield BackgroundWait(prepared.done, call.request.settings.summarizer_timeout_seconds)
         waited = time.perf_counter() - began
         if prepared.published:  # it landed, and went to the fleet: apply it from there
             return (yield from _fleet_threshold(span, call, budget, waited))
@@ -508,19 +507,21 @@ def at_threshold(span: Span, call: EngineCall, budget: Budget) -> Generator[Summ
 
 
 def _fleet_threshold(
-    span: Span, call: EngineCall, budget: Budget, waited: float = 0.0
+    span: Span, call: CallState, budget: Budget, waited: float = 0.0
 ) -> Generator[StoreRequest, Any, bool]:
-    """The threshold with a shared store and no summary of this worker's own: apply the one another worker
-    published when it covers this call. Else, while another worker prepares, a request that still fits goes
-    out unchanged, and one that does not waits (bounded) for it. False: the fleet's inline path runs."""
+    """The threshold with no summary of this worker's own: apply the one another worker published when it
+    covers this call. Else, while another worker prepares, a request that still fits goes out unchanged, and
+    one that does not waits (bounded) for it. False: the inline path runs (with a shared store, the fleet's).
+    Without a store the sync answers "none, and none under way" without a round trip."""
+    sync = call.sync
     got = yield from _read_published(span, call, semconv.TRIGGER_AUTO)
     if got is None:
-        if not (yield from fleet.preparing(call)):
+        if not (yield from sync.preparing(call)):
             return False
         if call.estimated_tokens < budget.blocking_limit:
             return True  # sent unchanged; a later call applies the summary once it is published
         began = time.perf_counter()
-        got = yield from fleet.wait_prepared(call, call.request.settings.summarizer_timeout_seconds)
+        got = yield from sync.wait_prepared(call, call.request.settings.summarizer_timeout_seconds)
         waited += time.perf_counter() - began
         if got is None:
             return False
@@ -529,25 +530,25 @@ def _fleet_threshold(
     return call.estimated_tokens < budget.auto_threshold
 
 
-def _read_published(span: Span, call: EngineCall, trigger: str) -> Generator[StoreRequest, Any, Published | None]:
+def _read_published(span: Span, call: CallState, trigger: str) -> Generator[StoreRequest, Any, Published | None]:
     """The summary another worker published when it covers this call (one round trip); a stale one is
     dropped on the way (see :func:`_drop_published`)."""
-    got, stale = yield from fleet.read_prepared(call)
+    got, stale = yield from call.sync.read_prepared(call)
     if stale is not None:
         yield from _drop_published(span, call, stale, trigger)
     return got
 
 
-def _drop_published(span: Span, call: EngineCall, got: Published, trigger: str) -> Generator[StoreRequest, Any, None]:
+def _drop_published(span: Span, call: CallState, got: Published, trigger: str) -> Generator[StoreRequest, Any, None]:
     """Remove a published summary that does not cover this call from the store and, when no call applied
     it (the memo does not hold it: the history was edited or rewound below its cut, or a newer compaction
     covered it first), report it as discarded. The removal is atomic and only of that very summary, so one
     worker of the fleet reports it; its span (the publishing worker's) ended at publish."""
     applied = any(e.address == got.entry.address for e in call.state.memo.entries)
-    if not (yield from fleet.remove_prepared(call, got)) or applied:
+    if not (yield from call.sync.remove_prepared(call, got)) or applied:
         return
     with _lock:
-        record = _current(call.state)
+        record = _records.get(call.state)
         known = record.fleet if record is not None else None
         if known is not None and known.ready_len == got.entry.prefix_len:
             known.ready_len = 0  # none is ready any more: this worker may prepare the next one
@@ -572,7 +573,7 @@ def _link_context(link: tuple[int, int, int] | None) -> SpanContext | None:
 
 
 def _apply_published(
-    span: Span, call: EngineCall, got: Published, waited: float, budget: Budget, trigger: str = semconv.TRIGGER_AUTO
+    span: Span, call: CallState, got: Published, waited: float, budget: Budget, trigger: str = semconv.TRIGGER_AUTO
 ) -> bool:
     """Send a summary another worker published (already verified to cover this call); False when its
     pairing with the turns appended since would need a repair. ``trigger``: the path that applies it."""
@@ -585,7 +586,7 @@ def _apply_published(
 
 
 def _applied(
-    span: Span, call: EngineCall, compact: SpanContext | None, before: int, budget: Budget, trigger: str
+    span: Span, call: CallState, compact: SpanContext | None, before: int, budget: Budget, trigger: str
 ) -> None:
     """Record on this call's chat span that it sends a summary prepared in the background: a link to the
     summary's ``compact`` span (ended when the summary was ready, in a trace of its own), the
@@ -612,7 +613,7 @@ def _applied(
         cascade.announce(span, state, call.request.provider, call.model)
 
 
-def _fits(call: EngineCall, entry: MemoEntry) -> list[Item] | None:
+def _fits(call: CallState, entry: MemoEntry) -> list[Item] | None:
     """What this call sends with ``entry`` applied; None when the pairing would need a repair (then it is
     not the byte-identical apply the memo promises)."""
     sent = [*entry.replacement, *call.items[entry.prefix_len :]]
@@ -622,7 +623,7 @@ def _fits(call: EngineCall, entry: MemoEntry) -> list[Item] | None:
         return None
 
 
-def _use(call: EngineCall, entry: MemoEntry, sent: list[Item] | None = None) -> bool:
+def _use(call: CallState, entry: MemoEntry, sent: list[Item] | None = None) -> bool:
     """Send ``entry`` on this call and remember it in the memo (the estimate drops by what it saves)."""
     sent = sent if sent is not None else _fits(call, entry)
     if sent is None:
@@ -639,7 +640,7 @@ def _use(call: EngineCall, entry: MemoEntry, sent: list[Item] | None = None) -> 
     return True
 
 
-def apply_ready(span: Span, call: EngineCall, budget: Budget) -> Generator[StoreRequest, Any, bool]:
+def apply_ready(span: Span, call: CallState, budget: Budget) -> Generator[StoreRequest, Any, bool]:
     """The reactive path: apply a prepared summary that is ready and covers this call; True when applied.
     With a shared store and none of this worker's own, the one another worker published (one round trip,
     only on this rare path)."""
@@ -648,8 +649,6 @@ def apply_ready(span: Span, call: EngineCall, budget: Budget) -> Generator[Store
     with _lock:
         prepared = _prepared_of(call.state)
     if prepared is None:
-        if call.store is None:
-            return False
         got = yield from _read_published(span, call, semconv.TRIGGER_REACTIVE)
         return got is not None and _apply_published(span, call, got, 0.0, budget, semconv.TRIGGER_REACTIVE)
     if not prepared.done.is_set():
@@ -662,7 +661,7 @@ def apply_ready(span: Span, call: EngineCall, budget: Budget) -> Generator[Store
 
 def apply(
     span: Span,
-    call: EngineCall,
+    call: CallState,
     prepared: Prepared,
     waited: float,
     budget: Budget,
@@ -676,7 +675,7 @@ def apply(
     if sent is None:
         return False
     with _lock:
-        record = _current(call.state)
+        record = _records.get(call.state)
         if prepared.settled or prepared.discarded or record is None or record.prepared is not prepared:
             return False  # another call of this conversation applied (or dropped) it meanwhile
         record.prepared = None
@@ -709,7 +708,7 @@ def _drop(prepared: Prepared, parent: Span | None = None, trigger: str = semconv
     with _lock:
         prepared.discarded = True
         state = prepared.job.state
-        record = _current(state) if state is not None else None
+        record = _records.get(state) if state is not None else None
         if record is not None and record.prepared is prepared:
             record.prepared = None
         # Not landed: _run ends its span when it lands (it reads the flag). Applied or reported: nothing more.
@@ -739,33 +738,30 @@ def _take_lease(prepared: Prepared) -> Lease | None:
 def _let_go(prepared: Prepared) -> Generator[StoreRequest, Any, None]:
     """Give the fleet's prepare lock back, if ``prepared`` still holds it, as a step of the call's flow."""
     lease = _take_lease(prepared)
-    if lease is not None and prepared.store is not None:
-        yield fleet.release(prepared.store, lease)
+    if lease is not None:
+        yield from prepared.sync.release(lease)
 
 
 def _give_back(prepared: Prepared) -> None:
     """Give the fleet's prepare lock back now, with a synchronous store round trip (a short timeout, never
     raises): a summary that will never be published, so the other workers may prepare the conversation at
     once rather than compact it inline until the lease (the summarizer's whole budget) runs out."""
-    lease, store = _take_lease(prepared), prepared.store
-    if lease is not None and store is not None:
-        store.release(lease)
+    lease = _take_lease(prepared)
+    if lease is not None:
+        prepared.sync.give_back(lease)
 
 
-def _prepared_in(states: list[ConversationState]) -> list[Prepared]:
-    """The prepared summaries of ``states`` (``_lock`` held)."""
-    return [p for p in map(_prepared_of, states) if p is not None]
+def _every_prepared() -> list[Prepared]:
+    """Every prepared summary of this process (``_lock`` held)."""
+    return [record.prepared for record in list(_records.values()) if record.prepared is not None]
 
 
 def discard_all() -> None:
     """Drop every prepared summary, giving back the fleet's prepare locks they hold, and what was learned
-    about paces and durations (``engine.reset()``, ``uninstrument()``). The store evicted no state with a
-    summary without discarding it (see :class:`_Record`), so its states hold them all."""
-    global _epoch
-    states = STORE.states()
+    about paces and durations (``engine.reset()``, ``uninstrument()``): every record is forgotten."""
     with _lock:
-        every = _prepared_in(states)
-        _epoch += 1  # every record (paces, fleet knowledge) is forgotten
+        every = _every_prepared()
+        _records.clear()
         _durations.clear()
     for prepared in every:
         _drop(prepared)
@@ -775,9 +771,8 @@ def discard_all() -> None:
 def release_leases() -> None:
     """Give back every fleet prepare lock this worker's summaries hold (the interpreter exits: none of them
     will be published). Nothing else changes: no span ends, the exporters may be shut down already."""
-    states = STORE.states()
     with _lock:
-        every = _prepared_in(states)
+        every = _every_prepared()
     for prepared in every:
         _give_back(prepared)
 
@@ -798,9 +793,14 @@ def end_at_exit() -> None:
 
 
 def forget_all() -> None:
-    """In a forked child: forget the parent's summaries without any telemetry (their spans are the parent's).
-    A new epoch: every record is forgotten at once, without walking the store's states."""
-    global _epoch, _fork_epoch
-    _epoch += 1
-    _fork_epoch = _epoch
+    """In a forked child: forget the parent's records and summaries without any telemetry (their spans are
+    the parent's, and so are their leases). The durations learned are kept: the same summary models."""
+    _records.clear()
     _running.clear()
+
+
+# Reset: every prepared summary dropped (its lease given back), every record and duration forgotten. A fork's
+# child: the parent's records and summaries forgotten without telemetry (their spans are the parent's).
+process_state.register(
+    __name__, ("_records", "_durations", "_running"), on_reset=discard_all, in_forked_child=forget_all
+)

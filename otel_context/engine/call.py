@@ -1,10 +1,17 @@
-"""One chat call as the engine sees it: the app's items, what is sent instead, and the helpers every path
-of the engine (the plan, the automatic cascade, the reactive retry) uses to run and adopt a compaction."""
+"""One chat call as the engine sees it: the app's items, what is sent instead, the helpers every path
+of the engine (the plan, the automatic cascade, the reactive retry) uses to run and adopt a compaction, and
+what its conversation shares with other workers (:class:`ConversationSync`).
+
+Why the sync is here, beside the call: every one of its operations is asked by a call and reads the call
+(its state, items, scope, settings), and the call carries the sync its plan picked; one module keeps the
+two without an import cycle. The store-backed implementation is :class:`otel_context.engine.fleet.StoreSync`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from opentelemetry.trace import Span
 
@@ -12,15 +19,16 @@ from otel_context import semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.contract import CallPlan, CallRequest
-from otel_context.conversation import ChainLink, Resolution
+from otel_context.conversation import ChainLink, Resolution, Snapshot
 from otel_context.conversation.memo import MemoEntry, items_hash, scope_of
+from otel_context.conversation.shared import Published
+from otel_context.conversation.state_store import Lease
+from otel_context.flow import StoreRequest
 from otel_context.formats.base import ChatFormat
 from otel_context.settings import Settings
 
-if TYPE_CHECKING:
-    from otel_context.conversation.state_store import StateStore
-
 Item = Mapping[str, Any]
+Steps = Generator[Any, Any, Any]
 
 
 def rewrites(settings: Settings) -> bool:
@@ -35,7 +43,182 @@ def skip(span: Span | None, reason: str) -> None:
     telemetry.log_once("engine.skip:" + reason.split(":", 1)[0], "otel_context: history sent unchanged: %s", reason)
 
 
-class EngineCall(CallPlan):
+class Claim(NamedTuple):
+    """What :meth:`ConversationSync.claim` found past the background start point."""
+
+    #: Whether this worker prepares the conversation's summary (no other worker does, and none covers it).
+    prepare: bool
+    #: The fleet's prepare lock this worker now holds (None: none to give back).
+    lease: Lease | None = None
+    #: When not preparing: a summary another worker published that covers a longer prefix of this call.
+    ready: Published | None = None
+    #: A published summary that does not cover this call (the caller drops it: the one it prepares replaces it).
+    stale: Published | None = None
+    #: When another worker prepares: how long it may hold the lock at most (the calls until then skip the store).
+    busy_for: float = 0.0
+
+
+class ConversationSync(ABC):
+    """What one call's conversation shares with, and prepares for, other workers: the one place that knows
+    whether there are any. The engine asks it and never tests for a store.
+
+    Two implementations: :class:`InProcessSync` (no shared store: nothing to read or publish, the summary
+    step runs as it is, a preparation is this process's own) and
+    :class:`otel_context.engine.fleet.StoreSync` (a :class:`~otel_context.conversation.state_store.StateStore`
+    many workers share: the same questions, answered with round trips yielded as
+    :class:`~otel_context.flow.StoreRequest` steps, so the engine stays sans I/O).
+    """
+
+    # --- the conversation's state: read before the request, written after the response ---------------
+
+    @abstractmethod
+    def link_of(self, response_id: str) -> Generator[StoreRequest, Any, ChainLink | None]:
+        """The conversation of a stored response this process did not make, if another worker told."""
+
+    @abstractmethod
+    def take(
+        self,
+        provider: str,
+        resolution: Resolution,
+        items: Sequence[Item],
+        adapter: ChatFormat,
+        link: ChainLink | None,
+        scope: Callable[[], str],
+    ) -> Generator[StoreRequest, Any, tuple[Resolution, str]]:
+        """Bring the call's state up to date with what other workers did since, and say where it came from."""
+
+    @abstractmethod
+    def chain_for(self, resolution: Resolution, items: Sequence[Item]) -> tuple[str, ...]:
+        """The content hash chain the call's snapshot keeps, if the next commit needs one."""
+
+    @abstractmethod
+    def commit(self, call: CallState, snapshot: Snapshot, made: ChainLink | None) -> None:
+        """After the response: share what the call left (``made``: the link of a response it had stored)."""
+
+    @abstractmethod
+    def put_link(self, link: ChainLink, explicit: bool) -> None:
+        """Tell other workers the conversation of a stored response (``explicit``: the app names it by id)."""
+
+    @abstractmethod
+    def once(self, span: Span, call: CallState, budget: Budget, summary: Steps) -> Steps:
+        """Run ``summary`` (the automatic cascade's summary step) as the one summary of this threshold crossing."""
+
+    # --- background preparation: one worker prepares, every worker applies --------------------------
+
+    @abstractmethod
+    def claim(self, call: CallState) -> Generator[StoreRequest, Any, Claim]:
+        """Past the background start point: whether this worker prepares the conversation's summary."""
+
+    @abstractmethod
+    def publish(
+        self, call: CallState, entry: MemoEntry, link: tuple[int, int, int] | None
+    ) -> Generator[StoreRequest, Any, bool]:
+        """Give a summary prepared in the background to every worker; True when they can read it."""
+
+    @abstractmethod
+    def read_prepared(self, call: CallState) -> Generator[StoreRequest, Any, tuple[Published | None, Published | None]]:
+        """A summary another worker published: (it, None) when it covers this call, (None, it) when it is
+        stale, (None, None) when there is none."""
+
+    @abstractmethod
+    def remove_prepared(self, call: CallState, got: Published) -> Generator[StoreRequest, Any, bool]:
+        """Remove the stale published summary ``got``; True when this call removed it (it reports it)."""
+
+    @abstractmethod
+    def preparing(self, call: CallState) -> Generator[StoreRequest, Any, bool]:
+        """Whether another worker's summary of this conversation is under way."""
+
+    @abstractmethod
+    def wait_prepared(self, call: CallState, timeout: float) -> Generator[StoreRequest, Any, Published | None]:
+        """Wait (bounded) for another worker's summary that covers this call."""
+
+    @abstractmethod
+    def release(self, lease: Lease) -> Generator[StoreRequest, Any, None]:
+        """Let the prepare lock ``lease`` go, as a step of a call's flow."""
+
+    @abstractmethod
+    def give_back(self, lease: Lease) -> None:
+        """Let the prepare lock ``lease`` go now, off any flow (reset, the interpreter's exit); never raises."""
+
+
+class InProcessSync(ConversationSync):
+    """No shared store: the conversation is this process's alone. Nothing is read or written, the summary
+    step runs as it is, and this process prepares every summary itself: no round trip, no lock."""
+
+    def __init__(self, source: str) -> None:
+        #: What the chat span's ``state.source`` says (a store-backed read says where its value came from).
+        self.source = source
+
+    def link_of(self, response_id: str) -> Generator[StoreRequest, Any, ChainLink | None]:
+        yield from ()
+        return None
+
+    def take(
+        self,
+        provider: str,
+        resolution: Resolution,
+        items: Sequence[Item],
+        adapter: ChatFormat,
+        link: ChainLink | None,
+        scope: Callable[[], str],
+    ) -> Generator[StoreRequest, Any, tuple[Resolution, str]]:
+        yield from ()
+        return resolution, self.source
+
+    def chain_for(self, resolution: Resolution, items: Sequence[Item]) -> tuple[str, ...]:
+        return ()
+
+    def commit(self, call: CallState, snapshot: Snapshot, made: ChainLink | None) -> None:
+        return None
+
+    def put_link(self, link: ChainLink, explicit: bool) -> None:
+        return None
+
+    def once(self, span: Span, call: CallState, budget: Budget, summary: Steps) -> Steps:
+        return (yield from summary)
+
+    def claim(self, call: CallState) -> Generator[StoreRequest, Any, Claim]:
+        yield from ()
+        return _PREPARE_HERE
+
+    def publish(
+        self, call: CallState, entry: MemoEntry, link: tuple[int, int, int] | None
+    ) -> Generator[StoreRequest, Any, bool]:
+        yield from ()
+        return False  # no other worker: the summary stays this process's own
+
+    def read_prepared(self, call: CallState) -> Generator[StoreRequest, Any, tuple[Published | None, Published | None]]:
+        yield from ()
+        return None, None
+
+    def remove_prepared(self, call: CallState, got: Published) -> Generator[StoreRequest, Any, bool]:
+        yield from ()
+        return False
+
+    def preparing(self, call: CallState) -> Generator[StoreRequest, Any, bool]:
+        yield from ()
+        return False
+
+    def wait_prepared(self, call: CallState, timeout: float) -> Generator[StoreRequest, Any, Published | None]:
+        yield from ()
+        return None
+
+    def release(self, lease: Lease) -> Generator[StoreRequest, Any, None]:
+        yield from ()
+
+    def give_back(self, lease: Lease) -> None:
+        return None
+
+
+#: The in-process claim: this process prepares, and holds no lock.
+_PREPARE_HERE = Claim(prepare=True)
+#: No store is configured: the state is this process's (``state.source`` says ``memory``).
+IN_PROCESS = InProcessSync(semconv.STATE_SOURCE_MEMORY)
+#: A store is configured but could not be opened: the state stays in this process (``state.source`` says so).
+STORE_UNAVAILABLE = InProcessSync(semconv.STATE_SOURCE_FALLBACK)
+
+
+class CallState(CallPlan):
     """The state of one call the engine planned, and how a compaction's result becomes what is sent."""
 
     # What most calls keep, as class-level defaults: an instance sets only what its call changes (one is
@@ -50,18 +233,13 @@ class EngineCall(CallPlan):
     fingerprint_deferred = False
     #: Set once a reactive compaction was attempted: a call is compacted and retried at most once.
     reactive_done = False
-    #: The shared state store, when one is configured (None: this process's state only).
-    store: StateStore | None = None
-    #: With a store: when this call stops waiting for it and for other workers (``time.monotonic()``; the
-    #: plan's first store operation plus ``state_store_max_wait_seconds``).
-    store_deadline = 0.0
+    #: What this call's conversation shares and prepares with other workers (the plan picks it once, from the
+    #: settings: :func:`otel_context.engine.fleet.sync_for`).
+    sync: ConversationSync = IN_PROCESS
     #: When the request was ready to go (the cache check measures the gap since the previous call from here).
     started = 0.0
     #: The link of the stored response this call continues (Responses ``previous_response_id``), if known.
     continued_link: ChainLink | None = None
-    #: With a shared store: the name of the stored state this call read (its conversation's history up to
-    #: the previous call; "" for an explicit id's one state), which a summary of this call updates.
-    shared_address = ""
     _scope: str | None = None
 
     def __init__(

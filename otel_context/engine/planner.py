@@ -1,12 +1,17 @@
 """The plan of one chat call: which conversation it continues, what to send, and what to learn after.
 
-:func:`plan` (the engine's entry point, see :mod:`otel_context.contract`):
-1. finds the conversation (explicit id or derived key) and reads its snapshot once;
-2. applies the compaction memo (transparent mode: a prefix compacted on an earlier call is replaced by
-   the very same summary objects, so nothing is summarized twice and the prefix stays cacheable);
-3. estimates the context tokens (last reported usage + what was appended since) and puts the context
-   attributes on the chat span;
-4. runs the automatic cascade when due (:mod:`otel_context.engine.auto`).
+:func:`plan` (the engine's entry point, see :mod:`otel_context.contract`) composes stages that each return a
+value, so that each can be read and tested alone:
+1. resolve (:func:`resolve`, the only stage that yields store steps, through the call's
+   :class:`~otel_context.engine.call.ConversationSync`, and only with a shared store): the conversation
+   (explicit id, derived key or a continued stored response), its snapshot read once;
+2. decide (:func:`decide`): the call's budget and whether compaction may rewrite it;
+3. the memo (:func:`reuse_memo`, transparent mode: a prefix compacted on an earlier call is replaced by the
+   very same summary objects, so nothing is summarized twice and the prefix stays cacheable);
+4. estimate (:func:`estimate`): the context tokens (last reported usage + what was appended since);
+5. prepare: the context attributes on the chat span (:func:`describe`), the automatic cascade when due
+   (:func:`cascade_due`, :mod:`otel_context.engine.auto`), then the context state and the cache fingerprint
+   (:func:`ready`).
 The returned :class:`EnginePlan` compacts reactively on a too-long rejection
 (:mod:`otel_context.engine.reactive`) and, after the response, commits the conversation's new snapshot,
 records the utilization, checks for a prompt-cache break and reports a compaction the provider did.
@@ -18,36 +23,36 @@ and ``on_response``'s one caller (the call's end, in the instrumentation) logs w
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Generator, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from otel_context import cache, semconv, telemetry
 from otel_context.compaction import cascade
+from otel_context.compaction.budget import Budget
 from otel_context.contract import CallPlan, CallRequest
-from otel_context.conversation import STORE, ChainLink, ConversationState, Snapshot, shared
+from otel_context.conversation import STORE, ChainLink, ConversationState, Resolution, Snapshot
 from otel_context.conversation import resolve as resolve_conversation
-from otel_context.conversation.memo import scope_of
-from otel_context.engine import auto, budgets, fleet, reactive
-from otel_context.engine.call import EngineCall, rewrites
+from otel_context.conversation.memo import MemoEntry, scope_of
+from otel_context.engine import auto, fleet, reactive, windows
+from otel_context.engine.call import CallState, ConversationSync, rewrites
 from otel_context.engine.provider_compaction import observe_provider_compaction, usage_shows_compaction
 from otel_context.flow import Step
 from otel_context.formats import for_format
-from otel_context.formats.base import Item, WireFormatAdapter
+from otel_context.formats.base import ChatFormat, Item, WireFormatAdapter
 from otel_context.tokens import estimate_fixed, estimate_item, estimate_items
 from otel_context.usage import TokenUsage
 
 
-class EnginePlan(EngineCall):
+class EnginePlan(CallState):
     """The plan of one call: the contract's hooks (see :class:`~otel_context.contract.CallPlan`)."""
 
     def on_too_long(self, span: Span, error: BaseException) -> Generator[Step, Any, Mapping[str, Any] | None]:
         try:
-            return (yield from reactive.compact(self, span, error))
+            return (yield from reactive.compact(span, self, error))
         except Exception:
             telemetry.log_once(
                 "engine.on_too_long", "otel_context: reactive compaction failed unexpectedly", exc_info=True
@@ -66,8 +71,8 @@ class EnginePlan(EngineCall):
         ended = cache.monotonic()
         provider = self.request.provider
         anchor = usage if usage is not None and usage.input_tokens > 0 else None
-        store = self.store
-        chain = shared.chain_for(self.resolution, self.items) if store is not None else ()
+        sync = self.sync
+        chain = sync.chain_for(self.resolution, self.items)
         snapshot = Snapshot(self.items, anchor, self.entry, self.history_tokens, chain)
         # The state that holds this call's history from now on (a new branch when another history of the
         # same derived key moved the one this call read): the cache check below stays on the state whose
@@ -79,7 +84,7 @@ class EnginePlan(EngineCall):
         state = self.state
         if usage is not None and self.budget is not None and usage.input_tokens > 0:
             utilization = usage.input_tokens / self.budget.effective
-            # With the plan's other attributes: Call.end writes them to the span in one call after this.
+            # With the plan's other attributes: InstrumentedCall.end writes them to the span in one call after this.
             self.attributes[semconv.CONTEXT_UTILIZATION] = utilization
             context = self.request.context
             telemetry.get().instruments.context_utilization.record(
@@ -105,8 +110,7 @@ class EnginePlan(EngineCall):
         read = response if _asks_provider_to_compact(self.request) else None
         if read is not None or (usage is not None and usage_shows_compaction(usage)):
             observe_provider_compaction(span, provider, self.model, usage, read, state)
-        if store is not None:
-            fleet.commit(self, store, snapshot, made)
+        sync.commit(self, snapshot, made)
 
 
 def _remember_response(
@@ -123,13 +127,12 @@ def _remember_response(
         chain, turn = hashlib.sha256(response_id.encode("utf-8", "surrogatepass")).hexdigest()[:32], 1
     link = ChainLink(response_id, committed.key, committed.serial, usage.input_tokens, usage.output_tokens, chain, turn)
     STORE.link(link)
-    if call.store is not None:
-        fleet.put_link(call.store, link._replace(key="") if committed.explicit else link)
+    call.sync.put_link(link, committed.explicit)
     return link
 
 
 def _scope(adapter: WireFormatAdapter, body: Mapping[str, Any], model: str) -> str:
-    """The call's scope (see :attr:`EngineCall.scope`), before the call's plan exists."""
+    """The call's scope (see :attr:`CallState.scope`), before the call's plan exists."""
     return scope_of(adapter.system_text(body), body.get("tools"), model)
 
 
@@ -152,125 +155,216 @@ def _asks_provider_to_compact(request: CallRequest) -> bool:
     return bool(betas) and ("compact" in str(betas) or "context-management" in str(betas))
 
 
+class Found(NamedTuple):
+    """The resolve stage's answer: which conversation the call continues, and where its state came from."""
+
+    resolution: Resolution
+    #: The link of the stored response the call continues (Responses ``previous_response_id``), when known.
+    link: ChainLink | None
+    #: Where the state came from (``semconv.STATE_SOURCE_*``), for the chat span.
+    source: str
+
+
+def resolve(
+    sync: ConversationSync, request: CallRequest, adapter: ChatFormat, items: Sequence[Item], model: str
+) -> Generator[Step, Any, Found]:
+    """The resolve stage: the conversation the call continues (its explicit id, its derived key, or the stored
+    response it continues) and its snapshot, read once; then ``sync`` brings it up to date with what other
+    workers did (with a shared store, one read of it: see fleet.py; in-process, no step at all)."""
+    body = request.body
+    # A call that continues a response the provider stored belongs to that response's conversation.
+    continued = adapter.continued_response(body)
+    link = STORE.link_of(continued) if continued is not None else None
+    if link is None and continued is not None:
+        link = yield from sync.link_of(continued)  # another worker may have made that response
+    resolution = resolve_conversation(adapter, request.provider, items, request.settings, link)
+    resolution, source = yield from sync.take(
+        request.provider, resolution, items, adapter, link, partial(_scope, adapter, body, model)
+    )
+    return Found(resolution, link, source)
+
+
+class Decision(NamedTuple):
+    """The decide stage's answer: the call's budget and what compaction may do to its history."""
+
+    budget: Budget | None
+    #: Compaction may change what is sent (mode auto, no kill switch, a known window).
+    rewrite: bool
+    #: The automatic cascade may run on this call (``rewrite`` and it is not disabled).
+    automatic: bool
+    #: The provider holds the history (Responses ``previous_response_id`` / ``conversation``): it is never
+    #: rewritten; the cascade says why when it is due, and nothing else may compact it.
+    provider_holds: bool
+
+
+def decide(request: CallRequest, adapter: ChatFormat, model: str) -> Decision:
+    """The decide stage: the call's budget, and whether the memo and the automatic cascade may touch it."""
+    settings = request.settings
+    budget = windows.budget_of(request, adapter, model)
+    rewrite = rewrites(settings) and budget is not None
+    return Decision(
+        budget,
+        rewrite,
+        rewrite and not settings.disable_auto_compact,
+        adapter.server_state_reason(request.body) is not None,
+    )
+
+
+class Sent(NamedTuple):
+    """What a call sends: the memo entry its items start with (None: the app's items), those items, the body."""
+
+    entry: MemoEntry | None
+    items: Sequence[Item]
+    body: Mapping[str, Any]
+
+
+def reuse_memo(call: CallState) -> Sent | None:
+    """Transparent mode: an earlier compaction of this very prefix (proven by the call's snapshot, or by hashing
+    its own items), as what the call sends instead; None when there is none. Only for a call that may be
+    rewritten (see :class:`Decision`)."""
+    state, snapshot = call.state, call.resolution.snapshot
+    if not len(state.memo) and (snapshot is None or snapshot.entry is None):
+        return None  # most calls: nothing was ever compacted in this conversation
+    items = call.items
+    entry = state.memo.find(
+        items, snapshot.entry if snapshot is not None else None, call.resolution.unchanged, call.scope
+    )
+    if entry is None:
+        return None
+    sent_items = entry.apply(items)
+    return Sent(entry, sent_items, call.adapter.with_items(call.request.body, sent_items))
+
+
+class Estimate(NamedTuple):
+    """The estimate stage's answer."""
+
+    #: The context tokens the call would send.
+    tokens: int
+    #: Estimated tokens of the app's items (what the call's snapshot keeps alive, for the store's byte bound).
+    history_tokens: int
+
+
+def estimate(adapter: ChatFormat, items: Sequence[Item], sent: Sent, found: Found) -> Estimate:
+    """The estimate stage: the context tokens of what the call sends (``sent``, the app's ``items`` after the
+    memo), anchored on the last reported usage when the history only grew since, counted from scratch
+    otherwise. A pure function of its inputs."""
+    resolution, link = found.resolution, found.link
+    factor = resolution.state.estimate_factor
+    snapshot, unchanged = resolution.snapshot, resolution.unchanged
+    if link is not None:
+        # The history is at the provider, and the usage of the response this call continues counts it
+        # whole (that reply included): only this call's own items are new.
+        appended = estimate_items(adapter, items)
+        return Estimate(link.input_tokens + link.output_tokens + int(appended * factor), appended)
+    if snapshot is not None and snapshot.usage is not None and unchanged > 0 and sent.entry is snapshot.entry:
+        # (Only when this call sends the summary the previous call sent, or none as it did: a summary made
+        # under another system prompt or tools is not sent, and one taken from the fleet since is, so the
+        # reported usage did not count these items; they are estimated below instead.)
+        last = snapshot.items
+        known = len(last)
+        # What the app appended since: first, usually, the previous call's reply. Its usage's output tokens
+        # count that reply already ("the messages added since" the last response, docs/compaction.md), so only
+        # what follows it is estimated. Estimating the reply's characters too overstated every later call
+        # by one reply (+40 % in a short chat; thousands of tokens for an agent's long answer or thinking).
+        reply = appended = 0
+        if len(items) > known:
+            after_reply = _after_reply(adapter, items, known)
+            reply = estimate_items(adapter, items[known:after_reply])
+            appended = estimate_items(adapter, items[after_reply:])
+        if unchanged < known:
+            # The previous call's last item came back changed (a moved cache_control marker): the reported
+            # usage already counts its old version, so only the difference is new. Counting it whole again
+            # overstated the context by a whole tool result (+77 % in the demo) and compacted too early.
+            appended += max(
+                0,
+                estimate_item(adapter, items[unchanged]) - estimate_item(adapter, last[unchanged]),
+            )
+        usage = snapshot.usage
+        # The app's history this call keeps alive grows by what was appended.
+        return Estimate(
+            usage.input_tokens + usage.output_tokens + int(appended * factor), snapshot.tokens + reply + appended
+        )
+    items_tokens = estimate_items(adapter, sent.items)
+    return Estimate(
+        int((estimate_fixed(adapter, sent.body) + items_tokens) * factor),
+        items_tokens if sent.entry is None else estimate_items(adapter, items),
+    )
+
+
+def describe(call: CallState, found: Found, estimated: Estimate) -> None:
+    """The prepare stage, before the cascade: the conversation and the context attributes on the chat span
+    (in the order the span always had them) and the estimate on the plan."""
+    attributes = call.attributes
+    state = call.state
+    attributes[semconv.STATE_SOURCE] = found.source
+    attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
+    attributes[semconv.CONVERSATION_ID_SOURCE] = (
+        semconv.ID_SOURCE_EXPLICIT if state.explicit else semconv.ID_SOURCE_DERIVED
+    )
+    call.estimated_tokens, call.history_tokens = estimated
+    attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = estimated.tokens
+    if state.breaker.open:
+        attributes[semconv.COMPACTION_BREAKER_OPEN] = True
+    budget = call.budget
+    if budget is not None:
+        attributes[semconv.CONTEXT_WINDOW] = budget.window
+        attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = budget.effective
+
+
+def cascade_due(call: CallState, decision: Decision) -> Budget | None:
+    """The decide stage, once the estimate is known: the budget the automatic cascade runs against when it has
+    anything to do for this call, else None (most calls)."""
+    budget = decision.budget
+    return budget if decision.automatic and budget is not None and auto.concerned(call, budget) else None
+
+
+def ready(call: CallState, decision: Decision) -> None:
+    """The prepare stage, after the cascade: the context state on the span (the breaker as the cascade left
+    it), the cache fingerprint (deferred while the conversation caches nothing), and the send time."""
+    state, budget = call.state, decision.budget
+    if budget is not None:
+        available = decision.automatic and not state.breaker.open and not decision.provider_holds
+        call.attributes[semconv.CONTEXT_STATE] = budget.state(call.estimated_tokens, compaction_available=available)
+    if state.detector is None:
+        state.detector = cache.CacheBreakDetector()
+    if state.detector.nothing_cached():
+        call.fingerprint_deferred = True  # most calls of a conversation that does not cache: no fingerprint
+    else:
+        call.refingerprint()
+    call.started = cache.monotonic()
+
+
 def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
     """Plan a chat call (see :mod:`otel_context.contract`); never raises, falls back to the no-op plan.
 
-    One generator, with its guard inside: every chat call runs it, and a wrapper generator around it cost
-    a frame and a delegation per call."""
+    The stages above, composed: resolve, decide, the memo and the estimate, then prepare (the cascade when
+    due). One generator, with its guard inside; the stages are plain functions, except the two that may yield
+    (:func:`resolve`, whose sync yields store steps only with a shared store, and the cascade, only when due):
+    every chat call runs this, and each generator layer costs a frame and a delegation per call."""
     try:
         settings = request.settings
         adapter = for_format(request.wire_format)
         body = request.body
         items = adapter.items(body)
         model = str(request.model or body.get("model") or "")
-        store = shared.store_for(settings) if settings.state_store is not None else None
-        # Every wait of this call for the store and for other workers ends by then (see fleet.py).
-        waits_until = time.monotonic() + settings.state_store_max_wait_seconds if store is not None else 0.0
-        # A call that continues a response the provider stored belongs to that response's conversation.
-        continued = adapter.continued_response(body)
-        link = STORE.link_of(continued) if continued is not None else None
-        if link is None and continued is not None and store is not None:
-            link = yield from fleet.link_of(store, continued)  # another worker made that response
-        resolution = resolve_conversation(adapter, request.provider, items, settings, link)
-        source = semconv.STATE_SOURCE_MEMORY
-        address = ""
-        if store is not None:  # another worker may have moved this conversation on: one read of the store
-            resolution, source, address = yield from fleet.take(
-                store, request.provider, resolution, items, adapter, link, partial(_scope, adapter, body, model)
-            )
-        elif settings.state_store is not None:
-            source = semconv.STATE_SOURCE_FALLBACK
-        state, snapshot, unchanged = resolution.state, resolution.snapshot, resolution.unchanged
-        budget = budgets.budget_of(request, adapter, model)
-        p = EnginePlan(request, adapter, resolution, items, model, budget)
-        if store is not None:
-            p.store, p.store_deadline, p.shared_address = store, waits_until, address
-        attributes = p.attributes
-        attributes[semconv.STATE_SOURCE] = source
-        attributes[semconv.GEN_AI_CONVERSATION_ID] = state.key
-        attributes[semconv.CONVERSATION_ID_SOURCE] = (
-            semconv.ID_SOURCE_EXPLICIT if state.explicit else semconv.ID_SOURCE_DERIVED
-        )
+        sync = fleet.sync_for(settings)
+        found = yield from resolve(sync, request, adapter, items, model)
+        decision = decide(request, adapter, model)
+        p = EnginePlan(request, adapter, found.resolution, items, model, decision.budget)
+        p.sync = sync
         cascade.precreate_counters(request.provider, model)
-        can_rewrite = rewrites(settings) and budget is not None
-        # A history the provider holds (Responses previous_response_id / conversation) is never rewritten: the
-        # cascade says why when it is due, and nothing else may compact it.
-        provider_holds = adapter.server_state_reason(body) is not None
-
-        # Transparent mode: reuse an earlier compaction of this very prefix (proven by this call's snapshot, or
-        # by hashing this call's own items).
-        if (
-            can_rewrite
-            and not provider_holds
-            and (len(state.memo) or (snapshot is not None and snapshot.entry is not None))
-        ):
-            entry = state.memo.find(items, snapshot.entry if snapshot is not None else None, unchanged, p.scope)
-            if entry is not None:
-                p.entry = entry
-                p.sent_items = entry.apply(items)
-                p.body = adapter.with_items(body, p.sent_items)
-
-        # Estimate: anchored on the last reported usage when the history only grew since.
-        if link is not None:
-            p.continued_link = link
-            # The history is at the provider, and the usage of the response this call continues counts it
-            # whole (that reply included): only this call's own items are new.
-            appended = estimate_items(adapter, items)
-            estimated = link.input_tokens + link.output_tokens + int(appended * state.estimate_factor)
-            p.history_tokens = appended
-        elif snapshot is not None and snapshot.usage is not None and unchanged > 0 and p.entry is snapshot.entry:
-            # (Only when this call sends the summary the previous call sent, or none as it did: a summary made
-            # under another system prompt or tools is not sent, and one taken from the fleet since is, so the
-            # reported usage did not count these items; they are estimated below instead.)
-            last = snapshot.items
-            known = len(last)
-            # What the app appended since: first, usually, the previous call's reply. Its usage's output tokens
-            # count that reply already ("the messages added since" the last response, docs/compaction.md), so only
-            # what follows it is estimated. Estimating the reply's characters too overstated every later call
-            # by one reply (+40 % in a short chat; thousands of tokens for an agent's long answer or thinking).
-            reply = appended = 0
-            if len(items) > known:
-                after_reply = _after_reply(adapter, items, known)
-                reply = estimate_items(adapter, items[known:after_reply])
-                appended = estimate_items(adapter, items[after_reply:])
-            if unchanged < known:
-                # The previous call's last item came back changed (a moved cache_control marker): the reported
-                # usage already counts its old version, so only the difference is new. Counting it whole again
-                # overstated the context by a whole tool result (+77 % in the demo) and compacted too early.
-                appended += max(
-                    0,
-                    estimate_item(adapter, items[unchanged]) - estimate_item(adapter, last[unchanged]),
-                )
-            estimated = (
-                snapshot.usage.input_tokens + snapshot.usage.output_tokens + int(appended * state.estimate_factor)
-            )
-            # The app's history this call keeps alive grows by what was appended (for the store's byte bound).
-            p.history_tokens = snapshot.tokens + reply + appended
+        sent = reuse_memo(p) if decision.rewrite and not decision.provider_holds else None
+        if sent is None:
+            sent = Sent(None, items, body)
         else:
-            items_tokens = estimate_items(adapter, p.sent_items)
-            estimated = int((estimate_fixed(adapter, p.body) + items_tokens) * state.estimate_factor)
-            p.history_tokens = items_tokens if p.entry is None else estimate_items(adapter, items)
-        p.estimated_tokens = estimated
-        attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = estimated
-        breaker_open = state.breaker.open
-        if breaker_open:
-            attributes[semconv.COMPACTION_BREAKER_OPEN] = True
-        if budget is not None:
-            attributes[semconv.CONTEXT_WINDOW] = budget.window
-            attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = budget.effective
-            automatic = can_rewrite and not settings.disable_auto_compact
-            if automatic and auto.concerned(p, budget):
-                yield from auto.compact(span, p, budget)
-                breaker_open = state.breaker.open  # a failed summary may have opened it
-            available = automatic and not breaker_open and not provider_holds
-            attributes[semconv.CONTEXT_STATE] = budget.state(p.estimated_tokens, compaction_available=available)
-        if state.detector is None:
-            state.detector = cache.CacheBreakDetector()
-        if state.detector.nothing_cached():
-            p.fingerprint_deferred = True  # most calls of a conversation that does not cache: no fingerprint
-        else:
-            p.refingerprint()
-        p.started = cache.monotonic()
+            p.entry, p.sent_items, p.body = sent
+        if found.link is not None:
+            p.continued_link = found.link
+        describe(p, found, estimate(adapter, items, sent, found))
+        due = cascade_due(p, decision)
+        if due is not None:
+            yield from auto.compact(span, p, due)
+        ready(p, decision)
         return p
     except Exception:
         telemetry.log_once(

@@ -2,7 +2,7 @@
 
 The provider's error may state the true size and window ("prompt is too long: N tokens > M maximum"): the
 conversation's estimate factor is raised when we undercounted, and a smaller window is learned for the
-model (see :mod:`otel_context.engine.budgets`).
+model (see :mod:`otel_context.engine.windows`).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from opentelemetry.trace import Span
 
 from otel_context import semconv, telemetry
 from otel_context.compaction import cascade
-from otel_context.engine import background, budgets
-from otel_context.engine.call import EngineCall, rewrites, skip
+from otel_context.engine import background, windows
+from otel_context.engine.call import CallState, rewrites, skip
 from otel_context.flow import Step
 from otel_context.formats.too_long import error_message, is_too_long, parse_too_long
 from otel_context.tokens import estimate_fixed, estimate_items
 
 
-def compact(call: EngineCall, span: Span, error: BaseException) -> Generator[Step, Any, Mapping[str, Any] | None]:
+def compact(span: Span, call: CallState, error: BaseException) -> Generator[Step, Any, Mapping[str, Any] | None]:
     """The body to retry with, or None to let the error reach the app (at most once per call)."""
     budget = call.budget
     if call.reactive_done or not rewrites(call.request.settings) or budget is None:
@@ -51,8 +51,8 @@ def compact(call: EngineCall, span: Span, error: BaseException) -> Generator[Ste
         estimated = max(actual, estimated)
         if 0 < limit < budget.window:
             # The provider's window is smaller than the one we assumed: use it from now on.
-            budgets.learn_window(provider, call.model, limit)
-            budget = call.budget = budgets.budget_of(call.request, call.adapter, call.model) or budget
+            windows.learn_window(provider, call.model, limit)
+            budget = call.budget = windows.budget_of(call.request, call.adapter, call.model) or budget
     # A prepared summary is measured against the provider's count, not the estimate it just proved low.
     call.estimated_tokens = estimated
     if (yield from background.apply_ready(span, call, budget)) and call.estimated_tokens < budget.auto_threshold:

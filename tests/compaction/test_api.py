@@ -5,7 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from otel_context import Compactor, semconv, should_compact
+from otel_context.flow import in_summarizer
 from otel_context.settings import Settings
 from tests.compaction.support import FakeSummarizer, Otel, anthropic_agent
 from tests.values import attrs_of
@@ -81,6 +84,24 @@ async def test_sync_compact_with_an_async_client_says_what_to_do(async_anthropic
 
     with pytest.raises(TypeError, match="acompact"):
         Compactor(client=async_anthropic_client).compact(anthropic_agent(10), model="claude-sonnet-4-6")
+
+
+@pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")
+def test_sync_compact_raises_an_async_answer_it_did_not_see_coming(async_anthropic_client: Any) -> None:
+    """An async client whose class does not say so is only found out by its awaitable answer: the caller's
+    mistake reaches the caller as it is (not returned as a failed compaction)."""
+    disguised = type("Disguised", (type(async_anthropic_client),), {})
+    client = disguised(api_key="test", base_url=async_anthropic_client.base_url)
+
+    def compact() -> None:
+        Compactor(client=client).compact(
+            anthropic_agent(10), model="claude-sonnet-4-6", wire_format="anthropic_messages"
+        )
+
+    with pytest.raises(TypeError, match="acompact"):
+        compact()
+    # The recursion guard is left as it was: set, it would leave every later call of this context unplanned.
+    assert in_summarizer.get() is False
 
 
 def test_the_readme_call_positional_client(anthropic_client: Any, otel: Otel) -> None:

@@ -14,7 +14,7 @@ from otel_context.compaction.summary import (
     rehydrate_files,
     summarize,
 )
-from otel_context.flow import drive
+from otel_context.flow import drive, perform_with
 from otel_context.formats import for_format
 from otel_context.formats.too_long import overflow_gap
 from otel_context.settings import Settings
@@ -75,7 +75,7 @@ def _run(items: list[dict[str, Any]], summarizer: FakeSummarizer, **settings: An
     body = {"model": "claude-sonnet-4-6", "max_tokens": 1024, "system": "sys", "messages": items}
     return drive(
         summarize(A, body, A.items(body), settings=Settings(**settings), model="claude-sonnet-4-6", window=30_000),
-        summarizer,
+        perform_with(summarizer),
     )
 
 
@@ -196,7 +196,7 @@ def test_summarize_falls_back_to_the_plain_transcript_when_the_shared_request_ge
     body = {"model": "claude-sonnet-4-6", "max_tokens": 1024, "tools": [{"name": "read_file"}], "messages": items}
     out = drive(
         summarize(A, body, items, settings=Settings(), model="claude-sonnet-4-6", window=200_000, share_prefix=True),
-        summarizer,
+        perform_with(summarizer),
     )
     assert out.summary.startswith("1. Primary request")
     assert "tools" in requests[0] and "tools" not in requests[1]

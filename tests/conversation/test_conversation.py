@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
 import otel_context
-from otel_context.conversation import ConversationStore, Snapshot, current_conversation_id, derive_key, unchanged_prefix
+from otel_context.conversation import (
+    ConversationState,
+    ConversationStore,
+    Snapshot,
+    current_conversation_id,
+    derive_key,
+    unchanged_prefix,
+)
 
 
 def test_explicit_id_context_manager_nests_and_resets() -> None:
@@ -43,7 +51,8 @@ def test_derived_key_depends_on_provider_and_first_user_message_only() -> None:
 
 def test_store_is_lru_bounded() -> None:
     evicted: list[str] = []
-    store = ConversationStore(max_conversations=3, on_evict=lambda s: evicted.append(s.key))
+    store = ConversationStore(max_conversations=3)
+    store.on_forget(lambda s: evicted.append(s.key))
     for key in ["a", "b", "c"]:
         store.get(key, explicit=True)
     store.get("a", explicit=True)  # a is now the most recent
@@ -55,7 +64,8 @@ def test_store_is_lru_bounded() -> None:
 def test_store_expires_idle_conversations() -> None:
     now = [0.0]
     evicted: list[str] = []
-    store = ConversationStore(idle_seconds=10, clock=lambda: now[0], on_evict=lambda s: evicted.append(s.key))
+    store = ConversationStore(idle_seconds=10, clock=lambda: now[0])
+    store.on_forget(lambda s: evicted.append(s.key))
     first = store.get("a", explicit=True)
     now[0] = 5
     store.get("b", explicit=True)
@@ -65,6 +75,28 @@ def test_store_expires_idle_conversations() -> None:
     now[0] = 30
     again = store.get("b", explicit=True)
     assert again is not first and evicted == ["a", "b"]
+
+
+def test_store_tells_every_listener_of_each_state_it_forgets_after_releasing_its_lock() -> None:
+    told: list[tuple[str, str, bool]] = []
+    store = ConversationStore(max_conversations=2)
+
+    def listener(name: str) -> Callable[[ConversationState], None]:
+        def forgot(state: ConversationState) -> None:
+            # A listener may ask the store (tracks() takes its lock): told once the lock is released.
+            released = not store._lock.locked()
+            told.append((name, state.key, released and not store.tracks(state)))
+
+        return forgot
+
+    store.on_forget(listener("first"))
+    store.on_forget(listener("second"))
+    for key in ["a", "b", "c"]:  # evicted: a
+        store.get(key, explicit=True)
+    assert told == [("first", "a", True), ("second", "a", True)]
+    told.clear()
+    store.clear()  # cleared: every state left
+    assert told == [(name, key, True) for key in ["b", "c"] for name in ["first", "second"]]
 
 
 def test_unchanged_prefix_compares_content() -> None:

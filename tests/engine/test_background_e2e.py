@@ -7,6 +7,7 @@ Real SDK clients (sync, async, streaming; anthropic and openai chat) against the
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import json
 import logging
@@ -16,6 +17,7 @@ import sys
 import textwrap
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -758,3 +760,49 @@ def test_a_conversation_evicted_with_a_ready_summary_discards_it_at_once(
     assert attrs_of(compact)[semconv.GEN_AI_CONVERSATION_ID] == "evicted"
     assert compact.parent is None and [link.context for link in compact.links] == [ready.context]
     assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "discarded"}) == 1
+
+
+def test_a_conversation_the_store_clears_discards_its_ready_summary_and_its_record_stays_with_the_state(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    _setup(simulated_provider, instrumented)
+    chat = Chat(simulated_provider.anthropic())
+    with otel_context.conversation("cleared"):
+        _turns_until_pending(chat)
+    _wait_idle()
+    (state,) = STORE.states()  # held, as a call in flight would hold it
+    with background._lock:
+        record = background._records[state]
+    assert record.prepared is not None and record.pace.steps
+
+    STORE.clear()  # the store alone forgets it (engine.reset() would drop every summary first)
+
+    # The store told background compaction: the summary is discarded at once, as on an eviction.
+    _, compact = otel.compact_spans()
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
+    assert background.pending(state) is None
+    # The rest of the record (the pace) stays with the state while something holds it, and goes with it.
+    with background._lock:
+        assert background._records[state] is record and record.pace.steps
+    gone = weakref.ref(record)
+    del state, record
+    gc.collect()
+    assert gone() is None
+
+
+def test_reset_forgets_every_background_record_and_drops_their_summaries(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    _setup(simulated_provider, instrumented)
+    chat = Chat(simulated_provider.anthropic())
+    with otel_context.conversation("reset"):
+        _turns_until_pending(chat)
+    _wait_idle()
+    (state,) = STORE.states()
+
+    engine.reset()
+
+    _, compact = otel.compact_spans()
+    assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
+    with background._lock:
+        assert state not in background._records and len(background._records) == 0

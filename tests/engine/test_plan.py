@@ -18,7 +18,7 @@ from otel_context.compaction.hooks import PreCompactDecision
 from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER
 from otel_context.contract import CallPlan, CallRequest
 from otel_context.conversation import STORE
-from otel_context.flow import drive
+from otel_context.flow import drive, perform_with
 from otel_context.settings import Settings, resolve
 from otel_context.usage import TokenUsage
 from tests.compaction.support import FakeSummarizer, Otel, anthropic_agent, openai_chat_agent
@@ -49,9 +49,9 @@ class Caller:
     ) -> CallPlan:
         with self.tracer.start_as_current_span("chat " + str(body.get("model"))) as span:
             request = CallRequest(provider, self.wire_format, body, body.get("model"), settings)  # type: ignore[arg-type]
-            plan = drive(engine.plan(span, request), self.summarizer)
+            plan = drive(engine.plan(span, request), perform_with(self.summarizer))
             plan.on_response(span, usage, response)
-            span.set_attributes(plan.attributes)  # after on_response, as Call.end does
+            span.set_attributes(plan.attributes)  # after on_response, as InstrumentedCall.end does
         return plan
 
 
@@ -140,7 +140,7 @@ def test_compact_span_is_a_child_of_the_chat_span_and_parents_the_summarizer(ote
                 chat,
                 CallRequest("anthropic", "anthropic_messages", _body(anthropic_agent(12, 8000)), MODEL, SMALL),
             ),
-            summarizer,
+            perform_with(summarizer),
         )
     (compact,) = otel.compact_spans()
     assert compact.parent is not None and compact.parent.span_id == chat.get_span_context().span_id
@@ -327,12 +327,15 @@ def test_reactive_compacts_once_and_retries_once(otel: Otel, summarizer: FakeSum
     tracer = otel.tracer_provider.get_tracer("test")
     body = _body(anthropic_agent(8))  # below the threshold by our estimate
     with tracer.start_as_current_span("chat x") as span:
-        plan = drive(engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, SMALL)), summarizer)
+        plan = drive(
+            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, SMALL)),
+            perform_with(summarizer),
+        )
         assert plan.body is body
         error = TooLong("prompt is too long: 31000 tokens > 30000 maximum")
-        retry = drive(plan.on_too_long(span, error), summarizer)
+        retry = drive(plan.on_too_long(span, error), perform_with(summarizer))
         assert retry is not None and len(retry["messages"]) < len(body["messages"])
-        assert drive(plan.on_too_long(span, error), summarizer) is None  # only one retry
+        assert drive(plan.on_too_long(span, error), perform_with(summarizer)) is None  # only one retry
     (compact,) = otel.compact_spans()
     assert attrs_of(compact)[semconv.COMPACTION_TRIGGER_SOURCE] == "reactive"
     assert attrs_of(compact)[semconv.COMPACTION_INPUT_TOKENS] == 31_000
@@ -342,8 +345,11 @@ def test_reactive_ignores_other_errors(otel: Otel, summarizer: FakeSummarizer) -
     tracer = otel.tracer_provider.get_tracer("test")
     body = _body(anthropic_agent(8))
     with tracer.start_as_current_span("chat x") as span:
-        plan = drive(engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, SMALL)), summarizer)
-        assert drive(plan.on_too_long(span, TooLong("messages: field required")), summarizer) is None
+        plan = drive(
+            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, SMALL)),
+            perform_with(summarizer),
+        )
+        assert drive(plan.on_too_long(span, TooLong("messages: field required")), perform_with(summarizer)) is None
     assert otel.compact_spans() == []
 
 
@@ -418,7 +424,7 @@ def test_a_response_is_read_for_provider_compaction_only_when_the_request_asked_
         request = CallRequest(
             "anthropic", "anthropic_messages", body, MODEL, SMALL, {"anthropic-beta": "compact-2026-01-12"}
         )
-        plan = drive(engine.plan(span, request), beta.summarizer)
+        plan = drive(engine.plan(span, request), perform_with(beta.summarizer))
         plan.on_response(span, TokenUsage(input_tokens=10), blocks)
     assert len(otel.compact_spans()) == 2
 
@@ -650,10 +656,12 @@ def test_kill_switches_and_reactive(otel: Otel, summarizer: FakeSummarizer, sett
     body = _body(anthropic_agent(12, 8000))
     with tracer.start_as_current_span("chat x") as span:
         plan = drive(
-            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, settings)), summarizer
+            engine.plan(span, CallRequest("anthropic", "anthropic_messages", body, MODEL, settings)),
+            perform_with(summarizer),
         )
         assert plan.body is body
-        retry = drive(plan.on_too_long(span, TooLong("prompt is too long: 40000 tokens > 30000 maximum")), summarizer)
+        too_long = TooLong("prompt is too long: 40000 tokens > 30000 maximum")
+        retry = drive(plan.on_too_long(span, too_long), perform_with(summarizer))
     assert (retry is not None) is reactive
     assert summarizer.calls == int(reactive)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import os
 import threading
 import time
 import weakref
@@ -11,6 +10,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from otel_context import process_state
 from otel_context.fork_safe import new_condition
 
 #: At the interpreter's normal exit, how long the ``put_later`` values still queued may hold the exit up.
@@ -107,5 +107,5 @@ def _after_fork_in_child() -> None:
 
 
 atexit.register(_flush_at_exit)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+# Reset: kept (a writer belongs to an open store, which a reset keeps). A fork's child: every writer empty.
+process_state.register(__name__, ("_writers",), on_reset=None, in_forked_child=_after_fork_in_child)

@@ -1,4 +1,4 @@
-"""The budget of a call: the model's window (capped by what a provider told us) and its thresholds.
+"""The window of a call's model (capped by what a provider told us), and the budget worked out from it.
 
 A window belongs to the model, not to a conversation: when a provider's "too long" error states a smaller
 window than the one we assumed, every conversation of that model uses it from then on.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from otel_context import process_state
 from otel_context.compaction.budget import Budget, budget_for
 from otel_context.contract import CallRequest
 from otel_context.formats.base import WireFormatAdapter
@@ -21,6 +22,11 @@ _LEARNED_WINDOWS_MAX = 256
 #: Budgets already worked out: a budget depends only on its key and the (frozen) settings it was made with.
 _budgets: dict[tuple[Any, ...], tuple[Settings, Budget | None]] = {}
 _BUDGETS_MAX = 256
+
+# Reset: the learned windows are forgotten (a clean slate assumes the model tables again); the budgets are
+# kept (a pure function of their key and settings). A fork's child: both inherited (the same models).
+process_state.register(__name__, ("_learned_windows",), on_reset=_learned_windows.clear, in_forked_child=None)
+process_state.register(__name__, ("_budgets",), on_reset=None, in_forked_child=None)
 
 
 def learn_window(provider: str, model: str, window: int) -> None:
@@ -51,8 +57,3 @@ def budget_of(request: CallRequest, adapter: WireFormatAdapter, model: str) -> B
         _budgets.clear()
     _budgets[key] = (settings, budget)
     return budget
-
-
-def reset() -> None:
-    """Forget every learned window (tests, and apps that want a clean slate)."""
-    _learned_windows.clear()

@@ -1,0 +1,326 @@
+"""The registry of module-level tables (:mod:`otel_context.process_state`): ``engine.reset()`` clears what it
+cleared before and keeps the rest, a fork's child gets what it got before, and a new module-level table that
+does not register fails here.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import json
+import os
+import pkgutil
+import signal
+import threading
+import traceback
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
+
+import pytest
+
+import otel_context
+from otel_context import engine, process_state, settings, telemetry, token_counters, usage
+from otel_context.compaction import alerts, cascade
+from otel_context.contract import CallRequest
+from otel_context.conversation import identity, memo, shared
+from otel_context.conversation.state_store import writer
+from otel_context.conversation.store import STORE
+from otel_context.engine import background, windows
+from otel_context.flow import drive, perform_with
+from otel_context.instrumentation import _background, _call
+from otel_context.settings import Settings
+
+MODEL = "claude-sonnet-4-6"
+#: Seconds a forked child may take before the test calls it hung.
+CHILD_DEADLINE = 30
+
+#: Module-level mutable objects that are constants (filled at import, never changed after): not tables.
+CONSTANTS = {
+    "otel_context.cache._UNITS",
+    "otel_context.cli.API_KEY_VARS",
+    "otel_context.compaction.alerts._AFTERMATH",
+    "otel_context.compaction.budget.MODEL_TABLE",
+    "otel_context.compaction.cascade.TRIGGER_STRATEGIES",
+    "otel_context.compaction.retention.CAPS",
+    "otel_context.demo.pricing.PRICES",
+    "otel_context.demo.report.PRICES",
+    "otel_context.demo.report.KIND_LABELS",
+    "otel_context.demo.run.PRICES",
+    "otel_context.demo.run.MODELS",
+    "otel_context.evaluation.cli.SUMMARIZERS",
+    "otel_context.evaluation.cli.SCENARIOS",
+    "otel_context.evaluation.cli.API_KEY_VARS",
+    "otel_context.evaluation.prices._TABLE",
+    "otel_context.evaluation.report._MARK",
+    "otel_context.evaluation.runner.SCENARIOS",
+    "otel_context.evaluation.runner.DEFAULT_MODELS",
+    "otel_context.evaluation.runner.WIRE_FORMATS",
+    "otel_context.evaluation.runner.SUMMARIZERS",
+    "otel_context.evaluation.scenarios.SCENARIOS",
+    "otel_context.formats._FORMATS",
+    "otel_context.formats._ENDPOINTS",
+    "otel_context.formats._common._FINISH",
+    "otel_context.formats.anthropic_messages._BLOCK_FIELDS",
+    "otel_context.formats.openai_chat._PART_FIELDS",
+    "otel_context.formats.openai_chat._CALL_FIELDS",
+    "otel_context.formats.openai_chat._FUNCTION_FIELDS",
+    "otel_context.formats.openai_responses.CALL_OUTPUT_TYPES",
+    "otel_context.formats.openai_responses._PART_FIELDS",
+    "otel_context.formats.openai_responses._ITEM_FIELDS",
+    "otel_context.formats.openai_responses._INCOMPLETE",
+    "otel_context.sdk_setup._PROTOCOLS",
+    "otel_context.semconv.FINISH_REASON_MAP",
+    "otel_context.settings.CAPTURE_BOOLEANS",
+    "otel_context.settings.ENV_VARS",
+    "otel_context.settings._FIELD_KIND",
+    "otel_context.settings._FIELDS",
+    "otel_context.settings._DEFAULTS",
+    "otel_context.settings.SUMMARY_PROVIDERS",
+    "otel_context.store_spec._URL_OPTIONS",
+    "otel_context.testing.anthropic_api.ANTHROPIC_TTLS",
+    "otel_context.testing.caching.ANTHROPIC_TTLS",
+    "otel_context.testing.errors.ANTHROPIC_TYPES",
+    "otel_context.testing.errors.ANTHROPIC_MESSAGES",
+    "otel_context.testing.errors.OPENAI_DEFAULTS",
+    "otel_context.testing.fleet.ANTHROPIC_TOOLS",
+    "otel_context.testing.fleet.OPENAI_TOOLS",
+    "otel_context.testing.models.DEFAULT_WINDOWS",
+    "otel_context.testing.models.EMBEDDING_DIMENSIONS",
+    "otel_context.testing.openai_api.EMBEDDING_DIMENSIONS",
+    "otel_context.testing.server._ROUTES",
+    "otel_context.testing.state.DEFAULT_WINDOWS",
+    "otel_context.testing.trust.ANTHROPIC_TOOLS",
+    "otel_context.testing.trust.OPENAI_TOOLS",
+    "otel_context.testing.trust.FACTS",
+    "otel_context.testing.trust.RESPONSES_TOOLS",
+    # The registry itself: its registrations are the code's (made at import), not state.
+    "otel_context.process_state._registry",
+}
+#: Not imported by the scan: importing it instruments this process (its only module-level object is settings).
+NOT_IMPORTED = {"otel_context.auto"}
+_MUTABLE = (
+    dict,
+    set,
+    list,
+    bytearray,
+    collections.deque,
+    weakref.WeakSet,
+    weakref.WeakKeyDictionary,
+    weakref.WeakValueDictionary,
+)
+
+
+def _tables_of(module: Any) -> Iterator[tuple[str, Any]]:
+    """The module-level objects of ``module`` that can hold state: mutable containers, and objects that can be
+    cleared (a store, a limiter)."""
+    for name, value in vars(module).items():
+        if name.startswith("__") or isinstance(value, type) or callable(value):
+            continue
+        if isinstance(value, _MUTABLE) or callable(getattr(value, "clear", None)):
+            yield name, value
+
+
+def _registered_objects() -> dict[int, str]:
+    """id -> "module.name" of every registered table that is an object (not a plain number)."""
+    found: dict[int, str] = {}
+    for registration in process_state.registered():
+        module = importlib.import_module(registration.module)
+        for name in registration.names:
+            assert hasattr(module, name), f"{registration.module} registers {name}, which it does not have"
+            found[id(getattr(module, name))] = f"{registration.module}.{name}"
+    return found
+
+
+def test_every_module_level_table_is_registered() -> None:
+    names = [m.name for m in pkgutil.walk_packages(otel_context.__path__, "otel_context.")]
+    modules = [importlib.import_module(name) for name in names if name not in NOT_IMPORTED]
+    registered = _registered_objects()
+    unregistered = sorted(
+        f"{module.__name__}.{name}"
+        for module in modules
+        for name, value in _tables_of(module)
+        if id(value) not in registered and f"{module.__name__}.{name}" not in CONSTANTS
+    )
+    assert unregistered == [], (
+        "module-level tables without a registration in otel_context.process_state (say what engine.reset() "
+        "and a fork's child do with them), or constants missing from CONSTANTS"
+    )
+    stale = sorted(c for c in CONSTANTS if c.rsplit(".", 1)[0] in names and not _exists(c))
+    assert stale == []
+
+
+def _exists(qualified: str) -> bool:
+    module, name = qualified.rsplit(".", 1)
+    return hasattr(importlib.import_module(module), name)
+
+
+def test_each_module_registers_once() -> None:
+    modules = [(r.module, r.names) for r in process_state.registered()]
+    assert len(modules) == len(set(modules))
+
+
+def test_the_registrations_that_reset_and_fork_act_on() -> None:
+    """What each event did before the registry, as the registry now says it."""
+    resets = {(r.module, r.names): r.on_reset for r in process_state.registered() if r.on_reset is not None}
+    assert resets == {
+        ("otel_context.conversation.store", ("STORE",)): STORE.clear,
+        ("otel_context.engine.windows", ("_learned_windows",)): windows._learned_windows.clear,
+        ("otel_context.engine.background", ("_records", "_durations", "_running")): background.discard_all,
+    }
+    forks = {r.module: r.in_forked_child for r in process_state.registered() if r.in_forked_child is not None}
+    assert forks == {
+        "otel_context.fork_safe": otel_context.fork_safe._after_fork_in_child,
+        "otel_context.conversation.state_store.writer": writer._after_fork_in_child,
+        "otel_context.engine.background": background.forget_all,
+        "otel_context.instrumentation._background": _background._after_fork_in_child,
+    }
+    order = [r.module for r in process_state.registered()]
+    assert order.index("otel_context.fork_safe") < min(order.index(m) for m in forks if m != "otel_context.fork_safe")
+    # Reset walks down the layers: the background summaries are dropped, their leases given back, before the
+    # store forgets their conversations (and tells background compaction of each).
+    assert order.index("otel_context.engine.background") > order.index("otel_context.conversation.store")
+
+
+def _a_call() -> None:
+    """One planned and answered call: a conversation in the store, its key and budget cached."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_context.usage import TokenUsage
+
+    body = {
+        "model": MODEL,
+        "max_tokens": 1024,
+        "system": "You are terse.",
+        "messages": [{"role": "user", "content": "Hi"}],
+    }
+    request = CallRequest("anthropic", "anthropic_messages", body, MODEL, Settings(auto_compact_window=30_000))
+    span = TracerProvider().get_tracer("test").start_span("chat")
+    plan = drive(engine.plan(span, request), perform_with(cast(Any, None)))
+    plan.on_response(span, TokenUsage(input_tokens=50, output_tokens=5), None)
+    span.end()
+
+
+def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
+    engine.reset()
+    _a_call()
+    windows.learn_window("anthropic", MODEL, 100_000)
+    background._durations["a-summary-model"] = 3.0
+    telemetry.log_once("test.process_state", "otel_context: a test line")
+    settings._warned.add("test.process_state")
+    memo.scope_of("You are terse.", None, MODEL)
+    with background._lock:
+        background._record(STORE.states()[0])
+    kept = {
+        "telemetry._logged": set(telemetry._logged),
+        "settings._warned": set(settings._warned),
+        "cascade._precreated": set(cascade._precreated),
+        "windows._budgets": dict(windows._budgets),
+        "identity._derived": dict(identity._derived),
+        "memo._scopes": dict(memo._scopes),
+        "shared._opened": dict(shared._opened),
+        "token_counters._series": dict(token_counters._series),
+        "usage._KINDS": dict(usage._KINDS),
+        "alerts._limiter": dict(alerts._limiter._keys),
+        "_call._error_type_hooks": list(_call._error_type_hooks),
+    }
+    assert STORE.states() and windows._learned_windows and windows._budgets and identity._derived
+
+    engine.reset()
+
+    assert STORE.states() == []
+    assert windows._learned_windows == {}
+    assert background._durations == {} and len(background._records) == 0
+    assert {
+        "telemetry._logged": telemetry._logged,
+        "settings._warned": settings._warned,
+        "cascade._precreated": cascade._precreated,
+        "windows._budgets": windows._budgets,
+        "identity._derived": identity._derived,
+        "memo._scopes": memo._scopes,
+        "shared._opened": shared._opened,
+        "token_counters._series": token_counters._series,
+        "usage._KINDS": usage._KINDS,
+        "alerts._limiter": dict(alerts._limiter._keys),
+        "_call._error_type_hooks": _call._error_type_hooks,
+    } == kept
+    settings._warned.discard("test.process_state")
+
+
+def _in_a_child(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Fork; the child runs ``work`` and sends back what it returned (or what it raised) as JSON."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        report: dict[str, Any] = {}
+        try:
+            signal.alarm(CHILD_DEADLINE)
+            report = work()
+        except BaseException:
+            report = {"raised": traceback.format_exc()}
+        finally:
+            os.write(write, json.dumps(report).encode())
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        answer = pipe.read()
+    os.waitpid(pid, 0)
+    return cast(dict[str, Any], json.loads(answer or b"{}"))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_gets_what_it_got_before() -> None:
+    engine.reset()
+    _a_call()
+    windows.learn_window("anthropic", MODEL, 100_000)
+    parent_keys = sorted(state.key for state in STORE.states())
+    marker = cast(Any, object())
+    background._running.add(marker)
+    _background._runs.add(marker)
+    _background._kept.append(marker)
+    # A writer in the middle of a write, with more queued: the child's must start empty, without a thread.
+    writing, go_on = threading.Event(), threading.Event()
+
+    def slow_write(batch: Sequence[Any]) -> bool:
+        writing.set()
+        go_on.wait(10)
+        return True
+
+    busy = writer._Writer(slow_write)
+    busy.submit("first", b"1", ())
+    assert writing.wait(10)
+    busy.submit("second", b"2", ())
+    with background._lock:
+        background._record(STORE.states()[0])
+    token_counters._lock.acquire()  # held by this thread at the fork: the child's must be free
+
+    def child() -> dict[str, Any]:
+        return {
+            "lock free": not token_counters._lock.locked(),
+            "keys": sorted(state.key for state in STORE.states()),
+            "learned": windows._learned_windows.get(("anthropic", MODEL)),
+            "running": len(background._running),
+            "records": len(background._records),
+            "runs": len(_background._runs) + len(_background._kept),
+            "writer": [len(busy._pending), busy._busy, busy._thread is None],
+        }
+
+    try:
+        report = _in_a_child(child)
+    finally:
+        token_counters._lock.release()
+        go_on.set()
+        background._running.discard(marker)
+        _background._runs.discard(marker)
+        _background._kept.remove(marker)
+    assert "raised" not in report, report["raised"]
+    assert report == {
+        "lock free": True,
+        "keys": parent_keys,  # the child goes on with its parent's conversations
+        "learned": 100_000,
+        "running": 0,  # the parent's summaries are forgotten
+        "records": 0,  # and so are its records of the conversations it goes on with
+        "runs": 0,
+        "writer": [0, False, True],
+    }
+    assert busy.flush(10)
