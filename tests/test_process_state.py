@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import collections
 import importlib
-import json
 import os
 import pkgutil
-import signal
 import threading
-import traceback
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 import pytest
@@ -30,10 +27,10 @@ from otel_context.engine import background, windows
 from otel_context.flow import drive, perform_with
 from otel_context.instrumentation import _background, _call
 from otel_context.settings import Settings
+from tests.fork_support import fork, outcome
 
 MODEL = "claude-sonnet-4-6"
 #: Seconds a forked child may take before the test calls it hung.
-CHILD_DEADLINE = 30
 
 #: Module-level mutable objects that are constants (filled at import, never changed after): not tables.
 CONSTANTS = {
@@ -247,27 +244,6 @@ def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
     settings._warned.discard("test.process_state")
 
 
-def _in_a_child(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Fork; the child runs ``work`` and sends back what it returned (or what it raised) as JSON."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        report: dict[str, Any] = {}
-        try:
-            signal.alarm(CHILD_DEADLINE)
-            report = work()
-        except BaseException:
-            report = {"raised": traceback.format_exc()}
-        finally:
-            os.write(write, json.dumps(report).encode())
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        answer = pipe.read()
-    os.waitpid(pid, 0)
-    return cast(dict[str, Any], json.loads(answer or b"{}"))
-
-
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_forked_child_gets_what_it_got_before() -> None:
     engine.reset()
@@ -306,7 +282,7 @@ def test_a_forked_child_gets_what_it_got_before() -> None:
         }
 
     try:
-        report = _in_a_child(child)
+        report = outcome(*fork(child))[1]
     finally:
         token_counters._lock.release()
         go_on.set()

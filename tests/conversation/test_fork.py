@@ -11,13 +11,9 @@ calls with both SDKs, on the conversations of the parent and on new ones, and mu
 from __future__ import annotations
 
 import ast
-import json
 import os
-import signal
 import threading
-import time
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +31,7 @@ from otel_context.conversation.state_store import InProcessStore, RedisStore
 from otel_context.conversation.store import STORE
 from otel_context.testing import SimulatedProvider
 from tests.compaction.conftest import _fresh_engine
+from tests.fork_support import CHILD_DEADLINE, fork, outcome
 from tests.instrumentation.instr_support import counter_total, metric_points
 from tests.values import attrs_of
 
@@ -43,7 +40,6 @@ __all__ = ["_fresh_engine"]
 ANTHROPIC_MODEL = "claude-sonnet-4-6"
 OPENAI_MODEL = "gpt-4o-mini"
 #: Seconds the child may take for its calls before the test calls it hung (it takes well under one).
-CHILD_DEADLINE = 30
 
 
 @pytest.fixture
@@ -161,10 +157,10 @@ def test_a_child_forked_while_other_threads_hold_our_locks_makes_its_calls(
             ]
             return {"held": still_held, "spans": ended, "turns": len(monitor.lines)}
 
-        pid, answer = _fork(in_the_child)
+        pid, answer = fork(in_the_child)
         release.set()
         holder.join(10)
-        status, child = _outcome(pid, answer)
+        status, child = outcome(pid, answer)
     finally:
         otel_context.uninstrument()
     assert os.WIFEXITED(status), (
@@ -211,7 +207,7 @@ def test_a_worker_that_sets_up_telemetry_after_the_fork_reports_only_its_own_cal
                 "durations": sum(p.count for p in metric_points(reader, semconv.METRIC_INFERENCE_DURATION)),
             }
 
-        status, child = _outcome(*_fork(in_the_child))
+        status, child = outcome(*fork(in_the_child))
     finally:
         otel_context.uninstrument()
     assert os.WIFEXITED(status)
@@ -229,45 +225,6 @@ def _locked(lock: Any) -> bool:
         lock.release()
         return False
     return bool(lock.locked())
-
-
-def _fork(work: Callable[[], dict[str, Any]]) -> tuple[int, int]:
-    """Fork: the child runs ``work`` (an alarm ends it after :data:`CHILD_DEADLINE` seconds, so that a hung
-    child shows instead of hanging the test), writes what it returned, or what it raised, as JSON to a pipe
-    and exits. Returns the child's pid and the pipe's end to read."""
-    answer_read, answer_write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        report: dict[str, Any] = {}
-        try:
-            signal.alarm(CHILD_DEADLINE)
-            report = work()
-        except BaseException:
-            report = {"raised": traceback.format_exc()}
-        finally:
-            os.write(answer_write, json.dumps(report).encode())
-            os._exit(0)
-    os.close(answer_write)
-    return pid, answer_read
-
-
-def _outcome(pid: int, answer_read: int) -> tuple[int, dict[str, Any]]:
-    """The child's exit status and its report (empty when it wrote none)."""
-    status = _wait(pid, CHILD_DEADLINE + 10)
-    with os.fdopen(answer_read, "rb") as pipe:
-        return status, json.loads(pipe.read() or b"{}")
-
-
-def _wait(pid: int, seconds: float) -> int:
-    """The child's exit status; killed (and its status then) when it has not ended within ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status
-        time.sleep(0.05)
-    os.kill(pid, signal.SIGKILL)
-    return os.waitpid(pid, 0)[1]
 
 
 _SYNCHRONIZATION = {"Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore"}
