@@ -13,7 +13,6 @@ body, on a copy of the options).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import functools
@@ -40,9 +39,10 @@ from otel_context.flow import (
     SummaryRequest,
     SummaryResult,
     adrive,
+    aperform_plain,
     drive,
     in_summarizer,
-    wait_on_loop,
+    perform_plain,
 )
 from otel_context.formats import for_format
 from otel_context.formats.base import EndpointFormat
@@ -512,8 +512,6 @@ class Interceptor:
             return self.spec.prepared_body(step.body)
         if isinstance(step, _SendRaw):
             return instance.request(self.spec.httpx_response, step.options)
-        if isinstance(step, StoreRequest):
-            return step.run()
         if isinstance(step, BackgroundStart):
 
             def drive_summary(summary: _background.Flow, stopped: Stopped, client: Any) -> Any:
@@ -522,11 +520,7 @@ class Interceptor:
 
             _background.start_thread(self._with_summarizer(begun, step.steps), drive_summary, instance)
             return None
-        if isinstance(step, BackgroundWait):
-            step.done.wait(step.timeout)
-            return None
-        time.sleep(step.seconds)
-        return None
+        return perform_plain(step)
 
     async def _aperform(self, step: _CallStep, begun: _Begun, wrapped: Callable[..., Any], instance: Any) -> Any:
         """Do one step of I/O for the flow, on the event loop."""
@@ -536,8 +530,6 @@ class Interceptor:
             return await self.spec.aprepared_body(step.body)
         if isinstance(step, _SendRaw):
             return await instance.request(self.spec.httpx_response, step.options)
-        if isinstance(step, StoreRequest):
-            return await step.arun()
         if isinstance(step, BackgroundStart):
 
             async def adrive_summary(summary: _background.Flow, stopped: Stopped, client: Any) -> Any:
@@ -546,11 +538,7 @@ class Interceptor:
 
             _background.start_task(self._with_summarizer(begun, step.steps), adrive_summary, instance)
             return None
-        if isinstance(step, BackgroundWait):
-            await wait_on_loop(step.done, step.timeout)
-            return None
-        await asyncio.sleep(step.seconds)
-        return None
+        return await aperform_plain(step)
 
 
 class ContextWindowExceeded(Exception):

@@ -182,43 +182,58 @@ class NoBackgroundWork(RuntimeError):
         )
 
 
+#: The steps every driver does the same way (no client needed): :func:`perform_plain` / :func:`aperform_plain`.
+PlainStep = StoreRequest | BackgroundWait | Sleep
+
+
+def perform_plain(step: PlainStep) -> Any:
+    """Do a step that needs no client, blocking the thread: a store request runs, a wait and a sleep block."""
+    if isinstance(step, StoreRequest):
+        return step.run()
+    if isinstance(step, BackgroundWait):
+        step.done.wait(step.timeout)
+        return None
+    time.sleep(step.seconds)
+    return None
+
+
+async def aperform_plain(step: PlainStep) -> Any:
+    """:func:`perform_plain` on the event loop: the store request is awaited, a wait and a sleep leave the loop
+    serving everything else."""
+    if isinstance(step, StoreRequest):
+        return await step.arun()
+    if isinstance(step, BackgroundWait):
+        await wait_on_loop(step.done, step.timeout)
+        return None
+    await asyncio.sleep(step.seconds)
+    return None
+
+
 def perform_with(summarize: Callable[[SummaryRequest], SummaryResult]) -> Callable[[Step], Any]:
     """The ``perform`` of :func:`drive` for a caller that has only a summarizer function: summary requests go
-    to ``summarize``, store requests run, waits and sleeps block the thread, background work is refused
-    (:class:`NoBackgroundWork`)."""
+    to ``summarize``, the plain steps as every driver does them (:func:`perform_plain`), background work is
+    refused (:class:`NoBackgroundWork`)."""
 
     def perform(step: Step) -> Any:
         if isinstance(step, SummaryRequest):
             return summarize(step)
-        if isinstance(step, StoreRequest):
-            return step.run()
-        if isinstance(step, BackgroundWait):
-            step.done.wait(step.timeout)
-            return None
-        if isinstance(step, Sleep):
-            time.sleep(step.seconds)
-            return None
-        raise NoBackgroundWork()
+        if isinstance(step, BackgroundStart):
+            raise NoBackgroundWork()
+        return perform_plain(step)
 
     return perform
 
 
 def aperform_with(summarize: Callable[[SummaryRequest], Awaitable[SummaryResult]]) -> Callable[[Step], Awaitable[Any]]:
-    """:func:`perform_with` for :func:`adrive`: ``summarize`` and store requests are awaited, waits and sleeps
-    leave the event loop serving everything else."""
+    """:func:`perform_with` for :func:`adrive`: ``summarize`` is awaited, the plain steps are done on the loop
+    (:func:`aperform_plain`)."""
 
     async def perform(step: Step) -> Any:
         if isinstance(step, SummaryRequest):
             return await summarize(step)
-        if isinstance(step, StoreRequest):
-            return await step.arun()
-        if isinstance(step, BackgroundWait):
-            await wait_on_loop(step.done, step.timeout)
-            return None
-        if isinstance(step, Sleep):
-            await asyncio.sleep(step.seconds)
-            return None
-        raise NoBackgroundWork()
+        if isinstance(step, BackgroundStart):
+            raise NoBackgroundWork()
+        return await aperform_plain(step)
 
     return perform
 

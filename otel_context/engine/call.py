@@ -10,7 +10,7 @@ two without an import cycle. The store-backed implementation is :class:`otel_con
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from opentelemetry.trace import Span
@@ -34,6 +34,12 @@ Steps = Generator[Any, Any, Any]
 def rewrites(settings: Settings) -> bool:
     """Whether compaction may change requests at all (mode auto and no global kill switch)."""
     return settings.compaction == "auto" and not settings.disable_compact
+
+
+def scope_for(adapter: ChatFormat, body: Mapping[str, Any], model: str) -> str:
+    """What a summary of a call is made for besides its items: its system prompt, tools and model (see
+    :func:`~otel_context.conversation.memo.scope_of`)."""
+    return scope_of(adapter.system_text(body), body.get("tools"), model)
 
 
 def skip(span: Span | None, reason: str) -> None:
@@ -78,12 +84,12 @@ class ConversationSync(ABC):
     @abstractmethod
     def take(
         self,
-        provider: str,
+        request: CallRequest,
         resolution: Resolution,
         items: Sequence[Item],
         adapter: ChatFormat,
         link: ChainLink | None,
-        scope: Callable[[], str],
+        model: str,
     ) -> Generator[StoreRequest, Any, tuple[Resolution, str]]:
         """Bring the call's state up to date with what other workers did since, and say where it came from."""
 
@@ -155,12 +161,12 @@ class InProcessSync(ConversationSync):
 
     def take(
         self,
-        provider: str,
+        request: CallRequest,
         resolution: Resolution,
         items: Sequence[Item],
         adapter: ChatFormat,
         link: ChainLink | None,
-        scope: Callable[[], str],
+        model: str,
     ) -> Generator[StoreRequest, Any, tuple[Resolution, str]]:
         yield from ()
         return resolution, self.source
@@ -267,8 +273,7 @@ class CallState(CallPlan):
         :func:`~otel_context.conversation.memo.scope_of`); computed when first needed."""
         scope = self._scope
         if scope is None:
-            body = self.request.body
-            scope = self._scope = scope_of(self.adapter.system_text(body), body.get("tools"), self.model)
+            scope = self._scope = scope_for(self.adapter, self.request.body, self.model)
         return scope
 
     def job(self, span: Span | None, trigger: str, estimated: int) -> cascade.CompactionJob:

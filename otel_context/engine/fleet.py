@@ -42,12 +42,22 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from otel_context import process_state, semconv
+from otel_context.cache import CacheBreakDetector
 from otel_context.compaction.budget import Budget
+from otel_context.contract import CallRequest
 from otel_context.conversation import ChainLink, ConversationState, Resolution, Snapshot, shared
 from otel_context.conversation.memo import MemoEntry, items_hash
 from otel_context.conversation.state_store import Lease, Loaded, StateStore
 from otel_context.engine import windows
-from otel_context.engine.call import IN_PROCESS, STORE_UNAVAILABLE, CallState, Claim, ConversationSync, Steps
+from otel_context.engine.call import (
+    IN_PROCESS,
+    STORE_UNAVAILABLE,
+    CallState,
+    Claim,
+    ConversationSync,
+    Steps,
+    scope_for,
+)
 from otel_context.flow import StoreRequest
 from otel_context.fork_safe import new_lock
 from otel_context.formats.base import ChatFormat
@@ -183,15 +193,17 @@ class StoreSync(ConversationSync):
 
     def take(
         self,
-        provider: str,
+        request: CallRequest,
         resolution: Resolution,
         items: Sequence[Any],
         adapter: ChatFormat,
         link: ChainLink | None,
-        scope: Callable[[], str],
+        model: str,
     ) -> Generator[StoreRequest, Any, tuple[Resolution, str]]:
         """Read the shared value of the conversation's history (one round trip) and bring the local state up
         to date; remembers the name of what was read (:attr:`address`)."""
+        provider = request.provider
+        scope = partial(scope_for, adapter, request.body, model)  # computed only when a name needs it
         address, chain = read_address(adapter, resolution, items, link, scope)
         self.address = address
         state = resolution.state
@@ -204,8 +216,6 @@ class StoreSync(ConversationSync):
             if w_provider == provider and (known is None or tokens < known):
                 windows.learn_window(w_provider, model, tokens)
         if taken.cache is not None:
-            from otel_context.cache import CacheBreakDetector
-
             state, snapshot = taken.resolution.state, taken.resolution.snapshot
             if state.detector is None:
                 state.detector = CacheBreakDetector()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Generator, Mapping, Sequence
-from functools import partial
 from typing import Any, NamedTuple
 
 from opentelemetry import trace
@@ -36,7 +35,7 @@ from otel_context.compaction.budget import Budget
 from otel_context.contract import CallPlan, CallRequest
 from otel_context.conversation import STORE, ChainLink, ConversationState, Resolution, Snapshot
 from otel_context.conversation import resolve as resolve_conversation
-from otel_context.conversation.memo import MemoEntry, scope_of
+from otel_context.conversation.memo import MemoEntry
 from otel_context.engine import auto, fleet, reactive, windows
 from otel_context.engine.call import CallState, ConversationSync, rewrites
 from otel_context.engine.provider_compaction import observe_provider_compaction, usage_shows_compaction
@@ -131,11 +130,6 @@ def _remember_response(
     return link
 
 
-def _scope(adapter: WireFormatAdapter, body: Mapping[str, Any], model: str) -> str:
-    """The call's scope (see :attr:`CallState.scope`), before the call's plan exists."""
-    return scope_of(adapter.system_text(body), body.get("tools"), model)
-
-
 def _after_reply(adapter: WireFormatAdapter, items: Sequence[Item], known: int) -> int:
     """The index after the model's items that open what was appended at ``known``: the previous call's reply,
     when the app appended it (Responses: its reasoning and calls too)."""
@@ -178,9 +172,7 @@ def resolve(
     if link is None and continued is not None:
         link = yield from sync.link_of(continued)  # another worker may have made that response
     resolution = resolve_conversation(adapter, request.provider, items, request.settings, link)
-    resolution, source = yield from sync.take(
-        request.provider, resolution, items, adapter, link, partial(_scope, adapter, body, model)
-    )
+    resolution, source = yield from sync.take(request, resolution, items, adapter, link, model)
     return Found(resolution, link, source)
 
 
