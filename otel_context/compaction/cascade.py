@@ -210,6 +210,8 @@ class CompactionOutcome:
     repair: repair_mod.Repair | None = None
     #: Of the user's messages selected for the verbatim list, those that made way for a long summary.
     user_messages_dropped: int = 0
+    #: Summarizer requests the span was summarized in (more than 1: it did not fit one).
+    summary_parts: int = 0
 
     @property
     def changed(self) -> bool:
@@ -359,6 +361,8 @@ def _close_span(
         span.set_attribute(semconv.COMPACTION_USER_MESSAGES_KEPT, out.user_messages_kept)
         if out.user_messages_dropped:
             span.set_attribute(semconv.COMPACTION_USER_MESSAGES_DROPPED, out.user_messages_dropped)
+        if out.summary_parts > 1:
+            span.set_attribute(semconv.COMPACTION_SUMMARY_PARTS, out.summary_parts)
     span.set_attribute(semconv.COMPACTION_DURATION_MS, out.duration_ms)
     failures = state.breaker.consecutive_failures if state is not None else int(out.outcome == semconv.OUTCOME_FAILURE)
     span.set_attribute(semconv.COMPACTION_CONSECUTIVE_FAILURES, failures)
@@ -691,6 +695,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.user_messages_kept = result.user_messages_kept
         out.user_messages_dropped = result.user_messages_dropped
         out.repair = result.repair
+        out.summary_parts = result.parts
         out.summary_head = len(result.head)
         out.messages_compacted = result.cut - job.min_index
         before = _context_tokens(job.adapter, job.body, job.items)
