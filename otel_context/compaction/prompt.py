@@ -173,10 +173,7 @@ REHYDRATED_HEADER = "Files read before the compaction (their latest content as r
 VERBATIM_NOTE_PREFIX = "[Verbatim]"
 #: Opens the block the repair adds after the summary (:mod:`otel_context.compaction.repair`): what the summary
 #: left out, restored from the conversation.
-RESTORED_HEADER = (
-    "[Restored] The summary above left these out; they are restored verbatim from the conversation, oldest "
-    "first. Where the user changed something, the later statement holds."
-)
+RESTORED_HEADER = "[Restored] What the summary left out, verbatim, oldest first; later statements hold:"
 #: Opens the user's sentences in that block (read back as the user's words by the next compaction).
 RESTORED_USER_LINE = "The user said:"
 #: Opens the artifacts (error lines, paths, identifiers) in that block.

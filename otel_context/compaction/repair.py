@@ -66,8 +66,8 @@ MAX_SENTENCE_CHARS = 600
 MAX_CANDIDATES = 400
 
 _CHANGE = re.compile(
-    r"\b(?:now|instead|no longer|anymore|any more|changed?|switch(?:ed)?|actually|from now on|update[ds]?|"
-    r"replace[ds]?|rather than|not .{1,40} but|correction|scratch that|forget)\b",
+    r"\b(?:now|instead|no longer|anymore|any more|changed|switched|actually|from now on|updated|replaced|"
+    r"rather than|correction|scratch that)\b",
     re.IGNORECASE,
 )
 _DURABLE = re.compile(
