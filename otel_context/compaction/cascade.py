@@ -391,7 +391,8 @@ def _close_span(
             out.retention.retention,
             {semconv.COMPACTION_TRIGGER_SOURCE: trigger, semconv.COMPACTION_STRATEGY: out.strategy},
         )
-        before = out.repair.before.retention if out.repair is not None else None
+        # A compaction nothing repairs (microcompact) was as it is sent: its figure before is the same.
+        before = out.repair.before.retention if out.repair is not None else out.retention.retention
         if before is not None:
             instruments.compaction_retention_before_repair.record(
                 before, {semconv.COMPACTION_TRIGGER_SOURCE: trigger, semconv.COMPACTION_STRATEGY: out.strategy}

@@ -101,7 +101,9 @@ def test_the_budget_goes_to_the_users_instructions_first_and_the_span_says_what_
     summary = _summary_message(result.messages)
     assert RULE in summary  # a constraint ("never", "must") outranks the chatter and the artifacts
     attrs = attrs_of(otel.compact_spans()[0])
-    assert attrs[semconv.COMPACTION_REPAIR_TOKENS] <= attrs[semconv.COMPACTION_REPAIR_BUDGET] <= 1_000 * 30_000 // 200_000
+    assert (
+        attrs[semconv.COMPACTION_REPAIR_TOKENS] <= attrs[semconv.COMPACTION_REPAIR_BUDGET] <= 1_000 * 30_000 // 200_000
+    )
     assert attrs[semconv.COMPACTION_REPAIR_LEFT_OUT] > 0
     left = sum(v for k, v in attrs.items() if k.startswith(semconv.COMPACTION_REPAIR_LEFT_OUT_PREFIX))
     assert left == attrs[semconv.COMPACTION_REPAIR_LEFT_OUT]
