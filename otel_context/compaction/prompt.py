@@ -204,12 +204,11 @@ def restored_user_lines(text: str) -> list[str]:
     return out
 
 
-def summary_message_text(summary: str, rehydrated: str = "", verbatim_note: str = "", restored: str = "") -> str:
+def summary_message_text(summary: str, rehydrated: str = "", verbatim_note: str = "") -> str:
     """The text of the message that replaces the compacted history (the user's own messages kept verbatim
-    precede it as messages of their own; ``verbatim_note`` says so). ``restored``: the repair's block."""
+    precede it as messages of their own; ``verbatim_note`` says so). ``summary`` ends with the repair's block
+    (:data:`RESTORED_HEADER`) when the repair restored anything."""
     parts = [SUMMARY_MESSAGE_HEADER, "", summary]
-    if restored:
-        parts += ["", restored]
     if rehydrated:
         parts += ["", rehydrated]
     if verbatim_note:

@@ -492,7 +492,7 @@ class SummaryOutcome:
     cut: int  #: index in the input items; items[:cut] were replaced
     #: the user's own messages kept verbatim, then the summary message (+ restored items, rehydrated files)
     head: tuple[Item, ...]
-    summary: str
+    summary: str  #: as the summarizer wrote it, and the repair's block after it (what the summary message holds)
     summary_tokens: int  #: the summarizer's output tokens (reported, else estimated), all parts together
     files_rehydrated: int
     attempts: int
@@ -924,14 +924,13 @@ def finish_summary(task: SummaryTask, plan: _Plan, reply: _Reply, kept: KeptUser
     # Nor may the files make the head as large as what it replaces (nothing would be gained).
     room = min(room if room is not None else room_left, room_left - fixed.tokens)
     rehydration = rehydrate_files(adapter, items, cut, task.settings, task.window, room)
-    head = (
-        *verbatim,
-        adapter.make_user_item(summary_message_text(summary, rehydration.text, kept.note, fixed.text)),
-    )
+    # The repaired summary is the summary from now on: the anchor the next one updates, the memo's, the API's.
+    repaired = f"{summary}\n\n{fixed.text}" if fixed.text else summary
+    head = (*verbatim, adapter.make_user_item(summary_message_text(repaired, rehydration.text, kept.note)))
     if rehydration.files and estimate_items(adapter, head) + HEAD_MARGIN >= plan.replaced:
         # A file cut to a small room still carries its markers: without it, rather than no progress.
         rehydration = Rehydration("", 0, 0)
-        head = (*verbatim, adapter.make_user_item(summary_message_text(summary, "", kept.note, fixed.text)))
+        head = (*verbatim, adapter.make_user_item(summary_message_text(repaired, "", kept.note)))
     # The summarizer's request holds (nearly) the conversation itself, just counted by the provider: the
     # cascade sizes the compacted context with it. Only the call's own model shares its tokenizer.
     measured = None
@@ -940,7 +939,7 @@ def finish_summary(task: SummaryTask, plan: _Plan, reply: _Reply, kept: KeptUser
     return SummaryOutcome(
         cut=cut,
         head=head,
-        summary=summary,
+        summary=repaired,
         summary_tokens=reply.summary_tokens,
         files_rehydrated=rehydration.files,
         attempts=reply.attempts,
