@@ -56,12 +56,18 @@ _FIELDS = (
 )
 
 
+#: Opens the line of a summary request that continues a summary made in parts (the span did not fit one
+#: request): the earlier parts are summarized in its previous summary.
+CONTINUED_PART_PREFIX = "[Continued]"
+
+
 def build_prompt(
     extra_instructions: str | None = None,
     *,
     anchor: str | None = None,
     kept_verbatim: str | None = None,
     to_cover: Sequence[str] = (),
+    part: tuple[int, int] | None = None,
 ) -> str:
     """The summarizer's final user turn (the transcript to summarize precedes it).
 
@@ -72,7 +78,8 @@ def build_prompt(
     the end, where such a summarizer reads. ``kept_verbatim``: which of the user's messages the app keeps
     verbatim beside the summary (the summary need not spend its room on them). ``to_cover``: the user's
     messages that leave that verbatim list now, which no summary covered yet: quoted last, after the previous
-    summary, where a summarizer that reads only the end of its input reads them too.
+    summary, where a summarizer that reads only the end of its input reads them too. ``part``: (k, n) of a
+    span summarized in n requests, from the second on (its previous summary is that of the parts before).
     """
     if anchor is None:
         task = [
@@ -93,6 +100,11 @@ def build_prompt(
     ]
     if kept_verbatim:
         task.append(kept_verbatim)
+    if part is not None:
+        task.append(
+            f"{CONTINUED_PART_PREFIX} The conversation is summarized in {part[1]} parts, oldest first: this is part "
+            f"{part[0]}, and the summary to update covers the parts before it."
+        )
     lines = [
         NO_TOOLS_PREAMBLE,
         "",

@@ -668,12 +668,15 @@ def plan_summary(task: SummaryTask) -> _Plan:
     )
 
 
-def _prompt(task: SummaryTask, plan: _Plan, anchor: str | None, last: bool) -> str:
-    """The prompt of one part: anchored on the previous part's summary (or the previous compaction's); the
-    user's messages leaving the verbatim list are quoted in the last part's, at its end."""
-    kept_line = plan.kept.prompt_line or None
+def _prompt(task: SummaryTask, plan: _Plan, anchor: str | None, part: int = 1, parts: int = 1) -> str:
+    """The prompt of part ``part`` of ``parts``: anchored on the previous part's summary (or the previous
+    compaction's); the user's messages leaving the verbatim list are quoted in the last part's, at its end."""
     return build_prompt(
-        task.instructions, anchor=anchor, kept_verbatim=kept_line, to_cover=plan.covering if last else ()
+        task.instructions,
+        anchor=anchor,
+        kept_verbatim=plan.kept.prompt_line or None,
+        to_cover=plan.covering if part == parts else (),
+        part=(part, parts) if part > 1 else None,
     )
 
 
@@ -684,7 +687,7 @@ def split_parts(task: SummaryTask, plan: _Plan) -> list[list[Item]]:
     adapter, transcript = task.adapter, plan.transcript
     if task.window is None:
         return [transcript]
-    prompt = _prompt(task, plan, plan.anchor, True)
+    prompt = _prompt(task, plan, plan.anchor)
     whole = adapter.make_summary_request(task.body, transcript, prompt, plan.max_output, plan.summary_model)
     if task.window - request_tokens(adapter, whole, plan.scale) >= plan.output_room:
         return [transcript]
@@ -733,7 +736,8 @@ def ask_summarizer(task: SummaryTask, plan: _Plan) -> Generator[SummaryRequest, 
     while queue:
         part = queue.pop(0)
         shared = single and not splits and task.share_prefix and plan.summary_model == task.model
-        reply = yield from _ask_part(task, plan, part, _prompt(task, plan, anchor, not queue), shared)
+        prompt = _prompt(task, plan, anchor, parts + 1, parts + 1 + len(queue))
+        reply = yield from _ask_part(task, plan, part, prompt, shared)
         attempts += reply.attempts
         if reply.summary is None:
             halves = _split_in_two(task.adapter, reply.read)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from otel_context.compaction.prompt import CONTINUED_PART_PREFIX
 from otel_context.compaction.summary import (
     CompactionError,
     SummaryTask,
@@ -108,6 +109,8 @@ def test_summarizer_overflow_summarizes_in_parts_and_reads_every_round() -> None
     assert all(json.dumps(text)[1:-1] in sent for text in A.user_text_items(items[: out.cut]))
     assert "<previous_summary>" not in str(answered[0]["messages"][-1]["content"])
     assert all("<previous_summary>" in str(r["messages"][-1]["content"]) for r in answered[1:])
+    assert all(CONTINUED_PART_PREFIX in str(r["messages"][-1]["content"]) for r in answered[1:])
+    assert CONTINUED_PART_PREFIX not in str(answered[0]["messages"][-1]["content"])
 
     fake = FakeSummarizer(too_long=10)
     with pytest.raises(CompactionError) as info:
