@@ -157,6 +157,9 @@ COMPACTION_REPAIR_LEFT_OUT_PREFIX: Final = "otel_context.compaction.repair.left_
 COMPACTION_REPAIR_SUPERSEDED: Final = "otel_context.compaction.repair.superseded"
 COMPACTION_USER_MESSAGES_DROPPED: Final = "otel_context.compaction.user_messages_dropped"
 COMPACTION_SUMMARY_PARTS: Final = "otel_context.compaction.summary_parts"
+# The app's pins (otel_context.pin) kept verbatim before the summary, and those over their cap.
+COMPACTION_PINNED_KEPT: Final = "otel_context.compaction.pinned_kept"
+COMPACTION_PINNED_DROPPED: Final = "otel_context.compaction.pinned_dropped"
 RETENTION_KIND_INSTRUCTION: Final = "instruction"
 RETENTION_KIND_ERROR: Final = "error"
 RETENTION_KIND_PATH: Final = "path"

@@ -33,7 +33,7 @@ from otel_context.compaction import retention as retention_mod
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.microcompact import microcompact_items
 from otel_context.compaction.summary import CompactionError, SummaryTask, summarize
-from otel_context.conversation import ConversationState
+from otel_context.conversation import ConversationState, pins
 from otel_context.conversation.breaker import MAX_CONSECUTIVE_FAILURES
 from otel_context.flow import SummaryRequest, SummaryResult, drive, perform_with
 from otel_context.formats.base import WireFormatAdapter
@@ -168,6 +168,8 @@ class CompactionJob:
     #: The previous summary (the anchor the summarizer updates) and where its head ends in ``items``.
     anchor: str | None = None
     anchor_end: int = 0
+    #: Texts pinned for this compaction besides the conversation's own pins (the explicit API's ``pinned=``).
+    pinned: tuple[str, ...] = ()
 
 
 @dataclass
@@ -212,6 +214,9 @@ class CompactionOutcome:
     user_messages_dropped: int = 0
     #: Summarizer requests the span was summarized in (more than 1: it did not fit one).
     summary_parts: int = 0
+    #: The app's pins kept before the summary, and those over their cap.
+    pinned_kept: int = 0
+    pinned_dropped: int = 0
 
     @property
     def changed(self) -> bool:
@@ -363,6 +368,9 @@ def _close_span(
             span.set_attribute(semconv.COMPACTION_USER_MESSAGES_DROPPED, out.user_messages_dropped)
         if out.summary_parts > 1:
             span.set_attribute(semconv.COMPACTION_SUMMARY_PARTS, out.summary_parts)
+        if out.pinned_kept or out.pinned_dropped:
+            span.set_attribute(semconv.COMPACTION_PINNED_KEPT, out.pinned_kept)
+            span.set_attribute(semconv.COMPACTION_PINNED_DROPPED, out.pinned_dropped)
     span.set_attribute(semconv.COMPACTION_DURATION_MS, out.duration_ms)
     failures = state.breaker.consecutive_failures if state is not None else int(out.outcome == semconv.OUTCOME_FAILURE)
     span.set_attribute(semconv.COMPACTION_CONSECUTIVE_FAILURES, failures)
@@ -638,6 +646,8 @@ def _summary_task(job: CompactionJob, instructions: str | None) -> SummaryTask:
         history_shift=job.history_shift,
         anchor=job.anchor,
         anchor_end=job.anchor_end,
+        pinned=(*pins.pinned(job.state.key if job.state is not None and job.state.explicit else None), *job.pinned),
+        unpinned=pins.unpinned(job.state.key if job.state is not None and job.state.explicit else None),
     )
 
 
@@ -697,6 +707,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.user_messages_dropped = result.user_messages_dropped
         out.repair = result.repair
         out.summary_parts = result.parts
+        out.pinned_kept, out.pinned_dropped = result.pinned_kept, result.pinned_dropped
         out.summary_head = len(result.head)
         out.messages_compacted = result.cut - job.min_index
         before = _context_tokens(job.adapter, job.body, job.items)

@@ -183,6 +183,8 @@ SUMMARY_MESSAGE_FOOTER = (
 REHYDRATED_HEADER = "Files read before the compaction (their latest content as read then):"
 #: Opens the line that says which of the user's messages follow the summary message verbatim.
 VERBATIM_NOTE_PREFIX = "[Verbatim]"
+#: Opens a text the app pinned (``otel_context.pin``), kept verbatim as a user message before every summary.
+PINNED_PREFIX = "[Pinned]"
 #: Opens the block the repair adds after the summary (:mod:`otel_context.compaction.repair`): what the summary
 #: left out, restored from the conversation.
 RESTORED_HEADER = "[Restored] What the summary left out, verbatim, oldest first; later statements hold:"

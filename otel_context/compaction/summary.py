@@ -23,6 +23,7 @@ from otel_context import semconv
 from otel_context.compaction import budget as budget_mod
 from otel_context.compaction import repair as repair_mod
 from otel_context.compaction.prompt import (
+    PINNED_PREFIX,
     REHYDRATED_HEADER,
     VERBATIM_NOTE_PREFIX,
     SummaryParseError,
@@ -236,8 +237,26 @@ def user_messages_budget(settings: Settings, window: int | None, effective: int 
 
 def user_messages(adapter: WireFormatAdapter, items: Sequence[Item]) -> list[str]:
     """The text of every message the user wrote in ``items``, oldest first: not tool results, not our own
-    summary messages (an app that kept a compacted history sends them back as user messages)."""
-    return [text for text in adapter.user_text_items(items) if not is_summary_message(text)]
+    summary messages (an app that kept a compacted history sends them back as user messages), not the pins
+    a compaction placed (they are carried as pins)."""
+    return [
+        text
+        for text in adapter.user_text_items(items)
+        if not is_summary_message(text) and not text.startswith(PINNED_PREFIX)
+    ]
+
+
+def pins_of(
+    adapter: WireFormatAdapter, items: Sequence[Item], pinned: Sequence[str], unpinned: frozenset[str]
+) -> list[str]:
+    """The conversation's pins: those an earlier compaction placed in ``items`` (the head it replaces: shared
+    with the fleet like the rest of it), then those pinned since, each once, less those unpinned here."""
+    carried = [t[len(PINNED_PREFIX) :].strip() for t in adapter.user_text_items(items) if t.startswith(PINNED_PREFIX)]
+    out: list[str] = []
+    for text in (*carried, *pinned):
+        if text not in out and text not in unpinned:
+            out.append(text)
+    return out
 
 
 @dataclass(frozen=True)
@@ -506,6 +525,9 @@ class SummaryOutcome:
     #: Of the user's messages selected for the verbatim list, how many made way because the head would not
     #: have been smaller than what it replaces (the lowest in the repair's priority first).
     user_messages_dropped: int = 0
+    #: The app's pins placed before the verbatim list, and those over their cap (half the verbatim budget).
+    pinned_kept: int = 0
+    pinned_dropped: int = 0
     #: What the repair checked and restored (None: not run, e.g. a budget of 0 and nothing to measure).
     repair: repair_mod.Repair | None = None
     #: Requests the span was summarized in (1, or more when it did not fit one summarizer request).
@@ -556,6 +578,9 @@ class SummaryTask:
     history_shift: int = 0
     anchor: str | None = None
     anchor_end: int = 0
+    #: Texts the app pinned for this conversation (``otel_context.pin``), and those unpinned in this process.
+    pinned: tuple[str, ...] = ()
+    unpinned: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -567,7 +592,9 @@ class _Plan:
     anchor: str | None
     anchor_end: int
     replaced: int  #: estimated tokens of ``items[:cut]``
-    budget: int  #: tokens of the user's messages kept verbatim
+    budget: int  #: tokens of the user's messages kept verbatim (after the pins)
+    pinned: tuple[str, ...]  #: the pins kept, within their cap, before the verbatim list
+    pins_dropped: int  #: pins over that cap
     texts: list[str]  #: the user's messages of the compacted part, oldest first
     kept: KeptUserMessages
     transcript: list[Item]  #: what the summarizer reads: the span dropped since the anchor, or all to the cut
@@ -638,10 +665,22 @@ def plan_summary(task: SummaryTask) -> _Plan:
     # (in an agent's conversation they are a small part of it; in a chat of long questions, not).
     replaced = estimate_items(adapter, items[:cut])
     budget = min(user_messages_budget(settings, task.window, task.effective), replaced // 2)
+    # Pins first, within half of that budget; the user's messages get the rest.
+    pinned: list[str] = []
+    pins = pins_of(adapter, items[:cut], task.pinned, task.unpinned)
+    used = 0
+    for text in pins:
+        size = estimate_item(adapter, adapter.make_user_item(f"{PINNED_PREFIX} {text}"))
+        if used + size > budget // 2:
+            break  # the oldest pins first: the span says how many did not fit
+        pinned.append(text)
+        used += size
+    budget -= used
     texts = user_messages(adapter, source[: cut + task.history_shift])
     if anchor is not None:  # an app that sent the previous summary back as a message of its own
         texts = [t for t in texts if t.strip() != anchor.strip()]
-    kept = select_user_messages(texts, budget)
+    texts = [t for t in texts if t.strip() not in pinned]  # a pinned message goes out once, as its pin
+    kept = select_user_messages(texts, max(0, budget))
     transcript = list(items[anchor_end:cut] if anchor is not None else items[:cut])
     covering = to_cover(adapter, items, kept, anchor_end if anchor is not None else 0, cut, budget)
     summary_model = summary_model_for(settings, adapter.name, task.model)
@@ -655,7 +694,9 @@ def plan_summary(task: SummaryTask) -> _Plan:
         anchor=anchor,
         anchor_end=anchor_end,
         replaced=replaced,
-        budget=budget,
+        budget=max(0, budget),
+        pinned=tuple(pinned),
+        pins_dropped=len(pins) - len(pinned),
         texts=texts,
         kept=kept,
         transcript=transcript,
@@ -910,8 +951,9 @@ def finish_summary(task: SummaryTask, plan: _Plan, reply: _Reply, kept: KeptUser
     adapter, items, cut = task.adapter, task.items, plan.cut
     summary = reply.summary
     assert summary is not None
-    kept, dropped = _trim_verbatim(adapter, kept, summary, plan.replaced)
-    verbatim = tuple(adapter.make_user_item(text) for text in kept.texts)
+    pins = tuple(adapter.make_user_item(f"{PINNED_PREFIX} {text}") for text in plan.pinned)
+    kept, dropped = _trim_verbatim(adapter, kept, summary, plan.replaced - estimate_items(adapter, pins))
+    verbatim = (*pins, *(adapter.make_user_item(text) for text in kept.texts))
     bare = (*verbatim, adapter.make_user_item(summary_message_text(summary, "", kept.note)))
     # What the repair may add: its budget, and never so much that the head stops being smaller than the span.
     room_left = plan.replaced - estimate_items(adapter, bare) - HEAD_MARGIN
@@ -949,8 +991,10 @@ def finish_summary(task: SummaryTask, plan: _Plan, reply: _Reply, kept: KeptUser
         attempts=reply.attempts,
         calibration=measured,
         finish_reason=reply.finish,
-        user_messages_kept=len(verbatim),
+        user_messages_kept=len(kept.texts),
         user_messages_dropped=dropped,
+        pinned_kept=len(pins),
+        pinned_dropped=plan.pins_dropped,
         repair=fixed,
         parts=reply.parts,
     )
