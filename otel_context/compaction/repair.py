@@ -65,18 +65,19 @@ MAX_SENTENCE_CHARS = 600
 #: history, and what a budget of this size cannot hold is not worth a lookup.
 MAX_CANDIDATES = 400
 
-_CHANGE = re.compile(
-    r"\b(?:now|instead|no longer|anymore|any more|changed|switched|actually|from now on|updated|replaced|"
-    r"rather than|correction|scratch that)\b",
-    re.IGNORECASE,
+_CHANGE_WORDS = (
+    r"now|instead|no longer|anymore|any more|changed|switched|actually|from now on|updated|replaced|"
+    r"rather than|correction|scratch that"
 )
-_DURABLE = re.compile(
-    r"\b(?:must|mustn't|never|always|don't|do not|does not|doesn't|should|shouldn't|need to|needs to|have to|"
+_DURABLE_WORDS = (
+    r"must|mustn't|never|always|don't|do not|does not|doesn't|should|shouldn't|need to|needs to|have to|"
     r"has to|required?|only|avoid|prefer(?:red|s)?|rather|keep|remember|make sure|ensure|note that|"
     r"important|later|after|once|before|pending|todo|to-do|still|follow[- ]up|next|not allowed|forbidden|"
-    r"please use|use .{1,40} (?:not|instead))\b",
-    re.IGNORECASE,
+    r"please use|use .{1,40} (?:not|instead)"
 )
+_CHANGE = re.compile(rf"\b(?:{_CHANGE_WORDS})\b", re.IGNORECASE)
+#: One scan a sentence: a word of change, or else of a durable instruction (the first found decides).
+_MARKERS = re.compile(rf"\b(?:(?P<change>{_CHANGE_WORDS})|(?P<durable>{_DURABLE_WORDS}))\b", re.IGNORECASE)
 #: A value worth keeping in a statement: a path, a number, an identifier-like token, a code span or a quote.
 _VALUE = re.compile(r"[\w/-]+\.[a-z]{1,5}\b|\d|\b[A-Z]{2,}[-_][A-Z0-9]+\b|`[^`]+`|\"[^\"]+\"|\b\w+_\w+\b")
 #: Sentences that are a request for the moment (a question, or an action to do now): the chatter of a session.
@@ -192,18 +193,21 @@ class Repair:
     superseded: int = 0
 
 
+#: What a prose line is mostly made of (ASCII letters and spaces), deleted to count the rest at C speed.
+_PROSE_CHARS = str.maketrans("", "", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ")
+
+
 def _is_paste_line(line: str) -> bool:
     """A line of pasted code, log or data rather than prose: indented, a fence, or mostly symbols."""
-    if not line.strip():
-        return False
     if line.startswith(("    ", "\t", "```", "$ ", ">>> ", "+", "@@")):
         return True
-    letters = sum(c.isalpha() or c == " " for c in line)
-    return letters < 0.7 * len(line)
+    return len(line.translate(_PROSE_CHARS)) > 0.3 * len(line) and bool(line.strip())
 
 
 def prose_and_paste(text: str) -> tuple[list[str], list[str]]:
     """The lines of a user message split into prose and paste (fenced blocks, code, logs), in order."""
+    if "\n" not in text and not _is_paste_line(text):
+        return [text], []  # one line of prose: most of what users write
     prose: list[str] = []
     paste: list[str] = []
     fenced = False
@@ -228,9 +232,10 @@ def sentences(text: str) -> list[str]:
 
 
 def _sentence_priority(sentence: str) -> int:
-    if _CHANGE.search(sentence):
-        return _PRIORITY_CORRECTION
-    if _DURABLE.search(sentence):
+    marker = _MARKERS.search(sentence)
+    if marker is not None:
+        if marker.group("change") is not None or _CHANGE.search(sentence, marker.end()):
+            return _PRIORITY_CORRECTION
         return _PRIORITY_DURABLE
     if sentence.endswith("?") or _ACTION_START.match(sentence):
         return _PRIORITY_CHATTER
@@ -298,33 +303,40 @@ def _said_block(
 ) -> tuple[list[str], int]:
     """The user lines of the block, oldest first, each restored sentence marked when a later statement of the
     user (restored, kept verbatim, or in the kept turns: ``newer``) replaces it, or naming the earlier one it
-    replaces when that one reaches the model outside the block."""
-    words = {c.text: _words(c.text) for c in said_all}
-    changes = {c.text for c in said_all if _CHANGE.search(c.text)}
-    newer_words = [(s, _words(s)) for s in newer if _CHANGE.search(s)]
+    replaces when that one reaches the model outside the block. Only sentences with a word of change can
+    replace another, so only they are compared (their words computed once)."""
+    cache: dict[str, set[str]] = {}
+
+    def words(text: str) -> set[str]:
+        found = cache.get(text)
+        if found is None:
+            found = cache[text] = _words(text)
+        return found
+
+    changes = [c for c in said_all if c.priority == _PRIORITY_CORRECTION]
+    newer_changes = [s for s in newer if _CHANGE.search(s)]
     chosen_texts = {c.text for c in chosen}
 
-    def replaces(later: str, later_words: set[str], earlier: str) -> bool:
-        return len(later_words & words[earlier]) >= SAME_SUBJECT_WORDS
+    def replaces(later: str, earlier: str) -> bool:
+        return len(words(later) & words(earlier)) >= SAME_SUBJECT_WORDS
 
     lines: list[str] = []
     superseded = 0
     for candidate in chosen:
-        later = [c for c in said_all if c.position > candidate.position and c.text in changes]
-        if any(replaces(c.text, words[c.text], candidate.text) for c in later) or any(
-            replaces(s, w, candidate.text) for s, w in newer_words
+        if any(c.position > candidate.position and replaces(c.text, candidate.text) for c in changes) or any(
+            replaces(s, candidate.text) for s in newer_changes
         ):
             lines.append(f"- {SUPERSEDED_MARK} {candidate.text}")
             superseded += 1
             continue
-        if candidate.text in changes:
+        if candidate.priority == _PRIORITY_CORRECTION:
             earlier = next(
                 (
                     c.text
                     for c in reversed(said_all)
                     if c.position < candidate.position
                     and c.text not in chosen_texts
-                    and replaces(candidate.text, words[candidate.text], c.text)
+                    and replaces(candidate.text, c.text)
                 ),
                 None,
             )
