@@ -151,8 +151,11 @@ _PRIORITY_STATEMENT = 2
 _PRIORITY_ERROR = 3
 _PRIORITY_PATH = 4
 _PRIORITY_IDENTIFIER = 5
-_PRIORITY_CHATTER = 6
-_PRIORITY_PASTE = 7
+_PRIORITY_DECISION = 6
+_PRIORITY_CHATTER = 7
+_PRIORITY_PASTE = 8
+#: The kind of a restored decision of the assistant (not a kind the retention figure checks).
+DECISION_KIND = "decision"
 
 
 def repair_budget(settings: Settings, window: int | None, effective: int | None) -> int:
@@ -252,23 +255,36 @@ def message_priority(text: str) -> int:
     return min(ranks, default=_PRIORITY_PASTE)
 
 
-def _user_texts(adapter: WireFormatAdapter, dropped: Sequence[Item]) -> list[str]:
-    """What the user said in the replaced span: their messages, and the user lines an earlier repair restored
-    into our summary message (the user's words again, for this check)."""
-    out: list[str] = []
+def _user_texts(adapter: WireFormatAdapter, dropped: Sequence[Item], said: Sequence[str] | None) -> list[str]:
+    """What the user said up to the cut: the user lines an earlier repair restored into our summary message
+    (the user's words again, for this check), then ``said`` (their messages as the app sent them: the
+    whole conversation in transparent mode, where the engine has it) or, without it, their messages in the
+    replaced span."""
+    restored: list[str] = []
+    own: list[str] = []
     for text in adapter.user_text_items(dropped):
         if is_summary_message(text):
-            out.extend(restored_user_lines(text))
-        else:
-            out.append(text)
-    return out
+            restored.extend(restored_user_lines(text))
+        elif said is None:
+            own.append(text)
+    return [*restored, *(said if said is not None else own)]
 
 
-def candidates(adapter: WireFormatAdapter, dropped: Sequence[Item]) -> list[_Candidate]:
-    """Everything the repair may restore, deduplicated, in rank order (newest first within a rank)."""
+#: A decision the assistant states ("I will store ...", "we'll go with ..."): restored after the artifacts.
+_DECISION = re.compile(
+    r"\b(?:I will|I'll|we will|we'll|I decided|we decided|decided to|going with|I chose|we chose|the plan is)\b"
+)
+
+
+def candidates(
+    adapter: WireFormatAdapter, dropped: Sequence[Item], said: Sequence[str] | None = None
+) -> list[_Candidate]:
+    """Everything the repair may restore, deduplicated, in rank order (newest first within a rank): the
+    user's sentences (``said``: see :func:`_user_texts`), the error lines, paths and identifiers of the span,
+    and the assistant's stated decisions."""
     found: dict[tuple[str, str], _Candidate] = {}
     position = 0
-    for text in _user_texts(adapter, dropped):
+    for text in _user_texts(adapter, dropped, said):
         prose, paste = prose_and_paste(text)
         for lines, is_paste in ((prose, False), (paste, True)):
             for sentence in sentences("\n".join(lines)):
@@ -285,6 +301,15 @@ def candidates(adapter: WireFormatAdapter, dropped: Sequence[Item]) -> list[_Can
         if kind in ranks:
             position += 1
             found.setdefault((kind, text), _Candidate(kind, text, position, ranks[kind]))
+    for item in dropped:
+        if adapter.is_model_output(item):
+            text = adapter.item_text(item)
+            if _DECISION.search(text):
+                for sentence in sentences(text):
+                    if _DECISION.search(sentence):
+                        position += 1
+                        key = (DECISION_KIND, sentence)
+                        found[key] = _Candidate(DECISION_KIND, sentence, position, _PRIORITY_DECISION)
     return sorted(found.values(), key=lambda c: (c.priority, -c.position))
 
 
@@ -355,17 +380,19 @@ def repair(
     head: Sequence[Item],
     kept: Sequence[Item],
     budget: int,
+    said: Sequence[str] | None = None,
 ) -> Repair:
     """Check a summary's result (``head``: the user's verbatim messages and the summary message; ``kept``:
     the items after the cut) against the replaced span (``dropped``), and restore what it lost within
-    ``budget`` tokens."""
+    ``budget`` tokens. ``said``: the user's messages up to the cut as the app sent them (see
+    :func:`candidates`)."""
     checked = retention_mod.salient_items(adapter, dropped)
     haystack = retention_mod.haystack(adapter, body, [*head, *kept])
     before = retention_mod.measure_items(checked, haystack)
     if budget <= 0:
         return Repair(before, before, budget=0)
     used = estimate_text(RESTORED_HEADER) + 2 * estimate_text(RESTORED_USER_LINE)
-    ranked = candidates(adapter, dropped)
+    ranked = candidates(adapter, dropped, said)
     chosen: list[_Candidate] = []
     left_out: dict[str, int] = {}
     for candidate in ranked[:MAX_CANDIDATES]:

@@ -958,7 +958,9 @@ def finish_summary(task: SummaryTask, plan: _Plan, reply: _Reply, kept: KeptUser
     # What the repair may add: its budget, and never so much that the head stops being smaller than the span.
     room_left = plan.replaced - estimate_items(adapter, bare) - HEAD_MARGIN
     budget = min(repair_budget(task.settings, task.window, task.effective), max(0, room_left))
-    fixed = repair_mod.repair(adapter, task.body, items[:cut], bare, items[cut:], budget)
+    # The user's words up to the cut as the app sent them (the whole conversation in transparent mode): what
+    # a summarizer kept once is checked again at every compaction, not only what the repair restored.
+    fixed = repair_mod.repair(adapter, task.body, items[:cut], bare, items[cut:], budget, said=plan.texts)
     room = None
     if task.target_tokens is not None:
         used = estimate_fixed(adapter, task.body) + estimate_items(adapter, items[cut:])
