@@ -72,19 +72,21 @@ _CHANGE_WORDS = (
 _DURABLE_WORDS = (
     r"must|mustn't|never|always|don't|do not|does not|doesn't|should|shouldn't|need to|needs to|have to|"
     r"has to|required?|only|avoid|prefer(?:red|s)?|rather|keep|remember|make sure|ensure|note that|"
-    r"important|later|after|once|before|pending|todo|to-do|still|follow[- ]up|next|not allowed|forbidden|"
-    r"please use|use .{1,40} (?:not|instead)"
+    r"important|later|after|once|before|when|pending|todo|to-do|still|follow[- ]up|next|not allowed|forbidden|"
+    r"I want|I'd like|we want|I need|we need|no more|without|please use|use .{1,40} (?:not|instead)"
 )
 _CHANGE = re.compile(rf"\b(?:{_CHANGE_WORDS})\b", re.IGNORECASE)
 #: One scan a sentence: a word of change, or else of a durable instruction (the first found decides).
 _MARKERS = re.compile(rf"\b(?:(?P<change>{_CHANGE_WORDS})|(?P<durable>{_DURABLE_WORDS}))\b", re.IGNORECASE)
 #: A value worth keeping in a statement: a path, a number, an identifier-like token, a code span or a quote.
-_VALUE = re.compile(r"[\w/-]+\.[a-z]{1,5}\b|\d|\b[A-Z]{2,}[-_][A-Z0-9]+\b|`[^`]+`|\"[^\"]+\"|\b\w+_\w+\b")
+_VALUE = re.compile(
+    r"[\w/-]+\.[a-z]{1,5}\b|\d|\b[A-Z]{2,}[-_][A-Z0-9]+\b|`[^`]+`|\"[^\"]+\"|\b\w+_\w+\b|/\w+/|\b\w+-\w+-\w+\b"
+)
 #: Sentences that are a request for the moment (a question, or an action to do now): the chatter of a session.
 _ACTION_START = re.compile(
     r"^(?:open|run|read|show|check|rename|look|find|grep|search|list|print|give|tell|explain|try|go|ok|okay|"
     r"thanks|thank|great|good|nice|cool|yes|no|sure|let's|lets|continue|proceed|what|where|why|how|which|who|"
-    r"when|can|could|would|is|are|do|does)\b",
+    r"can|could|would|is|are|do|does|decide|fix|add|remove|delete|move|format|rerun|retry|carry on|go on)\b",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]{3,}")
@@ -142,8 +144,9 @@ _STOP = frozenset(
         "doing",
     ]
 )
-#: Shared content words that make two statements one subject (the later may replace the earlier).
-SAME_SUBJECT_WORDS = 3
+#: Shared content words that make two statements one subject (the later, which has a word of change, may
+#: replace the earlier).
+SAME_SUBJECT_WORDS = 2
 
 _PRIORITY_CORRECTION = 0
 _PRIORITY_DURABLE = 1
@@ -373,6 +376,20 @@ def _said_block(
     return lines, superseded
 
 
+def _restates_a_change(candidate: _Candidate, said: Sequence[_Candidate], haystack: str) -> bool:
+    """Whether a correction of the user's, found in the request, is restated in the block all the same: when
+    an earlier statement it replaces reaches the model too, the block (the end of the summary message) says
+    which is the latest, so that the old value is never the last word (a summary or the verbatim list may
+    hold it after, or without, the change)."""
+    if candidate.priority != _PRIORITY_CORRECTION:
+        return False
+    later = _words(candidate.text)
+    return any(
+        c.position < candidate.position and len(later & _words(c.text)) >= SAME_SUBJECT_WORDS and c.text in haystack
+        for c in said
+    )
+
+
 def repair(
     adapter: WireFormatAdapter,
     body: Mapping[str, Any],
@@ -395,8 +412,12 @@ def repair(
     ranked = candidates(adapter, dropped, said)
     chosen: list[_Candidate] = []
     left_out: dict[str, int] = {}
+    earlier_said = [c for c in ranked if c.kind == semconv.RETENTION_KIND_INSTRUCTION]
+    restored_text = ""  # what is chosen so far: an artifact inside a restored sentence needs no line of its own
     for candidate in ranked[:MAX_CANDIDATES]:
-        if candidate.text in haystack:
+        if candidate.text in haystack and not _restates_a_change(candidate, earlier_said, haystack):
+            continue
+        if candidate.kind != semconv.RETENTION_KIND_INSTRUCTION and candidate.text in restored_text:
             continue
         cost = estimate_text(candidate.text) + 2
         if used + cost > budget:
@@ -404,6 +425,7 @@ def repair(
             continue
         used += cost
         chosen.append(candidate)
+        restored_text += "\n" + candidate.text
     text, superseded = _render(adapter, chosen, ranked, kept)
     while chosen and estimate_text(text) > budget:  # the estimate of the whole may round above the parts'
         dropped_last = chosen.pop()  # the lowest in rank (chosen in rank order)
