@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from otel_context.compaction.api import CompactionResult, Compactor, should_compact
-from otel_context.conversation import conversation
+from otel_context.conversation import conversation, pin, unpin
 from otel_context.settings import Settings, SettingsError, resolve
 from otel_context.usage import TokenUsage
 
@@ -37,7 +37,7 @@ def uninstrument() -> None:
 
 
 __all__ = ["Settings", "SettingsError", "TokenUsage", "__version__", "instrument", "uninstrument"]
-__all__ += ["CompactionResult", "Compactor", "conversation", "microcompact", "should_compact"]
+__all__ += ["CompactionResult", "Compactor", "conversation", "microcompact", "pin", "should_compact", "unpin"]
 __all__ += ["TokenMonitor", "place_cache_breakpoints"]
 
 

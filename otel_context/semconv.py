@@ -141,6 +141,25 @@ COMPACTION_LOST_EVENT: Final = "otel_context.compaction.lost"
 COMPACTION_LOST_ITEMS: Final = "otel_context.compaction.lost.items"  # string[]: the items, oldest first
 COMPACTION_LOST_KINDS: Final = "otel_context.compaction.lost.kinds"  # string[]: the kind of each item
 COMPACTION_LOST_COUNT: Final = "otel_context.compaction.lost.count"  # int: all items lost (before the cap)
+# The repair of a summary from that check (otel_context/compaction/repair.py): the figure before the repair
+# (COMPACTION_RETENTION is the one after it, what the request that goes out holds), the tokens it added and
+# its budget, what it restored and what did not fit, by kind (one attribute per kind of RETENTION_KINDS that
+# it restores, e.g. otel_context.compaction.repair.restored.instruction), and restored sentences marked as
+# replaced by a later one. And the user's messages the verbatim list dropped to keep the head smaller than
+# what it replaces (the lowest in priority first; their sentences are the repair's).
+COMPACTION_RETENTION_BEFORE_REPAIR: Final = "otel_context.compaction.retention.before_repair"
+COMPACTION_REPAIR_TOKENS: Final = "otel_context.compaction.repair.tokens"
+COMPACTION_REPAIR_BUDGET: Final = "otel_context.compaction.repair.budget"
+COMPACTION_REPAIR_RESTORED: Final = "otel_context.compaction.repair.restored"  # int: items restored, all kinds
+COMPACTION_REPAIR_RESTORED_PREFIX: Final = "otel_context.compaction.repair.restored."  # + kind: int
+COMPACTION_REPAIR_LEFT_OUT: Final = "otel_context.compaction.repair.left_out"  # int: lost, over the budget
+COMPACTION_REPAIR_LEFT_OUT_PREFIX: Final = "otel_context.compaction.repair.left_out."  # + kind: int
+COMPACTION_REPAIR_SUPERSEDED: Final = "otel_context.compaction.repair.superseded"
+COMPACTION_USER_MESSAGES_DROPPED: Final = "otel_context.compaction.user_messages_dropped"
+COMPACTION_SUMMARY_PARTS: Final = "otel_context.compaction.summary_parts"
+# The app's pins (otel_context.pin) kept verbatim before the summary, and those over their cap.
+COMPACTION_PINNED_KEPT: Final = "otel_context.compaction.pinned_kept"
+COMPACTION_PINNED_DROPPED: Final = "otel_context.compaction.pinned_dropped"
 RETENTION_KIND_INSTRUCTION: Final = "instruction"
 RETENTION_KIND_ERROR: Final = "error"
 RETENTION_KIND_PATH: Final = "path"
@@ -261,8 +280,11 @@ METRIC_STATE_STORE_ERRORS: Final = "otel_context.state_store.errors"
 #: Seconds a caller's request waited for a compaction before it went out (0 when a background summary was
 #: ready), by mode and trigger_source: what background compaction takes off the critical path.
 METRIC_COMPACTION_WAIT: Final = "otel_context.compaction.wait"
-#: Fraction of a compaction's dropped salient items found in the new request (by trigger_source, strategy).
+#: Fraction of a compaction's dropped salient items found in the new request (by trigger_source, strategy);
+#: a summary's after its repair.
 METRIC_COMPACTION_RETENTION: Final = "otel_context.compaction.retention"
+#: The same fraction for a summary as the summarizer wrote it, before the repair (a panel shows both).
+METRIC_COMPACTION_RETENTION_BEFORE_REPAIR: Final = "otel_context.compaction.retention.before_repair"
 
 
 # Prometheus-side names (after the OTLP/Prometheus exporters' translation), used by dashboards and rules.
@@ -275,6 +297,7 @@ PROM_CONTEXT_UTILIZATION: Final = "otel_context_context_utilization"
 PROM_STATE_STORE_ERRORS_TOTAL: Final = "otel_context_state_store_errors_total"
 PROM_COMPACTION_WAIT: Final = "otel_context_compaction_wait_seconds"
 PROM_COMPACTION_RETENTION: Final = "otel_context_compaction_retention"
+PROM_COMPACTION_RETENTION_BEFORE_REPAIR: Final = "otel_context_compaction_retention_before_repair"
 
 # Prometheus-side names of the standard metrics (UnderscoreEscapingWithSuffixes, what
 # opentelemetry-exporter-prometheus and Prometheus 3's OTLP receiver produce by default), for dashboards and

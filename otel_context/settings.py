@@ -113,6 +113,10 @@ class Settings:
     #: OTEL_CONTEXT_USER_MESSAGES_BUDGET: tokens of the user's own messages kept verbatim beside a summary
     #: (scaled below a 200K window like the other buffers, at most a quarter of the effective window; 0: none).
     user_messages_budget: int = 20_000
+    #: OTEL_CONTEXT_REPAIR_BUDGET: tokens a summary's repair may add (what the summary dropped of the user's
+    #: sentences and the artifacts, restored; scaled below a 200K window, at most an eighth of the effective
+    #: window; 0: no repair, the check only measures).
+    repair_budget: int = 10_000
 
     #: Bounded per-conversation state (see docs/conversations.md).
     #: OTEL_CONTEXT_MAX_CONVERSATIONS: conversation states kept (least recently used go first).
@@ -174,6 +178,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_MAX_STATE_BYTES": ("max_state_bytes", "nonnegint"),
     "OTEL_CONTEXT_STATE_STORE": ("state_store", "store"),
     "OTEL_CONTEXT_USER_MESSAGES_BUDGET": ("user_messages_budget", "nonnegint"),
+    "OTEL_CONTEXT_REPAIR_BUDGET": ("repair_budget", "nonnegint"),
     "OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS": ("state_store_max_wait_seconds", "seconds"),
     "OTEL_CONTEXT_STATE_STORE_KEY": ("state_store_key", "key"),
 }

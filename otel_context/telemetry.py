@@ -41,6 +41,7 @@ class Instruments:
     state_store_errors: Counter
     compaction_wait: Histogram
     compaction_retention: Histogram
+    compaction_retention_before_repair: Histogram
     legacy_operation_duration: Histogram | None
     legacy_token_usage: Histogram | None
 
@@ -105,6 +106,12 @@ def _instruments(meter: Meter, legacy: bool) -> Instruments:
             semconv.METRIC_COMPACTION_RETENTION,
             unit="1",
             description="Fraction of the salient items a compaction dropped that reach the new request",
+            explicit_bucket_boundaries_advisory=list(semconv.RETENTION_BUCKETS),
+        ),
+        compaction_retention_before_repair=meter.create_histogram(
+            semconv.METRIC_COMPACTION_RETENTION_BEFORE_REPAIR,
+            unit="1",
+            description="The same fraction for a summary as written, before its repair restored what it lost",
             explicit_bucket_boundaries_advisory=list(semconv.RETENTION_BUCKETS),
         ),
         legacy_operation_duration=meter.create_histogram(

@@ -20,7 +20,7 @@ import otel_context
 from otel_context import engine, process_state, settings, telemetry, token_counters, usage
 from otel_context.compaction import alerts, cascade
 from otel_context.contract import CallRequest
-from otel_context.conversation import identity, memo, shared
+from otel_context.conversation import identity, memo, pins, shared
 from otel_context.conversation.state_store import writer
 from otel_context.conversation.store import STORE
 from otel_context.engine import background, windows
@@ -40,6 +40,7 @@ CONSTANTS = {
     "otel_context.compaction.budget.MODEL_TABLE",
     "otel_context.compaction.cascade.TRIGGER_STRATEGIES",
     "otel_context.compaction.retention.CAPS",
+    "otel_context.compaction.retention.REPAIR_CAPS",
     "otel_context.demo.pricing.PRICES",
     "otel_context.demo.report.PRICES",
     "otel_context.demo.report.KIND_LABELS",
@@ -164,6 +165,7 @@ def test_the_registrations_that_reset_and_fork_act_on() -> None:
         ("otel_context.conversation.store", ("STORE",)): STORE.clear,
         ("otel_context.engine.windows", ("_learned_windows",)): windows._learned_windows.clear,
         ("otel_context.engine.background", ("_records", "_durations", "_running")): background.discard_all,
+        ("otel_context.conversation.pins", ("_pins", "_unpinned", "_lock")): pins._clear,
     }
     forks = {r.module: r.in_forked_child for r in process_state.registered() if r.in_forked_child is not None}
     assert forks == {

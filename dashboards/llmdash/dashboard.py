@@ -404,11 +404,24 @@ def build() -> dict[str, Any]:
                 "Compaction retention",
                 "Share of the salient items (paths, error lines, identifiers, numbers with units, the user's "
                 "sentences) of what a compaction dropped that reach the request it sends, by strategy: median and "
-                "10th percentile. Checked without an LLM call. Microcompaction clears old tool results on purpose, "
-                "so its retention is low by design; a summary's should stay near 1.",
+                "10th percentile. Checked without an LLM call. A summary is repaired from the check before it is "
+                "used (what it lost is restored within the repair budget): 'as written' is the summarizer's own "
+                "figure (the same as the one sent for microcompaction, which nothing repairs), the others the one "
+                "sent. Microcompaction clears old tool results on purpose, so its "
+                "retention is low by design; a summary's should stay near 1.",
                 "percentunit",
                 _target(q.retention_quantile(0.5, RATE, [q.STRATEGY]), "p50 " + _legend_of(q.STRATEGY), "A"),
                 _target(q.retention_quantile(0.1, RATE, [q.STRATEGY]), "p10 " + _legend_of(q.STRATEGY), "B"),
+                _target(
+                    q.retention_before_repair_quantile(0.5, RATE, [q.STRATEGY]),
+                    "p50 as written " + _legend_of(q.STRATEGY),
+                    "C",
+                ),
+                _target(
+                    q.retention_before_repair_quantile(0.1, RATE, [q.STRATEGY]),
+                    "p10 as written " + _legend_of(q.STRATEGY),
+                    "D",
+                ),
             )
         )
         .with_panel(

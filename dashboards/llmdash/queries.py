@@ -47,6 +47,9 @@ BREAKERS_OPEN = Metric(semconv.METRIC_BREAKERS_OPEN, semconv.PROM_BREAKERS_OPEN,
 CACHE_BREAKS = Metric(semconv.METRIC_CACHE_BREAKS, semconv.PROM_CACHE_BREAKS_TOTAL, "counter")
 CONTEXT_UTILIZATION = Metric(semconv.METRIC_CONTEXT_UTILIZATION, semconv.PROM_CONTEXT_UTILIZATION, "histogram")
 COMPACTION_RETENTION = Metric(semconv.METRIC_COMPACTION_RETENTION, semconv.PROM_COMPACTION_RETENTION, "histogram")
+COMPACTION_RETENTION_BEFORE_REPAIR = Metric(
+    semconv.METRIC_COMPACTION_RETENTION_BEFORE_REPAIR, semconv.PROM_COMPACTION_RETENTION_BEFORE_REPAIR, "histogram"
+)
 
 #: Metrics otel-context emits by default (what a scrape of an instrumented app must show).
 CURRENT: tuple[Metric, ...] = (
@@ -64,6 +67,7 @@ CURRENT: tuple[Metric, ...] = (
     CACHE_BREAKS,
     CONTEXT_UTILIZATION,
     COMPACTION_RETENTION,
+    COMPACTION_RETENTION_BEFORE_REPAIR,
 )
 #: Older names, read only as the right-hand side of an ``or`` whose left-hand side reads a CURRENT metric.
 LEGACY: tuple[Metric, ...] = (LEGACY_OPERATION_DURATION, LEGACY_TIME_TO_FIRST_CHUNK, LEGACY_TOKEN_USAGE)
@@ -252,6 +256,11 @@ def tokens_saved_per_second(window: str, labels: Sequence[str]) -> str:
 def retention_quantile(quantile: float, window: str, labels: Sequence[str]) -> str:
     """A quantile of compaction retention (the share of the dropped salient items the new request kept)."""
     return _quantile(COMPACTION_RETENTION, quantile, window, labels)
+
+
+def retention_before_repair_quantile(quantile: float, window: str, labels: Sequence[str]) -> str:
+    """The same quantile for summaries as the summarizer wrote them, before the repair restored what they lost."""
+    return _quantile(COMPACTION_RETENTION_BEFORE_REPAIR, quantile, window, labels)
 
 
 #: Retention at or below this (a bucket bound of ``semconv.RETENTION_BUCKETS``) is a compaction that lost much.

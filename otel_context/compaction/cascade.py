@@ -28,11 +28,12 @@ from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
 from otel_context import process_state, semconv, telemetry
 from otel_context.compaction import alerts
 from otel_context.compaction import hooks as hooks_mod
+from otel_context.compaction import repair as repair_mod
 from otel_context.compaction import retention as retention_mod
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.microcompact import microcompact_items
-from otel_context.compaction.summary import CompactionError, summarize
-from otel_context.conversation import ConversationState
+from otel_context.compaction.summary import CompactionError, SummaryTask, summarize
+from otel_context.conversation import ConversationState, pins
 from otel_context.conversation.breaker import MAX_CONSECUTIVE_FAILURES
 from otel_context.flow import SummaryRequest, SummaryResult, drive, perform_with
 from otel_context.formats.base import WireFormatAdapter
@@ -167,6 +168,8 @@ class CompactionJob:
     #: The previous summary (the anchor the summarizer updates) and where its head ends in ``items``.
     anchor: str | None = None
     anchor_end: int = 0
+    #: Texts pinned for this compaction besides the conversation's own pins (the explicit API's ``pinned=``).
+    pinned: tuple[str, ...] = ()
 
 
 @dataclass
@@ -202,8 +205,18 @@ class CompactionOutcome:
     #: Leading items of ``head`` that are the summary's (its message and the user's messages): the anchor
     #: of the next compaction ends there (0: no summary).
     summary_head: int = 0
-    #: What the result kept of what it dropped (:mod:`.retention`), measured when it succeeded.
+    #: What the result kept of what it dropped (:mod:`.retention`), measured when it succeeded (a summary's:
+    #: after its repair).
     retention: retention_mod.Retention | None = None
+    #: A summary's repair (:mod:`.repair`): the figure before it, what it restored and what did not fit.
+    repair: repair_mod.Repair | None = None
+    #: Of the user's messages selected for the verbatim list, those that made way for a long summary.
+    user_messages_dropped: int = 0
+    #: Summarizer requests the span was summarized in (more than 1: it did not fit one).
+    summary_parts: int = 0
+    #: The app's pins kept before the summary, and those over their cap.
+    pinned_kept: int = 0
+    pinned_dropped: int = 0
 
     @property
     def changed(self) -> bool:
@@ -298,7 +311,11 @@ def _check_retention(job: CompactionJob, span: Span, out: CompactionOutcome) -> 
     assert out.items is not None
     cut = out.cut if out.strategy == semconv.STRATEGY_SUMMARY else 0
     try:
-        out.retention = retention_mod.measure(job.adapter, job.body, job.items, out.items, out.cut, out.strategy)
+        if out.repair is not None:  # a summary: checked, and repaired, before it was used
+            out.retention = out.repair.after
+            repair_mod.annotate(span, out.repair)
+        else:
+            out.retention = retention_mod.measure(job.adapter, job.body, job.items, out.items, out.cut, out.strategy)
         retention_mod.annotate(span, out.retention, cut, job.settings.capture_content != "NO_CONTENT")
     except Exception:
         telemetry.log_once("cascade.retention", "otel_context: the retention check failed", exc_info=True)
@@ -347,6 +364,13 @@ def _close_span(
     span.set_attribute(semconv.COMPACTION_FILES_REHYDRATED, out.files_rehydrated)
     if out.strategy == semconv.STRATEGY_SUMMARY:
         span.set_attribute(semconv.COMPACTION_USER_MESSAGES_KEPT, out.user_messages_kept)
+        if out.user_messages_dropped:
+            span.set_attribute(semconv.COMPACTION_USER_MESSAGES_DROPPED, out.user_messages_dropped)
+        if out.summary_parts > 1:
+            span.set_attribute(semconv.COMPACTION_SUMMARY_PARTS, out.summary_parts)
+        if out.pinned_kept or out.pinned_dropped:
+            span.set_attribute(semconv.COMPACTION_PINNED_KEPT, out.pinned_kept)
+            span.set_attribute(semconv.COMPACTION_PINNED_DROPPED, out.pinned_dropped)
     span.set_attribute(semconv.COMPACTION_DURATION_MS, out.duration_ms)
     failures = state.breaker.consecutive_failures if state is not None else int(out.outcome == semconv.OUTCOME_FAILURE)
     span.set_attribute(semconv.COMPACTION_CONSECUTIVE_FAILURES, failures)
@@ -375,6 +399,12 @@ def _close_span(
             out.retention.retention,
             {semconv.COMPACTION_TRIGGER_SOURCE: trigger, semconv.COMPACTION_STRATEGY: out.strategy},
         )
+        # A compaction nothing repairs (microcompact) was as it is sent: its figure before is the same.
+        before = out.repair.before.retention if out.repair is not None else out.retention.retention
+        if before is not None:
+            instruments.compaction_retention_before_repair.record(
+                before, {semconv.COMPACTION_TRIGGER_SOURCE: trigger, semconv.COMPACTION_STRATEGY: out.strategy}
+            )
     if out.outcome == semconv.OUTCOME_SUCCESS and out.input_tokens:
         instruments.compaction_tokens_saved.record(
             max(0, out.input_tokens - out.output_tokens),
@@ -593,6 +623,34 @@ def _summary_answer(answer: Any) -> SummaryResult:
     return answer if isinstance(answer, SummaryResult) else SummaryResult(text=text)
 
 
+def _summary_task(job: CompactionJob, instructions: str | None) -> SummaryTask:
+    """What :func:`summarize` is asked, from the job: the budget's window, effective window and threshold."""
+    budget = job.budget
+    return SummaryTask(
+        adapter=job.adapter,
+        body=job.body,
+        items=job.items,
+        settings=job.settings,
+        model=job.model,
+        window=budget.window if budget is not None else None,
+        min_index=job.min_index,
+        instructions=instructions,
+        cut=job.cut,
+        target_tokens=budget.auto_threshold if budget is not None else None,
+        # A rejected (too long) request cannot be resent whole to the summarizer.
+        share_prefix=job.trigger != semconv.TRIGGER_REACTIVE,
+        rehydrate_room=job.rehydrate_room,
+        estimated_tokens=job.estimated_tokens,
+        effective=budget.effective if budget is not None else None,
+        history=job.history,
+        history_shift=job.history_shift,
+        anchor=job.anchor,
+        anchor_end=job.anchor_end,
+        pinned=(*pins.pinned(job.state.key if job.state is not None and job.state.explicit else None), *job.pinned),
+        unpinned=pins.unpinned(job.state.key if job.state is not None and job.state.explicit else None),
+    )
+
+
 def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, CompactionOutcome]:
     """The summary layer as one compaction attempt: hooks, summarizer, invariant check, span and metrics."""
     started = time.perf_counter()
@@ -616,27 +674,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
     span = _start_span(job, semconv.STRATEGY_SUMMARY)
     try:
         with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-            steps = summarize(
-                job.adapter,
-                job.body,
-                job.items,
-                settings=job.settings,
-                model=job.model,
-                window=job.budget.window if job.budget is not None else None,
-                min_index=job.min_index,
-                extra_instructions=instructions,
-                cut=job.cut,
-                rehydrate_room=job.rehydrate_room,
-                target_tokens=job.budget.auto_threshold if job.budget is not None else None,
-                # A rejected (too long) request cannot be resent whole to the summarizer.
-                share_prefix=job.trigger != semconv.TRIGGER_REACTIVE,
-                estimated_tokens=job.estimated_tokens,
-                effective=job.budget.effective if job.budget is not None else None,
-                history=job.history,
-                history_shift=job.history_shift,
-                anchor=job.anchor,
-                anchor_end=job.anchor_end,
-            )
+            steps = summarize(_summary_task(job, instructions))
             custom = job.settings.summarizer
             if custom is not None:
                 # Settings(summarizer=fn): the app (or a test, or the alert demo) answers summary requests.
@@ -666,6 +704,10 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.finish_reason = result.finish_reason
         out.files_rehydrated = result.files_rehydrated
         out.user_messages_kept = result.user_messages_kept
+        out.user_messages_dropped = result.user_messages_dropped
+        out.repair = result.repair
+        out.summary_parts = result.parts
+        out.pinned_kept, out.pinned_dropped = result.pinned_kept, result.pinned_dropped
         out.summary_head = len(result.head)
         out.messages_compacted = result.cut - job.min_index
         before = _context_tokens(job.adapter, job.body, job.items)

@@ -56,12 +56,18 @@ _FIELDS = (
 )
 
 
+#: Opens the line of a summary request that continues a summary made in parts (the span did not fit one
+#: request): the earlier parts are summarized in its previous summary.
+CONTINUED_PART_PREFIX = "[Continued]"
+
+
 def build_prompt(
     extra_instructions: str | None = None,
     *,
     anchor: str | None = None,
     kept_verbatim: str | None = None,
     to_cover: Sequence[str] = (),
+    part: tuple[int, int] | None = None,
 ) -> str:
     """The summarizer's final user turn (the transcript to summarize precedes it).
 
@@ -71,7 +77,9 @@ def build_prompt(
     constraints), and a summarizer that favours the end of its input loses it whole. It is repeated here, at
     the end, where such a summarizer reads. ``kept_verbatim``: which of the user's messages the app keeps
     verbatim beside the summary (the summary need not spend its room on them). ``to_cover``: the user's
-    messages that leave that verbatim list now, which no summary covered yet (quoted here, at the end).
+    messages that leave that verbatim list now, which no summary covered yet: quoted last, after the previous
+    summary, where a summarizer that reads only the end of its input reads them too. ``part``: (k, n) of a
+    span summarized in n requests, from the second on (its previous summary is that of the parts before).
     """
     if anchor is None:
         task = [
@@ -92,6 +100,11 @@ def build_prompt(
     ]
     if kept_verbatim:
         task.append(kept_verbatim)
+    if part is not None:
+        task.append(
+            f"{CONTINUED_PART_PREFIX} The conversation is summarized in {part[1]} parts, oldest first: this is part "
+            f"{part[0]}, and the summary to update covers the parts before it."
+        )
     lines = [
         NO_TOOLS_PREAMBLE,
         "",
@@ -117,6 +130,8 @@ def build_prompt(
     ]
     if extra_instructions and extra_instructions.strip():
         lines += ["", "Additional instructions that take precedence:", extra_instructions.strip()]
+    if anchor is not None:
+        lines += ["", "The summary to update:", "<previous_summary>", anchor, "</previous_summary>"]
     if to_cover:
         lines += [
             "",
@@ -126,8 +141,6 @@ def build_prompt(
             *(f"<message>\n{text}\n</message>" for text in to_cover),
             "</user_messages>",
         ]
-    if anchor is not None:
-        lines += ["", "The summary to update:", "<previous_summary>", anchor, "</previous_summary>"]
     lines += ["", "Reminder: text only, no tool calls."]
     return "\n".join(lines)
 
@@ -170,11 +183,45 @@ SUMMARY_MESSAGE_FOOTER = (
 REHYDRATED_HEADER = "Files read before the compaction (their latest content as read then):"
 #: Opens the line that says which of the user's messages follow the summary message verbatim.
 VERBATIM_NOTE_PREFIX = "[Verbatim]"
+#: Opens a text the app pinned (``otel_context.pin``), kept verbatim as a user message before every summary.
+PINNED_PREFIX = "[Pinned]"
+#: Opens the block the repair adds after the summary (:mod:`otel_context.compaction.repair`): what the summary
+#: left out, restored from the conversation.
+RESTORED_HEADER = "[Restored] What the summary left out, verbatim, oldest first; later statements hold:"
+#: Opens the user's sentences in that block (read back as the user's words by the next compaction).
+RESTORED_USER_LINE = "The user said:"
+#: Opens the artifacts (error lines, paths, identifiers) in that block.
+RESTORED_ARTIFACTS_LINE = "From the work (tool results, files, errors):"
+#: Marks a restored sentence a later statement of the user replaces.
+SUPERSEDED_MARK = "(replaced by a later message)"
+
+
+def restored_user_lines(text: str) -> list[str]:
+    """The user's sentences a repair restored into a summary message (``text``), markers stripped: the next
+    compaction reads them as the user's words again, so what was restored once is checked every time."""
+    out: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        if line == RESTORED_USER_LINE:
+            inside = True
+            continue
+        if not inside:
+            continue
+        if not line.startswith("- "):
+            inside = False
+            continue
+        sentence = line[2:]
+        if sentence.startswith(SUPERSEDED_MARK):
+            continue  # replaced: the later statement is restored (or kept) beside it
+        marker = sentence.find(' (the latest: it replaces the earlier "')
+        out.append(sentence if marker < 0 else sentence[:marker])
+    return out
 
 
 def summary_message_text(summary: str, rehydrated: str = "", verbatim_note: str = "") -> str:
     """The text of the message that replaces the compacted history (the user's own messages kept verbatim
-    precede it as messages of their own; ``verbatim_note`` says so)."""
+    precede it as messages of their own; ``verbatim_note`` says so). ``summary`` ends with the repair's block
+    (:data:`RESTORED_HEADER`) when the repair restored anything."""
     parts = [SUMMARY_MESSAGE_HEADER, "", summary]
     if rehydrated:
         parts += ["", rehydrated]

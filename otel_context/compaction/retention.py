@@ -44,10 +44,22 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from otel_context import semconv, telemetry
-from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER
+from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER, restored_user_lines
 from otel_context.formats.base import WireFormatAdapter
 
-__all__ = ["CAPS", "LOST_EVENT_CAP", "Retention", "annotate", "check", "check_microcompact", "measure", "salient_items"]
+__all__ = [
+    "CAPS",
+    "LOST_EVENT_CAP",
+    "REPAIR_CAPS",
+    "Retention",
+    "annotate",
+    "check",
+    "check_microcompact",
+    "haystack",
+    "measure",
+    "measure_items",
+    "salient_items",
+]
 
 Item = Mapping[str, Any]
 
@@ -59,6 +71,9 @@ CAPS: Mapping[str, int] = {
     semconv.RETENTION_KIND_IDENTIFIER: 16,
     semconv.RETENTION_KIND_NUMBER: 12,
 }
+#: The caps of the repair's candidates (:mod:`.repair`): it looks at more than the figure samples, since
+#: what it restores must not depend on where a sample falls.
+REPAIR_CAPS: Mapping[str, int] = {kind: cap * 8 for kind, cap in CAPS.items()}
 #: The most lost items the ``otel_context.compaction.lost`` event names, and their length each.
 LOST_EVENT_CAP = 20
 LOST_ITEM_CHARS = 200
@@ -222,16 +237,23 @@ def _texts(adapter: WireFormatAdapter, dropped: Iterable[Item]) -> tuple[list[st
             continue
         for user in adapter.user_text_items([item]):
             written.append(user)
-            if not user.lstrip().startswith(SUMMARY_MESSAGE_HEADER):  # our summary message: not the user's words
+            if not user.lstrip().startswith(SUMMARY_MESSAGE_HEADER):
                 said.append(user)
+            else:  # our summary message: not the user's words, but for the lines a repair restored from them
+                said.extend(restored_user_lines(user))
     return everything, written, said
 
 
 def salient_items(
-    adapter: WireFormatAdapter, dropped: Iterable[Item], *, tool_texts: Iterable[str] = ()
+    adapter: WireFormatAdapter,
+    dropped: Iterable[Item],
+    *,
+    tool_texts: Iterable[str] = (),
+    caps: Mapping[str, int] = CAPS,
 ) -> list[tuple[str, str]]:
     """The salient items of ``dropped`` (and of ``tool_texts``, tool results' former contents), as
-    ``(kind, text)``: deduplicated, capped per kind (:data:`CAPS`), in kind order then oldest first."""
+    ``(kind, text)``: deduplicated, capped per kind (``caps``, :data:`CAPS` by default), in kind order then
+    oldest first."""
     everything, written, said = _texts(adapter, dropped)
     everything.extend(tool_texts)
     # One join per reading: the extractors scan long texts once instead of many short ones (a sentence never
@@ -245,7 +267,7 @@ def salient_items(
     _identifiers(prose, found[semconv.RETENTION_KIND_IDENTIFIER])
     _numbers(prose, found[semconv.RETENTION_KIND_NUMBER])
     items: list[tuple[str, str]] = []
-    for kind, cap in CAPS.items():
+    for kind, cap in caps.items():
         items.extend((kind, text) for text in _spread(list(found[kind]), cap))
     return items
 
@@ -279,14 +301,26 @@ def _number_kept(text: str, haystack: str) -> bool:
     return f"{digits} {unit}" in haystack or f"{digits}{unit}" in haystack
 
 
+def haystack(adapter: WireFormatAdapter, body: Mapping[str, Any], after: Sequence[Item]) -> str:
+    """The text the items are looked up in: the system prompt and every item of the new request, joined once."""
+    return "\n".join([adapter.system_text(body), *(adapter.item_text(item) for item in after)])
+
+
+def measure_items(items: Sequence[tuple[str, str]], text: str) -> Retention:
+    """Which of ``items`` (:func:`salient_items`) are found in ``text`` (:func:`haystack`): the extraction
+    done once, the lookup as often as the repair needs (before it, and after)."""
+    if not items:
+        return Retention(None, 0, ())
+    lost = tuple((kind, item) for kind, item in items if not _kept(kind, item, text))
+    return Retention((len(items) - len(lost)) / len(items), len(items), lost)
+
+
 def _measure(
     items: list[tuple[str, str]], adapter: WireFormatAdapter, body: Mapping[str, Any], after: Sequence[Item]
 ) -> Retention:
     if not items:
         return Retention(None, 0, ())
-    haystack = "\n".join([adapter.system_text(body), *(adapter.item_text(item) for item in after)])
-    lost = tuple((kind, text) for kind, text in items if not _kept(kind, text, haystack))
-    return Retention((len(items) - len(lost)) / len(items), len(items), lost)
+    return measure_items(items, haystack(adapter, body, after))
 
 
 def check(

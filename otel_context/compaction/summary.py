@@ -14,7 +14,6 @@ still at a round boundary.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -22,7 +21,9 @@ from typing import Any
 
 from otel_context import semconv
 from otel_context.compaction import budget as budget_mod
+from otel_context.compaction import repair as repair_mod
 from otel_context.compaction.prompt import (
+    PINNED_PREFIX,
     REHYDRATED_HEADER,
     VERBATIM_NOTE_PREFIX,
     SummaryParseError,
@@ -32,18 +33,17 @@ from otel_context.compaction.prompt import (
     summary_message_text,
     summary_of_message,
 )
+from otel_context.compaction.repair import prose_and_paste, repair_budget
 from otel_context.flow import SummaryRequest, SummaryResult
 from otel_context.formats.base import WireFormatAdapter
-from otel_context.formats.too_long import overflow_gap
 from otel_context.settings import Settings, summary_model_for
 from otel_context.tokens import ITEM_OVERHEAD_TOKENS, estimate_fixed, estimate_item, estimate_items, estimate_text
+from otel_context.usage import TokenUsage
 
 Item = Mapping[str, Any]
 
-#: Retries of a summarizer request that was itself too long (each drops the oldest rounds).
+#: Times a summarizer request the provider found too long is cut in two (each half summarized in turn).
 MAX_OVERFLOW_RETRIES = 3
-#: Share of the transcript dropped per overflow retry when the error does not say by how much.
-OVERFLOW_DROP_FRACTION = 0.2
 #: The least output room a summary is ever asked with (an app's ``max_tokens`` may be smaller).
 MIN_SUMMARY_TOKENS = 1_024
 #: Headroom on a summarizer request sized in provider tokens (see :func:`request_tokens`).
@@ -237,8 +237,26 @@ def user_messages_budget(settings: Settings, window: int | None, effective: int 
 
 def user_messages(adapter: WireFormatAdapter, items: Sequence[Item]) -> list[str]:
     """The text of every message the user wrote in ``items``, oldest first: not tool results, not our own
-    summary messages (an app that kept a compacted history sends them back as user messages)."""
-    return [text for text in adapter.user_text_items(items) if not is_summary_message(text)]
+    summary messages (an app that kept a compacted history sends them back as user messages), not the pins
+    a compaction placed (they are carried as pins)."""
+    return [
+        text
+        for text in adapter.user_text_items(items)
+        if not is_summary_message(text) and not text.startswith(PINNED_PREFIX)
+    ]
+
+
+def pins_of(
+    adapter: WireFormatAdapter, items: Sequence[Item], pinned: Sequence[str], unpinned: frozenset[str]
+) -> list[str]:
+    """The conversation's pins: those an earlier compaction placed in ``items`` (the head it replaces: shared
+    with the fleet like the rest of it), then those pinned since, each once, less those unpinned here."""
+    carried = [t[len(PINNED_PREFIX) :].strip() for t in adapter.user_text_items(items) if t.startswith(PINNED_PREFIX)]
+    out: list[str] = []
+    for text in (*carried, *pinned):
+        if text not in out and text not in unpinned:
+            out.append(text)
+    return out
 
 
 @dataclass(frozen=True)
@@ -288,17 +306,36 @@ class KeptUserMessages:
         )
 
 
+def verbatim_form(text: str) -> str:
+    """A user message as it is kept verbatim: whole, or, when it pastes code, a log or a file beside its
+    prose, the prose with one line saying how much was pasted (the paste is an artifact: its paths, errors
+    and identifiers are the repair's, its sentences are not what the user asked)."""
+    prose, paste = prose_and_paste(text)
+    said = "\n".join(prose).strip()
+    if not paste or not said:
+        return text
+    lines = len(paste)
+    return f"{said}\n[{lines} pasted line{'s' if lines != 1 else ''} left out here; the summary covers them]"
+
+
 def select_user_messages(texts: Sequence[str], budget: int, unread: int = 0) -> KeptUserMessages:
     """The user's messages to keep verbatim within ``budget`` tokens: all of them when they fit; else the
     first ones (the task and its first constraints, up to a quarter of the budget) and the newest (the rest),
-    each whole (a message cut in half is not what the user wrote).
+    each whole (a message cut in half is not what the user wrote) or, when it pastes code or a log, first as
+    its prose (:func:`verbatim_form`): sentences before pastes. The room left then goes to the pastes of the
+    kept messages, newest first.
 
     ``unread``: the first ``unread`` messages include some the summarizer did not read (the oldest rounds
     of its request made way for the summary's room): those may take the whole budget, oldest first, since
     the summary cannot cover them; the newest it did read get what is left."""
-    sizes = [estimate_text(t) + ITEM_OVERHEAD_TOKENS for t in texts]
-    if sum(sizes) <= budget:
+    full = [estimate_text(t) + ITEM_OVERHEAD_TOKENS for t in texts]
+    if sum(full) <= budget:
         return KeptUserMessages(tuple(texts), len(texts), 0)
+    forms = [verbatim_form(t) for t in texts]
+    sizes = [
+        full[i] if form is text else estimate_text(form) + ITEM_OVERHEAD_TOKENS
+        for i, (form, text) in enumerate(zip(forms, texts, strict=True))
+    ]
     first = used = 0
     while first < len(texts) and used + sizes[first] <= (budget if first < unread else budget // 4):
         used += sizes[first]
@@ -309,9 +346,15 @@ def select_user_messages(texts: Sequence[str], budget: int, unread: int = 0) -> 
     while start > first and used + sizes[start - 1] <= budget:
         start -= 1
         used += sizes[start]
-    kept = (*texts[:first], *texts[start:])
+    chosen = [*range(first), *range(start, len(texts))]
+    for index in sorted(chosen, reverse=True):  # the pastes of the kept messages, newest first, in what is left
+        extra = full[index] - sizes[index]
+        if 0 < extra <= budget - used:
+            forms[index] = texts[index]
+            used += extra
+    kept = tuple(forms[i] for i in chosen)
     unread_left_out = max(0, min(unread, start) - first)
-    return KeptUserMessages(tuple(kept), first, start - first, tuple(texts[first:start]), unread_left_out)
+    return KeptUserMessages(kept, first, start - first, tuple(texts[first:start]), unread_left_out)
 
 
 def to_cover(
@@ -378,22 +421,6 @@ def request_tokens(adapter: WireFormatAdapter, request: Mapping[str, Any], scale
     return math.ceil(padded * scale * SCALE_MARGIN)
 
 
-def _prompt_item(adapter: WireFormatAdapter, body: Mapping[str, Any], items: Sequence[Item], prompt: str) -> Item:
-    """The prompt as the last user turn of a cache-sharing request. Anthropic reads its cache only at a
-    breakpoint (or up to 20 blocks before one): the app's newest breakpoint is on the messages kept after
-    the cut, so the prompt gets one, when the app marks its messages and the limit of four allows it."""
-    item = adapter.make_user_item(prompt)
-    if adapter.name != "anthropic_messages":
-        return item
-    marks = '"cache_control"'
-    if marks not in json.dumps(adapter.items(body), default=str):
-        return item
-    used = json.dumps([body.get("system"), body.get("tools"), list(items)], default=str).count(marks)
-    if used >= 4:  # Anthropic's limit of breakpoints per request
-        return item
-    return {"role": "user", "content": [{"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}]}
-
-
 def shared_prefix_request(
     adapter: WireFormatAdapter,
     body: Mapping[str, Any],
@@ -420,7 +447,7 @@ def shared_prefix_request(
         return None
     if any(key in body for key in _FORCING):
         return None
-    request = dict(adapter.with_items(body, [*items, _prompt_item(adapter, body, items, prompt)]))
+    request = dict(adapter.with_items(body, [*items, adapter.summary_prompt_item(body, items, prompt)]))
     for key in ("stream", "stream_options", "n", "stop", "stop_sequences"):
         request.pop(key, None)
     max_tokens = max_output
@@ -482,10 +509,10 @@ class SummaryOutcome:
     """A successful summary: the new head of the conversation and its figures."""
 
     cut: int  #: index in the input items; items[:cut] were replaced
-    #: the user's own messages kept verbatim, then the summary message (+ rehydrated files)
+    #: the user's own messages kept verbatim, then the summary message (+ restored items, rehydrated files)
     head: tuple[Item, ...]
-    summary: str
-    summary_tokens: int  #: the summarizer's output tokens (reported, else estimated)
+    summary: str  #: as the summarizer wrote it, and the repair's block after it (what the summary message holds)
+    summary_tokens: int  #: the summarizer's output tokens (reported, else estimated), all parts together
     files_rehydrated: int
     attempts: int
     #: Provider tokens per estimated token, measured on the summarizer's request (None: not measured,
@@ -495,6 +522,16 @@ class SummaryOutcome:
     finish_reason: str | None = None
     #: The user's messages carried verbatim in the head (before the summary message).
     user_messages_kept: int = 0
+    #: Of the user's messages selected for the verbatim list, how many made way because the head would not
+    #: have been smaller than what it replaces (the lowest in the repair's priority first).
+    user_messages_dropped: int = 0
+    #: The app's pins placed before the verbatim list, and those over their cap (half the verbatim budget).
+    pinned_kept: int = 0
+    pinned_dropped: int = 0
+    #: What the repair checked and restored (None: not run, e.g. a budget of 0 and nothing to measure).
+    repair: repair_mod.Repair | None = None
+    #: Requests the span was summarized in (1, or more when it did not fit one summarizer request).
+    parts: int = 1
 
 
 def find_anchor(items: Sequence[Item], adapter: WireFormatAdapter, cut: int) -> tuple[str, int] | None:
@@ -508,112 +545,303 @@ def find_anchor(items: Sequence[Item], adapter: WireFormatAdapter, cut: int) -> 
     return None
 
 
-def summarize(
-    adapter: WireFormatAdapter,
-    body: Mapping[str, Any],
-    items: Sequence[Item],
-    *,
-    settings: Settings,
-    model: str,
-    window: int | None,
-    min_index: int = 0,
-    extra_instructions: str | None = None,
-    cut: int | None = None,
-    target_tokens: int | None = None,
-    share_prefix: bool = False,
-    rehydrate_room: int | None = None,
-    estimated_tokens: int | None = None,
-    effective: int | None = None,
-    history: Sequence[Item] | None = None,
-    history_shift: int = 0,
-    anchor: str | None = None,
-    anchor_end: int = 0,
-) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
-    """Summarize ``items[:cut]`` (cut chosen by the keep-recent policy unless given); raise CompactionError.
+@dataclass(frozen=True)
+class SummaryTask:
+    """One summary to make, the one parameter of :func:`summarize` (the cascade builds it from its job).
 
-    ``target_tokens``: the context size the result should stay under (the threshold); it bounds the
-    rehydrated files, and so does ``rehydrate_room`` (tokens) when given. ``share_prefix``: first ask with
-    the call's own request up to the cut plus the prompt (see :func:`shared_prefix_request`), which the
-    provider serves from its prompt cache; when that is not possible, too long, or answered with a tool
-    call, ask with the plain transcript (no tools).
-
-    Output room: the budget's reserve (``window - effective``); the summary is always asked with at
-    least that much (:func:`summary_room`), up to 20,000 tokens where the window leaves more. The request is
-    sized in provider tokens, scaled from ``estimated_tokens`` (the engine's estimate of the call, anchored
-    on the provider's count; see :func:`provider_scale`). A reply stopped by its length limit is never a
-    summary: it is asked again once, the plain way, with all the room the window leaves beside the transcript
-    (up to the model's output limit) and at least twice the room that cut it (the oldest rounds making way
-    when the window leaves less); a second cut, or no more room, fails the compaction (``summary_truncated``).
-
-    The user's own messages: the head carries those of the compacted part verbatim, before the summary
-    message, within :func:`user_messages_budget` (``effective``: the effective window). They are taken from
-    ``history``, the conversation as the app sent it (``items`` may start with the head of an earlier
-    compaction; ``items[i]`` is ``history[i + history_shift]`` after it), never from a summary.
-
-    ``anchor``: the previous summary, whose head ends at ``anchor_end`` in ``items``. The summarizer then
-    updates it with ``items[anchor_end:cut]``, the span dropped since (anchored iterative summary), instead
-    of summarizing the summary again. Without one, a summary message of ours found in ``items[:cut]`` is
-    the anchor (the app sent a compacted history back).
+    ``items[:cut]`` is summarized (``cut`` chosen by the keep-recent policy when None, after ``min_index``:
+    the head of an earlier compaction). ``target_tokens``: the context size the result should stay under
+    (the threshold); it bounds the rehydrated files, and so does ``rehydrate_room``. ``share_prefix``: first
+    ask with the call's own request up to the cut plus the prompt (:func:`shared_prefix_request`), which the
+    provider serves from its prompt cache. ``estimated_tokens``: the engine's estimate of the call, anchored
+    on the provider's count (:func:`provider_scale`). ``effective``: the effective window (the summary's room
+    is ``window - effective``; the verbatim and repair budgets are bounded by it). ``history``: the
+    conversation as the app sent it, where the user's messages kept verbatim come from (``items[i]`` is
+    ``history[i + history_shift]``). ``anchor``: the previous summary, whose head ends at ``anchor_end``.
     """
+
+    adapter: WireFormatAdapter
+    body: Mapping[str, Any]
+    items: Sequence[Item]
+    settings: Settings
+    model: str
+    window: int | None
+    min_index: int = 0
+    instructions: str | None = None
+    cut: int | None = None
+    target_tokens: int | None = None
+    share_prefix: bool = False
+    rehydrate_room: int | None = None
+    estimated_tokens: int | None = None
+    effective: int | None = None
+    history: Sequence[Item] | None = None
+    history_shift: int = 0
+    anchor: str | None = None
+    anchor_end: int = 0
+    #: Texts the app pinned for this conversation (``otel_context.pin``), and those unpinned in this process.
+    pinned: tuple[str, ...] = ()
+    unpinned: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a summary decides before it asks: where to cut, what it updates, the user's messages it keeps,
+    what the summarizer reads and the limits of its requests."""
+
+    cut: int
+    anchor: str | None
+    anchor_end: int
+    replaced: int  #: estimated tokens of ``items[:cut]``
+    budget: int  #: tokens of the user's messages kept verbatim (after the pins)
+    pinned: tuple[str, ...]  #: the pins kept, within their cap, before the verbatim list
+    pins_dropped: int  #: pins over that cap
+    texts: list[str]  #: the user's messages of the compacted part, oldest first
+    kept: KeptUserMessages
+    transcript: list[Item]  #: what the summarizer reads: the span dropped since the anchor, or all to the cut
+    covering: list[str]  #: the user's messages leaving the verbatim list, quoted in the (last) prompt
+    summary_model: str
+    max_output: int
+    model_limit: int  #: all the summary model may write (a retry after a reply cut at its limit)
+    output_room: int
+    scale: float
+
+
+@dataclass(frozen=True)
+class _Reply:
+    """The summarizer's answer for one part, or None for ``summary`` when the provider said too long."""
+
+    summary: str | None
+    summary_tokens: int
+    attempts: int
+    finish: str | None
+    request: Mapping[str, Any]
+    usage: TokenUsage | None
+    read: list[Item]  #: what of the part the request held (its oldest rounds may have made way)
+    parts: int = 1  #: requests the whole transcript took (set on the last part's reply)
+
+
+#: Tokens the head keeps under what it replaces (the estimate of a whole message rounds above its parts').
+HEAD_MARGIN = 8
+#: The most requests one span is summarized in (each a summarizer call); past it the oldest parts go unread,
+#: as a too-long span did before parts existed, and the verbatim list keeps their user messages first.
+MAX_PARTS = 6
+#: Share of a part's room its transcript fills (the rendered transcript counts a little differently).
+PART_FILL = 0.9
+
+
+def summarize(task: SummaryTask) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
+    """Summarize ``task.items[:cut]``; raise CompactionError. Four steps:
+
+    1. :func:`plan_summary`: the cut, the anchor (an anchored summary updates the previous one with only the
+       span dropped since), the user's messages kept verbatim (:func:`select_user_messages`);
+    2. :func:`ask_summarizer`: the summarizer's requests, the span in parts (oldest first, each anchored on
+       the summary of the part before) when it does not fit one request, length-cut and too-long retries;
+    3. the unread accounting: what no request held (only when one round alone outgrows the window);
+    4. :func:`finish_summary`: the head (the user's verbatim messages, the summary message), checked by the
+       retention check and repaired from it (:mod:`.repair`) before anything uses it, and the files restored.
+    """
+    plan = plan_summary(task)
+    reply = yield from ask_summarizer(task, plan)
+    kept = _kept_after_reading(task.adapter, plan, reply.read)
+    return finish_summary(task, plan, reply, kept)
+
+
+def plan_summary(task: SummaryTask) -> _Plan:
+    """Step 1 of :func:`summarize`: what to summarize and keep, and the limits of the summarizer's requests."""
+    adapter, items, settings = task.adapter, task.items, task.settings
+    cut = task.cut
     if cut is None:
-        cut = choose_cut(adapter, items, settings.keep_recent_messages, min_index)
-        if cut is not None and target_tokens is not None:
-            cut = deepen_cut(adapter, body, items, cut, target_tokens)
-    if cut is None or cut <= min_index:
+        cut = choose_cut(adapter, items, settings.keep_recent_messages, task.min_index)
+        if cut is not None and task.target_tokens is not None:
+            cut = deepen_cut(adapter, task.body, items, cut, task.target_tokens)
+    if cut is None or cut <= task.min_index:
         raise CompactionError("nothing_to_compact", "no round boundary leaves anything to summarize")
+    anchor, anchor_end = task.anchor, task.anchor_end
     if anchor is None or anchor_end > cut:
         found = find_anchor(items, adapter, cut)
         anchor, anchor_end = found if found is not None else (None, 0)
-    source = history if history is not None else items
+    source = task.history if task.history is not None else items
     # At most half of what the summary replaces: the user's words alone must never undo the compaction
     # (in an agent's conversation they are a small part of it; in a chat of long questions, not).
     replaced = estimate_items(adapter, items[:cut])
-    budget = min(user_messages_budget(settings, window, effective), replaced // 2)
-    texts = user_messages(adapter, source[: cut + history_shift])
+    budget = min(user_messages_budget(settings, task.window, task.effective), replaced // 2)
+    # Pins first, within half of that budget; the user's messages get the rest.
+    pinned: list[str] = []
+    pins = pins_of(adapter, items[:cut], task.pinned, task.unpinned)
+    used = 0
+    for text in pins:
+        size = estimate_item(adapter, adapter.make_user_item(f"{PINNED_PREFIX} {text}"))
+        if used + size > budget // 2:
+            break  # the oldest pins first: the span says how many did not fit
+        pinned.append(text)
+        used += size
+    budget -= used
+    texts = user_messages(adapter, source[: cut + task.history_shift])
     if anchor is not None:  # an app that sent the previous summary back as a message of its own
         texts = [t for t in texts if t.strip() != anchor.strip()]
-    kept = select_user_messages(texts, budget)
-    # Anchored: only the span dropped since the previous summary is conversation to summarize.
-    transcript: list[Item] = list(items[anchor_end:cut] if anchor is not None else items[:cut])
+    texts = [t for t in texts if t.strip() not in pinned]  # a pinned message goes out once, as its pin
+    kept = select_user_messages(texts, max(0, budget))
+    transcript = list(items[anchor_end:cut] if anchor is not None else items[:cut])
     covering = to_cover(adapter, items, kept, anchor_end if anchor is not None else 0, cut, budget)
-    prompt = build_prompt(extra_instructions, anchor=anchor, kept_verbatim=kept.prompt_line or None, to_cover=covering)
-    summary_model = summary_model_for(settings, adapter.name, model)
+    summary_model = summary_model_for(settings, adapter.name, task.model)
     spec = budget_mod.lookup_model(summary_model)
     max_output = (
         budget_mod.SUMMARY_RESERVE_TOKENS if spec is None else min(budget_mod.SUMMARY_RESERVE_TOKENS, spec.max_output)
     )
-    # After a reply cut at its length limit: all the model may write (the window permitting).
-    model_limit = max_output if spec is None else max(max_output, spec.max_output)
-    # The budget's reserve (window - effective) is the summary's room.
-    output_room = summary_room(max_output, window - effective if window is not None and effective is not None else None)
-    scale = provider_scale(adapter, body, items, estimated_tokens)
-    shared = share_prefix and summary_model == model
+    reserve = task.window - task.effective if task.window is not None and task.effective is not None else None
+    return _Plan(
+        cut=cut,
+        anchor=anchor,
+        anchor_end=anchor_end,
+        replaced=replaced,
+        budget=max(0, budget),
+        pinned=tuple(pinned),
+        pins_dropped=len(pins) - len(pinned),
+        texts=texts,
+        kept=kept,
+        transcript=transcript,
+        covering=covering,
+        summary_model=summary_model,
+        max_output=max_output,
+        model_limit=max_output if spec is None else max(max_output, spec.max_output),
+        output_room=summary_room(max_output, reserve),
+        scale=provider_scale(adapter, task.body, items, task.estimated_tokens),
+    )
+
+
+def _prompt(task: SummaryTask, plan: _Plan, anchor: str | None, part: int = 1, parts: int = 1) -> str:
+    """The prompt of part ``part`` of ``parts``: anchored on the previous part's summary (or the previous
+    compaction's); the user's messages leaving the verbatim list are quoted in the last part's, at its end."""
+    return build_prompt(
+        task.instructions,
+        anchor=anchor,
+        kept_verbatim=plan.kept.prompt_line or None,
+        to_cover=plan.covering if part == parts else (),
+        part=(part, parts) if part > 1 else None,
+    )
+
+
+def split_parts(task: SummaryTask, plan: _Plan) -> list[list[Item]]:
+    """The transcript in parts of whole rounds, oldest first, each of which fits one summarizer request beside
+    the summary's room and an anchor as long as a summary (the previous part's): one part when it all fits.
+    Summarized in parts, no round goes unread where before the oldest were dropped to make room."""
+    adapter, transcript = task.adapter, plan.transcript
+    if task.window is None:
+        return [transcript]
+    prompt = _prompt(task, plan, plan.anchor)
+    whole = adapter.make_summary_request(task.body, transcript, prompt, plan.max_output, plan.summary_model)
+    if task.window - request_tokens(adapter, whole, plan.scale) >= plan.output_room:
+        return [transcript]
+    empty = adapter.make_summary_request(task.body, [], prompt, plan.max_output, plan.summary_model)
+    fixed = request_tokens(adapter, empty, plan.scale) + plan.output_room  # the room of a part's anchor
+    capacity = int((task.window - plan.output_room - fixed) / (plan.scale * SCALE_MARGIN) * PART_FILL)
+    if capacity <= 0:
+        return [transcript]
+    parts: list[list[Item]] = []
+    start = previous = size = 0
+    for boundary in [*(b for b in adapter.round_boundaries(transcript) if 0 < b < len(transcript)), len(transcript)]:
+        tokens = estimate_items(adapter, transcript[previous:boundary])
+        if size and size + tokens > capacity:
+            parts.append(transcript[start:previous])
+            start, size = previous, 0
+        size += tokens
+        previous = boundary
+    parts.append(transcript[start:])
+    return parts[-MAX_PARTS:]
+
+
+def _split_in_two(adapter: WireFormatAdapter, part: Sequence[Item]) -> list[list[Item]] | None:
+    """``part`` cut at the round boundary nearest its middle (by tokens), or None when it is one round."""
+    inner = [b for b in adapter.round_boundaries(part) if 0 < b < len(part)]
+    if not inner:
+        return None
+    half = estimate_items(adapter, part) / 2
+    best = min(inner, key=lambda b: abs(estimate_items(adapter, part[:b]) - half))
+    return [list(part[:best]), list(part[best:])]
+
+
+def ask_summarizer(task: SummaryTask, plan: _Plan) -> Generator[SummaryRequest, SummaryResult, _Reply]:
+    """Step 2 of :func:`summarize`: the summary of the whole transcript, in as many requests as it takes.
+
+    One part is asked the cache-sharing way first when allowed (:func:`shared_prefix_request`), then the plain
+    way. Parts are asked oldest first, each anchored on the summary of the one before (an anchored, iterative
+    summary, as after a compaction). A part the provider still finds too long is cut in two, at most
+    :data:`MAX_OVERFLOW_RETRIES` times in all; a single round that stays too long fails the compaction.
+    """
+    queue = split_parts(task, plan)
+    single = len(queue) == 1
+    anchor = plan.anchor
+    attempts = splits = tokens = parts = 0
+    read: list[Item] = []
+    last: _Reply | None = None
+    while queue:
+        part = queue.pop(0)
+        shared = single and not splits and task.share_prefix and plan.summary_model == task.model
+        prompt = _prompt(task, plan, anchor, parts + 1, parts + 1 + len(queue))
+        reply = yield from _ask_part(task, plan, part, prompt, shared)
+        attempts += reply.attempts
+        if reply.summary is None:
+            halves = _split_in_two(task.adapter, reply.read)
+            if halves is None or splits >= MAX_OVERFLOW_RETRIES:
+                raise CompactionError(
+                    "summary_too_long", f"the summarizer's request stayed too long after {attempts} tries"
+                )
+            splits += 1
+            queue[:0] = halves
+            continue
+        anchor = reply.summary
+        parts += 1
+        tokens += reply.summary_tokens
+        read += reply.read
+        last = reply
+    assert last is not None and last.summary is not None
+    return replace(last, summary_tokens=tokens, attempts=attempts, read=read, parts=parts)
+
+
+def _ask_part(
+    task: SummaryTask, plan: _Plan, transcript: list[Item], prompt: str, shared: bool
+) -> Generator[SummaryRequest, SummaryResult, _Reply]:
+    """One part's summary: its request (cache-sharing, then plain), and once more with more room when the reply
+    was cut at its length limit (a cut summary lacks its last fields: pending tasks, current work); a second
+    cut, or no more room, fails the compaction (``summary_truncated``). ``summary`` None: too long."""
+    adapter = task.adapter
     attempts = 0
-    overflow_retries = 0
     cut_short: int | None = None  #: the output cap of a reply stopped by its length limit
     finish: str | None = None
-    read = transcript  # what the summarizer's request holds of the span (its oldest rounds may make way)
+    scale = plan.scale
     while True:
         attempts += 1
         request: dict[str, Any] | None = None
         if shared:
-            request = shared_prefix_request(adapter, body, items[:cut], prompt, max_output, window, output_room, scale)
+            request = shared_prefix_request(
+                adapter,
+                task.body,
+                task.items[: plan.cut],
+                prompt,
+                plan.max_output,
+                task.window,
+                plan.output_room,
+                scale,
+            )
             shared = request is not None
         if request is None:
-            cap, floor = max_output, output_room
+            cap, floor = plan.max_output, plan.output_room
             if cut_short is not None:
                 # All the model may write, and at least twice the room that cut the summary: where the window
                 # leaves less, the oldest rounds make way (a summary of less history, rather than one without
                 # its last fields, or none).
-                cap, floor = model_limit, min(model_limit, max(output_room, RETRY_ROOM_FACTOR * cut_short))
+                cap, floor = (
+                    plan.model_limit,
+                    min(plan.model_limit, max(plan.output_room, RETRY_ROOM_FACTOR * cut_short)),
+                )
             request, transcript = plain_request(
                 adapter,
-                body,
+                task.body,
                 transcript,
                 prompt,
-                summary_model,
+                plan.summary_model,
                 max_output=cap,
-                window=window,
+                window=task.window,
                 room=floor,
                 scale=scale,
             )
@@ -626,8 +854,6 @@ def summarize(
         result = yield SummaryRequest(request)
         finish = _finish_reason(result)
         if result.error is None and not result.too_long and finish == FINISH_LENGTH:
-            # Cut short: its last fields (pending tasks, current work) are missing. Once, ask again with more room
-            # (see above), the request sized by the provider's own count of this one.
             if cut_short is not None:
                 raise CompactionError(
                     SUMMARY_TRUNCATED,
@@ -651,70 +877,126 @@ def summarize(
             # ask again the plain way (no tools, transcript as text).
             shared = False
             continue
-        shared = False
-        if result.error is not None or result.too_long:
-            if result.too_long and overflow_retries < MAX_OVERFLOW_RETRIES:
-                overflow_retries += 1
-                gap = overflow_gap(str(result.error) if result.error is not None else "")
-                fraction = int(estimate_items(adapter, transcript) * OVERFLOW_DROP_FRACTION)
-                shorter = drop_oldest_rounds(adapter, transcript, max(gap or 0, fraction, 1))
-                if shorter:
-                    transcript = shorter
-                    continue
-            if result.too_long:
-                raise CompactionError(
-                    "summary_too_long", f"the summarizer's request stayed too long after {attempts} tries"
-                )
+        if result.too_long:
+            return _Reply(None, 0, attempts, finish, request, None, transcript)
+        if result.error is not None:
             error = result.error
-            kind = type(error).__module__ + "." + type(error).__qualname__ if error is not None else "summarizer_error"
+            kind = type(error).__module__ + "." + type(error).__qualname__
             raise CompactionError(kind, f"the summarizer call failed: {error}") from error
         assert summary is not None
-        summary_tokens = result.usage.output_tokens if result.usage is not None else estimate_text(result.text)
-        if len(transcript) < len(read):
-            # The summarizer did not read the oldest rounds of the span, so the summary cannot cover their user
-            # messages. At a first compaction they are the conversation's first messages: the verbatim budget
-            # goes to them first (then the newest, which the summary covers). Past one, they follow messages
-            # the previous summary (the anchor) covers, and the budget stays with the first and the newest (the
-            # newest may hold a later instruction); the note says how many of those left out nobody read.
-            unread = len(user_messages(adapter, read)) - len(user_messages(adapter, transcript))
-            before = max(0, len(texts) - len(user_messages(adapter, read)))
-            if before == 0:
-                kept = select_user_messages(texts, budget, unread)
-            else:
-                left = range(kept.first, kept.first + kept.omitted)
-                kept = replace(kept, unread=len(set(left) & set(range(before, before + unread))))
-        verbatim = tuple(adapter.make_user_item(text) for text in kept.texts)
-        room = None
-        if target_tokens is not None:
-            used = estimate_fixed(adapter, body) + estimate_items(adapter, items[cut:])
-            used += estimate_text(summary_message_text(summary, "", kept.note)) + ITEM_OVERHEAD_TOKENS
-            used += estimate_items(adapter, verbatim)
-            # Keep a quarter of the remaining room free for the turns that follow.
-            room = int((target_tokens - used) * 0.75)
-        if rehydrate_room is not None:
-            room = rehydrate_room if room is None else min(room, rehydrate_room)
-        rehydration = rehydrate_files(adapter, items, cut, settings, window, room)
-        # The user's messages first, then the summary (as Codex does): the summary message, right before the
-        # kept turns, reads "continue from where the work stopped", and a derived conversation key (the first
-        # user message) is unchanged when the app keeps the compacted history.
-        head = (*verbatim, adapter.make_user_item(summary_message_text(summary, rehydration.text, kept.note)))
-        if verbatim and estimate_items(adapter, head) >= replaced:
-            # A short prefix whose summary is as long as it: the summary alone, or nothing is gained.
-            verbatim = ()
-            head = (adapter.make_user_item(summary_message_text(summary, rehydration.text)),)
-        # The summarizer's request holds (nearly) the conversation itself, just counted by the provider: the
-        # cascade sizes the compacted context with it. Only the call's own model shares its tokenizer.
-        measured = None
-        if result.usage is not None and summary_model == model:
-            measured = budget_mod.calibration(adapter, request, result.usage.input_tokens)
-        return SummaryOutcome(
-            cut=cut,
-            head=head,
-            summary=summary,
-            summary_tokens=summary_tokens,
-            files_rehydrated=rehydration.files,
-            attempts=attempts,
-            calibration=measured,
-            finish_reason=finish,
-            user_messages_kept=len(verbatim),
-        )
+        tokens = result.usage.output_tokens if result.usage is not None else estimate_text(result.text)
+        return _Reply(summary, tokens, attempts, finish, request, result.usage, transcript)
+
+
+def _kept_after_reading(adapter: WireFormatAdapter, plan: _Plan, read: Sequence[Item]) -> KeptUserMessages:
+    """Step 3 of :func:`summarize`: the verbatim list once it is known what the summarizer read.
+
+    When its requests did not hold the oldest rounds of the span, the summary cannot cover their user
+    messages. At a first compaction they are the conversation's first messages: the verbatim budget goes to
+    them first (then the newest, which the summary covers). Past one, they follow messages the previous
+    summary (the anchor) covers, and the budget stays with the first and the newest (the newest may hold a
+    later instruction); the note says how many of those left out nobody read."""
+    kept = plan.kept
+    if len(read) >= len(plan.transcript):
+        return kept
+    unread = len(user_messages(adapter, plan.transcript)) - len(user_messages(adapter, read))
+    before = max(0, len(plan.texts) - len(user_messages(adapter, plan.transcript)))
+    if before == 0:
+        return select_user_messages(plan.texts, plan.budget, unread)
+    left = range(kept.first, kept.first + kept.omitted)
+    return replace(kept, unread=len(set(left) & set(range(before, before + unread))))
+
+
+def _trim_verbatim(
+    adapter: WireFormatAdapter, kept: KeptUserMessages, summary: str, replaced: int
+) -> tuple[KeptUserMessages, int]:
+    """The verbatim list made short enough that the head (it and the summary message) is smaller than what it
+    replaces, or nothing is gained: the messages lowest in the repair's priority go first (chatter before a
+    statement, a statement before an instruction; the first messages, the task, last). Returns the list and
+    how many messages made way (their lost sentences are the repair's to restore)."""
+    texts = list(kept.texts)
+    sizes = [estimate_item(adapter, adapter.make_user_item(t)) for t in texts]
+    fixed = estimate_item(adapter, adapter.make_user_item(summary_message_text(summary, "", kept.note))) + HEAD_MARGIN
+    if not texts or sum(sizes) + fixed < replaced:
+        return kept, 0
+    order = sorted(
+        range(len(texts)),
+        key=lambda i: (-repair_mod.message_priority(texts[i]), i < kept.first, i),
+    )
+    gone: set[int] = set()
+    total = sum(sizes)
+    for index in order:
+        if total + fixed < replaced:
+            break
+        gone.add(index)
+        total -= sizes[index]
+    first = sum(1 for i in range(kept.first) if i not in gone)
+    remaining = tuple(t for i, t in enumerate(texts) if i not in gone)
+    dropped = tuple(t for i, t in enumerate(texts) if i in gone)
+    trimmed = replace(
+        kept, texts=remaining, first=first, omitted=kept.omitted + len(gone), left_out=(*kept.left_out, *dropped)
+    )
+    return trimmed, len(gone)
+
+
+def finish_summary(task: SummaryTask, plan: _Plan, reply: _Reply, kept: KeptUserMessages) -> SummaryOutcome:
+    """Step 4 of :func:`summarize`: the head, repaired and with its files.
+
+    The user's messages first, then the summary message (as Codex does): the summary message, right before the
+    kept turns, reads "continue from where the work stopped", and a derived conversation key (the first user
+    message) is unchanged when the app keeps the compacted history. The verbatim list is trimmed by priority
+    when the head would not be smaller than what it replaces (before, it was dropped whole); the repair then
+    restores what the summary and the list lost, within what is left of the repair budget, before the files
+    take the room left under the threshold."""
+    adapter, items, cut = task.adapter, task.items, plan.cut
+    summary = reply.summary
+    assert summary is not None
+    pins = tuple(adapter.make_user_item(f"{PINNED_PREFIX} {text}") for text in plan.pinned)
+    kept, dropped = _trim_verbatim(adapter, kept, summary, plan.replaced - estimate_items(adapter, pins))
+    verbatim = (*pins, *(adapter.make_user_item(text) for text in kept.texts))
+    bare = (*verbatim, adapter.make_user_item(summary_message_text(summary, "", kept.note)))
+    # What the repair may add: its budget, and never so much that the head stops being smaller than the span.
+    room_left = plan.replaced - estimate_items(adapter, bare) - HEAD_MARGIN
+    budget = min(repair_budget(task.settings, task.window, task.effective), max(0, room_left))
+    # The user's words up to the cut as the app sent them (the whole conversation in transparent mode): what
+    # a summarizer kept once is checked again at every compaction, not only what the repair restored.
+    fixed = repair_mod.repair(adapter, task.body, items[:cut], bare, items[cut:], budget, said=plan.texts)
+    room = None
+    if task.target_tokens is not None:
+        used = estimate_fixed(adapter, task.body) + estimate_items(adapter, items[cut:])
+        used += estimate_items(adapter, bare) + fixed.tokens
+        # Keep a quarter of the remaining room free for the turns that follow.
+        room = int((task.target_tokens - used) * 0.75)
+    if task.rehydrate_room is not None:
+        room = task.rehydrate_room if room is None else min(room, task.rehydrate_room)
+    # Nor may the files make the head as large as what it replaces (nothing would be gained).
+    room = min(room if room is not None else room_left, room_left - fixed.tokens)
+    rehydration = rehydrate_files(adapter, items, cut, task.settings, task.window, room)
+    # The repaired summary is the summary from now on: the anchor the next one updates, the memo's, the API's.
+    repaired = f"{summary}\n\n{fixed.text}" if fixed.text else summary
+    head = (*verbatim, adapter.make_user_item(summary_message_text(repaired, rehydration.text, kept.note)))
+    if rehydration.files and estimate_items(adapter, head) + HEAD_MARGIN >= plan.replaced:
+        # A file cut to a small room still carries its markers: without it, rather than no progress.
+        rehydration = Rehydration("", 0, 0)
+        head = (*verbatim, adapter.make_user_item(summary_message_text(repaired, "", kept.note)))
+    # The summarizer's request holds (nearly) the conversation itself, just counted by the provider: the
+    # cascade sizes the compacted context with it. Only the call's own model shares its tokenizer.
+    measured = None
+    if reply.usage is not None and plan.summary_model == task.model:
+        measured = budget_mod.calibration(adapter, reply.request, reply.usage.input_tokens)
+    return SummaryOutcome(
+        cut=cut,
+        head=head,
+        summary=repaired,
+        summary_tokens=reply.summary_tokens,
+        files_rehydrated=rehydration.files,
+        attempts=reply.attempts,
+        calibration=measured,
+        finish_reason=reply.finish,
+        user_messages_kept=len(kept.texts),
+        user_messages_dropped=dropped,
+        pinned_kept=len(pins),
+        pinned_dropped=plan.pins_dropped,
+        repair=fixed,
+        parts=reply.parts,
+    )

@@ -15,7 +15,9 @@ Two conversations never share state: see docs/conversations.md for the guarantee
 
 from __future__ import annotations
 
+from otel_context.conversation import pins
 from otel_context.conversation.identity import conversation, current_conversation_id, derive_key
+from otel_context.conversation.pins import pin, unpin
 from otel_context.conversation.state import (
     BYTES_PER_TOKEN,
     ChainLink,
@@ -37,6 +39,9 @@ __all__ = [
     "conversation",
     "current_conversation_id",
     "derive_key",
+    "pin",
+    "pins",
     "resolve",
     "unchanged_prefix",
+    "unpin",
 ]

@@ -20,6 +20,7 @@ carries nothing the span reads: :data:`COUNT_TOKENS`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -442,6 +443,17 @@ class AnthropicMessagesAdapter:
 
     def make_user_item(self, text: str) -> dict[str, Any]:
         return {"role": "user", "content": text}
+
+    def summary_prompt_item(self, body: Body, items: Sequence[Item], prompt: str) -> dict[str, Any]:
+        # Anthropic reads its cache only at a breakpoint (or up to 20 blocks before one): the app's newest
+        # breakpoint is on the messages kept after the cut, so the prompt gets one, when the app marks its
+        # messages and the limit of four per request allows it.
+        marks = '"cache_control"'
+        if marks not in json.dumps(list(self.items(body)), default=str):
+            return self.make_user_item(prompt)
+        if json.dumps([body.get("system"), body.get("tools"), list(items)], default=str).count(marks) >= 4:
+            return self.make_user_item(prompt)
+        return {"role": "user", "content": [{"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}]}
 
     def make_summary_request(
         self, body: Body, transcript_items: Sequence[Item], prompt: str, max_tokens: int, model: str

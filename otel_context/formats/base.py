@@ -163,6 +163,12 @@ class WireFormatAdapter(Protocol):
         """A plain user message in this format."""
         ...
 
+    def summary_prompt_item(self, body: Body, items: Sequence[Item], prompt: str) -> dict[str, Any]:
+        """The summary prompt as the last user turn of a cache-sharing summary request (the call's own
+        request up to the cut, ``items``, then this): a plain user message, or what the format needs for the
+        provider to read the prefix from its cache (Anthropic: a breakpoint on it)."""
+        ...
+
     def make_summary_request(
         self, body: Body, transcript_items: Sequence[Item], prompt: str, max_tokens: int, model: str
     ) -> dict[str, Any]:

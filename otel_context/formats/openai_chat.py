@@ -326,6 +326,9 @@ class OpenAIChatAdapter:
     def make_user_item(self, text: str) -> dict[str, Any]:
         return {"role": "user", "content": text}
 
+    def summary_prompt_item(self, body: Body, items: Sequence[Item], prompt: str) -> dict[str, Any]:
+        return self.make_user_item(prompt)  # OpenAI caches prefixes by itself: nothing to mark
+
     def make_summary_request(
         self, body: Body, transcript_items: Sequence[Item], prompt: str, max_tokens: int, model: str
     ) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from otel_context.compaction.prompt import NO_TOOLS_PREAMBLE, SUMMARY_MESSAGE_HEADER
+from otel_context.compaction.prompt import CONTINUED_PART_PREFIX, NO_TOOLS_PREAMBLE, SUMMARY_MESSAGE_HEADER
 
 __all__ = ["Figures", "Fleet", "run_agent"]
 
@@ -385,7 +385,8 @@ def _cut_short(response: Any) -> bool:
 class Figures:
     """What the provider saw of one conversation."""
 
-    #: Requests to the summarizer.
+    #: Summaries asked of the summarizer: its requests, less those that continue a summary made in parts (a span
+    #: larger than one request: see otel_context.compaction.summary.split_parts), which belong to one summary.
     summarizer_calls: int
     #: Summaries written: the summarizer's replies not cut at their length limit (a cut one is asked again,
     #: with more room, in the same compaction).
@@ -409,7 +410,8 @@ class Figures:
             body = exchange.body if isinstance(exchange.body, dict) else {}
             messages = body.get("messages") or []
             if messages and NO_TOOLS_PREAMBLE in _text(messages[-1]):
-                summaries.append(exchange)
+                if CONTINUED_PART_PREFIX not in _text(messages[-1]):
+                    summaries.append(exchange)
             elif messages:
                 mains.append(exchange)
         heads: list[Any] = []

@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from otel_context.compaction.prompt import CONTINUED_PART_PREFIX
 from otel_context.compaction.summary import (
     CompactionError,
+    SummaryTask,
     choose_cut,
     drop_oldest_rounds,
     rehydrate_files,
@@ -74,7 +76,7 @@ def test_drop_oldest_rounds_drops_whole_rounds() -> None:
 def _run(items: list[dict[str, Any]], summarizer: FakeSummarizer, **settings: Any) -> Any:
     body = {"model": "claude-sonnet-4-6", "max_tokens": 1024, "system": "sys", "messages": items}
     return drive(
-        summarize(A, body, A.items(body), settings=Settings(**settings), model="claude-sonnet-4-6", window=30_000),
+        summarize(SummaryTask(A, body, A.items(body), Settings(**settings), "claude-sonnet-4-6", 30_000)),
         perform_with(summarizer),
     )
 
@@ -92,18 +94,29 @@ def test_summarize_builds_a_no_tools_request_with_the_prompt_last() -> None:
     assert out.summary_tokens == 120
 
 
-def test_summarizer_overflow_drops_oldest_rounds_and_retries_up_to_three_times() -> None:
+def test_summarizer_overflow_summarizes_in_parts_and_reads_every_round() -> None:
+    """A request the provider finds too long is cut in two, oldest half first, each half anchored on the
+    summary before it: no round goes unread (before, the oldest rounds were dropped), at most three cuts."""
     fake = FakeSummarizer(too_long=2)
-    out = _run(anthropic_agent(10), fake)
-    assert out.attempts == 3
+    items = anthropic_agent(10)
+    out = _run(items, fake)
+    assert out.parts == 3 and out.attempts == 5  # whole (too long), first half (too long), its halves, second half
     sizes = [len(r["messages"]) for r in fake.requests]
     assert sizes[0] > sizes[1] > sizes[2]
+    answered = fake.requests[2:]
+    # The parts together hold every message up to the cut.
+    sent = json.dumps(answered)
+    assert all(json.dumps(text)[1:-1] in sent for text in A.user_text_items(items[: out.cut]))
+    assert "<previous_summary>" not in str(answered[0]["messages"][-1]["content"])
+    assert all("<previous_summary>" in str(r["messages"][-1]["content"]) for r in answered[1:])
+    assert all(CONTINUED_PART_PREFIX in str(r["messages"][-1]["content"]) for r in answered[1:])
+    assert CONTINUED_PART_PREFIX not in str(answered[0]["messages"][-1]["content"])
 
     fake = FakeSummarizer(too_long=10)
     with pytest.raises(CompactionError) as info:
         _run(anthropic_agent(10), fake)
     assert info.value.kind == "summary_too_long"
-    assert fake.calls == 4  # the first try and three retries
+    assert fake.calls == 4  # the first try and three cuts
 
 
 def test_summarizer_failure_and_empty_answer_are_errors() -> None:
@@ -195,7 +208,7 @@ def test_summarize_falls_back_to_the_plain_transcript_when_the_shared_request_ge
     items = anthropic_agent(10)
     body = {"model": "claude-sonnet-4-6", "max_tokens": 1024, "tools": [{"name": "read_file"}], "messages": items}
     out = drive(
-        summarize(A, body, items, settings=Settings(), model="claude-sonnet-4-6", window=200_000, share_prefix=True),
+        summarize(SummaryTask(A, body, items, Settings(), "claude-sonnet-4-6", 200_000, share_prefix=True)),
         perform_with(summarizer),
     )
     assert out.summary.startswith("1. Primary request")

@@ -142,18 +142,24 @@ def test_cost_panel_counts_only_the_summarizers_tokens_next_to_the_tokens_saved(
 
 
 def test_retention_panel_gives_each_strategy_its_quantiles(tmp_path: Path) -> None:
-    p50, p10 = _exprs("Compaction retention")
+    p50, p10, raw50, raw10 = _exprs("Compaction retention")
 
-    def buckets(strategy: str, per_minute: dict[str, int]) -> list[dict[str, str]]:
+    def buckets(
+        strategy: str, per_minute: dict[str, int], metric: str = semconv.PROM_COMPACTION_RETENTION
+    ) -> list[dict[str, str]]:
         labels = f'{STRATEGY}="{strategy}", {TRIGGER}="auto", job="app"'
         return [
-            {"series": f'{semconv.PROM_COMPACTION_RETENTION}_bucket{{le="{le}", {labels}}}', "values": f"0+{n}x10"}
-            for le, n in per_minute.items()
+            {"series": f'{metric}_bucket{{le="{le}", {labels}}}', "values": f"0+{n}x10"} for le, n in per_minute.items()
         ]
 
-    # Summaries: all between 0.9 and 0.95; microcompaction: all between 0.1 and 0.2.
-    series = buckets(semconv.STRATEGY_SUMMARY, {"0.9": 0, "0.95": 10, "1.0": 10, "+Inf": 10}) + buckets(
-        semconv.STRATEGY_MICROCOMPACT, {"0.1": 0, "0.2": 10, "1.0": 10, "+Inf": 10}
+    # Summaries: all between 0.9 and 0.95 as sent, between 0.5 and 0.6 as written (before the repair);
+    # microcompaction: all between 0.1 and 0.2 (nothing repairs it: the same figure twice).
+    before = semconv.PROM_COMPACTION_RETENTION_BEFORE_REPAIR
+    series = (
+        buckets(semconv.STRATEGY_SUMMARY, {"0.9": 0, "0.95": 10, "1.0": 10, "+Inf": 10})
+        + buckets(semconv.STRATEGY_MICROCOMPACT, {"0.1": 0, "0.2": 10, "1.0": 10, "+Inf": 10})
+        + buckets(semconv.STRATEGY_SUMMARY, {"0.5": 0, "0.6": 10, "1.0": 10, "+Inf": 10}, before)
+        + buckets(semconv.STRATEGY_MICROCOMPACT, {"0.1": 0, "0.2": 10, "1.0": 10, "+Inf": 10}, before)
     )
 
     def check(expr: str, summary: float, micro: float) -> dict[str, Any]:
@@ -167,5 +173,6 @@ def test_retention_panel_gives_each_strategy_its_quantiles(tmp_path: Path) -> No
         }
 
     # Linear interpolation inside the bucket: lower + width * q.
-    code, output = _run(tmp_path, series, [check(p50, 0.925, 0.15), check(p10, 0.905, 0.11)])
+    checks = [check(p50, 0.925, 0.15), check(p10, 0.905, 0.11), check(raw50, 0.55, 0.15), check(raw10, 0.51, 0.11)]
+    code, output = _run(tmp_path, series, checks)
     assert code == 0, output

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from otel_context import semconv
+from otel_context.compaction.prompt import NO_TOOLS_PREAMBLE
 from otel_context.testing.fleet import ANTHROPIC_TOOLS, OPENAI_TOOLS, SYSTEM
 from tests.compaction.support import Otel
 from tests.values import attrs_of
@@ -203,7 +204,10 @@ def test_a_summary_that_keeps_everything_reports_retention_1(
 def test_items_the_summary_drops_are_reported_lost(
     simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any], wire: str, background: bool
 ) -> None:
-    instrumented(auto_compact_window=WINDOW, capture_content="SPAN_ONLY", background_compaction=background)
+    # repair_budget=0: the check only measures (the repair's own test follows).
+    instrumented(
+        auto_compact_window=WINDOW, capture_content="SPAN_ONLY", background_compaction=background, repair_budget=0
+    )
     _run(simulated_provider, wire, planted=True)
     spans = _summaries(otel)
     first = spans[0]
@@ -221,10 +225,35 @@ def test_items_the_summary_drops_are_reported_lost(
     _histogram_matches_the_spans(otel, spans)
 
 
+@pytest.mark.parametrize(
+    ("wire", "background"), [("anthropic", True), ("openai_chat", False), ("openai_responses", True)]
+)
+def test_the_repair_restores_what_the_summary_dropped_before_the_request_goes_out(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any], wire: str, background: bool
+) -> None:
+    """The same run with the repair on (the default): the error lines and the path the summary dropped reach
+    the model, the span says what the summary kept as written and what the repair restored, by kind."""
+    instrumented(auto_compact_window=WINDOW, capture_content="SPAN_ONLY", background_compaction=background)
+    _run(simulated_provider, wire, planted=True)
+    spans = _summaries(otel)
+    attrs = spans[0].attributes
+    checked = attrs[semconv.COMPACTION_ITEMS_CHECKED]
+    assert attrs[semconv.COMPACTION_RETENTION_BEFORE_REPAIR] == pytest.approx((checked - 3) / checked)
+    assert attrs[semconv.COMPACTION_RETENTION] == 1.0
+    assert attrs[semconv.COMPACTION_REPAIR_RESTORED_PREFIX + semconv.RETENTION_KIND_ERROR] == 2
+    assert attrs[semconv.COMPACTION_REPAIR_RESTORED_PREFIX + semconv.RETENTION_KIND_PATH] == 1
+    assert 0 < attrs[semconv.COMPACTION_REPAIR_TOKENS] <= attrs[semconv.COMPACTION_REPAIR_BUDGET]
+    assert not [e for e in spans[0].events if e.name == semconv.COMPACTION_LOST_EVENT]  # nothing lost is sent
+    # What went out after the compaction carries them.
+    sent = json.dumps([e.body for e in simulated_provider.exchanges if NO_TOOLS_PREAMBLE not in json.dumps(e.body)])
+    assert PLANTED_PATH in sent and f"{PLANTED_ERROR} (turn 1)" in sent
+    _histogram_matches_the_spans(otel, spans)
+
+
 def test_the_lost_items_are_named_only_with_content_capture_on(
     simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
 ) -> None:
-    instrumented(auto_compact_window=WINDOW)  # NO_CONTENT, the default
+    instrumented(auto_compact_window=WINDOW, repair_budget=0)  # NO_CONTENT, the default
     _run(simulated_provider, "anthropic", planted=True)
     first = _summaries(otel)[0]
     assert first.attributes[semconv.COMPACTION_RETENTION] < 1.0

@@ -151,11 +151,12 @@ def test_a_first_call_over_the_threshold_drops_old_rounds_rather_than_the_reserv
     assert "Question 0:" not in json.dumps(summaries[-1].body)
 
 
-def test_the_users_messages_the_summarizer_could_not_read_are_the_ones_kept_verbatim(
+def test_a_span_larger_than_the_summarizers_request_is_read_whole_in_parts(
     simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
 ) -> None:
-    """When the oldest rounds make way for the summary's room, the summary cannot cover their user messages:
-    the verbatim budget goes to them (oldest first), not to the newest ones the summarizer did read."""
+    """When the span does not fit one summarizer request beside the summary's room, it is summarized in parts,
+    oldest first, each anchored on the summary of the one before: every question reaches the summarizer (the
+    oldest rounds used to make way, unread), and the span says how many requests it took."""
     window, model = 30_000, MODELS["anthropic"]
     simulated_provider.set_window(model, window)
     instrumented(auto_compact_window=window, background_compaction=False)
@@ -169,22 +170,19 @@ def test_the_users_messages_the_summarizer_could_not_read_are_the_ones_kept_verb
     history.append({"role": "user", "content": "What did I ask?"})
     client = simulated_provider.anthropic()
     client.messages.create(model=model, max_tokens=8_192, messages=history)
-    (summarizer,) = _summaries(simulated_provider)
-    read = {t for t in range(turns) if f"Question {t}:" in json.dumps(summarizer.body)}
-    assert 0 not in read  # the oldest rounds made way
-    app = simulated_provider.exchanges[-1].body["messages"]
-    head = app[: next(i for i, m in enumerate(app) if SUMMARY_MESSAGE_HEADER in json.dumps(m))]
-    verbatim = [t for t in range(turns) if any(m["content"] == _question(t, 150, 0) for m in head)]
-    assert len(verbatim) >= 3, verbatim
-    assert verbatim == list(range(len(verbatim)))  # the oldest, in order
-    assert not read & set(verbatim)  # none the summary covers
-    note = json.dumps(app[len(head)])  # the summary message says what is left out, and why
-    assert "did not fit in what the summarizer read" in note
+    summarizers = _summaries(simulated_provider)
+    assert len(summarizers) >= 2
     (compact,) = otel.compact_spans()
     assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
-    assert attrs_of(compact)[semconv.COMPACTION_USER_MESSAGES_KEPT] == len(verbatim)
-    # What neither reached is not hidden: the retention figure says something was lost.
-    assert attrs_of(compact)[semconv.COMPACTION_RETENTION] < 1.0
+    assert attrs_of(compact)[semconv.COMPACTION_SUMMARY_PARTS] == len(summarizers)
+    read = {t for t in range(turns) for s in summarizers if f"Question {t}:" in json.dumps(s.body)}
+    cut = attrs_of(compact)[semconv.COMPACTION_CUT_INDEX]
+    assert read >= set(range(cut // 2))  # every question of the replaced span was read
+    assert "<previous_summary>" not in json.dumps(summarizers[0].body)
+    assert all("<previous_summary>" in json.dumps(s.body) for s in summarizers[1:])
+    app = simulated_provider.exchanges[-1].body["messages"]
+    assert any(SUMMARY_MESSAGE_HEADER in json.dumps(m) for m in app)
+    assert "did not fit in what the summarizer read" not in json.dumps(app)
 
 
 @pytest.mark.parametrize("sdk", ["anthropic", "openai"])

@@ -232,3 +232,52 @@ def test_an_app_that_keeps_the_compacted_history_gets_anchored_summaries(otel: O
     at = next(i for i, t in enumerate(texts) if t.startswith(SUMMARY_MESSAGE_HEADER))
     assert texts[:2] == [trust.TASK, trust.CONSTRAINT] and texts[at - 1].startswith("Step ")
     assert all(not t.startswith(SUMMARY_MESSAGE_HEADER) and t != first.summary for t in texts[:at])
+
+
+PIN = "Safety rule: never run migrations against the production database without a backup taken first."
+
+
+@pytest.mark.parametrize(("sdk", "background"), [("anthropic", False), ("openai", True)])
+def test_a_pinned_text_goes_out_verbatim_beside_every_later_summary(
+    otel: Otel, instrumented: Any, sdk: str, background: bool
+) -> None:
+    """``otel_context.pin`` inside the conversation's block: every compacted request carries it, verbatim, as a
+    user message of its own before the summary, whatever the summarizer keeps (here: nothing)."""
+    import otel_context
+
+    instrumented(
+        auto_compact_window=WINDOW,
+        background_compaction=background,
+        summarizer=lambda body: "<summary>We made progress.</summary>",
+    )
+    with SimulatedProvider() as sim, otel_context.conversation("pinned-session"):
+        otel_context.pin(PIN)
+        client = sim.anthropic() if sdk == "anthropic" else sim.openai()
+        trust.run(client, sdk, MODELS[sdk], turns=90)
+        sim.wait_idle(10)
+        exchanges = sim.exchanges
+    requests = _compacted_requests(exchanges)
+    assert len(requests) >= 2
+    for body in requests:
+        messages = _messages(body)
+        at = next(i for i, m in enumerate(messages) if _text(m).startswith(SUMMARY_MESSAGE_HEADER))
+        pinned = [i for i, m in enumerate(messages) if _text(m) == f"[Pinned] {PIN}"]
+        assert len(pinned) == 1 and pinned[0] < at and messages[pinned[0]]["role"] == "user"
+    spans = [s for s in otel.compact_spans() if attrs_of(s).get(semconv.COMPACTION_OUTCOME) == semconv.OUTCOME_SUCCESS]
+    assert spans and all(attrs_of(s)[semconv.COMPACTION_PINNED_KEPT] == 1 for s in spans)
+
+
+def test_pinning_needs_a_named_conversation_and_unpin_stops_carrying_it() -> None:
+    import otel_context
+
+    with pytest.raises(ValueError, match="needs a conversation to pin to"):
+        otel_context.pin("keep this")
+    with pytest.raises(ValueError, match="non-empty string"):
+        otel_context.pin("   ", conversation="c")
+    otel_context.pin("keep this", conversation="c")
+    otel_context.pin("keep this", conversation="c")  # once
+    from otel_context.conversation import pins
+
+    assert pins.pinned("c") == ("keep this",)
+    otel_context.unpin("keep this", conversation="c")
+    assert pins.pinned("c") == () and "keep this" in pins.unpinned("c")

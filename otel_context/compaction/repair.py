@@ -1,0 +1,486 @@
+"""Repair a summary from the retention check: what it dropped of the user's words and the artifacts goes back.
+
+A summary is written by a model that does not know which line the next turn needs; the retention check
+(:mod:`.retention`) knows, without an LLM call, which of the replaced span's salient items the new request
+no longer holds. So before a summary is used (inline: before the request goes out; background: before it
+is applied, stored or published) the compactor puts back what it lost, deterministically, within the repair
+budget (:func:`repair_budget`):
+
+- the user's lost **sentences**, verbatim and whole (a sentence is the unit of an instruction: a whole message
+  would spend the budget on the paste or the chatter around it, a phrase would not be what the user wrote);
+- the lost **artifacts** (error lines, file paths, identifiers) as a compact list.
+
+They form one block of the summary message (:data:`~.prompt.RESTORED_HEADER`), after the summary. The next
+compaction reads the block's user lines as the user's words again (:func:`.prompt.restored_user_lines`), so
+what was restored once is checked, and restored if lost, at every compaction after it: it does not depend on
+the next summarizer either.
+
+When the budget cannot hold everything, the priority (:func:`candidates`) decides: the user's corrections (a value
+changed), then their constraints, preferences and pending tasks, then statements that carry a value (a path,
+a number, an identifier), then error lines, paths and identifiers of the work, then the rest of what the user
+said, pasted lines last; newest first within a rank. What did not fit is counted on the span by kind.
+
+A user who changes a value leaves the model one current value: when a restored or kept sentence with a word
+of change ("now", "instead", "no longer", ...) shares its subject with an earlier one, the earlier is shown as
+replaced (``(replaced by a later message)``), or, when it is not in the block (kept verbatim before the summary),
+the later one says which statement it replaces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.trace import Span
+
+from otel_context import semconv
+from otel_context.compaction import budget as budget_mod
+from otel_context.compaction import retention as retention_mod
+from otel_context.compaction.prompt import (
+    RESTORED_ARTIFACTS_LINE,
+    RESTORED_HEADER,
+    RESTORED_USER_LINE,
+    SUPERSEDED_MARK,
+    is_summary_message,
+    restored_user_lines,
+)
+from otel_context.formats.base import WireFormatAdapter
+from otel_context.settings import Settings
+from otel_context.tokens import estimate_text
+
+Item = Mapping[str, Any]
+
+#: The kinds the repair restores (numbers alone, without their sentence, would not say what they measure).
+REPAIRED_KINDS = (
+    semconv.RETENTION_KIND_INSTRUCTION,
+    semconv.RETENTION_KIND_ERROR,
+    semconv.RETENTION_KIND_PATH,
+    semconv.RETENTION_KIND_IDENTIFIER,
+)
+#: The longest sentence restored whole; a longer "sentence" is a paste without full stops.
+MAX_SENTENCE_CHARS = 600
+#: The most candidates looked up per compaction (newest first within a rank): the cost stays bounded on any
+#: history, and what a budget of this size cannot hold is not worth a lookup.
+MAX_CANDIDATES = 400
+
+_CHANGE_WORDS = (
+    r"now|instead|no longer|anymore|any more|changed|switched|actually|from now on|updated|replaced|"
+    r"rather than|correction|scratch that"
+)
+_DURABLE_WORDS = (
+    r"must|mustn't|never|always|don't|do not|does not|doesn't|should|shouldn't|need to|needs to|have to|"
+    r"has to|required?|only|avoid|prefer(?:red|s)?|rather|keep|remember|make sure|ensure|note that|"
+    r"important|later|after|once|before|when|pending|todo|to-do|still|follow[- ]up|next|not allowed|forbidden|"
+    r"I want|I'd like|we want|I need|we need|no more|without|please use|use .{1,40} (?:not|instead)"
+)
+_CHANGE = re.compile(rf"\b(?:{_CHANGE_WORDS})\b", re.IGNORECASE)
+#: One scan a sentence: a word of change, or else of a durable instruction (the first found decides).
+_MARKERS = re.compile(rf"\b(?:(?P<change>{_CHANGE_WORDS})|(?P<durable>{_DURABLE_WORDS}))\b", re.IGNORECASE)
+#: A value worth keeping in a statement: a path, a number, an identifier-like token, a code span or a quote.
+_VALUE = re.compile(
+    r"[\w/-]+\.[a-z]{1,5}\b|\d|\b[A-Z]{2,}[-_][A-Z0-9]+\b|`[^`]+`|\"[^\"]+\"|\b\w+_\w+\b|/\w+/|\b\w+-\w+-\w+\b"
+)
+#: Sentences that are a request for the moment (a question, or an action to do now): the chatter of a session.
+_ACTION_START = re.compile(
+    r"^(?:open|run|read|show|check|rename|look|find|grep|search|list|print|give|tell|explain|try|go|ok|okay|"
+    r"thanks|thank|great|good|nice|cool|yes|no|sure|let's|lets|continue|proceed|what|where|why|how|which|who|"
+    r"can|could|would|is|are|do|does|decide|fix|add|remove|delete|move|format|rerun|retry|carry on|go on)\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]{3,}")
+_STOP = frozenset(
+    [
+        "this",
+        "that",
+        "with",
+        "from",
+        "have",
+        "will",
+        "would",
+        "should",
+        "could",
+        "there",
+        "their",
+        "them",
+        "they",
+        "then",
+        "than",
+        "what",
+        "when",
+        "where",
+        "which",
+        "into",
+        "onto",
+        "also",
+        "just",
+        "only",
+        "keep",
+        "make",
+        "sure",
+        "please",
+        "each",
+        "every",
+        "about",
+        "after",
+        "before",
+        "still",
+        "here",
+        "more",
+        "most",
+        "some",
+        "such",
+        "very",
+        "your",
+        "yours",
+        "ours",
+        "mine",
+        "being",
+        "been",
+        "were",
+        "does",
+        "done",
+        "doing",
+    ]
+)
+#: Shared content words that make two statements one subject (the later, which has a word of change, may
+#: replace the earlier).
+SAME_SUBJECT_WORDS = 2
+
+_PRIORITY_CORRECTION = 0
+_PRIORITY_DURABLE = 1
+_PRIORITY_STATEMENT = 2
+_PRIORITY_ERROR = 3
+_PRIORITY_PATH = 4
+_PRIORITY_IDENTIFIER = 5
+_PRIORITY_DECISION = 6
+_PRIORITY_CHATTER = 7
+_PRIORITY_PASTE = 8
+#: The kind of a restored decision of the assistant (not a kind the retention figure checks).
+DECISION_KIND = "decision"
+
+
+def repair_budget(settings: Settings, window: int | None, effective: int | None) -> int:
+    """Tokens the repair may add to a summary message: ``repair_budget`` (10,000 at a 200K window), scaled
+    below it like the other buffers, and at most an eighth of the effective window (the summary, the user's
+    verbatim messages and the kept turns need the rest)."""
+    scale = 1.0 if window is None or window >= budget_mod.REFERENCE_WINDOW else window / budget_mod.REFERENCE_WINDOW
+    budget = int(settings.repair_budget * scale)
+    if effective is not None:
+        budget = min(budget, effective // 8)
+    return max(0, budget)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    kind: str
+    text: str
+    position: int  #: order of appearance in the replaced span
+    priority: int
+    paste: bool = False
+
+
+@dataclass(frozen=True)
+class Repair:
+    """What the repair did to one summary."""
+
+    #: The retention figure of the summary as written, and after the repair (the one the span reports).
+    before: retention_mod.Retention
+    after: retention_mod.Retention
+    #: The block added to the summary message ("" when nothing was lost or the budget is 0).
+    text: str = ""
+    tokens: int = 0
+    budget: int = 0
+    #: Items restored, and items lost that did not fit the budget, by kind.
+    restored: Mapping[str, int] = field(default_factory=dict)
+    left_out: Mapping[str, int] = field(default_factory=dict)
+    #: Restored sentences marked as replaced by a later one (the model is left one current value).
+    superseded: int = 0
+
+
+#: What a prose line is mostly made of (ASCII letters and spaces), deleted to count the rest at C speed.
+_PROSE_CHARS = str.maketrans("", "", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ")
+
+
+def _is_paste_line(line: str) -> bool:
+    """A line of pasted code, log or data rather than prose: indented, a fence, or mostly symbols."""
+    if line.startswith(("    ", "\t", "```", "$ ", ">>> ", "+", "@@")):
+        return True
+    return len(line.translate(_PROSE_CHARS)) > 0.3 * len(line) and bool(line.strip())
+
+
+def prose_and_paste(text: str) -> tuple[list[str], list[str]]:
+    """The lines of a user message split into prose and paste (fenced blocks, code, logs), in order."""
+    if "\n" not in text and not _is_paste_line(text):
+        return [text], []  # one line of prose: most of what users write
+    prose: list[str] = []
+    paste: list[str] = []
+    fenced = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            paste.append(line)
+            continue
+        (paste if fenced or _is_paste_line(line) else prose).append(line)
+    return prose, paste
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text`` as the retention check cuts them (``.``, ``!``, ``?`` then a space, and line
+    breaks): three words or more, whole."""
+    out: list[str] = []
+    for sentence in text.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines():
+        sentence = sentence.strip()
+        if len(sentence) >= 12 and sentence.count(" ") >= 2 and len(sentence) <= MAX_SENTENCE_CHARS:
+            out.append(sentence)
+    return out
+
+
+def _sentence_priority(sentence: str) -> int:
+    marker = _MARKERS.search(sentence)
+    if marker is not None:
+        if marker.group("change") is not None or _CHANGE.search(sentence, marker.end()):
+            return _PRIORITY_CORRECTION
+        return _PRIORITY_DURABLE
+    if sentence.endswith("?") or _ACTION_START.match(sentence):
+        return _PRIORITY_CHATTER
+    if _VALUE.search(sentence):
+        return _PRIORITY_STATEMENT
+    return _PRIORITY_CHATTER
+
+
+def message_priority(text: str) -> int:
+    """A user message's rank (the scale of :func:`candidates`, lower first): that of its most important sentence; a
+    message of pasted lines only ranks as a paste."""
+    prose, _ = prose_and_paste(text)
+    ranks = [_sentence_priority(s) for s in sentences("\n".join(prose))]
+    return min(ranks, default=_PRIORITY_PASTE)
+
+
+def _user_texts(adapter: WireFormatAdapter, dropped: Sequence[Item], said: Sequence[str] | None) -> list[str]:
+    """What the user said up to the cut: the user lines an earlier repair restored into our summary message
+    (the user's words again, for this check), then ``said`` (their messages as the app sent them: the
+    whole conversation in transparent mode, where the engine has it) or, without it, their messages in the
+    replaced span."""
+    restored: list[str] = []
+    own: list[str] = []
+    for text in adapter.user_text_items(dropped):
+        if is_summary_message(text):
+            restored.extend(restored_user_lines(text))
+        elif said is None:
+            own.append(text)
+    return [*restored, *(said if said is not None else own)]
+
+
+#: A decision the assistant states ("I will store ...", "we'll go with ..."): restored after the artifacts.
+_DECISION = re.compile(
+    r"\b(?:I will|I'll|we will|we'll|I decided|we decided|decided to|going with|I chose|we chose|the plan is)\b"
+)
+
+
+def candidates(
+    adapter: WireFormatAdapter, dropped: Sequence[Item], said: Sequence[str] | None = None
+) -> list[_Candidate]:
+    """Everything the repair may restore, deduplicated, in rank order (newest first within a rank): the
+    user's sentences (``said``: see :func:`_user_texts`), the error lines, paths and identifiers of the span,
+    and the assistant's stated decisions."""
+    found: dict[tuple[str, str], _Candidate] = {}
+    position = 0
+    for text in _user_texts(adapter, dropped, said):
+        prose, paste = prose_and_paste(text)
+        for lines, is_paste in ((prose, False), (paste, True)):
+            for sentence in sentences("\n".join(lines)):
+                position += 1
+                priority = _PRIORITY_PASTE if is_paste else _sentence_priority(sentence)
+                key = (semconv.RETENTION_KIND_INSTRUCTION, sentence)
+                found[key] = _Candidate(semconv.RETENTION_KIND_INSTRUCTION, sentence, position, priority, is_paste)
+    ranks = {
+        semconv.RETENTION_KIND_ERROR: _PRIORITY_ERROR,
+        semconv.RETENTION_KIND_PATH: _PRIORITY_PATH,
+        semconv.RETENTION_KIND_IDENTIFIER: _PRIORITY_IDENTIFIER,
+    }
+    for kind, text in retention_mod.salient_items(adapter, dropped, caps=retention_mod.REPAIR_CAPS):
+        if kind in ranks:
+            position += 1
+            found.setdefault((kind, text), _Candidate(kind, text, position, ranks[kind]))
+    for item in dropped:
+        if adapter.is_model_output(item):
+            text = adapter.item_text(item)
+            if _DECISION.search(text):
+                for sentence in sentences(text):
+                    if _DECISION.search(sentence):
+                        position += 1
+                        key = (DECISION_KIND, sentence)
+                        found[key] = _Candidate(DECISION_KIND, sentence, position, _PRIORITY_DECISION)
+    return sorted(found.values(), key=lambda c: (c.priority, -c.position))
+
+
+def _words(sentence: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(sentence)} - _STOP
+
+
+def _line(candidate: _Candidate) -> str:
+    if candidate.kind == semconv.RETENTION_KIND_INSTRUCTION:
+        return f"- {candidate.text}"
+    return f"- {candidate.kind}: {candidate.text}"
+
+
+def _said_block(
+    chosen: Sequence[_Candidate], said_all: Sequence[_Candidate], newer: Sequence[str]
+) -> tuple[list[str], int]:
+    """The user lines of the block, oldest first, each restored sentence marked when a later statement of the
+    user (restored, kept verbatim, or in the kept turns: ``newer``) replaces it, or naming the earlier one it
+    replaces when that one reaches the model outside the block. Only sentences with a word of change can
+    replace another, so only they are compared (their words computed once)."""
+    cache: dict[str, set[str]] = {}
+
+    def words(text: str) -> set[str]:
+        found = cache.get(text)
+        if found is None:
+            found = cache[text] = _words(text)
+        return found
+
+    changes = [c for c in said_all if c.priority == _PRIORITY_CORRECTION]
+    newer_changes = [s for s in newer if _CHANGE.search(s)]
+    chosen_texts = {c.text for c in chosen}
+
+    def replaces(later: str, earlier: str) -> bool:
+        return len(words(later) & words(earlier)) >= SAME_SUBJECT_WORDS
+
+    lines: list[str] = []
+    superseded = 0
+    for candidate in chosen:
+        if any(c.position > candidate.position and replaces(c.text, candidate.text) for c in changes) or any(
+            replaces(s, candidate.text) for s in newer_changes
+        ):
+            lines.append(f"- {SUPERSEDED_MARK} {candidate.text}")
+            superseded += 1
+            continue
+        if candidate.priority == _PRIORITY_CORRECTION:
+            earlier = next(
+                (
+                    c.text
+                    for c in reversed(said_all)
+                    if c.position < candidate.position
+                    and c.text not in chosen_texts
+                    and replaces(candidate.text, c.text)
+                ),
+                None,
+            )
+            if earlier is not None:
+                lines.append(f'- {candidate.text} (the latest: it replaces the earlier "{earlier[:160]}")')
+                superseded += 1
+                continue
+        lines.append(_line(candidate))
+    return lines, superseded
+
+
+def _restates_a_change(candidate: _Candidate, said: Sequence[_Candidate], haystack: str) -> bool:
+    """Whether a correction of the user's, found in the request, is restated in the block all the same: when
+    an earlier statement it replaces reaches the model too, the block (the end of the summary message) says
+    which is the latest, so that the old value is never the last word (a summary or the verbatim list may
+    hold it after, or without, the change)."""
+    if candidate.priority != _PRIORITY_CORRECTION:
+        return False
+    later = _words(candidate.text)
+    return any(
+        c.position < candidate.position and len(later & _words(c.text)) >= SAME_SUBJECT_WORDS and c.text in haystack
+        for c in said
+    )
+
+
+def repair(
+    adapter: WireFormatAdapter,
+    body: Mapping[str, Any],
+    dropped: Sequence[Item],
+    head: Sequence[Item],
+    kept: Sequence[Item],
+    budget: int,
+    said: Sequence[str] | None = None,
+) -> Repair:
+    """Check a summary's result (``head``: the user's verbatim messages and the summary message; ``kept``:
+    the items after the cut) against the replaced span (``dropped``), and restore what it lost within
+    ``budget`` tokens. ``said``: the user's messages up to the cut as the app sent them (see
+    :func:`candidates`)."""
+    checked = retention_mod.salient_items(adapter, dropped)
+    haystack = retention_mod.haystack(adapter, body, [*head, *kept])
+    before = retention_mod.measure_items(checked, haystack)
+    if budget <= 0:
+        return Repair(before, before, budget=0)
+    used = estimate_text(RESTORED_HEADER) + 2 * estimate_text(RESTORED_USER_LINE)
+    ranked = candidates(adapter, dropped, said)
+    chosen: list[_Candidate] = []
+    left_out: dict[str, int] = {}
+    earlier_said = [c for c in ranked if c.kind == semconv.RETENTION_KIND_INSTRUCTION]
+    restored_text = ""  # what is chosen so far: an artifact inside a restored sentence needs no line of its own
+    for candidate in ranked[:MAX_CANDIDATES]:
+        if candidate.text in haystack and not _restates_a_change(candidate, earlier_said, haystack):
+            continue
+        if candidate.kind != semconv.RETENTION_KIND_INSTRUCTION and candidate.text in restored_text:
+            continue
+        cost = estimate_text(candidate.text) + 2
+        if used + cost > budget:
+            left_out[candidate.kind] = left_out.get(candidate.kind, 0) + 1
+            continue
+        used += cost
+        chosen.append(candidate)
+        restored_text += "\n" + candidate.text
+    text, superseded = _render(adapter, chosen, ranked, kept)
+    while chosen and estimate_text(text) > budget:  # the estimate of the whole may round above the parts'
+        dropped_last = chosen.pop()  # the lowest in rank (chosen in rank order)
+        left_out[dropped_last.kind] = left_out.get(dropped_last.kind, 0) + 1
+        text, superseded = _render(adapter, chosen, ranked, kept)
+    if not chosen:
+        return Repair(before, before, budget=budget, left_out=left_out)
+    restored: dict[str, int] = {}
+    for candidate in chosen:
+        restored[candidate.kind] = restored.get(candidate.kind, 0) + 1
+    return Repair(
+        before,
+        retention_mod.measure_items(checked, haystack + "\n" + text),
+        text=text,
+        tokens=estimate_text(text),
+        budget=budget,
+        restored=restored,
+        left_out=left_out,
+        superseded=superseded,
+    )
+
+
+def _render(
+    adapter: WireFormatAdapter, chosen: Sequence[_Candidate], ranked: Sequence[_Candidate], kept: Sequence[Item]
+) -> tuple[str, int]:
+    """The block of ``chosen``, in the order of the conversation (the latest statement last), and how many of
+    its sentences it marks as replaced; "" when nothing is chosen."""
+    if not chosen:
+        return "", 0
+    chosen = sorted(chosen, key=lambda c: c.position)
+    said = [c for c in chosen if c.kind == semconv.RETENTION_KIND_INSTRUCTION]
+    work = [c for c in chosen if c.kind != semconv.RETENTION_KIND_INSTRUCTION]
+    lines = [RESTORED_HEADER]
+    superseded = 0
+    if said:
+        said_all = sorted((c for c in ranked if c.kind == semconv.RETENTION_KIND_INSTRUCTION), key=lambda c: c.position)
+        newer = [s for text in adapter.user_text_items(kept) for s in sentences(text)]
+        said_lines, superseded = _said_block(said, said_all, newer)
+        lines += [RESTORED_USER_LINE, *said_lines]
+    if work:
+        lines += [RESTORED_ARTIFACTS_LINE, *(_line(c) for c in work)]
+    return "\n".join(lines), superseded
+
+
+def annotate(span: Span, result: Repair) -> None:
+    """The repair's attributes on the ``compact`` span (the figure after it is the retention check's own)."""
+    if result.before.retention is not None:
+        span.set_attribute(semconv.COMPACTION_RETENTION_BEFORE_REPAIR, result.before.retention)
+    span.set_attribute(semconv.COMPACTION_REPAIR_BUDGET, result.budget)
+    span.set_attribute(semconv.COMPACTION_REPAIR_TOKENS, result.tokens)
+    span.set_attribute(semconv.COMPACTION_REPAIR_RESTORED, sum(result.restored.values()))
+    for kind, count in result.restored.items():
+        span.set_attribute(semconv.COMPACTION_REPAIR_RESTORED_PREFIX + kind, count)
+    span.set_attribute(semconv.COMPACTION_REPAIR_LEFT_OUT, sum(result.left_out.values()))
+    for kind, count in result.left_out.items():
+        span.set_attribute(semconv.COMPACTION_REPAIR_LEFT_OUT_PREFIX + kind, count)
+    if result.superseded:
+        span.set_attribute(semconv.COMPACTION_REPAIR_SUPERSEDED, result.superseded)

@@ -1,0 +1,203 @@
+"""Issue 39: a summary is checked against what it replaces and repaired before it is used.
+
+Through the public ``Compactor`` with function summarizers that lose things as real ones do (a long summary
+that omits a rule, an unhelpful one that keeps nothing specific), and on the compact span: the figures before
+and after the repair, what it restored by kind, what did not fit the budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from otel_context import Compactor, semconv
+from otel_context.compaction import repair as repair_mod
+from otel_context.compaction.prompt import RESTORED_HEADER, SUMMARY_MESSAGE_HEADER, SUPERSEDED_MARK, restored_user_lines
+from otel_context.compaction.summary import select_user_messages, verbatim_form
+from otel_context.settings import Settings
+from tests.compaction.support import Otel
+from tests.values import attrs_of
+
+MODEL = "claude-sonnet-4-6"
+RULE = "Never add a dependency on the requests library, the service must stay on the standard library."
+UNHELPFUL = "<summary>We worked on the project for a while and made good progress on several things.</summary>"
+
+
+def _tool_round(index: int, path: str, output: str) -> list[dict[str, Any]]:
+    call_id = f"toolu_{index:04d}"
+    return [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": "run", "input": {"p": path}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": output}]},
+    ]
+
+
+def _history(turns: int, *, rule_at: int = 3, filler: int = 200) -> list[dict[str, Any]]:
+    """A coding session: a user message a turn (the rule at ``rule_at``), a tool round, a reply."""
+    messages: list[dict[str, Any]] = []
+    for turn in range(turns):
+        said = RULE if turn == rule_at else f"Open module_{turn}.py and check how it deals with the cache."
+        messages.append({"role": "user", "content": said})
+        output = f"src/module_{turn}.py: " + "line of output " * filler
+        if turn == 5:
+            output += "\nValueError: invoice total must be positive (got -3)\n"
+        messages += _tool_round(turn, f"src/module_{turn}.py", output)
+        messages.append({"role": "assistant", "content": f"Module {turn} looks fine. " + "detail " * 30})
+    messages.append({"role": "user", "content": "Go on with the next module."})
+    return messages
+
+
+def _summary_message(messages: list[Any]) -> str:
+    texts = [m["content"] for m in messages if isinstance(m.get("content"), str)]
+    return next(t for t in texts if t.startswith(SUMMARY_MESSAGE_HEADER))
+
+
+def _joined(messages: list[Any]) -> str:
+    return "\n".join(str(m.get("content")) for m in messages)
+
+
+def test_a_long_summary_that_omits_a_rule_keeps_the_rule(otel: Otel) -> None:
+    """The reproduction of the issue: a 12-turn history at a 200K window, a summary as long as what it
+    replaces that omits a rule. Before, the whole verbatim list was dropped (the rule with it); now it is
+    trimmed by priority and the repair restores what is still missing."""
+    history = _history(12)
+    long_summary = (
+        "<summary>" + "We reviewed the modules one by one and discussed the caching layer. " * 400 + "</summary>"
+    )
+    result = Compactor(lambda body: long_summary).compact(history, model=MODEL, wire_format="anthropic_messages")
+    assert result.compacted, result.error
+    assert RULE in _joined(result.messages)
+    (span,) = otel.compact_spans()
+    attrs = attrs_of(span)
+    assert attrs[semconv.COMPACTION_RETENTION] >= attrs[semconv.COMPACTION_RETENTION_BEFORE_REPAIR]
+    assert attrs[semconv.COMPACTION_REPAIR_TOKENS] <= attrs[semconv.COMPACTION_REPAIR_BUDGET]
+
+
+def test_an_unhelpful_summary_is_repaired_with_the_users_sentences_and_the_artifacts(otel: Otel) -> None:
+    history = _history(12, rule_at=4)
+    result = Compactor(lambda body: UNHELPFUL).compact(history, model=MODEL, wire_format="anthropic_messages")
+    assert result.compacted, result.error
+    summary = _summary_message(result.messages)
+    assert RESTORED_HEADER in summary
+    assert "ValueError: invoice total must be positive (got -3)" in summary  # an error line of a tool result
+    assert "src/module_5.py" in _joined(result.messages)
+    assert RULE in _joined(result.messages)
+    attrs = attrs_of(otel.compact_spans()[0])
+    before, after = attrs[semconv.COMPACTION_RETENTION_BEFORE_REPAIR], attrs[semconv.COMPACTION_RETENTION]
+    assert before < after
+    assert attrs[semconv.COMPACTION_REPAIR_RESTORED] >= 2
+    assert attrs[semconv.COMPACTION_REPAIR_RESTORED_PREFIX + semconv.RETENTION_KIND_ERROR] >= 1
+    # The retention histogram reports the figure after the repair; the other one the figure before.
+    (point,) = otel.metric_points(semconv.METRIC_COMPACTION_RETENTION)
+    (raw,) = otel.metric_points(semconv.METRIC_COMPACTION_RETENTION_BEFORE_REPAIR)
+    assert point.sum == after and raw.sum == before
+
+
+def test_the_budget_goes_to_the_users_instructions_first_and_the_span_says_what_did_not_fit(otel: Otel) -> None:
+    history = _history(30, rule_at=14, filler=60)
+    settings = Settings(repair_budget=1_000, user_messages_budget=0)
+    result = Compactor(lambda body: UNHELPFUL, settings=settings).compact(
+        history, model=MODEL, wire_format="anthropic_messages", window=30_000
+    )
+    assert result.compacted, result.error
+    summary = _summary_message(result.messages)
+    assert RULE in summary  # a constraint ("never", "must") outranks the chatter and the artifacts
+    attrs = attrs_of(otel.compact_spans()[0])
+    assert (
+        attrs[semconv.COMPACTION_REPAIR_TOKENS] <= attrs[semconv.COMPACTION_REPAIR_BUDGET] <= 1_000 * 30_000 // 200_000
+    )
+    assert attrs[semconv.COMPACTION_REPAIR_LEFT_OUT] > 0
+    left = sum(v for k, v in attrs.items() if k.startswith(semconv.COMPACTION_REPAIR_LEFT_OUT_PREFIX))
+    assert left == attrs[semconv.COMPACTION_REPAIR_LEFT_OUT]
+
+
+def test_a_budget_of_zero_only_measures(otel: Otel) -> None:
+    history = _history(12)
+    settings = Settings(repair_budget=0)
+    result = Compactor(lambda body: UNHELPFUL, settings=settings).compact(
+        history, model=MODEL, wire_format="anthropic_messages"
+    )
+    assert result.compacted and RESTORED_HEADER not in _summary_message(result.messages)
+    attrs = attrs_of(otel.compact_spans()[0])
+    assert attrs[semconv.COMPACTION_RETENTION] == attrs[semconv.COMPACTION_RETENTION_BEFORE_REPAIR] < 1.0
+    assert attrs[semconv.COMPACTION_REPAIR_TOKENS] == 0
+
+
+def test_what_was_restored_once_is_restored_again_at_the_next_compaction() -> None:
+    """The app keeps the compacted history and compacts it again with a summarizer that again keeps nothing:
+    the rule, restored into the first summary message, is read as the user's words and restored again."""
+    compactor = Compactor(lambda body: UNHELPFUL, settings=Settings(user_messages_budget=0))
+    first = compactor.compact(_history(12, rule_at=2), model=MODEL, wire_format="anthropic_messages")
+    assert first.compacted and RULE in restored_user_lines(_summary_message(first.messages))
+    later = list(first.messages)
+    for turn in range(12, 24):
+        later.append({"role": "user", "content": f"Open module_{turn}.py and check how it deals with the cache."})
+        later += _tool_round(turn, f"src/module_{turn}.py", "line of output " * 200)
+        later.append({"role": "assistant", "content": "Looks fine. " + "detail " * 30})
+    later.append({"role": "user", "content": "Go on."})
+    second = compactor.compact(later, model=MODEL, wire_format="anthropic_messages")
+    assert second.compacted, second.error
+    assert RULE in restored_user_lines(_summary_message(second.messages))
+    assert _summary_message(second.messages).count(RULE) == 1
+
+
+def test_a_changed_value_leaves_the_model_one_current_value() -> None:
+    old = "Keep the payment gateway retry limit at 3 attempts for every merchant."
+    new = "The payment gateway retry limit is now 5 attempts for every merchant."
+    history = _history(14, rule_at=99)
+    history[4 * 3]["content"] = old  # the user message of turn 3
+    history[4 * 8]["content"] = new  # of turn 8
+    compactor = Compactor(lambda body: UNHELPFUL, settings=Settings(user_messages_budget=0))
+    result = compactor.compact(history, model=MODEL, wire_format="anthropic_messages")
+    summary = _summary_message(result.messages)
+    assert f"{SUPERSEDED_MARK} {old}" in summary and new in summary
+    assert summary.index(old) < summary.index(new)
+    assert restored_user_lines(summary).count(new) == 1 and old not in restored_user_lines(summary)
+
+
+def test_a_changed_value_whose_old_statement_is_kept_verbatim_names_it() -> None:
+    old = "Keep the payment gateway retry limit at 3 attempts for every merchant."
+    new = "The payment gateway retry limit is now 5 attempts for every merchant."
+    head = [{"role": "user", "content": old}]
+    kept_text = [{"role": "user", "content": "[Context compacted] x"}]
+    fixed = repair_mod.repair(
+        _adapter(), {"messages": []}, [{"role": "user", "content": new}, *head], [*head, *kept_text], [], 500
+    )
+    assert "the latest: it replaces the earlier" not in fixed.text  # the new one comes later in the span: plain
+    fixed = repair_mod.repair(_adapter(), {"messages": []}, [*head, {"role": "user", "content": new}], head, [], 500)
+    assert f'{new} (the latest: it replaces the earlier "{old}")' in fixed.text
+    assert restored_user_lines(fixed.text) == [new]
+
+
+def _adapter() -> Any:
+    from otel_context.formats import for_format
+
+    return for_format("anthropic_messages")
+
+
+def test_a_paste_in_a_user_message_gives_way_to_its_sentences() -> None:
+    pasted = "\n".join(f"    def handler_{i}(request): return render(request, 'page_{i}.html')" for i in range(40))
+    message = f"Please refactor this so that handlers never touch the session directly.\n{pasted}\nThanks."
+    form = verbatim_form(message)
+    assert form.startswith("Please refactor this so that handlers never touch the session directly.")
+    assert "handler_3" not in form and "40 pasted lines left out" in form
+    kept = select_user_messages(["Build the site.", message, "Now the tests."], budget=80)
+    assert form in kept.texts  # the sentences fit where the whole message would not
+    roomy = select_user_messages(["Build the site.", message, "Now the tests."], budget=10_000)
+    assert message in roomy.texts
+
+
+def test_the_priority_puts_instructions_before_chatter_and_pastes() -> None:
+    adapter = _adapter()
+    dropped = [
+        {"role": "user", "content": "Open src/a.py and check it."},
+        {"role": "user", "content": "From now on the API version is v3, not v2."},
+        {"role": "user", "content": "You must not change the public signatures."},
+        {"role": "user", "content": "The failing account is ACCT-88213 in the ledger."},
+        {"role": "user", "content": "Where is parse_config used?"},
+    ]
+    ranked = [c.text for c in repair_mod.candidates(adapter, dropped) if c.kind == semconv.RETENTION_KIND_INSTRUCTION]
+    assert ranked[:3] == [
+        "From now on the API version is v3, not v2.",
+        "You must not change the public signatures.",
+        "The failing account is ACCT-88213 in the ledger.",
+    ]
+    assert set(ranked[3:]) == {"Open src/a.py and check it.", "Where is parse_config used?"}
