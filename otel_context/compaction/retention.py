@@ -247,16 +247,13 @@ def _texts(adapter: WireFormatAdapter, dropped: Iterable[Item]) -> tuple[list[st
     everything: list[str] = []
     written: list[str] = []
     said: list[str] = []
-    item_text, is_model_output, user_text_items = adapter.item_text, adapter.is_model_output, adapter.user_text_items
-    for item in dropped:
-        text = item_text(item)
+    for text, model_output, user in adapter.item_texts(list(dropped)):  # one walk of the items
         if not text:
             continue
         everything.append(text)
-        if is_model_output(item):
+        if model_output:
             written.append(text)
-            continue
-        for user in user_text_items((item,)):
+        elif user:
             written.append(user)
             if _SUMMARY_START.match(user) is None:  # our summary message: not the user's words
                 said.append(user)

@@ -44,6 +44,10 @@ def _shallow(value: Any, depth: int = 0) -> Any:
     return value
 
 
+#: ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` without building the encoder on each call.
+_COMPACT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def compact_json(value: Any) -> str:
     """``value`` as compact JSON text (for estimates and transcripts); ``str()`` for what JSON cannot encode.
 
@@ -51,7 +55,7 @@ def compact_json(value: Any) -> str:
     part elided: the request must still be planned and sent, never fail in our walk (issue 14).
     """
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+        return _COMPACT_ENCODER.encode(value)
     except RecursionError:
         return json.dumps(_shallow(value), ensure_ascii=False, separators=(",", ":"), default=str)
     except (TypeError, ValueError):
