@@ -1,10 +1,12 @@
 """``item_texts`` says of each item what ``item_text``, ``is_model_output`` and ``user_text_items`` say of it
 (its one-pass form, which the retention check reads a long span with), on random valid histories of each
 format and on the rarer shapes that take its long way (refusals, legacy function calls, mappings that are
-not dicts, custom tool calls, reasoning, malformed entries)."""
+not dicts, custom tool calls, reasoning, malformed entries); and ``compact_json``'s shortcut writes what
+``json.dumps`` writes."""
 
 from __future__ import annotations
 
+import json
 from types import MappingProxyType
 from typing import Any
 
@@ -12,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otel_context.formats import for_format
+from otel_context.formats._common import compact_json
 from tests.formats.strategies import FORMATS, histories
 
 RARE: dict[str, list[Any]] = {
@@ -70,3 +73,10 @@ def test_item_texts_says_what_the_three_methods_say(case: tuple[str, list[Any]])
 def test_the_rarer_shapes_too(fmt: str, data: st.DataObject) -> None:
     items = data.draw(st.lists(st.sampled_from(RARE[fmt]), min_size=1, max_size=6))
     assert for_format(fmt).item_texts(items) == composed(fmt, items)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(), st.text() | st.integers() | st.none() | st.lists(st.text(), max_size=2), max_size=4))
+def test_compact_json_writes_what_json_dumps_writes(value: dict[str, Any]) -> None:
+    """A flat dict of strings takes a shortcut; its text must be the encoder's, byte for byte."""
+    assert compact_json(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
