@@ -24,8 +24,12 @@ check costs about the same on any history.
 
 Why this shape (fast and stable): every extractor is anchored on a literal (``.py``, ``rror``, a backtick),
 which Python's ``re`` finds at memory-scan speed, instead of a pattern that starts with a character class
-and is tried at every position; the new request is joined into one text once, and each item is a plain
-substring test of it. An item found verbatim counts as kept (a paraphrase does not: the summarizer is
+and is tried at every position; the dropped span is walked once (the adapter's ``item_texts``) and each
+distinct match is worked on once; the new request is joined into one text once, and each item is a plain
+substring test of it.
+
+Extraction and lookup are apart (:func:`salient_items`, then :func:`measure_items` or :func:`lookup`), so
+that a caller extracts once and measures several requests: a summary before its repair and after. An item found verbatim counts as kept (a paraphrase does not: the summarizer is
 asked to keep paths, errors and the user's messages verbatim). Our own wrappers (the summary message's
 header and footer) give no item.
 
