@@ -219,16 +219,13 @@ def _identifiers(text: str, found: dict[str, None]) -> None:
 
 def _numbers(text: str, found: dict[str, None]) -> None:
     raw = text.encode()
-    ascii_only = len(raw) == len(text)
-    seen: set[bytes] = set()
-    for match in _NUMBER.finditer(raw.translate(_DIGITS_AS_ZERO)):
-        start, end = match.span()
-        if not ascii_only and start and raw[start - 1] >= 0x80:
-            continue  # after a letter that is not ASCII (the pattern itself rejects v1.2 s, 2x3, mod12)
-        number = raw[start:end]
-        if number not in seen:
-            seen.add(number)
-            found[" ".join(number.decode().split())] = None
+    spans = [match.span() for match in _NUMBER.finditer(raw.translate(_DIGITS_AS_ZERO))]
+    if len(raw) != len(text):  # not all ASCII
+        # After a letter that is not ASCII (the pattern itself rejects v1.2 s, 2x3, mod12): not a number.
+        spans = [(start, end) for start, end in spans if not (start and raw[start - 1] >= 0x80)]
+    # Each distinct number once, in the order of its first occurrence.
+    for number in dict.fromkeys([raw[start:end] for start, end in spans]):
+        found[" ".join(number.decode().split())] = None
 
 
 def _sentences(text: str, found: dict[str, None]) -> None:

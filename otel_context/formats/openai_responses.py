@@ -398,14 +398,17 @@ class OpenAIResponsesAdapter:
                 if kind == "message" or (kind is None and "role" in item):
                     role = item.get("role", "")
                     if type(role) is str:
-                        text = _parts_text(item.get("content"))
+                        content = item.get("content")
+                        text = content if type(content) is str else _parts_text(content)
                         out.append((text, role == "assistant", text if role == "user" else ""))
                         continue
                 elif kind == "function_call":
                     out.append((f"{item.get('name', '')} {item.get('arguments', '')}", kind in _MODEL_ITEM_TYPES, ""))
                     continue
                 elif kind in _TEXT_OUTPUT_TYPES:
-                    out.append((_parts_text(item.get("output")), kind in _MODEL_ITEM_TYPES, ""))
+                    output = item.get("output")
+                    text = output if type(output) is str else _parts_text(output)
+                    out.append((text, kind in _MODEL_ITEM_TYPES, ""))
                     continue
             out.append((self.item_text(item), self.is_model_output(item), "\n".join(self.user_text_items((item,)))))
         return out
