@@ -287,7 +287,7 @@ def salient_items(
 def request_text(adapter: WireFormatAdapter, body: Mapping[str, Any], after: Sequence[Item]) -> str:
     """What a request carries, as the one text its items are looked up in: the system prompt of ``body`` and
     the text of each of ``after`` (its items), joined."""
-    return "\n".join([adapter.system_text(body), *map(adapter.item_text, after)])
+    return "\n".join([adapter.system_text(body), *(text for text, _, _ in adapter.item_texts(after))])
 
 
 def lookup(items: Sequence[tuple[str, str]], text: str) -> Retention:
