@@ -28,10 +28,10 @@ and is tried at every position; the dropped span is walked once (the adapter's `
 distinct match is worked on once; the new request is joined into one text once, and each item is a plain
 substring test of it.
 
+An item found verbatim counts as kept (a paraphrase does not: the summarizer is asked to keep paths, errors
+and the user's messages verbatim). Our own wrappers (the summary message's header and footer) give no item.
 Extraction and lookup are apart (:func:`salient_items`, then :func:`measure_items` or :func:`lookup`), so
-that a caller extracts once and measures several requests: a summary before its repair and after. An item found verbatim counts as kept (a paraphrase does not: the summarizer is
-asked to keep paths, errors and the user's messages verbatim). Our own wrappers (the summary message's
-header and footer) give no item.
+that a caller extracts once and measures several requests: a summary before its repair and after.
 
 Microcompact: the tool results it cleared or cut are dropped content too; their items (paths and error
 lines) are checked against the new request the same way (``cut_index`` is 0: nothing was replaced by a
@@ -123,7 +123,7 @@ HITS_PER_WINDOW = 8
 #: ``error[E0308]``).
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.$[]")
 _WORD_BACK = re.compile(r"[a-zA-Z0-9_.$\[\]]*")  # the same characters, matched on the reversed text
-_WORD_LOOK = 64
+_WORD_LOOK = 64  # characters read back at once (an error word is rarely longer)
 
 
 @dataclass(frozen=True)
