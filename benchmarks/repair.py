@@ -65,8 +65,8 @@ def main() -> None:
         summary_tokens = estimate_text(adapter.item_text(half))
         print(
             f"| {fmt}{'' if result_chars is None else f', results of {result_chars} chars'} "
-            f"| {alone[0]:.2f} ({alone[2]:.2f}) | {with_half[0]:.2f} ({with_half[2]:.2f}) "
-            f"| {with_nothing[0]:.2f} ({with_nothing[2]:.2f}) "
+            f"| {alone[0]:.2f} ({alone[1]:.2f}) | {with_half[0]:.2f} ({with_half[1]:.2f}) "
+            f"| {with_nothing[0]:.2f} ({with_nothing[1]:.2f}) "
             f"| {r_half.tokens:,} / {r_nothing.tokens:,} (summary {summary_tokens:,}) "
             f"| {r_nothing.before.retention or 0:.2f} → {r_nothing.after.retention or 0:.2f} |"
         )

@@ -5,16 +5,26 @@ user instruction (sentences, a code span, a number with a unit, a path), the mod
 and a ``read_file`` call, and a tool result holding a ~10 KB source file or a failing test run (error lines,
 paths). The new request is what a summary compaction sends: the summary message (a summary that names half
 of the dropped paths and errors and quotes the user's messages, plus 5 rehydrated files) and the kept turns.
-Timed: :func:`otel_context.compaction.retention.check` on (dropped items, new items), the median of 30 runs,
-and the microcompact variant on a history whose old tool results were cleared. Target: < 5 ms per compaction.
+
+Timed, CPU time of the calling thread, the median of :data:`RUNS` runs (and the fastest): the extraction
+(:func:`~otel_context.compaction.retention.salient_items` on the dropped items), the lookup
+(:func:`~otel_context.compaction.retention.measure_items`: those items in the new request) and the whole
+:func:`~otel_context.compaction.retention.check`; the check when the summary keeps nothing, and the
+microcompact variant on a history whose old tool results were cleared. "Before" is the module as it is on
+``main`` (``git show main:otel_context/compaction/retention.py``, loaded in this process and run on the same
+inputs and the same adapters; left out when git cannot show it), so both columns share one run's load.
+Then linearity: the shape with many small messages at 1x, 2x and 4x the prefix. Target (issue 39): at most 2 ms
+for the ~1,400-message prefix ("results of 900 chars"), linear in the prefix.
 """
 
 from __future__ import annotations
 
 import gc
 import statistics
+import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -157,61 +167,119 @@ def _summary(adapter: Any, dropped: list[dict[str, Any]], keep: bool) -> str:
     return summary_message_text(summary, "Files read before the compaction:\n" + files)
 
 
-def _time(fn: Callable[..., Any], *args: Any) -> tuple[float, float, float]:
-    """(CPU ms, wall ms, lowest CPU ms) over :data:`RUNS` runs (medians, and the fastest run). CPU time is the
-    calling thread's: on this shared 2-core box the wall clock also counts the waits for a core that other
-    processes hold, and the fastest run is the cost with the least interference."""
+def _time(fn: Callable[..., Any], *args: Any) -> tuple[float, float]:
+    """(median CPU ms, fastest CPU ms) over :data:`RUNS` runs. CPU time is the calling thread's: on a shared
+    machine the wall clock also counts the waits for a core that other processes hold, and the fastest run is
+    the cost with the least interference."""
     cpu: list[float] = []
-    wall: list[float] = []
     gc.disable()
     for _ in range(RUNS):
-        start_cpu, start = time.thread_time(), time.perf_counter()
+        start = time.thread_time()
         fn(*args)
-        wall.append(time.perf_counter() - start)
-        cpu.append(time.thread_time() - start_cpu)
+        cpu.append(time.thread_time() - start)
     gc.enable()
-    return statistics.median(cpu) * 1000.0, statistics.median(wall) * 1000.0, min(cpu) * 1000.0
+    return statistics.median(cpu) * 1000.0, min(cpu) * 1000.0
+
+
+def _before() -> types.ModuleType | None:
+    """The retention module as it is on ``main``, loaded under its own name (None when git cannot show it)."""
+    root = Path(__file__).resolve().parents[1]
+    shown = subprocess.run(
+        ["git", "show", "main:otel_context/compaction/retention.py"], cwd=root, capture_output=True, text=True
+    )
+    if shown.returncode != 0:
+        return None
+    module = types.ModuleType("retention_on_main")
+    sys.modules[module.__name__] = module  # its dataclass looks its module up there
+    exec(compile(shown.stdout, "main:otel_context/compaction/retention.py", "exec"), module.__dict__)
+    return module
+
+
+def _cell(after: tuple[float, float], before: tuple[float, float] | None) -> str:
+    text = f"{after[0]:.2f} ({after[1]:.2f})"
+    return text if before is None else f"{before[0]:.2f} ({before[1]:.2f}) → **{text}**"
+
+
+def _case(fmt: str, tokens: int, result_chars: int | None) -> dict[str, Any]:
+    adapter = for_format(fmt)
+    items, cut = session(fmt, tokens, result_chars)
+    dropped = items[:cut]
+    after = [adapter.make_user_item(_summary(adapter, dropped, keep=True)), *items[cut:]]
+    lossy = [adapter.make_user_item(_summary(adapter, dropped, keep=False)), *items[cut:]]
+    refs = adapter.tool_results(items)
+    cleared = adapter.with_tool_results_replaced(items, {r.call_id: CLEARED_PLACEHOLDER for r in refs[:-3]})
+    return {
+        "adapter": adapter,
+        "items": items,
+        "dropped": dropped,
+        "after": after,
+        "lossy": lossy,
+        "cleared": cleared,
+        "body": adapter.with_items({"model": "m", "max_tokens": 1024}, after),
+    }
+
+
+def _figures(module: Any, case: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    adapter, body, dropped, after = case["adapter"], case["body"], case["dropped"], case["after"]
+    found = module.salient_items(adapter, dropped)
+    lookup = getattr(module, "measure_items", None) or module._measure  # main's name for it: _measure
+    return {
+        "extract": _time(module.salient_items, adapter, dropped),
+        "lookup": _time(lookup, found, adapter, body, after),
+        "check": _time(module.check, adapter, body, dropped, after),
+        "nothing": _time(module.check, adapter, body, dropped, case["lossy"]),
+        "micro": _time(module.check_microcompact, adapter, body, case["items"], case["cleared"]),
+    }
 
 
 def main() -> None:
+    before_module = _before()
     print("## Retention check\n")
     print(
-        f"One compaction of a ~{PREFIX_TOKENS:,}-token prefix, {RUNS} runs: CPU / wall ms (medians), "
-        "and the fastest run's CPU ms:\n"
+        f"One compaction of a ~{PREFIX_TOKENS:,}-token prefix: CPU ms, median of {RUNS} runs (fastest run)"
+        + (", main → this tree" if before_module is not None else "")
+        + ":\n"
     )
     print(
         "| format | dropped: items / chars | new request: items / chars | items checked | retention "
-        "| summary keeping half | summary keeping nothing | microcompact |"
+        "| extraction | lookup | check (summary keeping half) | check (summary keeping nothing) | microcompact |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     shapes: list[tuple[str, int | None]] = [
         (fmt, None) for fmt in ("anthropic_messages", "openai_chat", "openai_responses")
     ]
     # The same prefix as many small messages (tool results of 900 characters): the per-item work shows.
-    shapes += [("anthropic_messages", 900), ("openai_chat", 900)]
+    shapes += [(fmt, 900) for fmt in ("anthropic_messages", "openai_chat", "openai_responses")]
     for fmt, result_chars in shapes:
-        adapter = for_format(fmt)
-        items, cut = session(fmt, PREFIX_TOKENS, result_chars)
-        dropped = items[:cut]
-        after = [adapter.make_user_item(_summary(adapter, dropped, keep=True)), *items[cut:]]
-        lossy = [adapter.make_user_item(_summary(adapter, dropped, keep=False)), *items[cut:]]
-        body = adapter.with_items({"model": "m", "max_tokens": 1024}, after)
-        result = retention.check(adapter, body, dropped, after)
+        case = _case(fmt, PREFIX_TOKENS, result_chars)
+        adapter = case["adapter"]
+        result = retention.check(adapter, case["body"], case["dropped"], case["after"])
         assert result.retention is not None
-        half = _time(retention.check, adapter, body, dropped, after)
-        nothing = _time(retention.check, adapter, body, dropped, lossy)
-        # Microcompact: every tool result but the newest three cleared.
-        refs = adapter.tool_results(items)
-        cleared = adapter.with_tool_results_replaced(items, {r.call_id: CLEARED_PLACEHOLDER for r in refs[:-3]})
-        micro = _time(retention.check_microcompact, adapter, body, items, cleared)
-        dropped_chars = sum(len(adapter.item_text(i)) for i in dropped)
-        after_chars = sum(len(adapter.item_text(i)) for i in after)
+        if before_module is not None:  # the same items, lost list and figure as before
+            old = before_module.check(adapter, case["body"], case["dropped"], case["after"])
+            assert (old.retention, old.items_checked, old.lost) == (result.retention, result.items_checked, result.lost)
+        now = _figures(retention, case)
+        then = _figures(before_module, case) if before_module is not None else {}
+        dropped_chars = sum(len(adapter.item_text(i)) for i in case["dropped"])
+        after_chars = sum(len(adapter.item_text(i)) for i in case["after"])
+        cells = " | ".join(_cell(now[k], then.get(k)) for k in ("extract", "lookup", "check", "nothing", "micro"))
         print(
             f"| {fmt}{'' if result_chars is None else f', results of {result_chars} chars'} | "
-            f"{len(dropped):,} / {dropped_chars:,} | {len(after):,} / {after_chars:,} | "
-            f"{result.items_checked} | {result.retention:.2f} | {half[0]:.2f} / {half[1]:.2f} ({half[2]:.2f}) "
-            f"| {nothing[0]:.2f} / {nothing[1]:.2f} ({nothing[2]:.2f}) | {micro[0]:.2f} / {micro[1]:.2f} "
-            f"({micro[2]:.2f}) |"
+            f"{len(case['dropped']):,} / {dropped_chars:,} | {len(case['after']):,} / {after_chars:,} | "
+            f"{result.items_checked} | {result.retention:.2f} | {cells} |"
+        )
+    print("\nLinearity: anthropic_messages, results of 900 chars, the prefix at 1x, 2x and 4x (this tree):\n")
+    print("| prefix tokens | dropped: items / chars | extraction | lookup | check | check µs per 1,000 dropped chars |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for scale in (1, 2, 4):
+        case = _case("anthropic_messages", PREFIX_TOKENS * scale, 900)
+        adapter = case["adapter"]
+        now = _figures(retention, case)
+        dropped_chars = sum(len(adapter.item_text(i)) for i in case["dropped"])
+        print(
+            f"| {PREFIX_TOKENS * scale:,} | {len(case['dropped']):,} / {dropped_chars:,} | "
+            f"{_cell(now['extract'], None)} | {_cell(now['lookup'], None)} | {_cell(now['check'], None)} | "
+            f"{now['check'][0] * 1e6 / dropped_chars:.2f} |"
         )
 
 

@@ -41,6 +41,8 @@ CONSTANTS = {
     "otel_context.compaction.cascade.TRIGGER_STRATEGIES",
     "otel_context.compaction.retention.CAPS",
     "otel_context.compaction.retention.REPAIR_CAPS",
+    "otel_context.compaction.retention.UNCAPPED",
+    "otel_context.compaction.repair._PROSE_CHARS",
     "otel_context.demo.pricing.PRICES",
     "otel_context.demo.report.PRICES",
     "otel_context.demo.report.KIND_LABELS",

@@ -280,7 +280,10 @@ _DECISION = re.compile(
 
 
 def candidates(
-    adapter: WireFormatAdapter, dropped: Sequence[Item], said: Sequence[str] | None = None
+    adapter: WireFormatAdapter,
+    dropped: Sequence[Item],
+    said: Sequence[str] | None = None,
+    extracted: Sequence[tuple[str, str]] | None = None,
 ) -> list[_Candidate]:
     """Everything the repair may restore, deduplicated, in rank order (newest first within a rank): the
     user's sentences (``said``: see :func:`_user_texts`), the error lines, paths and identifiers of the span,
@@ -300,7 +303,9 @@ def candidates(
         semconv.RETENTION_KIND_PATH: _PRIORITY_PATH,
         semconv.RETENTION_KIND_IDENTIFIER: _PRIORITY_IDENTIFIER,
     }
-    for kind, text in retention_mod.salient_items(adapter, dropped, caps=retention_mod.REPAIR_CAPS):
+    if extracted is None:
+        extracted = retention_mod.salient_items(adapter, dropped, caps=retention_mod.REPAIR_CAPS)
+    for kind, text in extracted:
         if kind in ranks:
             position += 1
             found.setdefault((kind, text), _Candidate(kind, text, position, ranks[kind]))
@@ -403,19 +408,25 @@ def repair(
     the items after the cut) against the replaced span (``dropped``), and restore what it lost within
     ``budget`` tokens. ``said``: the user's messages up to the cut as the app sent them (see
     :func:`candidates`)."""
-    checked = retention_mod.salient_items(adapter, dropped)
-    haystack = retention_mod.haystack(adapter, body, [*head, *kept])
-    before = retention_mod.measure_items(checked, haystack)
+    # One extraction for both: the figure's sample (CAPS) and the repair's candidates (REPAIR_CAPS) are each
+    # an evenly spaced sample of the same deduplicated items.
+    every = retention_mod.salient_items(adapter, dropped, caps=retention_mod.UNCAPPED)
+    checked = retention_mod.sample(every, retention_mod.CAPS)
+    haystack = retention_mod.request_text(adapter, body, [*head, *kept])
+    before = retention_mod.lookup(checked, haystack)
     if budget <= 0:
         return Repair(before, before, budget=0)
     used = estimate_text(RESTORED_HEADER) + 2 * estimate_text(RESTORED_USER_LINE)
-    ranked = candidates(adapter, dropped, said)
+    ranked = candidates(adapter, dropped, said, retention_mod.sample(every, retention_mod.REPAIR_CAPS))
     chosen: list[_Candidate] = []
     left_out: dict[str, int] = {}
     earlier_said = [c for c in ranked if c.kind == semconv.RETENTION_KIND_INSTRUCTION]
     restored_text = ""  # what is chosen so far: an artifact inside a restored sentence needs no line of its own
+    # Sentences the request holds whole (a verbatim message, a quoted line): a set lookup instead of a scan.
+    whole = set(sentences(haystack))
     for candidate in ranked[:MAX_CANDIDATES]:
-        if candidate.text in haystack and not _restates_a_change(candidate, earlier_said, haystack):
+        found = candidate.text in whole or candidate.text in haystack
+        if found and not _restates_a_change(candidate, earlier_said, haystack):
             continue
         if candidate.kind != semconv.RETENTION_KIND_INSTRUCTION and candidate.text in restored_text:
             continue
@@ -438,7 +449,7 @@ def repair(
         restored[candidate.kind] = restored.get(candidate.kind, 0) + 1
     return Repair(
         before,
-        retention_mod.measure_items(checked, haystack + "\n" + text),
+        retention_mod.lookup(checked, haystack + "\n" + text),
         text=text,
         tokens=estimate_text(text),
         budget=budget,

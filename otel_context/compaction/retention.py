@@ -24,10 +24,14 @@ check costs about the same on any history.
 
 Why this shape (fast and stable): every extractor is anchored on a literal (``.py``, ``rror``, a backtick),
 which Python's ``re`` finds at memory-scan speed, instead of a pattern that starts with a character class
-and is tried at every position; the new request is joined into one text once, and each item is a plain
-substring test of it. An item found verbatim counts as kept (a paraphrase does not: the summarizer is
-asked to keep paths, errors and the user's messages verbatim). Our own wrappers (the summary message's
-header and footer) give no item.
+and is tried at every position; the dropped span is walked once (the adapter's ``item_texts``) and each
+distinct match is worked on once; the new request is joined into one text once, and each item is a plain
+substring test of it.
+
+An item found verbatim counts as kept (a paraphrase does not: the summarizer is asked to keep paths, errors
+and the user's messages verbatim). Our own wrappers (the summary message's header and footer) give no item.
+Extraction and lookup are apart (:func:`salient_items`, then :func:`measure_items` or :func:`lookup`), so
+that a caller extracts once and measures several requests: a summary before its repair and after.
 
 Microcompact: the tool results it cleared or cut are dropped content too; their items (paths and error
 lines) are checked against the new request the same way (``cut_index`` is 0: nothing was replaced by a
@@ -37,8 +41,9 @@ summary). A compaction done by the provider is not checked (its result is opaque
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from opentelemetry.trace import Span
@@ -51,14 +56,17 @@ __all__ = [
     "CAPS",
     "LOST_EVENT_CAP",
     "REPAIR_CAPS",
+    "UNCAPPED",
     "Retention",
     "annotate",
     "check",
     "check_microcompact",
-    "haystack",
+    "lookup",
     "measure",
     "measure_items",
+    "request_text",
     "salient_items",
+    "sample",
 ]
 
 Item = Mapping[str, Any]
@@ -74,6 +82,8 @@ CAPS: Mapping[str, int] = {
 #: The caps of the repair's candidates (:mod:`.repair`): it looks at more than the figure samples, since
 #: what it restores must not depend on where a sample falls.
 REPAIR_CAPS: Mapping[str, int] = {kind: cap * 8 for kind, cap in CAPS.items()}
+#: No cap: every item, for a caller that samples them itself (:func:`sample`).
+UNCAPPED: Mapping[str, int] = {kind: 1 << 30 for kind in CAPS}
 #: The most lost items the ``otel_context.compaction.lost`` event names, and their length each.
 LOST_EVENT_CAP = 20
 LOST_ITEM_CHARS = 200
@@ -109,7 +119,8 @@ _NUMBER = re.compile(
 #: ``...Exception``, ``fatal``, ``panic``, ``ERR``; ``ERR!``, ``ERROR``; ``FAILED``, ``FAIL:``. Not ``errors``,
 #: ``self.error(``, ``except ValueError`` (no colon right after the word).
 _ERROR_ANCHORS = (
-    re.compile(r":(?:(?<=rror:|atal:|anic:)|(?<=ception:)|(?<=ERR:)|(?<=rror\[E\d{4}\]:))"),
+    # The one-character look back first: most colons (``try:``, ``path:12:``) are rejected by it at once.
+    re.compile(r":(?<=[lcnrR\]]:)(?:(?<=rror:|atal:|anic:)|(?<=ception:)|(?<=ERR:)|(?<=rror\[E\d{4}\]:))"),
     re.compile(r"ERR(?:!|OR\b)"),
     re.compile(r"FAIL(?:ED)?[: ]"),
 )
@@ -119,6 +130,8 @@ HITS_PER_WINDOW = 8
 #: What an error word is made of, read backwards from its anchor (``java.lang.NullPointerException``,
 #: ``error[E0308]``).
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.$[]")
+_WORD_BACK = re.compile(r"[a-zA-Z0-9_.$\[\]]*")  # the same characters, matched on the reversed text
+_WORD_LOOK = 64  # characters read back at once (an error word is rarely longer)
 
 
 @dataclass(frozen=True)
@@ -140,33 +153,34 @@ def _spread(items: list[str], cap: int) -> list[str]:
     return [items[i * n // cap] for i in range(cap)]
 
 
-def _windows(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+def _windows(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
     """Matches of ``pattern`` in ``text``, at most :data:`HITS_PER_WINDOW` in each of :data:`WINDOWS` equal
     parts: a transcript full of one path (a grep, a listing) costs no more than one that names it once, and
-    the sample still spans the text from its start to its end."""
+    the sample still spans the text from its start to its end. (``islice`` stops each part's scan at its
+    budget without a Python step per match.)"""
     n = len(text)
     parts = WINDOWS if n > WINDOWS * 256 else 1
     budget = HITS_PER_WINDOW * (WINDOWS // parts)
+    matches: list[re.Match[str]] = []
     for part in range(parts):
-        for taken, match in enumerate(pattern.finditer(text, part * n // parts, (part + 1) * n // parts)):
-            if taken >= budget:
-                break
-            yield match
+        matches.extend(islice(pattern.finditer(text, part * n // parts, (part + 1) * n // parts), budget))
+    return matches
 
 
 def _paths(text: str, found: dict[str, None]) -> None:
-    reverse: str | None = None
-    n = len(text)
     for match in _windows(_PATH_END, text):
         start = match.start()
         if start == 0:
             continue
-        if reverse is None:
-            reverse = text[::-1]  # read the path backwards from its extension, at the regex engine's speed
-        back = _PATH_BACK.match(reverse, n - start)
+        # The path read backwards from its extension, at the regex engine's speed: the longest run
+        # _PATH_BACK takes is 200 characters, so the reversed 200 before the extension are enough (one short
+        # slice a match instead of the whole text reversed).
+        back = _PATH_BACK.match(text[max(0, start - 200) : start][::-1])
         if back is None:
             continue
-        path = text[start - (back.end() - back.start()) : match.end()].lstrip("./~")
+        path = text[start - back.end() : match.end()].lstrip("./~")
+        if path in found:
+            continue
         stem = path[path.rfind("/") + 1 : path.rfind(".")]
         if stem.strip("._-~@+") and len(path) <= MAX_ITEM_CHARS:
             found[path] = None
@@ -175,18 +189,26 @@ def _paths(text: str, found: dict[str, None]) -> None:
 def _error_lines(text: str, found: dict[str, None]) -> None:
     """Lines that report an error, from the error word on (``E   ValueError: x`` gives ``ValueError: x``)."""
     starts: dict[int, int] = {}  # line start -> first error word in it
+    rfind = text.rfind
     for anchor in _ERROR_ANCHORS:
         for match in _windows(anchor, text):
             pos = match.start()
-            line = text.rfind("\n", 0, pos) + 1
+            line = rfind("\n", 0, pos) + 1
             if pos < starts.get(line, pos + 1):
                 starts[line] = pos
     for line in sorted(starts):
         pos = starts[line]
+        # The error word read backwards from its anchor (a reversed slice, one regex match; a word longer
+        # than the slice, rare, is read on character by character).
+        lead = text[max(line, pos - _WORD_LOOK) : pos]
+        pos -= _WORD_BACK.match(lead[::-1]).end()  # type: ignore[union-attr]  # `*`: always matches
         while pos > line and text[pos - 1] in _WORD_CHARS:
             pos -= 1
         end = text.find("\n", pos)
-        item = text[pos : end if end >= 0 else len(text)].split("\\n", 1)[0].strip()
+        if end < 0:
+            end = len(text)
+        escaped = text.find("\\n", pos, end)  # a line break written as ``\n`` (JSON, a repr) ends it too
+        item = text[pos : end if escaped < 0 else escaped].strip()
         word = len(item.split(None, 1)[0]) if item else 0
         if len(item) >= word + 4:  # an error word with a message after it
             found[item[:MAX_ITEM_CHARS]] = None
@@ -195,7 +217,8 @@ def _error_lines(text: str, found: dict[str, None]) -> None:
 def _identifiers(text: str, found: dict[str, None]) -> None:
     if "`" not in text:
         return
-    for span in _CODE_SPAN.findall(text):
+    # Each distinct span once, in the order of its first occurrence (the same order its item gets).
+    for span in dict.fromkeys(_CODE_SPAN.findall(text)):
         if span.endswith("()"):
             span = span[:-2]
         if _LETTER.search(span):
@@ -204,21 +227,27 @@ def _identifiers(text: str, found: dict[str, None]) -> None:
 
 def _numbers(text: str, found: dict[str, None]) -> None:
     raw = text.encode()
-    zeros = raw.translate(_DIGITS_AS_ZERO)
-    for match in _NUMBER.finditer(zeros):
-        start = match.start()
-        if start and raw[start - 1] >= 0x80:
-            continue  # after a letter that is not ASCII (the pattern itself rejects v1.2 s, 2x3, mod12)
-        found[" ".join(raw[start : match.end()].decode().split())] = None
+    spans = [match.span() for match in _NUMBER.finditer(raw.translate(_DIGITS_AS_ZERO))]
+    if len(raw) != len(text):  # not all ASCII
+        # After a letter that is not ASCII (the pattern itself rejects v1.2 s, 2x3, mod12): not a number.
+        spans = [(start, end) for start, end in spans if not (start and raw[start - 1] >= 0x80)]
+    # Each distinct number once, in the order of its first occurrence.
+    for number in dict.fromkeys([raw[start:end] for start, end in spans]):
+        found[" ".join(number.decode().split())] = None
 
 
 def _sentences(text: str, found: dict[str, None]) -> None:
     """Sentences end at ``.``, ``!`` or ``?`` followed by a space, and at line breaks (plain replacements,
-    not a regex tried at every position)."""
-    for sentence in text.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines():
+    not a regex tried at every position); each distinct line is read once."""
+    lines = text.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines()
+    for sentence in dict.fromkeys(lines):
         sentence = sentence.strip()
         if len(sentence) >= 12 and sentence.count(" ") >= 2:
             found[sentence[:MAX_ITEM_CHARS]] = None
+
+
+#: Our summary message, told by its header (after any leading white space: ``\s`` is ``str.isspace``).
+_SUMMARY_START = re.compile(r"\s*" + re.escape(SUMMARY_MESSAGE_HEADER))
 
 
 def _texts(adapter: WireFormatAdapter, dropped: Iterable[Item]) -> tuple[list[str], list[str], list[str]]:
@@ -227,17 +256,15 @@ def _texts(adapter: WireFormatAdapter, dropped: Iterable[Item]) -> tuple[list[st
     everything: list[str] = []
     written: list[str] = []
     said: list[str] = []
-    for item in dropped:
-        text = adapter.item_text(item)
+    for text, model_output, user in adapter.item_texts(list(dropped)):  # one walk of the items
         if not text:
             continue
         everything.append(text)
-        if adapter.is_model_output(item):
+        if model_output:
             written.append(text)
-            continue
-        for user in adapter.user_text_items([item]):
+        elif user:
             written.append(user)
-            if not user.lstrip().startswith(SUMMARY_MESSAGE_HEADER):
+            if _SUMMARY_START.match(user) is None:  # our summary message: not the user's words
                 said.append(user)
             else:  # our summary message: not the user's words, but for the lines a repair restored from them
                 said.extend(restored_user_lines(user))
@@ -272,55 +299,56 @@ def salient_items(
     return items
 
 
-def _kept(kind: str, text: str, haystack: str) -> bool:
-    if kind == semconv.RETENTION_KIND_NUMBER:
-        return _number_kept(text, haystack)
-    return text in haystack
+def sample(items: Sequence[tuple[str, str]], caps: Mapping[str, int]) -> list[tuple[str, str]]:
+    """``items`` (all of them, :data:`UNCAPPED`, in kind order) capped per kind as :func:`salient_items` caps
+    them: the same list it gives with ``caps``."""
+    by_kind: dict[str, list[str]] = {kind: [] for kind in caps}
+    for kind, text in items:
+        by_kind.setdefault(kind, []).append(text)
+    out: list[tuple[str, str]] = []
+    for kind, cap in caps.items():
+        out.extend((kind, text) for text in _spread(by_kind[kind], cap))
+    return out
 
 
-#: Occurrences of a number's digits looked at before falling back to two plain searches.
-_NUMBER_LOOKS = 32
+def request_text(adapter: WireFormatAdapter, body: Mapping[str, Any], after: Sequence[Item]) -> str:
+    """What a request carries, as the one text its items are looked up in: the system prompt of ``body`` and
+    the text of each of ``after`` (its items), joined."""
+    return "\n".join([adapter.system_text(body), *(text for text, _, _ in adapter.item_texts(after))])
 
 
-def _number_kept(text: str, haystack: str) -> bool:
-    """``250 ms`` written ``250 ms`` or ``250ms``: one search for the digits, each occurrence checked for the
-    unit after it (a lost number costs one scan of the request, not two)."""
-    unit = text.lstrip("0123456789.,")
-    digits = text[: len(text) - len(unit)]
-    unit = unit.lstrip()
-    pos = haystack.find(digits)
-    for _ in range(_NUMBER_LOOKS):
-        if pos < 0:
-            return False
-        after = pos + len(digits)
-        if haystack.startswith(unit, after) or (
-            haystack[after : after + 1] == " " and haystack.startswith(unit, after + 1)
-        ):
-            return True
-        pos = haystack.find(digits, pos + 1)
-    return f"{digits} {unit}" in haystack or f"{digits}{unit}" in haystack
-
-
-def haystack(adapter: WireFormatAdapter, body: Mapping[str, Any], after: Sequence[Item]) -> str:
-    """The text the items are looked up in: the system prompt and every item of the new request, joined once."""
-    return "\n".join([adapter.system_text(body), *(adapter.item_text(item) for item in after)])
-
-
-def measure_items(items: Sequence[tuple[str, str]], text: str) -> Retention:
-    """Which of ``items`` (:func:`salient_items`) are found in ``text`` (:func:`haystack`): the extraction
-    done once, the lookup as often as the repair needs (before it, and after)."""
+def lookup(items: Sequence[tuple[str, str]], text: str) -> Retention:
+    """Which of ``items`` (``(kind, text)``, as :func:`salient_items` gives them) are in ``text`` (see
+    :func:`request_text`): an item found verbatim is kept; a number also with or without the space before
+    its unit (``250 ms`` / ``250ms``). The lost ones keep their order and their whole text (an instruction:
+    its sentence, cut at :data:`MAX_ITEM_CHARS` as extracted)."""
     if not items:
         return Retention(None, 0, ())
-    lost = tuple((kind, item) for kind, item in items if not _kept(kind, item, text))
+    number = semconv.RETENTION_KIND_NUMBER
+    lost = tuple(item for item in items if not (_number_kept(item[1], text) if item[0] == number else item[1] in text))
     return Retention((len(items) - len(lost)) / len(items), len(items), lost)
 
 
-def _measure(
-    items: list[tuple[str, str]], adapter: WireFormatAdapter, body: Mapping[str, Any], after: Sequence[Item]
+def measure_items(
+    items: Sequence[tuple[str, str]], adapter: WireFormatAdapter, body: Mapping[str, Any], after: Sequence[Item]
 ) -> Retention:
+    """Which of ``items`` (from :func:`salient_items`) reach the request made of ``body``'s system prompt and
+    ``after``: the lookup alone, for a caller that extracts once and measures several requests (a summary
+    before and after its repair). With the request's text at hand, :func:`lookup` skips the join."""
     if not items:
         return Retention(None, 0, ())
-    return measure_items(items, haystack(adapter, body, after))
+    return lookup(items, request_text(adapter, body, after))
+
+
+def _number_kept(text: str, haystack: str) -> bool:
+    """``250 ms`` written ``250 ms`` or ``250ms``: the form as extracted first (the usual one), then the other."""
+    unit = text.lstrip("0123456789.,")
+    digits = text[: len(text) - len(unit)]
+    unit = unit.lstrip()
+    spaced, joined = f"{digits} {unit}", f"{digits}{unit}"
+    if text == joined:
+        return joined in haystack or spaced in haystack
+    return spaced in haystack or joined in haystack
 
 
 def check(
@@ -328,7 +356,7 @@ def check(
 ) -> Retention:
     """Which salient items of ``dropped`` (the items a summary replaced) reach ``after`` (the new request's
     items: summary head, kept messages, ...) or the system prompt of ``body``."""
-    return _measure(salient_items(adapter, dropped), adapter, body, after)
+    return measure_items(salient_items(adapter, dropped), adapter, body, after)
 
 
 def check_microcompact(
@@ -337,7 +365,7 @@ def check_microcompact(
     """Which salient items of the tool results microcompact changed (cleared or cut) reach ``after``."""
     now = {ref.call_id: ref.text for ref in adapter.tool_results(after)}
     changed = [ref.text for ref in adapter.tool_results(before) if now.get(ref.call_id, ref.text) != ref.text]
-    return _measure(salient_items(adapter, (), tool_texts=changed), adapter, body, after)
+    return measure_items(salient_items(adapter, (), tool_texts=changed), adapter, body, after)
 
 
 def measure(

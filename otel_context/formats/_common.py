@@ -44,6 +44,11 @@ def _shallow(value: Any, depth: int = 0) -> Any:
     return value
 
 
+#: ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` without building the encoder on each call.
+_COMPACT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_json_str: Callable[[str], str] = json.encoder.encode_basestring  # what that encoder writes a string with
+
+
 def compact_json(value: Any) -> str:
     """``value`` as compact JSON text (for estimates and transcripts); ``str()`` for what JSON cannot encode.
 
@@ -51,7 +56,11 @@ def compact_json(value: Any) -> str:
     part elided: the request must still be planned and sent, never fail in our walk (issue 14).
     """
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+        if type(value) is dict and all(type(k) is str and type(v) is str for k, v in value.items()):
+            # A tool call's arguments, mostly: the encoder's own output for a flat dict of strings, built
+            # without its per-call setup (~1.5 µs, the bulk of a short call's text).
+            return "{" + ",".join(f"{_json_str(k)}:{_json_str(v)}" for k, v in value.items()) + "}"
+        return _COMPACT_ENCODER.encode(value)
     except RecursionError:
         return json.dumps(_shallow(value), ensure_ascii=False, separators=(",", ":"), default=str)
     except (TypeError, ValueError):

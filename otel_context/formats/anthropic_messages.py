@@ -441,6 +441,34 @@ class AnthropicMessagesAdapter:
                 texts.append(text)
         return texts
 
+    def item_texts(self, items: Sequence[Item]) -> list[tuple[str, bool, str]]:
+        out: list[tuple[str, bool, str]] = []
+        for item in items:
+            role = item.get("role", "") if type(item) is dict else None
+            if type(role) is str:  # a plain dict with a role (nearly every item): read once here
+                content = item.get("content")
+                if type(content) is str:
+                    out.append((content, role == "assistant", content if role == "user" else ""))
+                    continue
+                if type(content) is list:
+                    texts: list[str] = []
+                    said: list[str] = []
+                    for block in content:
+                        if not isinstance(block, Mapping):
+                            continue
+                        if block.get("type") == "text":
+                            text = str(block.get("text", ""))
+                            if text:
+                                said.append(text)
+                        else:
+                            text = _block_text(block)
+                        if text:
+                            texts.append(text)
+                    out.append(("\n".join(texts), role == "assistant", "\n".join(said) if role == "user" else ""))
+                    continue
+            out.append((self.item_text(item), self.is_model_output(item), "\n".join(self.user_text_items((item,)))))
+        return out
+
     def make_user_item(self, text: str) -> dict[str, Any]:
         return {"role": "user", "content": text}
 

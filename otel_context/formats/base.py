@@ -159,6 +159,12 @@ class WireFormatAdapter(Protocol):
         """The text of every genuine user message (not tool results), oldest first."""
         ...
 
+    def item_texts(self, items: Sequence[Item]) -> list[tuple[str, bool, str]]:
+        """For each item, ``(item_text, is_model_output, its user text or "")``: what :meth:`item_text`,
+        :meth:`is_model_output` and :meth:`user_text_items` say of it, in one pass (the retention check reads
+        every item of a long span, and three walks of each cost more than the scans of its text)."""
+        ...
+
     def make_user_item(self, text: str) -> dict[str, Any]:
         """A plain user message in this format."""
         ...

@@ -91,6 +91,15 @@ def _calls(item: Item) -> list[Mapping[str, Any]]:
     return [c for c in as_list(item.get("tool_calls")) if isinstance(c, Mapping)]
 
 
+def _call_text(call: Mapping[str, Any]) -> str:
+    """A tool call as text: its name and arguments (custom tools: their input)."""
+    function = call.get("function")
+    custom = call.get("custom")
+    body = function if isinstance(function, Mapping) else custom if isinstance(custom, Mapping) else {}
+    args = body.get("arguments", body.get("input", ""))
+    return f"{body.get('name', '')} {args if isinstance(args, str) else compact_json(args)}"
+
+
 def _call_ids(item: Item) -> list[str]:
     return [str(c.get("id")) for c in _calls(item)]
 
@@ -303,13 +312,7 @@ class OpenAIChatAdapter:
     def item_text(self, item: Item) -> str:
         if not isinstance(item, Mapping):
             return compact_json(item)
-        parts = [_content_text(item.get("content")), str(item.get("refusal") or "")]
-        for call in _calls(item):
-            function = call.get("function")
-            custom = call.get("custom")
-            body = function if isinstance(function, Mapping) else custom if isinstance(custom, Mapping) else {}
-            args = body.get("arguments", body.get("input", ""))
-            parts.append(f"{body.get('name', '')} {args if isinstance(args, str) else compact_json(args)}")
+        parts = [_content_text(item.get("content")), str(item.get("refusal") or ""), *map(_call_text, _calls(item))]
         legacy = item.get("function_call")
         if isinstance(legacy, Mapping):
             parts.append(f"{legacy.get('name', '')} {legacy.get('arguments', '')}")
@@ -322,6 +325,21 @@ class OpenAIChatAdapter:
 
     def user_text_items(self, items: Sequence[Item]) -> list[str]:
         return [t for t in (_content_text(i.get("content")) for i in items if _role(i) == "user") if t]
+
+    def item_texts(self, items: Sequence[Item]) -> list[tuple[str, bool, str]]:
+        out: list[tuple[str, bool, str]] = []
+        for item in items:
+            role = item.get("role", "") if type(item) is dict else None
+            # A plain message (nearly every item): no refusal, no legacy function_call (those take the long way).
+            if type(role) is str and not item.get("refusal") and "function_call" not in item:
+                content = item.get("content")
+                text = content if type(content) is str else _content_text(content)
+                if role == "assistant" and "tool_calls" in item:
+                    text = join_text([text, *map(_call_text, _calls(item))])
+                out.append((text, role == "assistant", text if role == "user" else ""))
+                continue
+            out.append((self.item_text(item), self.is_model_output(item), "\n".join(self.user_text_items((item,)))))
+        return out
 
     def make_user_item(self, text: str) -> dict[str, Any]:
         return {"role": "user", "content": text}

@@ -390,6 +390,29 @@ class OpenAIResponsesAdapter:
     def user_text_items(self, items: Sequence[Item]) -> list[str]:
         return [t for t in (_parts_text(i.get("content")) for i in items if _role(i) == "user") if t]
 
+    def item_texts(self, items: Sequence[Item]) -> list[tuple[str, bool, str]]:
+        out: list[tuple[str, bool, str]] = []
+        for item in items:
+            if type(item) is dict:  # the three kinds nearly every item is, read once here
+                kind = item.get("type")
+                if kind == "message" or (kind is None and "role" in item):
+                    role = item.get("role", "")
+                    if type(role) is str:
+                        content = item.get("content")
+                        text = content if type(content) is str else _parts_text(content)
+                        out.append((text, role == "assistant", text if role == "user" else ""))
+                        continue
+                elif kind == "function_call":
+                    out.append((f"{item.get('name', '')} {item.get('arguments', '')}", kind in _MODEL_ITEM_TYPES, ""))
+                    continue
+                elif kind in _TEXT_OUTPUT_TYPES:
+                    output = item.get("output")
+                    text = output if type(output) is str else _parts_text(output)
+                    out.append((text, kind in _MODEL_ITEM_TYPES, ""))
+                    continue
+            out.append((self.item_text(item), self.is_model_output(item), "\n".join(self.user_text_items((item,)))))
+        return out
+
     def make_user_item(self, text: str) -> dict[str, Any]:
         return {"role": "user", "content": text}
 

@@ -46,7 +46,7 @@ def _history(turns: int, *, rule_at: int = 3, filler: int = 200) -> list[dict[st
 
 
 def _summary_message(messages: list[Any]) -> str:
-    texts = [m["content"] for m in messages if isinstance(m.get("content"), str)]
+    texts: list[str] = [m["content"] for m in messages if isinstance(m.get("content"), str)]
     return next(t for t in texts if t.startswith(SUMMARY_MESSAGE_HEADER))
 
 
@@ -201,3 +201,16 @@ def test_the_priority_puts_instructions_before_chatter_and_pastes() -> None:
         "The failing account is ACCT-88213 in the ledger.",
     ]
     assert set(ranked[3:]) == {"Open src/a.py and check it.", "Where is parse_config used?"}
+
+
+def test_one_extraction_serves_the_figure_and_the_repair() -> None:
+    """The repair extracts once, uncapped, and samples it: the figure's items are those the check alone takes."""
+    from otel_context.compaction import retention
+
+    adapter = _adapter()
+    dropped = _history(40, filler=20)
+    every = retention.salient_items(adapter, dropped, caps=retention.UNCAPPED)
+    assert retention.sample(every, retention.CAPS) == retention.salient_items(adapter, dropped)
+    assert retention.sample(every, retention.REPAIR_CAPS) == retention.salient_items(
+        adapter, dropped, caps=retention.REPAIR_CAPS
+    )

@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from otel_context import Compactor, semconv
 from otel_context.compaction import retention
@@ -14,6 +16,7 @@ from otel_context.compaction.prompt import summary_message_text
 from otel_context.formats import for_format
 from otel_context.formats.base import CLEARED_PLACEHOLDER
 from otel_context.settings import Settings
+from tests.compaction import retention_reference
 from tests.compaction.support import Otel
 from tests.values import attrs_of
 
@@ -216,3 +219,176 @@ def test_numbers_need_a_unit_and_stand_on_their_own() -> None:
     user = "Builds v1.2 s and mod12 ms are not numbers here; 12 ms, 1,500 tokens and 2µs are."
     items = retention.salient_items(adapter, [adapter.make_user_item(user)])
     assert [t for k, t in items if k == semconv.RETENTION_KIND_NUMBER] == ["12 ms", "1,500 tokens", "2µs"]
+
+
+# -- the same results as before the speed-up (tests/compaction/retention_reference.py), on random histories --
+
+#: Pieces of text the extractors react to (and near misses), plus noise: joined at random, some repeated
+#: hundreds of times so that the texts pass the size at which each part of the text is sampled (WINDOWS).
+FRAGMENTS = (
+    "src/app/main.py",
+    "./config.yaml",
+    "~/proj/lib.rs:12:4",
+    "a.b.c.json",
+    "pkg@1.2+x/file_2.tsx",
+    ".env",
+    "call.py(",
+    "mod.pyc",
+    "/usr/lib/python3.11/json/decoder.py",
+    "ValueError: bad value",
+    "E   AssertionError: assert 1 == 2",
+    "error[E0308]: mismatched types",
+    "fatal: not a git repository",
+    "npm ERR! code ENOENT",
+    "ERROR the build broke",
+    "FAILED tests/t.py::test_x - boom",
+    "FAIL: test_y",
+    "panic: index out of range",
+    "java.lang.NullPointerException: null",
+    "except ValueError:",
+    "log.error('x')",
+    "ERR: short",
+    "KeyError:",
+    "250 ms",
+    "3.5s",
+    "4 GiB",
+    "95%",
+    "1,500 tokens",
+    "2µs",
+    "v1.2 s",
+    "mod12 ms",
+    "12x",
+    "0.5 secs",
+    "é7 ms",
+    "`parse_config()`",
+    "`CONFIG_PATH`",
+    "`123`",
+    "`a b`",
+    "``",
+    "`x`y`",
+    "Please fix the parser before Friday.",
+    "Keep the public API stable! Really?",
+    "Never touch the migrations",
+    "ok",
+    "\n",
+    " ",
+    "  ",
+    "\\n",
+    "\t",
+    ". ",
+    "! ",
+    "? ",
+    ":",
+    "rror",
+    "日本語のテキスト",
+)
+
+
+@st.composite
+def texts(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=6), max_size=14))
+    text = draw(st.sampled_from(["", " ", "\n"])).join(parts)
+    return text * draw(st.sampled_from([1, 1, 1, 2, 60, 400]))
+
+
+@st.composite
+def items_of(draw: st.DrawFn, fmt: str) -> dict[str, Any]:
+    """One item of ``fmt``, of the shapes agents send (and a few rarer ones)."""
+    text = draw(texts())
+    if draw(st.integers(0, 9)) == 0:  # our own summary message, maybe after white space
+        text = draw(st.sampled_from(["", " \n"])) + summary_message_text(text)
+    shape = draw(st.integers(0, 5))
+    call = {"path": draw(st.sampled_from(["src/a.py", "x", "notes/todo.md"]))}
+    shapes: list[dict[str, Any]]
+    if fmt == "anthropic_messages":
+        shapes = [
+            {"role": "user", "content": text},
+            {"role": "user", "content": [{"type": "text", "text": text}, {"type": "text", "text": "Also this."}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": text}]},
+            {"role": "assistant", "content": text},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": text},
+                    {"type": "tool_use", "id": "t", "name": "read", "input": call},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "thinking", "thinking": text}, {"type": "text", "text": "Done."}],
+            },
+        ]
+    elif fmt == "openai_chat":
+        shapes = [
+            {"role": "user", "content": text},
+            {"role": "user", "content": [{"type": "text", "text": text}]},
+            {"role": "tool", "tool_call_id": "c", "content": text},
+            {"role": "assistant", "content": text},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "read", "arguments": json.dumps(call)}}
+                ],
+            },
+            {"role": "assistant", "content": None, "refusal": text},
+        ]
+    else:
+        shapes = [
+            {"role": "user", "content": text},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
+            {"type": "function_call_output", "call_id": "c", "output": text},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]},
+            {"type": "function_call", "call_id": "c", "name": "read", "arguments": json.dumps(call)},
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": text}]},
+        ]
+    return shapes[shape]
+
+
+@st.composite
+def compactions(draw: st.DrawFn) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """(format, dropped items, the new request's items): the summary quotes a random part of the dropped text."""
+    fmt = draw(st.sampled_from(FORMATS))
+    dropped = draw(st.lists(items_of(fmt), max_size=12))
+    adapter = for_format(fmt)
+    quoted = [t for t in (adapter.item_text(i) for i in dropped) if draw(st.booleans())]
+    summary = adapter.make_user_item(summary_message_text("\n".join(t[: draw(st.integers(0, 400))] for t in quoted)))
+    return fmt, dropped, [summary, *draw(st.lists(items_of(fmt), max_size=3))]
+
+
+def as_fields(result: Any) -> tuple[Any, ...]:
+    return (result.retention, result.items_checked, result.lost)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(compactions())
+def test_the_check_gives_what_it_gave_before_it_was_made_faster(case: tuple[str, list[Any], list[Any]]) -> None:
+    fmt, dropped, after = case
+    adapter = for_format(fmt)
+    body = adapter.with_items({"model": "m", "max_tokens": 10}, after)
+    items = retention.salient_items(adapter, dropped)
+    assert items == retention_reference.salient_items(adapter, dropped)
+    tool_texts = [adapter.item_text(i) for i in after]
+    assert retention.salient_items(adapter, dropped, tool_texts=tool_texts) == retention_reference.salient_items(
+        adapter, dropped, tool_texts=tool_texts
+    )
+    result = retention.check(adapter, body, dropped, after)
+    assert as_fields(result) == as_fields(retention_reference.check(adapter, body, dropped, after))
+    # The lookup alone, on the items extracted once, says the same.
+    assert retention.measure_items(items, adapter, body, after) == result
+    assert retention.lookup(items, retention.request_text(adapter, body, after)) == result
+    # Microcompact: every tool result of the dropped span cleared.
+    cleared = adapter.with_tool_results_replaced(
+        dropped, {r.call_id: CLEARED_PLACEHOLDER for r in adapter.tool_results(dropped)}
+    )
+    assert as_fields(retention.check_microcompact(adapter, body, dropped, cleared)) == as_fields(
+        retention_reference.check_microcompact(adapter, body, dropped, cleared)
+    )
+
+
+def test_a_number_is_found_with_or_without_the_space_before_its_unit() -> None:
+    number = semconv.RETENTION_KIND_NUMBER
+    items = [(number, "250 ms"), (number, "3.5s"), (number, "4 GiB")]
+    result = retention.lookup(items, "took 250ms, then 3.5 s")
+    assert result.lost == ((number, "4 GiB"),)
+    assert result.items_checked == 3

@@ -1,0 +1,82 @@
+"""``item_texts`` says of each item what ``item_text``, ``is_model_output`` and ``user_text_items`` say of it
+(its one-pass form, which the retention check reads a long span with), on random valid histories of each
+format and on the rarer shapes that take its long way (refusals, legacy function calls, mappings that are
+not dicts, custom tool calls, reasoning, malformed entries); and ``compact_json``'s shortcut writes what
+``json.dumps`` writes."""
+
+from __future__ import annotations
+
+import json
+from types import MappingProxyType
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from otel_context.formats import for_format
+from otel_context.formats._common import compact_json
+from tests.formats.strategies import FORMATS, histories
+
+RARE: dict[str, list[Any]] = {
+    "anthropic_messages": [
+        {"role": "user", "content": [{"type": "text", "text": ""}, {"type": "image", "source": {}}, "junk"]},
+        {"role": "user", "content": ({"type": "text", "text": "a tuple"},)},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "n", "input": {"é": [1, 2]}}]},
+        {"role": "user", "content": None},
+        MappingProxyType({"role": "user", "content": "a proxy"}),
+        {"content": "no role"},
+        42,
+    ],
+    "openai_chat": [
+        {"role": "assistant", "content": None, "refusal": "I cannot."},
+        {"role": "assistant", "content": "Legacy.", "function_call": {"name": "f", "arguments": "{}"}},
+        {
+            "role": "assistant",
+            "content": "x",
+            "tool_calls": [{"id": "c", "type": "custom", "custom": {"name": "g", "input": "raw"}}],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "part"}, {"type": "image_url", "image_url": {}}]},
+        {"role": "user", "content": "", "tool_calls": [{"id": "c"}]},
+        MappingProxyType({"role": "user", "content": "a proxy"}),
+        "junk",
+    ],
+    "openai_responses": [
+        {"type": "custom_tool_call", "call_id": "c", "name": "g", "input": "raw"},
+        {"type": "custom_tool_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "out"}]},
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "thought"}]},
+        {"type": "compaction", "encrypted_content": "x"},
+        {"id": "ref_1"},
+        {"type": "web_search_call", "id": "w"},
+        {"type": "message", "role": "developer", "content": "be brief"},
+        {"role": 3, "content": "odd role"},
+        None,
+    ],
+}
+
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def composed(fmt: str, items: list[Any]) -> list[tuple[str, bool, str]]:
+    adapter = for_format(fmt)
+    return [(adapter.item_text(i), adapter.is_model_output(i), "\n".join(adapter.user_text_items([i]))) for i in items]
+
+
+@SETTINGS
+@given(histories())
+def test_item_texts_says_what_the_three_methods_say(case: tuple[str, list[Any]]) -> None:
+    fmt, items = case
+    assert for_format(fmt).item_texts(items) == composed(fmt, items)
+
+
+@SETTINGS
+@given(st.sampled_from(FORMATS), st.data())
+def test_the_rarer_shapes_too(fmt: str, data: st.DataObject) -> None:
+    items = data.draw(st.lists(st.sampled_from(RARE[fmt]), min_size=1, max_size=6))
+    assert for_format(fmt).item_texts(items) == composed(fmt, items)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(), st.text() | st.integers() | st.none() | st.lists(st.text(), max_size=2), max_size=4))
+def test_compact_json_writes_what_json_dumps_writes(value: dict[str, Any]) -> None:
+    """A flat dict of strings takes a shortcut; its text must be the encoder's, byte for byte."""
+    assert compact_json(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
