@@ -167,6 +167,8 @@ class CompactionJob:
     #: The previous summary (the anchor the summarizer updates) and where its head ends in ``items``.
     anchor: str | None = None
     anchor_end: int = 0
+    #: The size the result should stay under (explicit API's ``target_tokens``); None: the threshold.
+    target_tokens: int | None = None
 
 
 @dataclass
@@ -447,8 +449,11 @@ def record_discarded(
 def _count_on_breaker(job: CompactionJob, out: CompactionOutcome, state: ConversationState) -> None:
     """The breaker's bookkeeping of one attempt (called with the conversation's lock held)."""
     breaker = state.breaker
-    if job.trigger == semconv.TRIGGER_MANUAL and out.outcome == semconv.OUTCOME_SUCCESS:
-        if breaker.reset():
+    if job.trigger == semconv.TRIGGER_MANUAL:
+        # The app asked for it and reads its outcome (CompactionResult.error): a failure is not counted on the
+        # breaker, which stops the compactions nobody asked for; a summary that succeeds closes it (it shows
+        # the summarizer works again; a microcompaction shows nothing of the summarizer).
+        if out.outcome == semconv.OUTCOME_SUCCESS and out.strategy == semconv.STRATEGY_SUMMARY and breaker.reset():
             _breaker_closed(state)
     elif out.outcome == semconv.OUTCOME_FAILURE:
         out.breaker_opened = breaker.record_failure()
@@ -593,6 +598,10 @@ def _summary_answer(answer: Any) -> SummaryResult:
     return answer if isinstance(answer, SummaryResult) else SummaryResult(text=text)
 
 
+def _threshold(job: CompactionJob) -> int | None:
+    return job.budget.auto_threshold if job.budget is not None else None
+
+
 def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, CompactionOutcome]:
     """The summary layer as one compaction attempt: hooks, summarizer, invariant check, span and metrics."""
     started = time.perf_counter()
@@ -627,7 +636,7 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
                 extra_instructions=instructions,
                 cut=job.cut,
                 rehydrate_room=job.rehydrate_room,
-                target_tokens=job.budget.auto_threshold if job.budget is not None else None,
+                target_tokens=job.target_tokens if job.target_tokens is not None else _threshold(job),
                 # A rejected (too long) request cannot be resent whole to the summarizer.
                 share_prefix=job.trigger != semconv.TRIGGER_REACTIVE,
                 estimated_tokens=job.estimated_tokens,
