@@ -320,11 +320,13 @@ class CompactOptions(MicrocompactOptions, total=False):
 
     #: Extra instructions for the summarizer.
     instructions: str | None
-    #: The size the compacted conversation (system prompt, tools and messages, in otel-context's estimate:
-    #: the figures of ``should_compact`` and ``output_tokens``) should stay under. The cut moves towards the
-    #: end until the kept messages take at most 60 % of it, the summary is asked for at most a quarter of it
-    #: (its output cap, and the prompt says so), and files are rehydrated only into what is left. A target,
-    #: not a guarantee: the newest round is always kept whole. Default: the window's threshold.
+    #: The size the compacted conversation (system prompt, tools and messages) should stay under, in
+    #: otel-context's estimate (the one ``should_compact`` compares; ``output_tokens`` is the provider's count
+    #: when the summarizer's reply measured it). The cut moves towards the end until the kept messages take
+    #: at most 60 % of it, the summary is asked for at most a quarter of it (its output cap, and the prompt
+    #: says so; a reply cut at that cap is asked again with twice the room), and files are rehydrated only
+    #: into what is left. A target, not a guarantee: the newest round is always kept whole. Default: the
+    #: window's threshold, and the summary's room is the window's reserve.
     target_tokens: int | None
 
 
