@@ -188,7 +188,8 @@ def _repeat_note(skipped: int) -> str:
 def _summary_model(job: _Job) -> str:
     if job.settings.summarizer is not None:
         return "the app's summarizer (Settings.summarizer)"
-    return summary_model_for(job.settings, job.adapter.name, job.model)
+    # No model at all: an explicit Compactor with a summarize function and no model= (it needs none).
+    return summary_model_for(job.settings, job.adapter.name, job.model) or "the app's summarizer"
 
 
 def _root(error: BaseException) -> tuple[BaseException, bool]:
