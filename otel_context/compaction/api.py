@@ -340,6 +340,8 @@ class _OutputCap:
     stopped by that cap doubles it for the request that follows (the summary is asked again once)."""
 
     tokens: int
+    #: The ``target_tokens`` it serves.
+    target: int
 
     def apply(self, adapter: WireFormatAdapter, request: SummaryRequest) -> SummaryRequest:
         asked = adapter.max_output_tokens(request.body)
@@ -347,10 +349,25 @@ class _OutputCap:
             return request
         return SummaryRequest(adapter.with_output_cap(request.body, self.tokens))
 
+    def prompt_line(self) -> str:
+        """What the summarizer is told of its room (the cap alone would cut a summary that did not know)."""
+        return (
+            f"Keep the summary under about {self.tokens:,} tokens (about {self.tokens * 3 // 4:,} words): "
+            f"the compacted conversation must fit in {self.target:,} tokens."
+        )
+
     def saw(self, result: SummaryResult) -> SummaryResult:
         if any(semconv.FINISH_REASON_MAP.get(r, r) == "length" for r in result.finish_reasons):
             self.tokens *= 2
         return result
+
+
+def _summary_cap(target: int | None) -> _OutputCap | None:
+    """The summary's output cap under ``target_tokens`` (None: no target, the window's reserve applies)."""
+    if target is None:
+        return None
+    share = max(MIN_TARGET_SUMMARY_TOKENS, int(target * SUMMARY_SHARE))
+    return _OutputCap(min(budget_mod.SUMMARY_RESERVE_TOKENS, share), target)
 
 
 @dataclass
@@ -490,7 +507,8 @@ class Compactor:
             name = current_conversation_id()
         state = self._state(name, adapter, items)
         provider = adapter.provider
-        if trigger == semconv.TRIGGER_AUTO and state.breaker.open:
+        # The breaker stands for a summarizer that keeps failing: the rule-based layer asks nothing of it.
+        if trigger == semconv.TRIGGER_AUTO and state.breaker.open and strategy == semconv.STRATEGY_SUMMARY:
             cascade.count_skipped(trigger, provider, model)
             return dataclasses.replace(
                 skip,
@@ -503,16 +521,9 @@ class Compactor:
         budget = None
         if model or window is not None or self.settings.auto_compact_window is not None:
             budget = budget_mod.budget_for(model or None, self.settings, max_output_tokens=max_tokens, window=window)
-        cap = None
-        if target is not None:
-            cap = _OutputCap(
-                min(budget_mod.SUMMARY_RESERVE_TOKENS, max(MIN_TARGET_SUMMARY_TOKENS, int(target * SUMMARY_SHARE)))
-            )
-            room = (
-                f"Keep the summary under about {cap.tokens:,} tokens (about {cap.tokens * 3 // 4:,} words): "
-                f"the compacted conversation must fit in {target:,} tokens."
-            )
-            instructions = "\n".join(x for x in (instructions, room) if x)
+        cap = _summary_cap(target)
+        if cap is not None:
+            instructions = "\n".join(x for x in (instructions, cap.prompt_line()) if x)
         estimated = fixed + estimate_items(adapter, items)
         cascade.precreate_counters(provider, model)
         job = cascade.CompactionJob(

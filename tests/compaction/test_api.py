@@ -416,3 +416,29 @@ async def test_acompact_gets_the_same(async_openai_client: Any, simulated_provid
     assert sdk.compacted
     body = simulated_provider.exchanges[-1].body
     assert body.get("max_completion_tokens", body.get("max_tokens")) == 1_000
+
+
+def test_an_openai_client_with_responses_items_uses_the_responses_api(
+    openai_client: Any, simulated_provider: Any
+) -> None:
+    result = Compactor(openai_client).compact(_responses_agent(8), model="gpt-4o")
+    assert result.compacted, result.error
+    assert simulated_provider.exchanges[-1].path.endswith("/responses")
+
+
+def test_microcompact_is_not_stopped_by_an_open_breaker() -> None:
+    """The breaker stands for a failing summarizer; the rule-based layer asks nothing of it."""
+    down = Compactor(Recorder(fail=True))
+    for _ in range(3):
+        down.compact(anthropic_agent(10), trigger="auto", conversation="ticket-3")
+    assert down.compact(anthropic_agent(10), trigger="auto", conversation="ticket-3").skipped_reason
+    micro = down.microcompact(anthropic_agent(20, 9000), window=30_000, trigger="auto", conversation="ticket-3")
+    assert micro.compacted
+
+
+def test_an_empty_user_message_of_a_chat_history_is_left_out(openai_client: Any) -> None:
+    history = openai_chat_agent(8)
+    history[4] = {"role": "user", "content": [{"type": "text", "text": ""}]}
+    result = Compactor(Recorder()).compact(history)
+    assert result.compacted and result.empty_messages_dropped == 1
+    openai_client.chat.completions.create(model="gpt-4o", messages=result.messages)
