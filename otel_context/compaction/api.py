@@ -63,6 +63,9 @@ DEFAULT_WIRE_FORMAT = _ANTHROPIC
 #: Share of ``target_tokens`` the summary is asked to stay within (the kept messages get at most 60 % of it,
 #: ``summary.KEPT_SHARE``; the rest is for the user's messages kept verbatim and the rehydrated files).
 SUMMARY_SHARE = 0.25
+#: Share of ``target_tokens`` the user's messages kept verbatim beside the summary may take (what the kept
+#: messages and the summary leave; the rehydrated files get what these leave in turn).
+USER_MESSAGES_SHARE = 0.15
 #: The least output room a summary is asked with under ``target_tokens`` (a summary shorter than this
 #: cannot say what the work is, what was done and what is pending).
 MIN_TARGET_SUMMARY_TOKENS = 256
@@ -324,8 +327,8 @@ class CompactOptions(MicrocompactOptions, total=False):
     #: otel-context's estimate (the one ``should_compact`` compares; ``output_tokens`` is the provider's count
     #: when the summarizer's reply measured it). The cut moves towards the end until the kept messages take
     #: at most 60 % of it, the summary is asked for at most a quarter of it (its output cap, and the prompt
-    #: says so; a reply cut at that cap is asked again with twice the room), and files are rehydrated only
-    #: into what is left. A target, not a guarantee: the newest round is always kept whole. Default: the
+    #: says so; a reply cut at that cap is asked again with twice the room), the user's messages kept
+    #: verbatim take at most 15 % of it, and files are rehydrated only into what is left. A target, not a guarantee: the newest round is always kept whole. Default: the
     #: window's threshold, and the summary's room is the window's reserve.
     target_tokens: int | None
 
@@ -417,6 +420,16 @@ class Compactor:
             if self.settings.summarizer is not None
             else self.settings
         )
+
+    def _settings_for(self, target: int | None) -> Settings:
+        """The settings of one job: under a target, the user's messages kept verbatim get their share of it."""
+        settings = self._job_settings
+        if target is None:
+            return settings
+        share = int(target * USER_MESSAGES_SHARE)
+        if share >= settings.user_messages_budget:
+            return settings
+        return dataclasses.replace(settings, user_messages_budget=share)
 
     def _is_async(self) -> bool:
         if self._is_function():
@@ -530,7 +543,7 @@ class Compactor:
             adapter=adapter,
             body=body,
             items=items,
-            settings=self._job_settings,
+            settings=self._settings_for(target),
             provider=provider,
             model=model,
             trigger=trigger,

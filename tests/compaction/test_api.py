@@ -442,3 +442,16 @@ def test_an_empty_user_message_of_a_chat_history_is_left_out(openai_client: Any)
     result = Compactor(Recorder()).compact(history)
     assert result.compacted and result.empty_messages_dropped == 1
     openai_client.chat.completions.create(model="gpt-4o", messages=result.messages)
+
+
+def test_target_tokens_bounds_the_users_messages_kept_verbatim() -> None:
+    """A chat of long questions: the user's messages kept verbatim beside the summary would fill ten times
+    the target; under it they take their share, and what the summary did not keep is named."""
+    history: list[dict[str, Any]] = []
+    for t in range(30):
+        history.append({"role": "user", "content": f"Question {t}: " + "consider this requirement carefully. " * 40})
+        history.append({"role": "assistant", "content": f"Answer {t}: noted."})
+    wide = Compactor(Recorder()).compact(history, window=200_000)
+    narrow = Compactor(Recorder()).compact(history, window=200_000, target_tokens=4_000)
+    assert wide.output_tokens > 4_000 >= narrow.output_tokens
+    assert narrow.lost["instruction"]
