@@ -129,8 +129,8 @@ def _formats_of(message: Any) -> frozenset[str]:
     """The wire formats ``message`` can belong to, by its shape (all of them when it says nothing)."""
     if not isinstance(message, Mapping):
         return _ALL_FORMATS  # reported by the format's own check, with its index
-    if "type" in message:
-        return _RESPONSES_ONLY  # Responses items (message, function_call, ...) carry a type; messages do not
+    if message.get("type", "message") != "message":
+        return _RESPONSES_ONLY  # Responses items (function_call, reasoning, ...) carry a type; messages do not
     fits = _ALL_FORMATS
     role = message.get("role")
     if role == "tool" or any(key in message for key in _CHAT_KEYS):
@@ -153,19 +153,23 @@ def infer_wire_format(messages: Sequence[Any], client: Any = None) -> str:
     speaks), the client's own when several fit, else :data:`DEFAULT_WIRE_FORMAT` (or ``openai_chat`` when
     only the two OpenAI formats fit). ``ValueError`` when no format fits."""
     speaks = default_for_client(client) if client is not None else None
-    fits = _ALL_FORMATS
+    start = _ALL_FORMATS
+    where = "any wire format"
     if speaks is not None:
         provider = formats.for_format(speaks).provider
-        fits = frozenset(name for name in WIRE_FORMATS if formats.for_format(name).provider == provider)
+        start = frozenset(name for name in WIRE_FORMATS if formats.for_format(name).provider == provider)
+        where = f"the wire formats an {provider} client speaks"
+    fits = start
     for index, message in enumerate(messages):
         own = _formats_of(message)
         narrowed = fits & own
         if not narrowed:
             why = f"it fits {', '.join(sorted(own))} only" if own else "its parts belong to different wire formats"
-            where = f" of a {speaks} client" if speaks is not None else ""
+            if fits != start:
+                where = "the wire format of the messages before it"
             raise ValueError(
-                f"messages[{index}] does not fit the wire format{where} ({', '.join(sorted(fits))}) of the messages "
-                f"before it: {why}; pass wire_format= (one of {', '.join(WIRE_FORMATS)})"
+                f"messages[{index}] does not fit {where} ({', '.join(sorted(fits))}): {why}; "
+                f"pass wire_format= (one of {', '.join(WIRE_FORMATS)})"
             )
         fits = narrowed
     if len(fits) == 1:

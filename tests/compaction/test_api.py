@@ -184,9 +184,9 @@ def test_the_wire_format_is_inferred_and_a_mismatch_is_a_clear_error(anthropic_c
     plain = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     assert infer_wire_format(plain) == "anthropic_messages"  # the documented default for plain strings
     assert infer_wire_format([{"role": "system", "content": "Be brief."}, *plain]) == "openai_chat"
-    with pytest.raises(ValueError, match=r"messages\[2\] does not fit.*openai_chat only; pass wire_format="):
+    with pytest.raises(ValueError, match=r"messages\[2\] does not fit the wire format of the messages before it"):
         infer_wire_format([*anthropic_agent(1)[:2], *openai_chat_agent(1)[1:]])
-    with pytest.raises(ValueError, match="anthropic_messages client"):
+    with pytest.raises(ValueError, match=r"messages\[1\] does not fit the wire formats an anthropic client speaks"):
         Compactor(anthropic_client).compact(openai_chat_agent(4), model="claude-sonnet-4-6")
     with pytest.raises(ValueError, match=r"wire_format='gemini' is not supported"):
         Compactor(Recorder()).compact(anthropic_agent(4), wire_format="gemini")
