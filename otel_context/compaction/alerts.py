@@ -136,13 +136,21 @@ def breaker_opened(conversation_id: str | None, model: str, consecutive_failures
         if consecutive_failures >= threshold
         else f"{threshold} compactions in a row left the context above the threshold"
     )
+    # Only automatic compactions count on the breaker (a manual one that fails is the app's to read), so the
+    # way out is a manual summary of this very conversation, named as the app can pass it.
+    cure = (
+        f"otel_context.Compactor(client).compact(messages, model=..., conversation={conversation_id!r})"
+        if conversation_id
+        else "otel_context.Compactor(client).compact(messages, model=..., conversation=...)"
+    )
     log.warning(
         "otel_context: the compaction circuit breaker opened for conversation %s (model %s): %s. It is no longer "
-        "compacted (automatically or when the provider says it is too long) until a compaction by hand "
-        "(otel_context.Compactor) succeeds or the conversation is forgotten%s",
+        "compacted automatically (nor when the provider says it is too long) until a manual compaction of it "
+        "succeeds, %s, or the conversation is forgotten%s",
         family,
         model,
         why,
+        cure,
         _repeat_note(skipped),
     )
 
@@ -166,7 +174,10 @@ def breaker_closed(conversation_id: str | None, model: str | None) -> None:
 _AFTERMATH = {
     semconv.TRIGGER_AUTO: "Nothing was lost: the request went out unchanged",
     semconv.TRIGGER_REACTIVE: "The provider's 'too long' error reached the app, as it would without otel-context",
-    semconv.TRIGGER_MANUAL: "The history was returned unchanged",
+    semconv.TRIGGER_MANUAL: (
+        "The history was returned unchanged (CompactionResult.error); a failed manual compaction does not count "
+        "on the conversation's circuit breaker"
+    ),
 }
 
 
@@ -177,7 +188,8 @@ def _repeat_note(skipped: int) -> str:
 def _summary_model(job: _Job) -> str:
     if job.settings.summarizer is not None:
         return "the app's summarizer (Settings.summarizer)"
-    return summary_model_for(job.settings, job.adapter.name, job.model)
+    # No model at all: an explicit Compactor with a summarize function and no model= (it needs none).
+    return summary_model_for(job.settings, job.adapter.name, job.model) or "the app's summarizer"
 
 
 def _root(error: BaseException) -> tuple[BaseException, bool]:

@@ -170,6 +170,8 @@ class CompactionJob:
     anchor_end: int = 0
     #: Texts pinned for this compaction besides the conversation's own pins (the explicit API's ``pinned=``).
     pinned: tuple[str, ...] = ()
+    #: The size the result should stay under (explicit API's ``target_tokens``); None: the threshold.
+    target_tokens: int | None = None
 
 
 @dataclass
@@ -312,6 +314,8 @@ def _check_retention(job: CompactionJob, span: Span, out: CompactionOutcome) -> 
     cut = out.cut if out.strategy == semconv.STRATEGY_SUMMARY else 0
     try:
         if out.repair is not None:  # a summary: checked, and repaired, before it was used
+            # Both figures on the request as sent (the files restored after the summary count, as before).
+            out.repair = out.repair.measured(retention_mod.request_text(job.adapter, job.body, out.items))
             out.retention = out.repair.after
             repair_mod.annotate(span, out.repair)
         else:
@@ -477,8 +481,11 @@ def record_discarded(
 def _count_on_breaker(job: CompactionJob, out: CompactionOutcome, state: ConversationState) -> None:
     """The breaker's bookkeeping of one attempt (called with the conversation's lock held)."""
     breaker = state.breaker
-    if job.trigger == semconv.TRIGGER_MANUAL and out.outcome == semconv.OUTCOME_SUCCESS:
-        if breaker.reset():
+    if job.trigger == semconv.TRIGGER_MANUAL:
+        # The app asked for it and reads its outcome (CompactionResult.error): a failure is not counted on the
+        # breaker, which stops the compactions nobody asked for; a summary that succeeds closes it (it shows
+        # the summarizer works again; a microcompaction shows nothing of the summarizer).
+        if out.outcome == semconv.OUTCOME_SUCCESS and out.strategy == semconv.STRATEGY_SUMMARY and breaker.reset():
             _breaker_closed(state)
     elif out.outcome == semconv.OUTCOME_FAILURE:
         out.breaker_opened = breaker.record_failure()
@@ -636,7 +643,7 @@ def _summary_task(job: CompactionJob, instructions: str | None) -> SummaryTask:
         min_index=job.min_index,
         instructions=instructions,
         cut=job.cut,
-        target_tokens=budget.auto_threshold if budget is not None else None,
+        target_tokens=job.target_tokens if job.target_tokens is not None else _threshold(job),
         # A rejected (too long) request cannot be resent whole to the summarizer.
         share_prefix=job.trigger != semconv.TRIGGER_REACTIVE,
         rehydrate_room=job.rehydrate_room,
@@ -649,6 +656,10 @@ def _summary_task(job: CompactionJob, instructions: str | None) -> SummaryTask:
         pinned=(*pins.pinned(job.state.key if job.state is not None and job.state.explicit else None), *job.pinned),
         unpinned=pins.unpinned(job.state.key if job.state is not None and job.state.explicit else None),
     )
+
+
+def _threshold(job: CompactionJob) -> int | None:
+    return job.budget.auto_threshold if job.budget is not None else None
 
 
 def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, CompactionOutcome]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opentelemetry.trace import Span
@@ -197,6 +197,15 @@ class Repair:
     left_out: Mapping[str, int] = field(default_factory=dict)
     #: Restored sentences marked as replaced by a later one (the model is left one current value).
     superseded: int = 0
+    #: The items the figure checks (the retention check's sample of the replaced span), to measure the request
+    #: as finally sent (with the files restored after the summary, and what hooks add).
+    checked: tuple[tuple[str, str], ...] = ()
+
+    def measured(self, request: str) -> Repair:
+        """This repair with both figures measured on ``request``, the text of the request as finally sent:
+        after (as it is) and before the repair (without the block)."""
+        before = retention_mod.lookup(self.checked, request.replace(self.text, "") if self.text else request)
+        return replace(self, before=before, after=retention_mod.lookup(self.checked, request))
 
 
 #: What a prose line is mostly made of (ASCII letters and spaces), deleted to count the rest at C speed.
@@ -415,7 +424,7 @@ def repair(
     haystack = retention_mod.request_text(adapter, body, [*head, *kept])
     before = retention_mod.lookup(checked, haystack)
     if budget <= 0:
-        return Repair(before, before, budget=0)
+        return Repair(before, before, budget=0, checked=tuple(checked))
     used = estimate_text(RESTORED_HEADER) + 2 * estimate_text(RESTORED_USER_LINE)
     ranked = candidates(adapter, dropped, said, retention_mod.sample(every, retention_mod.REPAIR_CAPS))
     chosen: list[_Candidate] = []
@@ -443,7 +452,7 @@ def repair(
         left_out[dropped_last.kind] = left_out.get(dropped_last.kind, 0) + 1
         text, superseded = _render(adapter, chosen, ranked, kept)
     if not chosen:
-        return Repair(before, before, budget=budget, left_out=left_out)
+        return Repair(before, before, budget=budget, left_out=left_out, checked=tuple(checked))
     restored: dict[str, int] = {}
     for candidate in chosen:
         restored[candidate.kind] = restored.get(candidate.kind, 0) + 1
@@ -456,6 +465,7 @@ def repair(
         restored=restored,
         left_out=left_out,
         superseded=superseded,
+        checked=tuple(checked),
     )
 
 

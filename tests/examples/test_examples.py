@@ -128,6 +128,9 @@ def test_explicit_compactor(example: Callable[[str], str]) -> None:
     assert "compacted: " in out and "(success)" in out
     assert "the FACT line survived the compactions: True" in out
     assert "span compact: trigger=manual strategy=summary outcome=success" in out
+    assert "retention " in out and "lost " in out
+    assert "own summarizer: compacted=True" in out and "own summary keeps the FACT line: True" in out
+    assert "span compact: trigger=manual strategy=microcompact outcome=success" in out
 
 
 def test_hooks_keep_the_rule_and_reinject_the_file(example: Callable[[str], str]) -> None:
