@@ -49,6 +49,11 @@ class Snapshot:
     #: With a shared store only: the chained content hash after each item (see
     #: :mod:`otel_context.conversation.shared`), so the next commit hashes only what was appended.
     chain: tuple[str, ...] = ()
+    #: The responses that answered exactly ``items`` (the call, and retries or histories that opened alike),
+    #: as ``(reply digest, response id)``: a later call names one as its previous response (the provider's cache
+    #: diagnostics) only when it sends that very reply back after ``items``. An id of "" marks a digest two
+    #: responses shared, which proves nothing. Kept only with ``cache_diagnostics`` on.
+    replies: tuple[tuple[str, str], ...] = ()
 
     def __init__(
         self,
@@ -57,10 +62,11 @@ class Snapshot:
         entry: MemoEntry | None = None,
         tokens: int = 0,
         chain: tuple[str, ...] = (),
+        replies: tuple[tuple[str, str], ...] = (),
     ) -> None:
         # The generated __init__'s fields and order, in one dict update instead of a frozen dataclass's
         # object.__setattr__ per field (every chat call commits one).
-        self.__dict__.update(items=items, usage=usage, entry=entry, tokens=tokens, chain=chain)
+        self.__dict__.update(items=items, usage=usage, entry=entry, tokens=tokens, chain=chain, replies=replies)
 
     @property
     def size(self) -> int:

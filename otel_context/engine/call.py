@@ -246,6 +246,8 @@ class CallState(CallPlan):
     started = 0.0
     #: The link of the stored response this call continues (Responses ``previous_response_id``), if known.
     continued_link: ChainLink | None = None
+    #: The previous response this call asked the provider to compare its prompt with (``cache_diagnostics``).
+    compared_with: str | None = None
     _scope: str | None = None
 
     def __init__(
