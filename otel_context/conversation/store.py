@@ -25,6 +25,7 @@ from otel_context.conversation.state import (
     Resolution,
     Snapshot,
     _equal_positions,
+    _without_markers,
     unchanged_prefix,
 )
 from otel_context.fork_safe import new_lock
@@ -291,7 +292,13 @@ def _best_branch(
             unchanged = 0
         else:
             n = len(snapshot.items)
-            if n > len(items) or (n and items[n - 2 if n > 1 else 0] != snapshot.items[n - 2 if n > 1 else 0]):
+            if n > len(items):
+                continue
+            if n and items[n - 2 if n > 1 else 0] != snapshot.items[n - 2 if n > 1 else 0]:
+                if _reopens(snapshot, items):
+                    unchanged = 0  # the one message again, its marker moved: this history goes on
+                    if unchanged > best_unchanged:
+                        best, best_snapshot, best_unchanged = state, snapshot, unchanged
                 continue  # a cheap look at one item rules most other histories out
             unchanged = unchanged_prefix(snapshot, items, same_last_message=True)
             if unchanged == 0 and n:
@@ -299,6 +306,13 @@ def _best_branch(
         if unchanged > best_unchanged:
             best, best_snapshot, best_unchanged = state, snapshot, unchanged
     return best, best_snapshot, best_unchanged
+
+
+def _reopens(snapshot: Snapshot, items: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``items`` resend the one message of ``snapshot`` (a first call) with only its cache marker moved,
+    as apps that mark the newest message do on their second call: that history continues, with nothing proven
+    beyond what the derived key already says (its first user message)."""
+    return len(snapshot.items) == 1 and _without_markers(items[0]) == _without_markers(snapshot.items[0])
 
 
 def _inherit(state: ConversationState, others: Sequence[ConversationState], items: Sequence[Mapping[str, Any]]) -> None:

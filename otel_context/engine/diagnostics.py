@@ -36,8 +36,11 @@ def previous_response(adapter: ChatFormat, body: Mapping[str, Any], items: Seque
     if snapshot is None or not snapshot.replies:
         return None
     n = len(snapshot.items)
-    # The history this response answered, unchanged (its last item may come back with a moved cache marker).
-    if n == 0 or resolution.unchanged < n - 1 or len(items) <= n:
+    if n == 0 or len(items) <= n:
+        return None
+    # The history this response answered, unchanged (its last item may come back with a moved cache marker);
+    # an explicit conversation is one by the app's word, edits included (a derived one branches at an edit).
+    if not resolution.state.explicit and resolution.unchanged < n - 1:
         return None
     end = n
     while end < len(items) and adapter.is_model_output(items[end]):
