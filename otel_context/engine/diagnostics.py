@@ -27,7 +27,9 @@ from otel_context.formats.base import ChatFormat, Item
 MAX_REPLIES = 8
 
 
-def previous_response(adapter: ChatFormat, body: Mapping[str, Any], items: Sequence[Item], resolution: Resolution) -> str | None:
+def previous_response(
+    adapter: ChatFormat, body: Mapping[str, Any], items: Sequence[Item], resolution: Resolution
+) -> str | None:
     """The id of the response this call continues, when its content proves it (see the module doc)."""
     continued = adapter.continued_response(body)
     if continued is not None:

@@ -319,7 +319,12 @@ def provider_reason(value: Any) -> str | None:
     what another shape sends is ``other``, never free text); None when absent."""
     if value is None:
         return None
-    if isinstance(value, str) and 0 < len(value) <= _MAX_REASON and value.replace("_", "").isalnum() and value.islower():
+    if (
+        isinstance(value, str)
+        and 0 < len(value) <= _MAX_REASON
+        and value.replace("_", "").isalnum()
+        and value.islower()
+    ):
         return value
     return "other"
 

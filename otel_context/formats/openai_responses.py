@@ -690,7 +690,9 @@ def _reply_digest(items: Sequence[Any]) -> str:
                 texts.append(content)
             else:
                 texts.extend(
-                    t for part in as_list(content) if _get(part, "type") == "output_text" and isinstance(t := _get(part, "text"), str)
+                    t
+                    for part in as_list(content)
+                    if _get(part, "type") == "output_text" and isinstance(t := _get(part, "text"), str)
                 )
     return reply_digest(texts, ids)
 

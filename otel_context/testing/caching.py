@@ -303,7 +303,8 @@ def openai_diagnosis(previous: PromptRecord | None, current: PromptRecord) -> di
     elif changed is not None:
         reason = OPENAI_SETTING_REASONS.get(changed, "input_changed")
     elif not _appended(
-        [k for k in previous.keys if not k.startswith("tools|")], [k for k in current.keys if not k.startswith("tools|")]
+        [k for k in previous.keys if not k.startswith("tools|")],
+        [k for k in current.keys if not k.startswith("tools|")],
     ):
         compacted = any('"type":"compaction"' in k for k in current.keys if k not in previous.keys)
         reason = "context_compacted" if compacted else "input_changed"

@@ -73,7 +73,12 @@ class Chat:
             "model": self.model,
             "instructions": self.system,
             "tools": [
-                {"type": "function", "name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
+                {
+                    "type": "function",
+                    "name": t["name"],
+                    "description": t["description"],
+                    "parameters": t["input_schema"],
+                }
                 for t in self.tools
             ],
             "input": [dict(m) for m in self.history],
@@ -222,7 +227,10 @@ async def test_every_later_call_carries_the_providers_diagnosis_and_each_change_
     for turn, (ours, theirs) in expected.items():
         attributes = mains[turn - 1].attributes
         assert attributes[semconv.CACHE_DIAGNOSIS_DETECTOR_REASON] == ours, turn
-        assert attributes.get(semconv.CACHE_DIAGNOSIS_PROVIDER_REASON, attributes[semconv.CACHE_DIAGNOSIS_STATUS]) == theirs
+        assert (
+            attributes.get(semconv.CACHE_DIAGNOSIS_PROVIDER_REASON, attributes[semconv.CACHE_DIAGNOSIS_STATUS])
+            == theirs
+        )
         assert attributes[semconv.CACHE_DIAGNOSIS_AGREEMENT] == semconv.AGREEMENT_AGREE, turn
         brk = unexpected_break(mains[turn - 1])
         if ours == semconv.DETECTOR_NONE:
@@ -310,9 +318,10 @@ async def test_a_miss_below_the_detectors_five_percent_is_a_disagreement(
     assert attributes[semconv.CACHE_DIAGNOSIS_MISSED_TOKENS] > 2_000
     assert attributes[semconv.CACHE_DIAGNOSIS_DETECTOR_REASON] == semconv.DETECTOR_NONE
     assert attributes[semconv.CACHE_DIAGNOSIS_AGREEMENT] == semconv.AGREEMENT_DISAGREE
-    assert diagnoses(metric_reader)[
-        (semconv.DETECTOR_NONE, semconv.REASON_MESSAGES_CHANGED, semconv.AGREEMENT_DISAGREE)
-    ] == 1
+    assert (
+        diagnoses(metric_reader)[(semconv.DETECTOR_NONE, semconv.REASON_MESSAGES_CHANGED, semconv.AGREEMENT_DISAGREE)]
+        == 1
+    )
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
@@ -410,4 +419,6 @@ async def test_a_pending_diagnosis_is_said_and_counted_as_unknown(
     last = main_chat_spans(spans)[-1].attributes
     assert last[semconv.CACHE_DIAGNOSIS_STATUS] == semconv.DIAGNOSIS_PENDING
     assert last[semconv.CACHE_DIAGNOSIS_AGREEMENT] == semconv.AGREEMENT_UNKNOWN
-    assert diagnoses(metric_reader) == {(semconv.DETECTOR_NONE, semconv.DIAGNOSIS_PENDING, semconv.AGREEMENT_UNKNOWN): 1}
+    assert diagnoses(metric_reader) == {
+        (semconv.DETECTOR_NONE, semconv.DIAGNOSIS_PENDING, semconv.AGREEMENT_UNKNOWN): 1
+    }
