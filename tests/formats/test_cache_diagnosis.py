@@ -148,7 +148,7 @@ def test_a_reply_digest_matches_the_reply_sent_back_in_every_shape() -> None:
     assert ANTHROPIC.reply_signature({**streamed, "streamed_text": "Reading it."}) == digest
     other = [{"role": "assistant", "content": [*response["content"][:2], {"type": "tool_use", "id": "toolu_02"}]}]
     assert ANTHROPIC.items_reply_signature(other) != digest
-    output = [
+    output: list[dict[str, Any]] = [
         {"type": "reasoning", "id": "rs_1", "summary": []},
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]},
     ]
