@@ -48,7 +48,7 @@ class Chat:
     """A chat app that keeps plain-data history and resends it all every turn (in the SDK's own shape)."""
 
     provider: str
-    mode: str  # sync | async | stream
+    mode: str  # sync | async | stream (raw events) | helper (the SDK's stream helper)
     client: Any
     system: str = SYSTEM
     tools: list[dict[str, Any]] = field(default_factory=lambda: list(TOOLS))
@@ -96,6 +96,12 @@ class Chat:
             return _text_and_id(self.provider, create(**body))
         if self.mode == "async":
             return _text_and_id(self.provider, await create(**body))
+        if self.mode == "helper":  # the SDK's stream helper and its final message
+            if self.provider == "anthropic":
+                with self.client.messages.stream(**body) as stream:
+                    return _text_and_id(self.provider, stream.get_final_message())
+            with self.client.responses.stream(**body) as stream:
+                return _text_and_id(self.provider, stream.get_final_response())
         text, response_id = "", ""
         for event in create(**body, stream=True):  # the app reads the raw events
             if self.provider == "anthropic":
@@ -115,6 +121,8 @@ def _text_and_id(provider: str, response: Any) -> tuple[str, str]:
 
 
 MODES = [(p, m) for p in ("anthropic", "openai") for m in ("sync", "async", "stream")]
+#: With the SDKs' stream helpers too (``messages.stream``, ``responses.stream``).
+ALL_MODES = [*MODES, ("anthropic", "helper"), ("openai", "helper")]
 
 
 def _client(sim: Any, provider: str, mode: str) -> Any:
@@ -187,7 +195,7 @@ def compared_ids(sim: Any) -> list[str | None]:
 # --- done when ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("provider", "mode"), MODES)
+@pytest.mark.parametrize(("provider", "mode"), ALL_MODES)
 async def test_every_later_call_carries_the_providers_diagnosis_and_each_change_agrees(
     provider: str, mode: str, spans: Any, metric_reader: Any, simulated_provider: Any
 ) -> None:
