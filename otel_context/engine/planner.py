@@ -101,6 +101,8 @@ class EnginePlan(CallState):
                 # In the chat span's context: a stream ends in the app's, and the exemplar must point here.
                 context=context if context is not None else trace.set_span_in_context(span),
             )
+        # Read before the check (and before forget_uncached) clears it: a compaction changed this call's prefix.
+        compacted = state.detector is not None and state.detector.compaction_pending
         if usage is not None and state.detector is not None and self.fingerprint_deferred:
             if not cache.leaves_cache(self.adapter.automatic_caching, usage):
                 state.detector.forget_uncached()  # what the check would conclude, without the fingerprint
@@ -108,24 +110,23 @@ class EnginePlan(CallState):
                 self.refingerprint()  # the first call that caches: the baseline of the next call's check
         if diagnosis is None:
             diagnosis = self.adapter.diagnosis_when_absent(self.body)
-        compacted = state.detector is not None and state.detector.compaction_pending
         brk: cache.CacheBreak | None = None
-        if usage is not None and state.detector is not None and self.fingerprint is not None:
-            try:
+        try:
+            if usage is not None and state.detector is not None and self.fingerprint is not None:
                 brk = state.detector.check(self.fingerprint, usage, self.started, ended)
-            except Exception:
-                telemetry.log_once("engine.cache_check", "otel_context: the cache-break check failed", exc_info=True)
-        # The provider's diagnosis beside the detector's reason: on the span, on the break's event, counted.
-        side_by_side = (
-            cache.diagnosis_attributes(diagnostics.detector_reason(brk, compacted), diagnosis)
-            if diagnosis is not None
-            else None
-        )
-        if brk is not None:
-            cache.record_unexpected_break(span, brk, provider, self.model, side_by_side)
-        if side_by_side is not None:
-            self.attributes.update(side_by_side)
-            cache.count_diagnosis(side_by_side, provider, self.model)
+            # The provider's diagnosis beside the detector's reason: on the span, on the break's event, counted.
+            side_by_side = (
+                cache.diagnosis_attributes(diagnostics.detector_reason(brk, compacted), diagnosis)
+                if diagnosis is not None
+                else None
+            )
+            if brk is not None:
+                cache.record_unexpected_break(span, brk, provider, self.model, side_by_side)
+            if side_by_side is not None:
+                self.attributes.update(side_by_side)
+                cache.count_diagnosis(side_by_side, provider, self.model)
+        except Exception:
+            telemetry.log_once("engine.cache_check", "otel_context: the cache-break check failed", exc_info=True)
         # The response is read for compaction blocks and edits only when the request asked the provider to
         # manage its context; usage's compaction figures are always looked at (here first: most calls have none).
         read = response if _asks_provider_to_compact(self.request) else None
