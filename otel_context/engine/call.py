@@ -248,6 +248,8 @@ class CallState(CallPlan):
     continued_link: ChainLink | None = None
     #: The previous response this call asked the provider to compare its prompt with (``cache_diagnostics``).
     compared_with: str | None = None
+    #: The body before it asked for the diagnosis (a reactive compaction summarizes from it, and asks again).
+    unasked: Mapping[str, Any] | None = None
     _scope: str | None = None
 
     def __init__(

@@ -51,9 +51,14 @@ class EnginePlan(CallState):
 
     def on_too_long(self, span: Span, error: BaseException) -> Generator[Step, Any, Mapping[str, Any] | None]:
         try:
+            asked = self.unasked is not None
+            if self.unasked is not None:
+                self.body = self.unasked  # the summarizer's request is ours: it asks the provider nothing
             body = yield from reactive.compact(span, self, error)
-            if body is not None and self.request.settings.cache_diagnostics:
-                body = diagnostics.ask(self.adapter, body, self.compared_with)  # the retry asks as the call did
+            if body is not None and asked:
+                # The retry asks as the call did (and the response is read against what was sent).
+                self.unasked, body = body, diagnostics.ask(self.adapter, body, self.compared_with)
+                self.body = body
             return body
         except Exception:
             telemetry.log_once(
@@ -345,7 +350,7 @@ def ready(call: CallState, decision: Decision) -> None:
     if call.request.settings.cache_diagnostics:
         # Asked for on the body that goes out (after the cascade, which rebuilds it from the app's).
         previous = diagnostics.previous_response(call.adapter, call.request.body, call.items, call.resolution)
-        call.compared_with = previous
+        call.compared_with, call.unasked = previous, call.body
         call.body = diagnostics.ask(call.adapter, call.body, previous)
     if state.detector.nothing_cached():
         call.fingerprint_deferred = True  # most calls of a conversation that does not cache: no fingerprint

@@ -431,3 +431,32 @@ async def test_a_pending_diagnosis_is_said_and_counted_as_unknown(
     assert diagnoses(metric_reader) == {
         (semconv.DETECTOR_NONE, semconv.DIAGNOSIS_PENDING, semconv.AGREEMENT_UNKNOWN): 1
     }
+
+
+async def test_a_request_rejected_as_too_long_retries_asking_as_it_did(spans: Any, simulated_provider: Any) -> None:
+    """Reactive compaction: the summarizer's own requests ask the provider nothing (they are ours); the
+    retried request names the same previous response as the rejected one did, and its answer is read."""
+    otel_context.instrument(
+        capture_content="NO_CONTENT", cache_diagnostics=True, auto_compact_window=200_000, background_compaction=False
+    )
+    chat = Chat("anthropic", "sync", simulated_provider.anthropic())
+    try:
+        for number in range(1, 5):
+            await chat.turn(number)
+        simulated_provider.set_window(chat.model, 6_000)  # the next request no longer fits: rejected, compacted
+        await chat.turn(5)
+    finally:
+        await _close(chat.client)
+        otel_context.uninstrument()
+    statuses = [e.status for e in simulated_provider.exchanges]
+    compared = compared_ids(simulated_provider)
+    assert statuses[4] == 400 and statuses[-1] == 200 and len(statuses) > 6
+    assert compared[:5] == [None, *chat.ids[:4]]  # the rejected request named the previous response ...
+    assert set(compared[5:-1]) == {"<absent>"}  # ... the summarizer's did not ...
+    assert compared[-1] == chat.ids[3]  # ... and the retry names it again
+    retried = main_chat_spans(spans)[-1].attributes
+    assert retried[semconv.GEN_AI_CONVERSATION_COMPACTED] is True
+    assert retried[semconv.CACHE_DIAGNOSIS_STATUS] == semconv.DIAGNOSIS_MISS
+    assert retried[semconv.CACHE_DIAGNOSIS_PROVIDER_REASON] == semconv.REASON_MESSAGES_CHANGED
+    assert retried[semconv.CACHE_DIAGNOSIS_DETECTOR_REASON] == semconv.REASON_COMPACTION
+    assert retried[semconv.CACHE_DIAGNOSIS_AGREEMENT] == semconv.AGREEMENT_AGREE
