@@ -78,10 +78,10 @@ class PromptCache:
         self._lock = threading.Lock()
 
     def reset(self) -> None:
-        """Forget every entry (and every prompt record)."""
+        """Forget every entry (as an eviction would: the prompts kept for diagnostics stay, the provider still
+        knows what each response's request was)."""
         with self._lock:
             self._entries.clear()
-            self._records.clear()
 
     def remember(self, response_id: str, record: PromptRecord) -> None:
         """Keep the prompt of the request ``response_id`` answered, for a later request's diagnosis."""

@@ -460,3 +460,26 @@ async def test_a_request_rejected_as_too_long_retries_asking_as_it_did(spans: An
     assert retried[semconv.CACHE_DIAGNOSIS_PROVIDER_REASON] == semconv.REASON_MESSAGES_CHANGED
     assert retried[semconv.CACHE_DIAGNOSIS_DETECTOR_REASON] == semconv.REASON_COMPACTION
     assert retried[semconv.CACHE_DIAGNOSIS_AGREEMENT] == semconv.AGREEMENT_AGREE
+
+
+async def test_a_break_the_provider_calls_a_hit_is_a_disagreement(
+    spans: Any, metric_reader: Any, simulated_provider: Any
+) -> None:
+    """The provider evicts the cache (its prompts are unchanged): the detector reports a break it cannot explain
+    (``unknown``), the provider's comparison finds nothing diverged (a hit), and the two disagree."""
+    otel_context.instrument(capture_content="NO_CONTENT", cache_diagnostics=True)
+    chat = Chat("anthropic", "sync", simulated_provider.anthropic())
+    try:
+        await chat.turn(1)
+        await chat.turn(2)
+        simulated_provider.reset_cache()
+        await chat.turn(3)
+    finally:
+        await _close(chat.client)
+        otel_context.uninstrument()
+    evicted = main_chat_spans(spans)[-1]
+    brk = unexpected_break(evicted)
+    assert brk is not None and brk[semconv.CACHE_BREAK_REASON] == semconv.REASON_UNKNOWN
+    assert brk[semconv.CACHE_DIAGNOSIS_STATUS] == semconv.DIAGNOSIS_HIT
+    assert brk[semconv.CACHE_DIAGNOSIS_AGREEMENT] == semconv.AGREEMENT_DISAGREE
+    assert diagnoses(metric_reader)[(semconv.REASON_UNKNOWN, semconv.DIAGNOSIS_HIT, semconv.AGREEMENT_DISAGREE)] == 1
