@@ -294,6 +294,12 @@ async def test_a_compaction_is_our_intentional_break_and_the_providers_miss_and_
     if len(compacts) == 1:
         # The call after it compares with the compacted request, whose prefix it resends: a hit.
         assert mains[-1].attributes[semconv.CACHE_DIAGNOSIS_STATUS] == semconv.DIAGNOSIS_HIT
+    # Each call names the previous response; the summarizer's requests (ours) name none.
+    summarizer_calls = len(spans()) - len(mains) - len(compacts)
+    compared = compared_ids(simulated_provider)
+    named = [None, *chat.ids[:-1]] if provider == "anthropic" else chat.ids[:-1]
+    assert [c for c in compared if c != "<absent>"] == named
+    assert compared.count("<absent>") == summarizer_calls + (provider == "openai")
     counts = diagnoses(metric_reader)
     assert counts[(semconv.REASON_COMPACTION, theirs, semconv.AGREEMENT_AGREE)] == len(compacts)
     assert not [key for key in counts if key[2] != semconv.AGREEMENT_AGREE]
