@@ -74,6 +74,30 @@ class Snapshot:
         return BYTES_PER_TOKEN * self.tokens
 
 
+#: Responses a snapshot remembers for its items (retries, histories that opened alike): a few, whatever the app does.
+MAX_REPLIES = 8
+
+
+def merge_replies(known: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """:attr:`Snapshot.replies` of two sets of responses to the same items: a digest that two different
+    responses share is kept with no id (neither response can be told from the reply); the newest last, a few."""
+    out = list(known)
+    for digest, response_id in new:
+        for i, (other, other_id) in enumerate(out):
+            if other == digest:
+                if other_id != response_id:
+                    out[i] = (digest, "")
+                break
+        else:
+            out.append((digest, response_id))
+    return tuple(out[-MAX_REPLIES:])
+
+
+def same_items(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether two histories are the same items (a C-level list comparison)."""
+    return len(a) == len(b) and (a if type(a) is list else list(a)) == (b if type(b) is list else list(b))
+
+
 def unchanged_prefix(
     snapshot: Snapshot | None, items: Sequence[Mapping[str, Any]], *, same_last_message: bool = False
 ) -> int:

@@ -26,6 +26,8 @@ from otel_context.conversation.state import (
     Snapshot,
     _equal_positions,
     _without_markers,
+    merge_replies,
+    same_items,
     unchanged_prefix,
 )
 from otel_context.fork_safe import new_lock
@@ -204,6 +206,19 @@ class ConversationStore:
                 parent = state
                 state = self._new(state.key, False)
                 state.inherit(parent, factor=True, baseline=False)
+            if (
+                current is not None
+                and current is not resolution.snapshot
+                and current.replies
+                and snapshot.replies
+                and same_items(current.items, snapshot.items)
+            ):
+                # Another call answered the very same items since this one read them (two histories that opened
+                # alike, at once): both responses stay known, so neither conversation names the other's.
+                merged = merge_replies(current.replies, snapshot.replies)
+                snapshot = Snapshot(
+                    snapshot.items, snapshot.usage, snapshot.entry, snapshot.tokens, snapshot.chain, merged
+                )
             tracked = state.ident in self._states
             if tracked:
                 self._bytes += snapshot.size - (state.snapshot.size if state.snapshot is not None else 0)

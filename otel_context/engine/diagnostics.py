@@ -21,10 +21,8 @@ from typing import Any
 
 from otel_context import cache, semconv
 from otel_context.conversation import Resolution, Snapshot
+from otel_context.conversation.state import merge_replies, same_items
 from otel_context.formats.base import ChatFormat, Item
-
-#: Responses remembered per history (retries, histories that opened alike): a few, whatever the app does.
-MAX_REPLIES = 8
 
 
 def previous_response(
@@ -80,19 +78,8 @@ def replies_of(
     digest = adapter.reply_signature(response)
     if not digest:
         return ()
-    known: list[tuple[str, str]] = []
-    if read is not None and read.replies and _same_items(read.items, items):
-        known = list(read.replies)
-    for i, (other, _) in enumerate(known):
-        if other == digest:
-            known[i] = (digest, "")  # two responses said the same: neither can be told from the reply
-            return tuple(known)
-    known.append((digest, response_id))
-    return tuple(known[-MAX_REPLIES:])
-
-
-def _same_items(a: Sequence[Item], b: Sequence[Item]) -> bool:
-    return len(a) == len(b) and (list(a) if type(a) is not list else a) == (list(b) if type(b) is not list else b)
+    known = read.replies if read is not None and read.replies and same_items(read.items, items) else ()
+    return merge_replies(known, ((digest, response_id),))
 
 
 def detector_reason(brk: cache.CacheBreak | None, compacted: bool) -> str:

@@ -489,3 +489,38 @@ async def test_a_break_the_provider_calls_a_hit_is_a_disagreement(
     assert brk[semconv.CACHE_DIAGNOSIS_STATUS] == semconv.DIAGNOSIS_HIT
     assert brk[semconv.CACHE_DIAGNOSIS_AGREEMENT] == semconv.AGREEMENT_DISAGREE
     assert diagnoses(metric_reader)[(semconv.REASON_UNKNOWN, semconv.DIAGNOSIS_HIT, semconv.AGREEMENT_DISAGREE)] == 1
+
+
+def test_two_first_calls_at_once_that_get_the_same_reply_name_neither(spans: Any) -> None:
+    """The race a sequential test cannot show: two conversations open alike, both first calls read the empty
+    state before either commits, and both get the same reply. Whichever commits last, neither next call may name
+    the other's response: the engine's plans, driven as the instrumentation drives them, interleaved by hand."""
+    from opentelemetry import trace
+
+    from otel_context import engine
+    from otel_context.contract import CallRequest
+    from otel_context.flow import drive, perform_with
+    from otel_context.settings import resolve
+    from otel_context.usage import CacheDiagnosis, TokenUsage
+
+    settings = resolve({"cache_diagnostics": True}, env={})
+    tracer = trace.get_tracer(__name__)
+    opening = [{"role": "user", "content": "Hi"}]
+
+    def plan(messages: list[dict[str, Any]]) -> Any:
+        body = {"model": ANTHROPIC_MODEL, "max_tokens": 100, "messages": messages}
+        request = CallRequest("anthropic", "anthropic_messages", body, ANTHROPIC_MODEL, settings)
+        return drive(engine.plan(tracer.start_span("chat"), request), perform_with(None))
+
+    def answer(call: Any, response_id: str) -> None:
+        response = {"id": response_id, "content": [{"type": "text", "text": "Hello! How can I help?"}]}
+        usage = TokenUsage(input_tokens=10, output_tokens=5)
+        call.on_response(tracer.start_span("chat"), usage, response, response_id, CacheDiagnosis("hit"))
+
+    alice, bob = plan(list(opening)), plan(list(opening))  # both read before either commits
+    answer(alice, "msg_alice")
+    answer(bob, "msg_bob")
+    reply = {"role": "assistant", "content": "Hello! How can I help?"}
+    for user in ("alice", "bob"):
+        following = plan([*opening, reply, {"role": "user", "content": f"I am {user}."}])
+        assert "msg_" not in json.dumps(following.body), following.body
