@@ -499,7 +499,7 @@ def test_two_first_calls_at_once_that_get_the_same_reply_name_neither(spans: Any
 
     from otel_context import engine
     from otel_context.contract import CallRequest
-    from otel_context.flow import drive, perform_with
+    from otel_context.flow import SummaryRequest, SummaryResult, drive, perform_with
     from otel_context.settings import resolve
     from otel_context.usage import CacheDiagnosis, TokenUsage
 
@@ -507,10 +507,13 @@ def test_two_first_calls_at_once_that_get_the_same_reply_name_neither(spans: Any
     tracer = trace.get_tracer(__name__)
     opening = [{"role": "user", "content": "Hi"}]
 
+    def no_summary(request: SummaryRequest) -> SummaryResult:
+        raise AssertionError("these short histories are never compacted")
+
     def plan(messages: list[dict[str, Any]]) -> Any:
         body = {"model": ANTHROPIC_MODEL, "max_tokens": 100, "messages": messages}
         request = CallRequest("anthropic", "anthropic_messages", body, ANTHROPIC_MODEL, settings)
-        return drive(engine.plan(tracer.start_span("chat"), request), perform_with(None))
+        return drive(engine.plan(tracer.start_span("chat"), request), perform_with(no_summary))
 
     def answer(call: Any, response_id: str) -> None:
         response = {"id": response_id, "content": [{"type": "text", "text": "Hello! How can I help?"}]}
