@@ -222,6 +222,9 @@ def run(
         microcompact=True,
         microcompact_clear_at_least=1_000,  # the small window's scale (default 5,000 tokens)
         summarizer=broken_summarizer,
+        # Ask the (simulated) provider why a prompt's cache was missed: the dashboard's panels of the cache-break
+        # detector's agreement with the provider have data too.
+        cache_diagnostics=True,
     )
     print(f"metrics on http://{host}:{port}/metrics", flush=True)
     deadline = None if duration is None else time.monotonic() + duration

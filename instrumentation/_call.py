@@ -222,7 +222,10 @@ class InstrumentedCall:
                 metric_attrs[semconv.ERROR_TYPE] = error_type
             elif self.plan is not None:
                 try:
-                    self.plan.on_response(span, usage, response, info.response_id if info is not None else None)
+                    if info is not None:
+                        self.plan.on_response(span, usage, response, info.response_id, info.cache_diagnosis)
+                    else:
+                        self.plan.on_response(span, usage, response)
                 except Exception:
                     telemetry.log_once("plan.on_response", "otel_context: the context engine failed", exc_info=True)
             elif error is None and metric_attrs.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_COMPACT:

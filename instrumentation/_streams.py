@@ -53,7 +53,8 @@ def _raw_mode(options: Any) -> str | None:
 
 def wrap_result(spec: _SDKTypes, settings: Settings, call: InstrumentedCall, result: Any, options: Any) -> Any:
     """Hand the SDK's result back, wrapped when its body is still to be read; end the span otherwise."""
-    collect = settings.capture_content != "NO_CONTENT"
+    # A stream's text is collected for content capture, and for the reply digest of the cache diagnostics.
+    collect = settings.capture_content != "NO_CONTENT" or (settings.cache_diagnostics and call.chat)
     try:
         if isinstance(result, spec.stream_types):
             return make_stream_proxy(call, result, collect)

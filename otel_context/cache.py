@@ -54,7 +54,7 @@ from opentelemetry.trace import Span
 
 from otel_context import semconv, telemetry
 from otel_context.fork_safe import new_lock
-from otel_context.usage import TokenUsage
+from otel_context.usage import CacheDiagnosis, TokenUsage
 
 __all__ = [
     "BREAK_MIN_FRACTION",
@@ -63,6 +63,9 @@ __all__ = [
     "CacheBreak",
     "CacheBreakDetector",
     "RequestFingerprint",
+    "agreement",
+    "count_diagnosis",
+    "diagnosis_attributes",
     "leaves_cache",
     "monotonic",
     "record_intentional_break",
@@ -667,6 +670,12 @@ class CacheBreakDetector:
                 return None
             return CacheBreak(scope or self._diagnose(previous.fingerprint, fp, started - previous.ended), lost)
 
+    @property
+    def compaction_pending(self) -> bool:
+        """Whether a compaction was announced since the last :meth:`check` (the next check explains its miss):
+        read before that check, it says the call's prefix changed on purpose."""
+        return self._compaction_announced
+
     def nothing_cached(self) -> bool:
         """Whether the previous call left nothing in the cache (or there was none) and no other worker's
         baseline waits. Then this call cannot break a cache, so its fingerprint is needed only when it leaves
@@ -802,18 +811,97 @@ def _left(automatic_caching: bool, usage: TokenUsage) -> int:
 # --- telemetry ----------------------------------------------------------------------------------------------
 
 
-def record_unexpected_break(span: Span, brk: CacheBreak, provider: str, model: str) -> None:
-    """The ``otel_context.cache_break`` event (intentional=false) on the chat span, and its count."""
-    telemetry.emit_event(
-        span,
-        semconv.CACHE_BREAK_EVENT,
+def record_unexpected_break(
+    span: Span, brk: CacheBreak, provider: str, model: str, diagnosis: Mapping[str, Any] | None = None
+) -> None:
+    """The ``otel_context.cache_break`` event (intentional=false) on the chat span, and its count;
+    ``diagnosis``: the provider's side of the same call (:func:`diagnosis_attributes`), on the event too."""
+    attributes: dict[str, Any] = {
+        semconv.CACHE_BREAK_INTENTIONAL: False,
+        semconv.CACHE_BREAK_REASON: brk.reason,
+        semconv.CACHE_BREAK_LOST_TOKENS: brk.lost_tokens,
+    }
+    if diagnosis:
+        attributes.update(diagnosis)
+    telemetry.emit_event(span, semconv.CACHE_BREAK_EVENT, attributes)
+    _count(False, brk.reason, provider, model)
+
+
+# --- the provider's own diagnosis, against the detector's -------------------------------------------------------
+
+#: Which of the detector's reasons each provider reason confirms. The providers' vocabularies differ from ours
+#: and from each other: OpenAI folds the instructions into ``input_changed`` and has ``context_compacted``;
+#: a compaction (ours, intentional) rewrites the messages, so the provider sees ``messages_changed`` /
+#: ``input_changed`` / ``context_compacted``; what the detector does not fingerprint (a prompt cache key, the
+#: text format, reasoning effort, verbosity, the service tier) is the detector's ``unknown``.
+_CONFIRMS: dict[str, frozenset[str]] = {
+    semconv.REASON_MODEL_CHANGED: frozenset({semconv.REASON_MODEL_CHANGED}),
+    semconv.REASON_SYSTEM_CHANGED: frozenset({semconv.REASON_SYSTEM_CHANGED}),
+    semconv.REASON_TOOLS_CHANGED: frozenset({semconv.REASON_TOOLS_CHANGED}),
+    semconv.REASON_MESSAGES_CHANGED: frozenset({semconv.REASON_MESSAGES_CHANGED, semconv.REASON_COMPACTION}),
+    "context_compacted": frozenset({semconv.REASON_COMPACTION, semconv.REASON_MESSAGES_CHANGED}),
+    "input_changed": frozenset(
+        {semconv.REASON_MESSAGES_CHANGED, semconv.REASON_SYSTEM_CHANGED, semconv.REASON_COMPACTION}
+    ),
+}
+#: With nothing diverged in the prompt, the detector is right to see no break, or an expired entry.
+_HIT_CONFIRMS = frozenset({semconv.DETECTOR_NONE, semconv.REASON_TTL_EXPIRED})
+
+
+def agreement(detector_reason: str, diagnosis: CacheDiagnosis) -> str:
+    """Whether the detector's reason for a call (a ``cache_break`` reason, ``compaction`` for an intentional
+    break announced for it, ``none``) is what the provider's diagnosis says (docs/telemetry.md, "The provider's
+    cache diagnosis"): ``agree``, ``disagree``, or ``unknown`` when the provider gave no verdict.
+
+    A miss the provider reports that the detector did not see is a disagreement, unless the provider puts its
+    cost at no more than :data:`BREAK_MIN_TOKENS` (below the detector's floor by design); a break the detector
+    reported that the provider calls a hit is one too, except an expired entry (the prompt did not change).
+    """
+    status = diagnosis.status
+    if status == semconv.DIAGNOSIS_HIT:
+        return semconv.AGREEMENT_AGREE if detector_reason in _HIT_CONFIRMS else semconv.AGREEMENT_DISAGREE
+    if status != semconv.DIAGNOSIS_MISS:
+        return semconv.AGREEMENT_UNKNOWN
+    if detector_reason == semconv.DETECTOR_NONE:
+        small = diagnosis.missed_tokens is not None and diagnosis.missed_tokens <= BREAK_MIN_TOKENS
+        return semconv.AGREEMENT_AGREE if small else semconv.AGREEMENT_DISAGREE
+    confirms = _CONFIRMS.get(diagnosis.reason or "", frozenset({semconv.REASON_UNKNOWN}))
+    return semconv.AGREEMENT_AGREE if detector_reason in confirms else semconv.AGREEMENT_DISAGREE
+
+
+def diagnosis_attributes(detector_reason: str, diagnosis: CacheDiagnosis) -> dict[str, Any]:
+    """The provider's diagnosis and the detector's reason side by side, with their agreement: the chat span's
+    attributes, and those the call's ``cache_break`` event carries."""
+    out: dict[str, Any] = {
+        semconv.CACHE_DIAGNOSIS_STATUS: diagnosis.status,
+        semconv.CACHE_DIAGNOSIS_DETECTOR_REASON: detector_reason,
+        semconv.CACHE_DIAGNOSIS_AGREEMENT: agreement(detector_reason, diagnosis),
+    }
+    if diagnosis.reason is not None:
+        out[semconv.CACHE_DIAGNOSIS_PROVIDER_REASON] = diagnosis.reason
+    if diagnosis.missed_tokens is not None:
+        out[semconv.CACHE_DIAGNOSIS_MISSED_TOKENS] = diagnosis.missed_tokens
+    if diagnosis.reusable_tokens is not None:
+        out[semconv.CACHE_DIAGNOSIS_REUSABLE_TOKENS] = diagnosis.reusable_tokens
+    return out
+
+
+def count_diagnosis(attributes: Mapping[str, Any], provider: str, model: str) -> None:
+    """Count one call's diagnosis (``attributes`` from :func:`diagnosis_attributes`) on
+    ``otel_context.cache_diagnoses``: the detector's reason, the provider's (its status when it names none),
+    the agreement, the provider and the model; never the token figures (bounded labels)."""
+    telemetry.get().instruments.cache_diagnoses.add(
+        1,
         {
-            semconv.CACHE_BREAK_INTENTIONAL: False,
-            semconv.CACHE_BREAK_REASON: brk.reason,
-            semconv.CACHE_BREAK_LOST_TOKENS: brk.lost_tokens,
+            semconv.CACHE_DIAGNOSIS_DETECTOR_REASON: attributes[semconv.CACHE_DIAGNOSIS_DETECTOR_REASON],
+            semconv.CACHE_DIAGNOSIS_PROVIDER_REASON: attributes.get(
+                semconv.CACHE_DIAGNOSIS_PROVIDER_REASON, attributes[semconv.CACHE_DIAGNOSIS_STATUS]
+            ),
+            semconv.CACHE_DIAGNOSIS_AGREEMENT: attributes[semconv.CACHE_DIAGNOSIS_AGREEMENT],
+            semconv.GEN_AI_PROVIDER_NAME: provider,
+            semconv.GEN_AI_REQUEST_MODEL: model,
         },
     )
-    _count(False, brk.reason, provider, model)
 
 
 def record_intentional_break(span: Span, expected_lost_tokens: int | None, provider: str, model: str) -> None:

@@ -21,7 +21,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_context.flow import Step
 from otel_context.settings import Settings
-from otel_context.usage import TokenUsage
+from otel_context.usage import CacheDiagnosis, TokenUsage
 
 #: The name of a wire format registered in :mod:`otel_context.formats` (``anthropic_messages``, ``openai_chat``,
 #: ``openai_responses``, ...): a plain string, so that adding a format touches only the formats package.
@@ -90,13 +90,15 @@ class CallPlan:
         usage: TokenUsage | None,
         response: Mapping[str, Any] | None,
         response_id: str | None = None,
+        diagnosis: CacheDiagnosis | None = None,
     ) -> None:
         """The call succeeded (for streams: the stream ended, ``usage`` is what was seen).
 
         ``response`` is the final response as a JSON-shaped mapping when available (non-streaming calls
         and stream helpers' final message); the engine reads server-side compaction items from it.
         ``response_id`` is the provider's id of the response (streams included), which a later request
-        may continue (Responses ``previous_response_id``).
+        may continue (Responses ``previous_response_id``). ``diagnosis`` is the provider's own word on the
+        call's prompt cache, when the response carried one.
         Runs while the chat span is still open: the engine adds events to it, and attributes to
         ``self.attributes``, which the instrumentation writes to the span right after, in one write.
         """

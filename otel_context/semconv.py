@@ -243,6 +243,46 @@ CACHE_BREAK_REASONS: Final = (
     REASON_UNKNOWN,
 )
 
+# --- the provider's own cache diagnosis (Anthropic ``diagnostics``, OpenAI ``prompt_cache_diagnostics``) -----
+# On the chat span of a call whose response carries one (otel_context/cache.py reads it, docs/telemetry.md).
+#: What the provider said: ``hit`` (nothing in the prompt diverged from the compared response), ``miss`` (it
+#: names a reason), ``pending`` (the comparison had not finished when the response was sent), ``not_found``
+#: (the provider has no record of the compared response), ``unavailable`` (it cannot say).
+CACHE_DIAGNOSIS_STATUS: Final = "otel_context.cache_diagnosis.status"
+DIAGNOSIS_HIT: Final = "hit"
+DIAGNOSIS_MISS: Final = "miss"
+DIAGNOSIS_PENDING: Final = "pending"
+DIAGNOSIS_NOT_FOUND: Final = "not_found"
+DIAGNOSIS_UNAVAILABLE: Final = "unavailable"
+DIAGNOSIS_STATUSES: Final = (
+    DIAGNOSIS_HIT,
+    DIAGNOSIS_MISS,
+    DIAGNOSIS_PENDING,
+    DIAGNOSIS_NOT_FOUND,
+    DIAGNOSIS_UNAVAILABLE,
+)
+#: The provider's reason of a miss, as it spelled it (Anthropic ``model_changed`` | ``system_changed`` |
+#: ``tools_changed`` | ``messages_changed``; OpenAI ``model_changed`` | ``prompt_cache_key_changed`` |
+#: ``tools_changed`` | ``text_format_changed`` | ``reasoning_effort_changed`` | ``verbosity_changed`` |
+#: ``context_compacted`` | ``input_changed`` | ``service_tier_changed``); on the metric, the status when
+#: there is no miss (``hit``, ``pending``, ...).
+CACHE_DIAGNOSIS_PROVIDER_REASON: Final = "otel_context.cache_diagnosis.provider_reason"
+#: The input tokens the provider says the change cost (Anthropic ``cache_missed_input_tokens``, OpenAI
+#: ``cache_missed_tokens``) and, OpenAI only, the reusable prefix of the compared response.
+CACHE_DIAGNOSIS_MISSED_TOKENS: Final = "otel_context.cache_diagnosis.missed_tokens"
+CACHE_DIAGNOSIS_REUSABLE_TOKENS: Final = "otel_context.cache_diagnosis.reusable_tokens"
+#: Our detector's reason for the same call: a ``cache_break`` reason, ``compaction`` (an intentional break
+#: announced for this call) or ``none`` (no break detected).
+CACHE_DIAGNOSIS_DETECTOR_REASON: Final = "otel_context.cache_diagnosis.detector_reason"
+DETECTOR_NONE: Final = "none"
+#: Whether the detector and the provider say the same: ``agree``, ``disagree``, or ``unknown`` when the
+#: provider gave no verdict (pending, not_found, unavailable).
+CACHE_DIAGNOSIS_AGREEMENT: Final = "otel_context.cache_diagnosis.agreement"
+AGREEMENT_AGREE: Final = "agree"
+AGREEMENT_DISAGREE: Final = "disagree"
+AGREEMENT_UNKNOWN: Final = "unknown"
+AGREEMENTS: Final = (AGREEMENT_AGREE, AGREEMENT_DISAGREE, AGREEMENT_UNKNOWN)
+
 # --- metrics: standard (semconv-genai v0.1.0) ---------------------------------------------------------------
 METRIC_INFERENCE_DURATION: Final = "gen_ai.client.inference.duration"
 METRIC_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.inference.time_to_first_chunk"
@@ -285,6 +325,9 @@ METRIC_COMPACTION_WAIT: Final = "otel_context.compaction.wait"
 METRIC_COMPACTION_RETENTION: Final = "otel_context.compaction.retention"
 #: The same fraction for a summary as the summarizer wrote it, before the repair (a panel shows both).
 METRIC_COMPACTION_RETENTION_BEFORE_REPAIR: Final = "otel_context.compaction.retention.before_repair"
+#: Calls whose response carried the provider's cache diagnosis, by detector reason, provider reason and
+#: agreement (and provider, model): the detector's agreement with the provider over time.
+METRIC_CACHE_DIAGNOSES: Final = "otel_context.cache_diagnoses"
 
 
 # Prometheus-side names (after the OTLP/Prometheus exporters' translation), used by dashboards and rules.
@@ -298,6 +341,7 @@ PROM_STATE_STORE_ERRORS_TOTAL: Final = "otel_context_state_store_errors_total"
 PROM_COMPACTION_WAIT: Final = "otel_context_compaction_wait_seconds"
 PROM_COMPACTION_RETENTION: Final = "otel_context_compaction_retention"
 PROM_COMPACTION_RETENTION_BEFORE_REPAIR: Final = "otel_context_compaction_retention_before_repair"
+PROM_CACHE_DIAGNOSES_TOTAL: Final = "otel_context_cache_diagnoses_total"
 
 # Prometheus-side names of the standard metrics (UnderscoreEscapingWithSuffixes, what
 # opentelemetry-exporter-prometheus and Prometheus 3's OTLP receiver produce by default), for dashboards and

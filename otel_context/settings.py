@@ -58,6 +58,13 @@ class Settings:
     #: OTEL_CONTEXT_LEGACY_METRICS: also emit gen_ai.client.operation.duration / gen_ai.client.token.usage.
     legacy_metrics: bool = False
 
+    #: OTEL_CONTEXT_CACHE_DIAGNOSTICS: ask the provider why a prompt's cache was missed: each chat call of a
+    #: conversation names the previous response of that same conversation (Anthropic Messages
+    #: ``diagnostics.previous_message_id``, OpenAI Responses ``prompt_cache_options.comparison_response_id``),
+    #: unless the app set that field itself. Off: no request is changed for it. (A diagnosis the app asked for
+    #: itself is read either way.)
+    cache_diagnostics: bool = False
+
     #: OTEL_CONTEXT_COMPACTION: auto (threshold + reactive), observe (telemetry only), off.
     compaction: CompactionMode = "auto"
     #: OTEL_CONTEXT_MICROCOMPACT: clear old tool results before summarizing.
@@ -156,6 +163,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_CAPTURE_MAX_CHARS": ("capture_max_chars", "posint"),
     "OTEL_CONTEXT_ANTHROPIC_NATIVE_SPANS": ("anthropic_native_spans", "bool"),
     "OTEL_CONTEXT_LEGACY_METRICS": ("legacy_metrics", "bool"),
+    "OTEL_CONTEXT_CACHE_DIAGNOSTICS": ("cache_diagnostics", "bool"),
     "OTEL_CONTEXT_COMPACTION": ("compaction", "compaction"),
     "OTEL_CONTEXT_MICROCOMPACT": ("microcompact", "bool"),
     "OTEL_CONTEXT_AUTO_COMPACT_WINDOW": ("auto_compact_window", "posint"),

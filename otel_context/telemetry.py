@@ -37,6 +37,7 @@ class Instruments:
     compaction_tokens_saved: Histogram
     breakers_open: UpDownCounter
     cache_breaks: Counter
+    cache_diagnoses: Counter
     context_utilization: Histogram
     state_store_errors: Counter
     compaction_wait: Histogram
@@ -84,6 +85,11 @@ def _instruments(meter: Meter, legacy: bool) -> Instruments:
         ),
         cache_breaks=meter.create_counter(
             semconv.METRIC_CACHE_BREAKS, unit="{break}", description="Prompt-cache breaks, intentional or not"
+        ),
+        cache_diagnoses=meter.create_counter(
+            semconv.METRIC_CACHE_DIAGNOSES,
+            unit="{diagnosis}",
+            description="Calls with the provider's cache diagnosis, by our reason, the provider's and agreement",
         ),
         context_utilization=meter.create_histogram(
             semconv.METRIC_CONTEXT_UTILIZATION,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from otel_context import process_state
@@ -92,6 +92,20 @@ class TokenUsage:
     def hit_ratio(self) -> float:
         """Cache-read tokens / input tokens (0 when there was no input)."""
         return self.cache_read_tokens / self.input_tokens if self.input_tokens else 0.0
+
+
+class CacheDiagnosis(NamedTuple):
+    """The provider's own word on a call's prompt cache (Anthropic ``diagnostics.cache_miss_reason``, OpenAI
+    Responses ``prompt_cache_diagnostics``), in one shape: what each wire format reads from a response.
+
+    ``status`` is one of ``semconv.DIAGNOSIS_STATUSES``; ``reason`` the provider's reason of a miss as it
+    spelled it (None otherwise); the token figures as reported (None when absent).
+    """
+
+    status: str
+    reason: str | None = None
+    missed_tokens: int | None = None
+    reusable_tokens: int | None = None
 
 
 # --- field access that works on SDK models and on dicts ------------------------------------------------------
@@ -243,6 +257,7 @@ def is_deepseek(base_url: Any) -> bool:
 
 
 __all__ = [
+    "CacheDiagnosis",
     "TokenUsage",
     "as_count",
     "as_sequence",

@@ -35,6 +35,7 @@ MODEL = "claude-sonnet-4-6"
 #: Module-level mutable objects that are constants (filled at import, never changed after): not tables.
 CONSTANTS = {
     "otel_context.cache._UNITS",
+    "otel_context.cache._CONFIRMS",
     "otel_context.cli.API_KEY_VARS",
     "otel_context.compaction.alerts._AFTERMATH",
     "otel_context.compaction.budget.MODEL_TABLE",
@@ -62,6 +63,7 @@ CONSTANTS = {
     "otel_context.formats._ENDPOINTS",
     "otel_context.formats._common._FINISH",
     "otel_context.formats.anthropic_messages._BLOCK_FIELDS",
+    "otel_context.formats.anthropic_messages._DIAGNOSIS_STATUS",
     "otel_context.formats.openai_chat._PART_FIELDS",
     "otel_context.formats.openai_chat._CALL_FIELDS",
     "otel_context.formats.openai_chat._FUNCTION_FIELDS",
@@ -69,6 +71,7 @@ CONSTANTS = {
     "otel_context.formats.openai_responses._PART_FIELDS",
     "otel_context.formats.openai_responses._ITEM_FIELDS",
     "otel_context.formats.openai_responses._INCOMPLETE",
+    "otel_context.formats.openai_responses._DIAGNOSIS_STATUS",
     "otel_context.sdk_setup._PROTOCOLS",
     "otel_context.semconv.FINISH_REASON_MAP",
     "otel_context.settings.CAPTURE_BOOLEANS",
@@ -80,6 +83,7 @@ CONSTANTS = {
     "otel_context.store_spec._URL_OPTIONS",
     "otel_context.testing.anthropic_api.ANTHROPIC_TTLS",
     "otel_context.testing.caching.ANTHROPIC_TTLS",
+    "otel_context.testing.caching.OPENAI_SETTING_REASONS",
     "otel_context.testing.errors.ANTHROPIC_TYPES",
     "otel_context.testing.errors.ANTHROPIC_MESSAGES",
     "otel_context.testing.errors.OPENAI_DEFAULTS",

@@ -301,6 +301,32 @@ def build() -> dict[str, Any]:
                 _target(q.cache_breaks_per_second(q.INTENDED, RATE, []), "intentional (compaction)", "B"),
             )
         )
+        .with_panel(
+            _series(
+                ids,
+                "Cache-break detector vs the provider",
+                "With the providers' cache diagnostics on (OTEL_CONTEXT_CACHE_DIAGNOSTICS): the share of the "
+                "provider's verdicts (a miss and its reason, or a hit) that our cache-break detector agrees with, "
+                "by provider. Pending, not-found and unavailable diagnoses are left out.",
+                "percentunit",
+                _target(q.diagnosis_agreement(RATE, [q.PROVIDER]), _legend_of(q.PROVIDER), "A"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Detector and provider disagree",
+                "Calls per second where the detector's reason (none: no break seen) and the provider's reason "
+                "(hit: nothing diverged) differ: a miss the detector did not see, a break the provider calls a "
+                "hit, or another cause.",
+                "short",
+                _target(
+                    q.diagnosis_disagreements_per_second(RATE, [q.DETECTOR_REASON, q.PROVIDER_REASON]),
+                    "ours: " + _legend_of(q.DETECTOR_REASON) + ", provider: " + _legend_of(q.PROVIDER_REASON),
+                    "A",
+                ),
+            )
+        )
         # --- compaction -----------------------------------------------------------------------------------
         .with_row(dashboard.Row("Compaction").id(next(ids)))
         .with_panel(

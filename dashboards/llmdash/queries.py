@@ -45,6 +45,9 @@ COMPACTION_WAIT = Metric(semconv.METRIC_COMPACTION_WAIT, semconv.PROM_COMPACTION
 TOKENS_SAVED = Metric(semconv.METRIC_COMPACTION_TOKENS_SAVED, semconv.PROM_COMPACTION_TOKENS_SAVED, "histogram")
 BREAKERS_OPEN = Metric(semconv.METRIC_BREAKERS_OPEN, semconv.PROM_BREAKERS_OPEN, "gauge")
 CACHE_BREAKS = Metric(semconv.METRIC_CACHE_BREAKS, semconv.PROM_CACHE_BREAKS_TOTAL, "counter")
+#: Emitted only with ``OTEL_CONTEXT_CACHE_DIAGNOSTICS`` on (or when the app asks the providers itself): not in
+#: :data:`CURRENT`, which a scrape of any instrumented app must show.
+CACHE_DIAGNOSES = Metric(semconv.METRIC_CACHE_DIAGNOSES, semconv.PROM_CACHE_DIAGNOSES_TOTAL, "counter")
 CONTEXT_UTILIZATION = Metric(semconv.METRIC_CONTEXT_UTILIZATION, semconv.PROM_CONTEXT_UTILIZATION, "histogram")
 COMPACTION_RETENTION = Metric(semconv.METRIC_COMPACTION_RETENTION, semconv.PROM_COMPACTION_RETENTION, "histogram")
 COMPACTION_RETENTION_BEFORE_REPAIR = Metric(
@@ -85,6 +88,9 @@ MODE = label(semconv.COMPACTION_MODE)
 REASON = label(semconv.CACHE_BREAK_REASON)
 INTENTIONAL = label(semconv.CACHE_BREAK_INTENTIONAL)
 PURPOSE = label(semconv.CALL_PURPOSE)
+AGREEMENT = label(semconv.CACHE_DIAGNOSIS_AGREEMENT)
+DETECTOR_REASON = label(semconv.CACHE_DIAGNOSIS_DETECTOR_REASON)
+PROVIDER_REASON = label(semconv.CACHE_DIAGNOSIS_PROVIDER_REASON)
 
 # Boolean attributes reach Prometheus as the strings "true" / "false".
 IS_FAILURE = f'{OUTCOME}="{semconv.OUTCOME_FAILURE}"'
@@ -177,6 +183,26 @@ def cache_tokens_per_second(metric: Metric, window: str, labels: Sequence[str]) 
 def cache_breaks_per_second(matchers: str, window: str, labels: Sequence[str]) -> str:
     """Prompt-cache breaks per second (``UNEXPECTED`` or ``INTENDED``)."""
     return _sum(labels, _rate(CACHE_BREAKS.selector(matchers=matchers), window))
+
+
+def diagnosis_agreement(window: str, labels: Sequence[str]) -> str:
+    """The share of the provider's cache diagnoses our detector agrees with, among those with a verdict
+    (``agree`` or ``disagree``; pending, not found and unavailable are left out)."""
+    agree = _sum(labels, _rate(CACHE_DIAGNOSES.selector(matchers=f'{AGREEMENT}="{semconv.AGREEMENT_AGREE}"'), window))
+    judged = _sum(
+        labels,
+        _rate(
+            CACHE_DIAGNOSES.selector(matchers=f'{AGREEMENT}=~"{semconv.AGREEMENT_AGREE}|{semconv.AGREEMENT_DISAGREE}"'),
+            window,
+        ),
+    )
+    return f"(\n  {agree}\nor\n  {judged} * 0\n)\n/\n{judged}"
+
+
+def diagnosis_disagreements_per_second(window: str, labels: Sequence[str]) -> str:
+    """Calls where the detector and the provider disagree, per second."""
+    matcher = f'{AGREEMENT}="{semconv.AGREEMENT_DISAGREE}"'
+    return _sum(labels, _rate(CACHE_DIAGNOSES.selector(matchers=matcher), window))
 
 
 # --- compaction ----------------------------------------------------------------------------------------------

@@ -21,7 +21,9 @@ when its own scope and items hash to that address (:func:`memo_wanted`). What ``
 * ``anchor``: the usage of the last call and what proves a later call continues it, by CONTENT, never
   by object identity: the number of items and a chained hash after the last and the second-to-last item
   (a re-sent last message whose ``cache_control`` marker moved still matches), plus the hash of the last
-  item without its markers. A worker hashes only the items it has not hashed itself (its own snapshot
+  item without its markers; with cache diagnostics on, the ids of the responses that answered those items
+  with the digest of each reply (``replies``: the provider's response ids, so a store holding them should be
+  sealed like one holding the conversations' words). A worker hashes only the items it has not hashed itself (its own snapshot
   keeps the chain), so verifying costs what was appended since it last served the conversation.
 * ``memo``: the ``[length, address]`` of each summary of the conversation's memo. A worker that never saw
   the conversation verifies and reuses them, and sends byte-identical summaries (the provider's prompt
@@ -399,12 +401,21 @@ def _take(
     unchanged, chain = _verify(anchor, resolution, items, known) if anchor else (0, ())
     if memo is not None:
         _take_memo(state, memo)
+    # A first call's one message, resent with its cache marker moved (apps that mark the newest message): the
+    # history goes on, proven by that message's own content (as the in-process store takes it).
+    reopened = (
+        not unchanged
+        and bool(anchor)
+        and int(anchor["n"]) == 1
+        and bool(items)
+        and hashlib.sha256(_digest(_without_markers(items[0]))).hexdigest() == anchor["bare"]
+    )
     refs = value["memo"] or ()
     named = {str(ref[1]) for ref in refs}
     if any(e.address not in named for e in state.memo.entries):
         record.memo_entries = None  # the store does not name what this worker holds: write it back
     record.seq, record.rev = int(value["seq"]), str(value["rev"])
-    if not (state.explicit or unchanged):
+    if not (state.explicit or unchanged or reopened):
         return Taken(resolution, source)  # another history of this name: only a summary verified as ours applies
     prepared = value.get("prepared")
     if isinstance(prepared, str) and prepared:
@@ -422,19 +433,33 @@ def _take(
         )
     if anchor:
         state.last_call_ended = time.monotonic() - max(0.0, time.time() - float(anchor["ended"]))
-    if unchanged > resolution.unchanged:
+    if unchanged > resolution.unchanged or (reopened and resolution.snapshot is None):
         found = anchor.get("entry")
         entry = next((e for e in state.memo.entries if e.address == found), None) if found else None
         usage = TokenUsage(input_tokens=int(anchor["input"]), output_tokens=int(anchor["output"]))
         n = int(anchor["n"])
-        snapshot = Snapshot(items[:n], usage if usage.input_tokens > 0 else None, entry, int(anchor["tokens"]), chain)
+        snapshot = Snapshot(
+            items[:n], usage if usage.input_tokens > 0 else None, entry, int(anchor["tokens"]), chain, _replies(anchor)
+        )
         resolution = Resolution(state, snapshot, unchanged)
     window = value.get("window")
     return Taken(
         resolution,
         source,
         (str(window[0]), str(window[1]), int(window[2])) if window else None,
-        value.get("cache") if unchanged else None,
+        value.get("cache") if unchanged or reopened else None,
+    )
+
+
+def _replies(anchor: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The anchor's ``replies`` (:attr:`Snapshot.replies`); pairs not of two strings are left out."""
+    got = anchor.get("replies")
+    if not isinstance(got, list):
+        return ()
+    return tuple(
+        (pair[0], pair[1])
+        for pair in got
+        if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], str)
     )
 
 
@@ -481,6 +506,9 @@ def value_of(
             "tokens": snapshot.tokens,
             "entry": snapshot.entry.address if snapshot.entry is not None else None,
             "ended": time.time(),
+            # Only with cache diagnostics on: the responses that answered these items, for the next call's
+            # comparison on whichever worker (sealed with the rest when the store has keys).
+            **({"replies": [list(r) for r in snapshot.replies]} if snapshot.replies else {}),
         }
         if n and len(chain) == n
         else None

@@ -49,6 +49,11 @@ class Snapshot:
     #: With a shared store only: the chained content hash after each item (see
     #: :mod:`otel_context.conversation.shared`), so the next commit hashes only what was appended.
     chain: tuple[str, ...] = ()
+    #: The responses that answered exactly ``items`` (the call, and retries or histories that opened alike),
+    #: as ``(reply digest, response id)``: a later call names one as its previous response (the provider's cache
+    #: diagnostics) only when it sends that very reply back after ``items``. An id of "" marks a digest two
+    #: responses shared, which proves nothing. Kept only with ``cache_diagnostics`` on.
+    replies: tuple[tuple[str, str], ...] = ()
 
     def __init__(
         self,
@@ -57,15 +62,40 @@ class Snapshot:
         entry: MemoEntry | None = None,
         tokens: int = 0,
         chain: tuple[str, ...] = (),
+        replies: tuple[tuple[str, str], ...] = (),
     ) -> None:
         # The generated __init__'s fields and order, in one dict update instead of a frozen dataclass's
         # object.__setattr__ per field (every chat call commits one).
-        self.__dict__.update(items=items, usage=usage, entry=entry, tokens=tokens, chain=chain)
+        self.__dict__.update(items=items, usage=usage, entry=entry, tokens=tokens, chain=chain, replies=replies)
 
     @property
     def size(self) -> int:
         """Approximate bytes of the app's objects this snapshot keeps alive (for the store's byte bound)."""
         return BYTES_PER_TOKEN * self.tokens
+
+
+#: Responses a snapshot remembers for its items (retries, histories that opened alike): a few, whatever the app does.
+MAX_REPLIES = 8
+
+
+def merge_replies(known: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """:attr:`Snapshot.replies` of two sets of responses to the same items: a digest that two different
+    responses share is kept with no id (neither response can be told from the reply); the newest last, a few."""
+    out = list(known)
+    for digest, response_id in new:
+        for i, (other, other_id) in enumerate(out):
+            if other == digest:
+                if other_id != response_id:
+                    out[i] = (digest, "")
+                break
+        else:
+            out.append((digest, response_id))
+    return tuple(out[-MAX_REPLIES:])
+
+
+def same_items(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether two histories are the same items (a C-level list comparison)."""
+    return len(a) == len(b) and (a if type(a) is list else list(a)) == (b if type(b) is list else list(b))
 
 
 def unchanged_prefix(

@@ -25,6 +25,9 @@ from otel_context.conversation.state import (
     Resolution,
     Snapshot,
     _equal_positions,
+    _without_markers,
+    merge_replies,
+    same_items,
     unchanged_prefix,
 )
 from otel_context.fork_safe import new_lock
@@ -203,6 +206,19 @@ class ConversationStore:
                 parent = state
                 state = self._new(state.key, False)
                 state.inherit(parent, factor=True, baseline=False)
+            if (
+                current is not None
+                and current is not resolution.snapshot
+                and current.replies
+                and snapshot.replies
+                and same_items(current.items, snapshot.items)
+            ):
+                # Another call answered the very same items since this one read them (two histories that opened
+                # alike, at once): both responses stay known, so neither conversation names the other's.
+                merged = merge_replies(current.replies, snapshot.replies)
+                snapshot = Snapshot(
+                    snapshot.items, snapshot.usage, snapshot.entry, snapshot.tokens, snapshot.chain, merged
+                )
             tracked = state.ident in self._states
             if tracked:
                 self._bytes += snapshot.size - (state.snapshot.size if state.snapshot is not None else 0)
@@ -291,7 +307,13 @@ def _best_branch(
             unchanged = 0
         else:
             n = len(snapshot.items)
-            if n > len(items) or (n and items[n - 2 if n > 1 else 0] != snapshot.items[n - 2 if n > 1 else 0]):
+            if n > len(items):
+                continue
+            if n and items[n - 2 if n > 1 else 0] != snapshot.items[n - 2 if n > 1 else 0]:
+                if _reopens(snapshot, items):
+                    unchanged = 0  # the one message again, its marker moved: this history goes on
+                    if unchanged > best_unchanged:
+                        best, best_snapshot, best_unchanged = state, snapshot, unchanged
                 continue  # a cheap look at one item rules most other histories out
             unchanged = unchanged_prefix(snapshot, items, same_last_message=True)
             if unchanged == 0 and n:
@@ -299,6 +321,13 @@ def _best_branch(
         if unchanged > best_unchanged:
             best, best_snapshot, best_unchanged = state, snapshot, unchanged
     return best, best_snapshot, best_unchanged
+
+
+def _reopens(snapshot: Snapshot, items: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``items`` resend the one message of ``snapshot`` (a first call) with only its cache marker moved,
+    as apps that mark the newest message do on their second call: that history continues, with nothing proven
+    beyond what the derived key already says (its first user message)."""
+    return len(snapshot.items) == 1 and _without_markers(items[0]) == _without_markers(snapshot.items[0])
 
 
 def _inherit(state: ConversationState, others: Sequence[ConversationState], items: Sequence[Mapping[str, Any]]) -> None:

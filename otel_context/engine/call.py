@@ -246,6 +246,10 @@ class CallState(CallPlan):
     started = 0.0
     #: The link of the stored response this call continues (Responses ``previous_response_id``), if known.
     continued_link: ChainLink | None = None
+    #: The previous response this call asked the provider to compare its prompt with (``cache_diagnostics``).
+    compared_with: str | None = None
+    #: The body before it asked for the diagnosis (a reactive compaction summarizes from it, and asks again).
+    unasked: Mapping[str, Any] | None = None
     _scope: str | None = None
 
     def __init__(

@@ -284,12 +284,20 @@ class StoreSync(ConversationSync):
         for entry in memo:
             store.put_later(key, shared.entry_value(entry), shared.memo_part(entry.address))
         anchor = value["anchor"]
-        part = shared.state_part(self._written_address(call, snapshot, made, anchor["bare"] if anchor else ""))
+        bare = anchor["bare"] if anchor else ""
+        part = shared.state_part(self._written_address(call, snapshot, made, bare))
         # The state this call read is superseded (the conversation's next call reads this one): kept a little
         # longer for calls still under way on that history, not a day for every call of every conversation.
         read = self.address
         retire = (shared.state_part(read),) if read and not call.state.explicit else ()
         store.put_later(key, value, part, renew=shared.renewed(value), retire=retire)
+        if made is not None and call.continued_link is None and not call.state.explicit:
+            # A stored response of a call that sent its whole history: the next call may continue it by id
+            # (it reads the chain's name, above) or resend the history with the reply (it reads the history's
+            # name): both find the state.
+            history = shared.state_part(self._written_address(call, snapshot, None, bare))
+            if history != part:
+                store.put_later(key, value, history, renew=shared.renewed(value))
 
     # --- one summary per threshold crossing ---------------------------------------------------------------
 

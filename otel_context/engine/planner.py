@@ -36,14 +36,14 @@ from otel_context.contract import CallPlan, CallRequest
 from otel_context.conversation import STORE, ChainLink, ConversationState, Resolution, Snapshot
 from otel_context.conversation import resolve as resolve_conversation
 from otel_context.conversation.memo import MemoEntry
-from otel_context.engine import auto, fleet, reactive, windows
+from otel_context.engine import auto, diagnostics, fleet, reactive, windows
 from otel_context.engine.call import CallState, ConversationSync, rewrites
 from otel_context.engine.provider_compaction import observe_provider_compaction, usage_shows_compaction
 from otel_context.flow import Step
 from otel_context.formats import for_format
 from otel_context.formats.base import ChatFormat, Item, WireFormatAdapter
 from otel_context.tokens import estimate_fixed, estimate_item, estimate_items
-from otel_context.usage import TokenUsage
+from otel_context.usage import CacheDiagnosis, TokenUsage
 
 
 class EnginePlan(CallState):
@@ -51,7 +51,15 @@ class EnginePlan(CallState):
 
     def on_too_long(self, span: Span, error: BaseException) -> Generator[Step, Any, Mapping[str, Any] | None]:
         try:
-            return (yield from reactive.compact(span, self, error))
+            asked = self.unasked is not None
+            if self.unasked is not None:
+                self.body = self.unasked  # the summarizer's request is ours: it asks the provider nothing
+            body = yield from reactive.compact(span, self, error)
+            if body is not None and asked:
+                # The retry asks as the call did (and the response is read against what was sent).
+                self.unasked, body = body, diagnostics.ask(self.adapter, body, self.compared_with)
+                self.body = body
+            return body
         except Exception:
             telemetry.log_once(
                 "engine.on_too_long", "otel_context: reactive compaction failed unexpectedly", exc_info=True
@@ -64,6 +72,7 @@ class EnginePlan(CallState):
         usage: TokenUsage | None,
         response: Mapping[str, Any] | None,
         response_id: str | None = None,
+        diagnosis: CacheDiagnosis | None = None,
     ) -> None:
         # No guard of its own: its one caller (the call's end, in the instrumentation) logs what it raises and
         # ends the span as usual.
@@ -72,7 +81,12 @@ class EnginePlan(CallState):
         anchor = usage if usage is not None and usage.input_tokens > 0 else None
         sync = self.sync
         chain = sync.chain_for(self.resolution, self.items)
-        snapshot = Snapshot(self.items, anchor, self.entry, self.history_tokens, chain)
+        replies = (
+            diagnostics.replies_of(self.adapter, self.resolution.snapshot, self.items, response, response_id)
+            if self.request.settings.cache_diagnostics
+            else ()
+        )
+        snapshot = Snapshot(self.items, anchor, self.entry, self.history_tokens, chain, replies)
         # The state that holds this call's history from now on (a new branch when another history of the
         # same derived key moved the one this call read): the cache check below stays on the state whose
         # detector fingerprinted the request.
@@ -92,18 +106,32 @@ class EnginePlan(CallState):
                 # In the chat span's context: a stream ends in the app's, and the exemplar must point here.
                 context=context if context is not None else trace.set_span_in_context(span),
             )
+        # Read before the check (and before forget_uncached) clears it: a compaction changed this call's prefix.
+        compacted = state.detector is not None and state.detector.compaction_pending
         if usage is not None and state.detector is not None and self.fingerprint_deferred:
             if not cache.leaves_cache(self.adapter.automatic_caching, usage):
                 state.detector.forget_uncached()  # what the check would conclude, without the fingerprint
             else:
                 self.refingerprint()  # the first call that caches: the baseline of the next call's check
-        if usage is not None and state.detector is not None and self.fingerprint is not None:
-            try:
+        if diagnosis is None:
+            diagnosis = self.adapter.diagnosis_when_absent(self.body)
+        brk: cache.CacheBreak | None = None
+        try:
+            if usage is not None and state.detector is not None and self.fingerprint is not None:
                 brk = state.detector.check(self.fingerprint, usage, self.started, ended)
-                if brk is not None:
-                    cache.record_unexpected_break(span, brk, provider, self.model)
-            except Exception:
-                telemetry.log_once("engine.cache_check", "otel_context: the cache-break check failed", exc_info=True)
+            # The provider's diagnosis beside the detector's reason: on the span, on the break's event, counted.
+            side_by_side = (
+                cache.diagnosis_attributes(diagnostics.detector_reason(brk, compacted), diagnosis)
+                if diagnosis is not None
+                else None
+            )
+            if brk is not None:
+                cache.record_unexpected_break(span, brk, provider, self.model, side_by_side)
+            if side_by_side is not None:
+                self.attributes.update(side_by_side)
+                cache.count_diagnosis(side_by_side, provider, self.model)
+        except Exception:
+            telemetry.log_once("engine.cache_check", "otel_context: the cache-break check failed", exc_info=True)
         # The response is read for compaction blocks and edits only when the request asked the provider to
         # manage its context; usage's compaction figures are always looked at (here first: most calls have none).
         read = response if _asks_provider_to_compact(self.request) else None
@@ -319,6 +347,11 @@ def ready(call: CallState, decision: Decision) -> None:
         call.attributes[semconv.CONTEXT_STATE] = budget.state(call.estimated_tokens, compaction_available=available)
     if state.detector is None:
         state.detector = cache.CacheBreakDetector()
+    if call.request.settings.cache_diagnostics:
+        # Asked for on the body that goes out (after the cascade, which rebuilds it from the app's).
+        previous = diagnostics.previous_response(call.adapter, call.request.body, call.items, call.resolution)
+        call.compared_with, call.unasked = previous, call.body
+        call.body = diagnostics.ask(call.adapter, call.body, previous)
     if state.detector.nothing_cached():
         call.fingerprint_deferred = True  # most calls of a conversation that does not cache: no fingerprint
     else:

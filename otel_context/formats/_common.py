@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -314,3 +315,38 @@ def openai_usage(
         reported_cache=cache_read is not None or cache_write is not None,
         reported_reasoning=reasoning is not None,
     )
+
+
+# --- the provider's cache diagnostics ---------------------------------------------------------------------------
+
+#: The longest provider reason (or status) kept as it was spelled; anything else is ``other`` (bounded labels).
+_MAX_REASON = 40
+
+
+def provider_reason(value: Any) -> str | None:
+    """A provider's reason of a cache miss as it spelled it, when it is a short snake_case word (a metric label:
+    what another shape sends is ``other``, never free text); None when absent."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, str)
+        and 0 < len(value) <= _MAX_REASON
+        and value.replace("_", "").isalnum()
+        and value.islower()
+    ):
+        return value
+    return "other"
+
+
+def reply_digest(texts: Iterable[str], ids: Iterable[str]) -> str:
+    """The digest of a model's reply: its text (concatenated, in order) and its tool-call ids. Two replies of
+    two conversations have the same digest only when they said the same words and called no tool (tool-call
+    ids are unique); "" for an empty reply, which proves nothing."""
+    text = "".join(texts)
+    called = sorted(ids)
+    if not text and not called:
+        return ""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass"))
+    for call_id in called:
+        digest.update(b"\0" + call_id.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:32]

@@ -41,6 +41,8 @@ from otel_context.formats._common import (
     mentions_too_long,
     merge_text_messages,
     output_cap,
+    provider_reason,
+    reply_digest,
     sampling_attributes,
     text_parts,
     unsendable_item,
@@ -58,6 +60,7 @@ from otel_context.formats.base import (
     ToolResultRef,
 )
 from otel_context.usage import (
+    CacheDiagnosis,
     TokenUsage,
     as_count,
     as_sequence,
@@ -523,14 +526,16 @@ class AnthropicMessagesAdapter:
         return sampling_attributes(body, _OUTPUT_CAP)
 
     def response_info(self, response: Any, provider: str) -> ResponseInfo:
-        get = field_getter(response)  # one type decision for the four reads
+        get = field_getter(response)  # one type decision for the five reads
         reason = finish_reason(get("stop_reason"))
         usage = get("usage")
+        diagnostics = get("diagnostics")
         return ResponseInfo(
             response_id=get("id"),
             response_model=get("model"),
             finish_reasons=(reason,) if reason else (),
             usage=usage_from_anthropic(usage) if usage is not None else None,
+            cache_diagnosis=diagnosis_from_anthropic(diagnostics) if diagnostics is not None else None,
         )
 
     def new_accumulator(self, provider: str) -> Accumulator:
@@ -580,6 +585,38 @@ class AnthropicMessagesAdapter:
 
     def sdk_create(self, client: Any) -> Callable[..., Any]:
         return client.messages.create  # type: ignore[no-any-return]
+
+    # -- the provider's cache diagnostics -------------------------------------------------------------------
+
+    def with_cache_comparison(self, body: Mapping[str, Any], previous: str | None) -> dict[str, Any] | None:
+        # ``previous_message_id: null`` opts a conversation's first call in (the API's documented first turn).
+        if "diagnostics" in body:
+            return None  # the app's own, whatever it holds
+        return {**body, "diagnostics": {"previous_message_id": previous}}
+
+    def diagnosis_when_absent(self, body: Mapping[str, Any]) -> CacheDiagnosis | None:
+        # "null when the request did not supply diagnostics, or when it did and no prompt-cache divergence
+        # was detected" (the API's reference): with a message to compare, that is a hit.
+        diagnostics = body.get("diagnostics")
+        asked = isinstance(diagnostics, Mapping) and isinstance(diagnostics.get("previous_message_id"), str)
+        return CacheDiagnosis(semconv.DIAGNOSIS_HIT) if asked else None
+
+    def reply_signature(self, response: Mapping[str, Any] | None) -> str:
+        if response is None:
+            return ""
+        streamed = response.get(STREAMED_TEXT)  # a stream's summary (see _MessagesAccumulator)
+        blocks = as_list(response.get("content"))
+        if isinstance(streamed, str):
+            return reply_digest((streamed,), _tool_use_ids_of(blocks))
+        return _blocks_digest(blocks)
+
+    def items_reply_signature(self, items: Sequence[Item]) -> str:
+        if len(items) != 1 or not isinstance(items[0], Mapping):
+            return ""
+        content = items[0].get("content")
+        if isinstance(content, str):
+            return reply_digest((content,), ())
+        return _blocks_digest(as_list(content))
 
     def prompt_layout(self, body: Mapping[str, Any]) -> PromptLayout:
         top = body.get("cache_control")
@@ -805,7 +842,51 @@ def merge_stream_usage(previous: TokenUsage | None, new: Any) -> TokenUsage:
     return replace(result, reported_cache=reported_cache, reported_reasoning=reported_reasoning)
 
 
+# --- the provider's cache diagnostics --------------------------------------------------------------------------
+
+#: ``cache_miss_reason.type`` values that are not a miss with a reason.
+_DIAGNOSIS_STATUS = {
+    "previous_message_not_found": semconv.DIAGNOSIS_NOT_FOUND,
+    "unavailable": semconv.DIAGNOSIS_UNAVAILABLE,
+}
+
+
+def diagnosis_from_anthropic(diagnostics: Any) -> CacheDiagnosis | None:
+    """A response's ``diagnostics`` (SDK object or dict) as a :class:`CacheDiagnosis`: ``cache_miss_reason``
+    null is a comparison still pending; a reason's ``type`` is the provider's reason (``model_changed``,
+    ``system_changed``, ``tools_changed``, ``messages_changed``, with ``cache_missed_input_tokens``), or says
+    the previous message was not found or no diagnosis is available. None for anything else."""
+    if diagnostics is None:
+        return None
+    reason = _get(diagnostics, "cache_miss_reason")
+    if reason is None:
+        return CacheDiagnosis(semconv.DIAGNOSIS_PENDING)
+    kind = _get(reason, "type")
+    if not isinstance(kind, str):
+        return None
+    status = _DIAGNOSIS_STATUS.get(kind)
+    if status is not None:
+        return CacheDiagnosis(status)
+    return CacheDiagnosis(
+        semconv.DIAGNOSIS_MISS, provider_reason(kind), as_count(_get(reason, "cache_missed_input_tokens"))
+    )
+
+
+def _tool_use_ids_of(blocks: Sequence[Any]) -> list[str]:
+    return [i for b in blocks if _get(b, "type") == "tool_use" and isinstance(i := _get(b, "id"), str)]
+
+
+def _blocks_digest(blocks: Sequence[Any]) -> str:
+    """:func:`reply_digest` of content blocks (SDK objects or dicts): the text blocks' text, the tool uses' ids."""
+    texts = [t for b in blocks if _get(b, "type") == "text" and isinstance(t := _get(b, "text"), str)]
+    return reply_digest(texts, _tool_use_ids_of(blocks))
+
+
 # --- streams ----------------------------------------------------------------------------------------------------
+
+#: The key of a stream's summary that holds its text, when the accumulator collected it (content capture or
+#: cache diagnostics on): the blocks of a summary carry their types and tool-use ids only.
+STREAMED_TEXT = "streamed_text"
 
 
 class _MessagesAccumulator(Accumulator):
@@ -827,6 +908,9 @@ class _MessagesAccumulator(Accumulator):
             usage = _get(message, "usage")
             if usage is not None:
                 info.usage = merge_stream_usage(None, usage)
+            diagnostics = _get(message, "diagnostics")
+            if diagnostics is not None:
+                info.cache_diagnosis = diagnosis_from_anthropic(diagnostics)
             self.summary = {"id": info.response_id, "model": info.response_model, "content": []}
         elif kind == "message_delta":
             reason = finish_reason(_get(_get(event, "delta"), "stop_reason"))
@@ -835,9 +919,19 @@ class _MessagesAccumulator(Accumulator):
             usage = _get(event, "usage")
             if usage is not None:
                 info.usage = merge_stream_usage(info.usage, usage)
+            # A diagnosis pending at message_start may be given with the final delta.
+            diagnostics = _get(event, "diagnostics")
+            if diagnostics is not None:
+                info.cache_diagnosis = diagnosis_from_anthropic(diagnostics) or info.cache_diagnosis
         elif kind == "content_block_start" and self.summary is not None:
-            block_type = _get(_get(event, "content_block"), "type")
-            self.summary["content"].append({"type": block_type})
+            block = _get(event, "content_block")
+            block_type = _get(block, "type")
+            if block_type == "tool_use":
+                self.summary["content"].append({"type": block_type, "id": _get(block, "id")})
+            else:
+                self.summary["content"].append({"type": block_type})
+        elif kind == "message_stop" and self.summary is not None and self.texts is not None:
+            self.summary[STREAMED_TEXT] = "".join(self.texts)
 
 
 # --- content capture (GenAI semconv message parts) -----------------------------------------------------------

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from otel_context.usage import TokenUsage, get_field
+from otel_context.usage import CacheDiagnosis, TokenUsage, get_field
 
 Item = Mapping[str, Any]
 Body = Mapping[str, Any]
@@ -215,6 +215,8 @@ class ResponseInfo:
     response_model: str | None = None
     finish_reasons: tuple[str, ...] = ()
     usage: TokenUsage | None = None
+    #: The provider's own diagnosis of the prompt cache, when the response carries one.
+    cache_diagnosis: CacheDiagnosis | None = None
 
 
 class Accumulator:
@@ -365,4 +367,26 @@ class ChatFormat(EndpointFormat, WireFormatAdapter, Protocol):
 
     def sdk_create(self, client: Any) -> Callable[..., Any]:
         """The create method of ``client`` (an SDK client) that sends a request body of this format."""
+        ...
+
+    # -- the provider's cache diagnostics (Anthropic ``diagnostics``, OpenAI ``prompt_cache_options``) -------
+
+    def with_cache_comparison(self, body: Mapping[str, Any], previous: str | None) -> dict[str, Any] | None:
+        """A copy of ``body`` that asks the provider to compare its prompt with the response ``previous`` (None:
+        opt in without one, where the API allows it); None when the format has no such field, when the app set
+        it itself (never overwritten), or when there is nothing to compare with."""
+        ...
+
+    def diagnosis_when_absent(self, body: Mapping[str, Any]) -> CacheDiagnosis | None:
+        """What a response without a diagnosis means when its request was ``body``: None unless ``body`` asked
+        for one (Anthropic answers a comparison that found nothing diverged with ``diagnostics: null``)."""
+        ...
+
+    def reply_signature(self, response: Mapping[str, Any] | None) -> str:
+        """A digest of what a response said (its text and tool-call ids) that :meth:`items_reply_signature`
+        reproduces from the next request's copy of that reply; "" when it cannot be told."""
+        ...
+
+    def items_reply_signature(self, items: Sequence[Item]) -> str:
+        """:meth:`reply_signature` of the model's reply as the app sent it back (its items, in order)."""
         ...

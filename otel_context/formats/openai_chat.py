@@ -57,7 +57,7 @@ from otel_context.formats.base import (
     ResponseInfo,
     ToolResultRef,
 )
-from otel_context.usage import TokenUsage, field_getter, first_count, or_zero
+from otel_context.usage import CacheDiagnosis, TokenUsage, field_getter, first_count, or_zero
 from otel_context.usage import get_field as _get
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -468,6 +468,20 @@ class OpenAIChatAdapter:
 
     def sdk_create(self, client: Any) -> Callable[..., Any]:
         return client.chat.completions.create  # type: ignore[no-any-return]
+
+    # -- the provider's cache diagnostics: Chat Completions has none ------------------------------------------
+
+    def with_cache_comparison(self, body: Mapping[str, Any], previous: str | None) -> dict[str, Any] | None:
+        return None
+
+    def diagnosis_when_absent(self, body: Mapping[str, Any]) -> CacheDiagnosis | None:
+        return None
+
+    def reply_signature(self, response: Mapping[str, Any] | None) -> str:
+        return ""
+
+    def items_reply_signature(self, items: Sequence[Item]) -> str:
+        return ""
 
     def prompt_layout(self, body: Mapping[str, Any]) -> PromptLayout:
         options = body.get("prompt_cache_options")

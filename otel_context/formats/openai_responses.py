@@ -39,6 +39,8 @@ from otel_context.formats._common import (
     openai_usage,
     output_cap,
     parse_arguments,
+    provider_reason,
+    reply_digest,
     sampling_attributes,
     text_parts,
     unsendable_item,
@@ -56,7 +58,7 @@ from otel_context.formats.base import (
     ResponseInfo,
     ToolResultRef,
 )
-from otel_context.usage import TokenUsage
+from otel_context.usage import CacheDiagnosis, TokenUsage, as_count
 from otel_context.usage import get_field as _get
 
 #: call item type -> its output item type; both carry the same ``call_id``.
@@ -464,6 +466,7 @@ class OpenAIResponsesAdapter:
             response_model=_get(response, "model"),
             finish_reasons=_finish_reasons(response),
             usage=usage_from_openai_responses(usage) if usage is not None else None,
+            cache_diagnosis=diagnosis_from_openai_responses(response),
         )
 
     def new_accumulator(self, provider: str) -> Accumulator:
@@ -519,6 +522,32 @@ class OpenAIResponsesAdapter:
 
     def sdk_create(self, client: Any) -> Callable[..., Any]:
         return client.responses.create  # type: ignore[no-any-return]
+
+    # -- the provider's cache diagnostics -------------------------------------------------------------------
+
+    def with_cache_comparison(self, body: Mapping[str, Any], previous: str | None) -> dict[str, Any] | None:
+        if previous is None:
+            return None  # nothing to compare with: the request goes as the app wrote it
+        options = body.get("prompt_cache_options", _ABSENT)
+        if options is _ABSENT:
+            return {**body, "prompt_cache_options": {"comparison_response_id": previous}}
+        if isinstance(options, Mapping) and "comparison_response_id" not in options:
+            return {**body, "prompt_cache_options": {**options, "comparison_response_id": previous}}
+        return None  # the app's own comparison, or options of a shape we do not add to
+
+    def diagnosis_when_absent(self, body: Mapping[str, Any]) -> CacheDiagnosis | None:
+        # Asked, and not (yet) answered: the comparison is pending.
+        options = body.get("prompt_cache_options")
+        asked = isinstance(options, Mapping) and isinstance(options.get("comparison_response_id"), str)
+        return CacheDiagnosis(semconv.DIAGNOSIS_PENDING) if asked else None
+
+    def reply_signature(self, response: Mapping[str, Any] | None) -> str:
+        if response is None:
+            return ""
+        return _reply_digest(as_list(response.get("output")))
+
+    def items_reply_signature(self, items: Sequence[Item]) -> str:
+        return _reply_digest(items)
 
     def prompt_layout(self, body: Mapping[str, Any]) -> PromptLayout:
         options = body.get("prompt_cache_options")
@@ -634,6 +663,64 @@ class _ResponsesAccumulator(Accumulator):
             response = _get(event, "response")
             self.info.response_id = _get(response, "id")
             self.info.response_model = _get(response, "model")
+
+
+# --- the provider's cache diagnostics --------------------------------------------------------------------------
+
+_ABSENT: Any = object()
+
+#: ``prompt_cache_diagnostics.type`` -> our status.
+_DIAGNOSIS_STATUS = {
+    "cache_hit": semconv.DIAGNOSIS_HIT,
+    "cache_miss": semconv.DIAGNOSIS_MISS,
+    "comparison_response_not_found": semconv.DIAGNOSIS_NOT_FOUND,
+    "unavailable": semconv.DIAGNOSIS_UNAVAILABLE,
+}
+
+
+def diagnosis_from_openai_responses(response: Any) -> CacheDiagnosis | None:
+    """A response's ``prompt_cache_diagnostics`` as a :class:`CacheDiagnosis`; null while the response names a
+    ``prompt_cache_options.comparison_response_id`` is a comparison still pending; None when none was asked."""
+    diagnostics = _get(response, "prompt_cache_diagnostics")
+    if diagnostics is None:
+        options = _get(response, "prompt_cache_options")
+        compared = _get(options, "comparison_response_id") if options is not None else None
+        return CacheDiagnosis(semconv.DIAGNOSIS_PENDING) if isinstance(compared, str) else None
+    status = _DIAGNOSIS_STATUS.get(_get(diagnostics, "type"))  # type: ignore[arg-type]
+    if status is None:
+        return None
+    if status != semconv.DIAGNOSIS_MISS:
+        return CacheDiagnosis(status)
+    return CacheDiagnosis(
+        status,
+        provider_reason(_get(diagnostics, "reason")),
+        as_count(_get(diagnostics, "cache_missed_tokens")),
+        as_count(_get(diagnostics, "comparison_reusable_tokens")),
+    )
+
+
+def _reply_digest(items: Sequence[Any]) -> str:
+    """:func:`reply_digest` of the model's output items: the text of its messages, the call ids of its tool
+    calls (reasoning is left out: apps that send the reply back do not all keep it)."""
+    texts: list[str] = []
+    ids: list[str] = []
+    for item in items:
+        kind = _get(item, "type")
+        if kind in CALL_OUTPUT_TYPES:
+            call_id = _get(item, "call_id")
+            if isinstance(call_id, str):
+                ids.append(call_id)
+        elif kind in (None, "message") and _get(item, "role") == "assistant":
+            content = _get(item, "content")
+            if isinstance(content, str):
+                texts.append(content)
+            else:
+                texts.extend(
+                    t
+                    for part in as_list(content)
+                    if _get(part, "type") == "output_text" and isinstance(t := _get(part, "text"), str)
+                )
+    return reply_digest(texts, ids)
 
 
 # --- content capture (GenAI semconv message parts) -----------------------------------------------------------

@@ -12,13 +12,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .caching import ANTHROPIC_TTLS
+from .caching import ANTHROPIC_TTLS, AnthropicCacheResult, PromptRecord, anthropic_diagnosis
 from .errors import SimError
 from .ids import anthropic_id
 from .results import JsonResult, Request, Result, SseEvent, StreamResult
 from .scripted import Reply, Turn, plan_reply, thinking_text
 from .state import SimState
-from .tokens import block_text, count_tokens, request_blocks
+from .tokens import Block, block_text, count_tokens, request_blocks
 
 __all__ = ["count_tokens_endpoint", "messages_endpoint"]
 
@@ -327,9 +327,33 @@ def messages_endpoint(state: SimState, req: Request) -> Result:
         "stop_sequence": stop_sequence,
         "usage": usage,
     }
+    if isinstance(body.get("diagnostics"), Mapping):
+        message["diagnostics"] = _diagnostics(state, body, model, blocks, cache)
+        state.cache.remember(message["id"], _record(body, model, blocks, cache))
     if body.get("stream") is True:
         return StreamResult(_stream_events(message), usage=usage)
     return JsonResult(message, usage=usage)
+
+
+def _record(body: Mapping[str, Any], model: str, blocks: Sequence[Block], cache: AnthropicCacheResult) -> PromptRecord:
+    """The request's prompt as the diagnostics compare it: blocks, what it left in the cache, and the
+    prompt-affecting settings besides them (thinking, tool choice)."""
+    settings = {"thinking": body.get("thinking"), "tool_choice": body.get("tool_choice")}
+    return PromptRecord.of(model, blocks, cache.cache_read + cache.cache_creation, settings)
+
+
+def _diagnostics(
+    state: SimState, body: Mapping[str, Any], model: str, blocks: Sequence[Block], cache: AnthropicCacheResult
+) -> dict[str, Any] | None:
+    """The response's ``diagnostics`` for a request that opted in: null when nothing diverged from the
+    message it names (or it names none), else the ``cache_miss_reason`` (null while pending)."""
+    previous = body["diagnostics"].get("previous_message_id")
+    if not isinstance(previous, str):
+        return None
+    if state.diagnoses_pending:
+        return {"cache_miss_reason": None}
+    reason = anthropic_diagnosis(state.cache.record(previous), _record(body, model, blocks, cache))
+    return None if reason is None else {"cache_miss_reason": reason}
 
 
 def _chunks(text: str, size: int = 24) -> list[str]:

@@ -20,19 +20,29 @@ OpenAI (automatic):
   on the exact token prefix (see :meth:`tokens.Block.token_pieces`). ``cached_tokens`` is the longest live
   cached prefix; every step of the prompt is (re)written with a 300 s TTL (``prompt_cache_retention="24h"``:
   86,400 s) that a hit refreshes. ``prompt_tokens`` / ``input_tokens`` include the cached tokens.
+
+Cache diagnostics (both providers name why a request could not reuse the prompt of an earlier response):
+each answered request's :class:`PromptRecord` is kept under its response id (Anthropic: only requests that
+opted in with ``diagnostics``, as the API records them), and :func:`anthropic_diagnosis` /
+:func:`openai_diagnosis` compare a request with the record it names: the first divergence in the provider's
+order (model, then the prompt-affecting settings, tools, system or instructions, then the messages or input
+items, where anything but an append diverges), and the tokens the earlier request had left in the cache
+beyond the common prefix (``cache_missed_input_tokens`` / ``cache_missed_tokens``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import SimError
 from .tokens import Block
 
-__all__ = ["AnthropicCacheResult", "PromptCache"]
+__all__ = ["AnthropicCacheResult", "PromptCache", "PromptRecord", "anthropic_diagnosis", "openai_diagnosis"]
 
 ANTHROPIC_TTLS = {"5m": 300.0, "1h": 3600.0}
 LOOKBACK_BLOCKS = 20
@@ -41,6 +51,8 @@ OPENAI_MIN_TOKENS = 1024
 OPENAI_STEP = 128
 OPENAI_TTL = 300.0
 OPENAI_EXTENDED_TTL = 86_400.0
+#: Prompt records kept for diagnostics (the oldest go first).
+MAX_RECORDS = 4096
 
 
 @dataclass(frozen=True)
@@ -62,12 +74,26 @@ class PromptCache:
         self._clock = clock
         self.min_cacheable_tokens = min_cacheable_tokens
         self._entries: dict[bytes, tuple[float, float]] = {}  # key -> (expires_at, ttl)
+        self._records: OrderedDict[str, PromptRecord] = OrderedDict()  # response id -> its request's prompt
         self._lock = threading.Lock()
 
     def reset(self) -> None:
-        """Forget every entry."""
+        """Forget every entry (as an eviction would: the prompts kept for diagnostics stay, the provider still
+        knows what each response's request was)."""
         with self._lock:
             self._entries.clear()
+
+    def remember(self, response_id: str, record: PromptRecord) -> None:
+        """Keep the prompt of the request ``response_id`` answered, for a later request's diagnosis."""
+        with self._lock:
+            self._records[response_id] = record
+            while len(self._records) > MAX_RECORDS:
+                self._records.popitem(last=False)
+
+    def record(self, response_id: str) -> PromptRecord | None:
+        """The prompt of the request ``response_id`` answered; None for an id never seen (or forgotten)."""
+        with self._lock:
+            return self._records.get(response_id)
 
     def __len__(self) -> int:
         now = self._clock()
@@ -175,3 +201,118 @@ class PromptCache:
                     cached = length
                 self._entries[key] = (now + max(ttl, entry[1] if entry else 0.0), max(ttl, entry[1] if entry else 0.0))
         return cached
+
+
+# -- cache diagnostics -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PromptRecord:
+    """What a request put in front of the cache, for comparing a later request with it."""
+
+    model: str
+    #: The block keys (role and content, markers aside) and token counts, in prompt order.
+    keys: tuple[str, ...]
+    tokens: tuple[int, ...]
+    #: The tokens the request left in the cache: its reads and writes (Anthropic), its whole prompt once
+    #: cacheable (OpenAI).
+    cached: int
+    #: Prompt-affecting settings besides the blocks, by name (compared in this order).
+    settings: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, model: str, blocks: Sequence[Block], cached: int, settings: Mapping[str, Any]) -> PromptRecord:
+        return cls(
+            model,
+            tuple(b.key for b in blocks),
+            tuple(b.tokens for b in blocks),
+            cached,
+            tuple((name, repr(value)) for name, value in settings.items()),
+        )
+
+    def section(self, *roles: str) -> tuple[str, ...]:
+        return tuple(k for k in self.keys if k.split("|", 1)[0] in roles)
+
+    def common_prefix_tokens(self, other: PromptRecord) -> int:
+        total = 0
+        for mine, theirs, tokens in zip(self.keys, other.keys, self.tokens, strict=False):
+            if mine != theirs:
+                break
+            total += tokens
+        return total
+
+    def missed(self, current: PromptRecord) -> int:
+        """What this (earlier) request left in the cache that ``current`` could not reuse."""
+        common = 0 if current.model != self.model else self.common_prefix_tokens(current)
+        return max(0, self.cached - common)
+
+
+def _first_setting_change(previous: PromptRecord, current: PromptRecord) -> str | None:
+    mine = dict(previous.settings)
+    for name, value in current.settings:
+        if mine.get(name) != value:
+            return name
+    return None
+
+
+def _appended(previous: Sequence[str], current: Sequence[str]) -> bool:
+    return len(current) >= len(previous) and tuple(current[: len(previous)]) == tuple(previous)
+
+
+def anthropic_diagnosis(previous: PromptRecord | None, current: PromptRecord) -> dict[str, Any] | None:
+    """The ``cache_miss_reason`` of ``current`` against ``previous`` (None: nothing diverged)."""
+    if previous is None:
+        return {"type": "previous_message_not_found"}
+    messages = ("user", "assistant")
+    if previous.model != current.model:
+        reason = "model_changed"
+    elif previous.section("tools") != current.section("tools"):
+        reason = "tools_changed"
+    elif previous.section("system") != current.section("system"):
+        reason = "system_changed"
+    elif not _appended(previous.section(*messages), current.section(*messages)):
+        reason = "messages_changed"
+    elif _first_setting_change(previous, current) is not None:
+        return {"type": "unavailable"}  # thinking, tool_choice: the API cannot say
+    else:
+        return None
+    return {"type": reason, "cache_missed_input_tokens": previous.missed(current)}
+
+
+#: OpenAI's reason for each prompt-affecting setting the simulated Responses endpoint records.
+OPENAI_SETTING_REASONS = {
+    "prompt_cache_key": "prompt_cache_key_changed",
+    "text_format": "text_format_changed",
+    "reasoning_effort": "reasoning_effort_changed",
+    "verbosity": "verbosity_changed",
+    "service_tier": "service_tier_changed",
+}
+
+
+def openai_diagnosis(previous: PromptRecord | None, current: PromptRecord) -> dict[str, Any]:
+    """The ``prompt_cache_diagnostics`` of ``current`` against ``previous``."""
+    if previous is None:
+        return {"type": "comparison_response_not_found"}
+    changed = _first_setting_change(previous, current)
+    if previous.model != current.model:
+        reason = "model_changed"
+    elif changed == "prompt_cache_key":
+        reason = OPENAI_SETTING_REASONS[changed]
+    elif previous.section("tools") != current.section("tools"):
+        reason = "tools_changed"
+    elif changed is not None:
+        reason = OPENAI_SETTING_REASONS.get(changed, "input_changed")
+    elif not _appended(
+        [k for k in previous.keys if not k.startswith("tools|")],
+        [k for k in current.keys if not k.startswith("tools|")],
+    ):
+        compacted = any('"type":"compaction"' in k for k in current.keys if k not in previous.keys)
+        reason = "context_compacted" if compacted else "input_changed"
+    else:
+        return {"type": "cache_hit"}
+    return {
+        "type": "cache_miss",
+        "reason": reason,
+        "cache_missed_tokens": previous.missed(current),
+        "comparison_reusable_tokens": previous.common_prefix_tokens(current) if previous.model == current.model else 0,
+    }

@@ -12,13 +12,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .caching import OPENAI_MIN_TOKENS, PromptRecord, openai_diagnosis
 from .errors import SimError
 from .ids import b62, hex_id
 from .models import EMBEDDING_DIMENSIONS
 from .results import JsonResult, Request, Result, SseEvent, StreamResult
 from .scripted import Turn, plan_reply, summarize
 from .state import SimState
-from .tokens import COMPACTION_PREFIX, block_text, count_tokens, request_blocks, responses_items
+from .tokens import COMPACTION_PREFIX, Block, block_text, count_tokens, request_blocks, responses_items
 
 __all__ = ["chat_completions_endpoint", "compact_endpoint", "embeddings_endpoint", "responses_endpoint"]
 
@@ -588,11 +589,51 @@ def responses_endpoint(state: SimState, req: Request) -> Result:
     rid = hex_id("resp", 25)
     created = int(time.time())
     final = _response_object(rid, body, model, created, status, output, usage, incomplete)
+    _diagnose(state, body, model, blocks, total, cached, final)
     if body.get("store", True) is not False:
         state.store_response(rid, [*items, *output])
     if body.get("stream") is True:
         return StreamResult(_responses_events(body, model, created, final), usage=usage)
     return JsonResult(final, usage=usage)
+
+
+def _diagnose(
+    state: SimState,
+    body: Mapping[str, Any],
+    model: str,
+    blocks: Sequence[Block],
+    total: int,
+    cached: int,
+    final: dict[str, Any],
+) -> None:
+    """Record the request's prompt under the response's id, and answer ``prompt_cache_options.
+    comparison_response_id`` with ``prompt_cache_diagnostics`` (and the options applied); a request without
+    it gets neither field, as before the API had them."""
+    text = body.get("text") if isinstance(body.get("text"), Mapping) else {}
+    reasoning = body.get("reasoning") if isinstance(body.get("reasoning"), Mapping) else {}
+    assert isinstance(text, Mapping) and isinstance(reasoning, Mapping)
+    settings = {
+        "prompt_cache_key": body.get("prompt_cache_key"),
+        "text_format": text.get("format"),
+        "reasoning_effort": reasoning.get("effort"),
+        "verbosity": text.get("verbosity"),
+        "service_tier": body.get("service_tier"),
+    }
+    # Automatic caching: the whole prompt is left in the cache once long enough.
+    record = PromptRecord.of(model, blocks, total if total >= OPENAI_MIN_TOKENS else cached, settings)
+    options = body.get("prompt_cache_options")
+    if isinstance(options, Mapping) and "comparison_response_id" in options:
+        compared = options.get("comparison_response_id")
+        final["prompt_cache_options"] = {
+            "mode": options.get("mode", "implicit"),
+            "ttl": options.get("ttl", "30m"),
+            "comparison_response_id": compared,
+        }
+        if not isinstance(compared, str) or state.diagnoses_pending:
+            final["prompt_cache_diagnostics"] = None
+        else:
+            final["prompt_cache_diagnostics"] = openai_diagnosis(state.cache.record(compared), record)
+    state.cache.remember(final["id"], record)
 
 
 def _responses_events(body: Mapping[str, Any], model: str, created: int, final: dict[str, Any]) -> list[SseEvent]:

@@ -300,6 +300,16 @@ class SimulatedProvider:
             raise TypeError(f"summarizer must be a SummarizerStyle, got {style!r}")
         self._state.summarizer = style
 
+    @property
+    def diagnoses_pending(self) -> bool:
+        """Whether every cache diagnosis is answered as still pending (Anthropic ``cache_miss_reason: null``,
+        OpenAI ``prompt_cache_diagnostics: null``), as a response sent before the comparison finished is."""
+        return self._state.diagnoses_pending
+
+    @diagnoses_pending.setter
+    def diagnoses_pending(self, pending: bool) -> None:
+        self._state.diagnoses_pending = bool(pending)
+
     def set_window(self, model: str, tokens: int) -> None:
         """Override the context window of ``model`` (exact name, or prefix of model names)."""
         if tokens < 1:

@@ -28,6 +28,9 @@ class SimState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: How summary replies lose things (see :class:`SummarizerStyle`); faithful by default.
     summarizer: SummarizerStyle = FAITHFUL
+    #: Answer every cache diagnosis as still pending (Anthropic ``cache_miss_reason: null``, OpenAI
+    #: ``prompt_cache_diagnostics: null``), as a response sent before the comparison finished is.
+    diagnoses_pending: bool = False
 
     def window(self, model: str, flavor: Flavor) -> int:
         """The context window of ``model``; unknown models get the default, or a 404 when strict."""

@@ -102,6 +102,9 @@ def _check_span(span: ReadableSpan, interaction: Interaction, label: str) -> Non
         assert attrs.get(semconv.GEN_AI_REQUEST_STREAM, False) is is_stream(interaction), label
     if exp.provider_compacted:
         assert attrs.get(semconv.GEN_AI_CONVERSATION_COMPACTED) is True, f"{label}: server-side compaction not flagged"
+    # No recorded exchange asked for the provider's cache diagnosis (issue 42): the real shapes, among them a
+    # Responses reply that echoes ``prompt_cache_options`` without a comparison, carry none and get none.
+    assert semconv.CACHE_DIAGNOSIS_STATUS not in attrs, label
 
 
 _METRICS = {

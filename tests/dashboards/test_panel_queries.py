@@ -176,3 +176,47 @@ def test_retention_panel_gives_each_strategy_its_quantiles(tmp_path: Path) -> No
     checks = [check(p50, 0.925, 0.15), check(p10, 0.905, 0.11), check(raw50, 0.55, 0.15), check(raw10, 0.51, 0.11)]
     code, output = _run(tmp_path, series, checks)
     assert code == 0, output
+
+
+def _diagnoses(provider: str, ours: str, theirs: str, agreement: str, per_minute: int) -> dict[str, str]:
+    labels = (
+        f'{semconv.GEN_AI_PROVIDER_NAME.replace(".", "_")}="{provider}", '
+        f'{semconv.CACHE_DIAGNOSIS_DETECTOR_REASON.replace(".", "_")}="{ours}", '
+        f'{semconv.CACHE_DIAGNOSIS_PROVIDER_REASON.replace(".", "_")}="{theirs}", '
+        f'{semconv.CACHE_DIAGNOSIS_AGREEMENT.replace(".", "_")}="{agreement}", job="app"'
+    )
+    return {"series": f"{semconv.PROM_CACHE_DIAGNOSES_TOTAL}{{{labels}}}", "values": f"0+{per_minute}x10"}
+
+
+def test_agreement_panels_share_the_verdicts_and_name_each_disagreement(tmp_path: Path) -> None:
+    (agreement,) = _exprs("Cache-break detector vs the provider")
+    (disagreements,) = _exprs("Detector and provider disagree")
+    series = [
+        # Anthropic, a minute: 6 hits and 2 system changes agreed, 1 miss we did not see, 3 pending (no verdict).
+        _diagnoses("anthropic", "none", "hit", "agree", 6),
+        _diagnoses("anthropic", "system_changed", "system_changed", "agree", 2),
+        _diagnoses("anthropic", "none", "messages_changed", "disagree", 1),
+        _diagnoses("anthropic", "none", "pending", "unknown", 3),
+        # OpenAI: 4 compactions agreed.
+        _diagnoses("openai", "compaction", "input_changed", "agree", 4),
+    ]
+    provider = semconv.GEN_AI_PROVIDER_NAME.replace(".", "_")
+    ours = semconv.CACHE_DIAGNOSIS_DETECTOR_REASON.replace(".", "_")
+    theirs = semconv.CACHE_DIAGNOSIS_PROVIDER_REASON.replace(".", "_")
+    checks = [
+        {
+            "expr": f"round({agreement}, 0.001)",
+            "eval_time": "8m",
+            "exp_samples": [
+                {"labels": f'{{{provider}="anthropic"}}', "value": round(8 / 9, 3)},
+                {"labels": f'{{{provider}="openai"}}', "value": 1},
+            ],
+        },
+        {
+            "expr": f"round({disagreements} * 60, 0.001)",
+            "eval_time": "8m",
+            "exp_samples": [{"labels": f'{{{ours}="none", {theirs}="messages_changed"}}', "value": 1}],
+        },
+    ]
+    code, output = _run(tmp_path, series, checks)
+    assert code == 0, output

@@ -33,6 +33,7 @@ class RecordingPlan(CallPlan):
         usage: TokenUsage | None,
         response: Mapping[str, Any] | None,
         response_id: str | None = None,
+        diagnosis: Any = None,
     ) -> None:
         self.responses.append((usage, dict(response) if response is not None else None))
         self.response_ids.append(response_id)

@@ -83,7 +83,9 @@ def test_engine_on_response_that_raises(simulated_provider: Any, spans: Any, mon
     from otel_context.contract import CallPlan
 
     class BadPlan(CallPlan):
-        def on_response(self, span: Any, usage: Any, response: Any, response_id: str | None = None) -> None:
+        def on_response(
+            self, span: Any, usage: Any, response: Any, response_id: str | None = None, diagnosis: Any = None
+        ) -> None:
             raise _Boom("engine failed late")
 
     def plan(span: Any, request: Any) -> Any:
