@@ -257,6 +257,8 @@ class Interceptor:
         attrs.update(endpoint.fmt.request_attributes(body))
         name = f"{operation} {model}" if model else operation
         span = telemetry.get().tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+        if not span.is_recording():
+            telemetry.not_recording(span)  # no tracer provider set up: said once
         ctx = trace.set_span_in_context(span)
         call = InstrumentedCall(span, endpoint.fmt, endpoint.chat, metric_attrs, client_info.provider, stream, ctx)
         token = otel_context.attach(ctx)

@@ -26,14 +26,13 @@ EXIT_INTERRUPTED = 130
 API_KEY_VARS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
-def _positive(text: str) -> int:
+def _whole(text: str) -> int:
+    """A whole number; its range is checked by the command's options (``check``), which name the real minimum
+    (``--window -1`` and ``--window 10`` then get the same message: "must be at least 12,000 tokens")."""
     try:
-        value = int(text.replace("_", ""))
+        return int(text.replace("_", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,10 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--provider", choices=("anthropic", "openai"), default="anthropic", help="wire format (default: anthropic)"
     )
-    demo.add_argument("--turns", type=_positive, default=DEFAULT_TURNS, help=f"turns to run (default: {DEFAULT_TURNS})")
+    demo.add_argument("--turns", type=_whole, default=DEFAULT_TURNS, help=f"turns to run (default: {DEFAULT_TURNS})")
     demo.add_argument(
         "--window",
-        type=_positive,
+        type=_whole,
         default=DEFAULT_WINDOW,
         help=f"context window in tokens (default: {DEFAULT_WINDOW:,})",
     )
@@ -129,12 +128,12 @@ def _add_eval_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     ev.add_argument(
         "--window",
-        type=_positive,
+        type=_whole,
         default=DEFAULT_WINDOW,
         help=f"the compaction window in tokens (default: {DEFAULT_WINDOW:,})",
     )
     ev.add_argument(
-        "--turns", type=_positive, help="cut every scenario to this many turns (default: each one's full length)"
+        "--turns", type=_whole, help="cut every scenario to this many turns (default: each one's full length)"
     )
     ev.add_argument(
         "--json",
@@ -277,10 +276,23 @@ def _eval(args: argparse.Namespace) -> int:
     return run_command(args, os.environ, sys.stdin)
 
 
+def _command_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
+    """The parser of ``command`` (``demo``, ``eval``), None without one."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            found: argparse.ArgumentParser = action.choices[command]
+            return found
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``otel-context`` console script."""
     parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    # An unknown option after a command is that command's usage error (argparse would print the top-level
+    # usage for it): `otel-context eval --bogus` shows eval's usage.
+    args, unknown = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    if unknown:
+        (_command_parser(parser, args.command) or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "demo":
         return _demo(args)
     if args.command == "eval":

@@ -110,9 +110,18 @@ class TokenMonitor(SpanProcessor):
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         add = getattr(provider, "add_span_processor", None)
         if add is None:
+            if isinstance(provider, trace.ProxyTracerProvider):
+                found = (
+                    "no tracer provider is set up yet (the global one is OpenTelemetry's ProxyTracerProvider "
+                    "placeholder)"
+                )
+            else:
+                found = f"got a {type(provider).__name__}, which takes no span processor"
             raise RuntimeError(
-                "TokenMonitor reads finished spans and needs the OpenTelemetry SDK's TracerProvider; got "
-                f"{type(provider).__name__}. Import otel_context.auto first (it sets one up), or pass yours."
+                f"TokenMonitor reads the finished spans of the OpenTelemetry SDK's TracerProvider, and {found}. "
+                "Import otel_context.auto before attaching (it sets one up from the OTEL_* variables), or set "
+                "one first (trace.set_tracer_provider(TracerProvider())), or pass yours: "
+                "TokenMonitor().attach(tracer_provider)."
             )
         add(self)
         self._enabled = True

@@ -145,6 +145,16 @@ class Telemetry:
 
 
 _current: Telemetry | None = None
+#: The tracer provider ``instrument()`` was given (None: the global one, looked up at every span).
+_explicit_provider = False
+
+NO_TRACER_PROVIDER = (
+    "otel_context: no OpenTelemetry tracer provider is set up, so the instrumented LLM calls make no spans "
+    "(compaction works all the same). otel_context.instrument() uses the app's providers and reads no OTEL_* "
+    "variable: set one first (trace.set_tracer_provider(TracerProvider()) with its exporters, or "
+    "instrument(tracer_provider=...)), or use `import otel_context.auto` instead, which sets the SDK up from "
+    "the OTEL_* variables (OTEL_TRACES_EXPORTER=console for a first look)."
+)
 
 
 def configure(
@@ -153,7 +163,8 @@ def configure(
     legacy_metrics: bool = False,
 ) -> Telemetry:
     """Create the tracer, meter and instruments; called at instrument time."""
-    global _current
+    global _current, _explicit_provider
+    _explicit_provider = tracer_provider is not None
     tracer = trace.get_tracer(semconv.SCOPE_NAME, _VERSION, tracer_provider=tracer_provider)
     meter = metrics.get_meter(semconv.SCOPE_NAME, _VERSION, meter_provider=meter_provider)
     _current = Telemetry(tracer, meter, _instruments(meter, legacy_metrics))
@@ -163,6 +174,17 @@ def configure(
 def get() -> Telemetry:
     """The telemetry configured at instrument time (or a default one on the global providers)."""
     return _current if _current is not None else configure()
+
+
+def not_recording(span: Span) -> None:
+    """Called with a call's span that does not record: when that is because no tracer provider was ever set
+    up (the global one is still OpenTelemetry's placeholder), say so once, and what to do. A span dropped by
+    a sampler, or an app that sets its provider after ``instrument()`` and before its first call, says
+    nothing (the placeholder hands the spans on to a provider set later)."""
+    if _explicit_provider or "tracing.no_provider" in _logged:
+        return
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        log_once("tracing.no_provider", NO_TRACER_PROVIDER)
 
 
 def emit_event(span: Span, name: str, attributes: Mapping[str, AttributeValue]) -> None:

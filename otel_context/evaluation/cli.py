@@ -111,7 +111,7 @@ def run_command(args: argparse.Namespace, env: Mapping[str, str], stdin: IO[str]
         _err(f"otel-context eval: {exc}")
         return EXIT_USAGE
     if importlib.util.find_spec(options.api) is None:
-        _err(f"otel-context eval needs the {options.api} SDK: pip install 'otel-context[demo]'")
+        _err(f"otel-context eval needs the {options.api} SDK: pip install 'otel-context[{options.api}]'")
         return EXIT_USAGE
     json_path = None if args.json in (None, "-") else Path(args.json)
     if json_path is not None and not json_path.parent.exists():

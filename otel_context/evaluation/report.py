@@ -1,5 +1,8 @@
 """What ``otel-context eval`` prints: a table per run (a row per compaction), a fact grid, a verdict; or JSON.
 
+The tables are plain text (:mod:`otel_context.evaluation.table`: no ``rich``, so a plain install runs the
+eval), laid out to the output's width and stacked rather than cut.
+
 How to read the columns is in docs/eval.md. The JSON holds every figure of the tables and, per compaction,
 every fact's state and every probe's answers.
 """
@@ -11,8 +14,9 @@ from typing import IO, Any
 
 from otel_context.evaluation.classify import ABSENT, SUMMARY, VERBATIM
 from otel_context.evaluation.runner import CompactionRecord, EvalOptions, RunResult
+from otel_context.evaluation.table import Column, output_width, paint, render, use_colour, wrap
 
-__all__ = ["RunPrinter", "summary_rows", "to_json"]
+__all__ = ["RunPrinter", "compaction_table", "fact_grid", "retention_table", "summary_rows", "to_json"]
 
 _MARK = {VERBATIM: "V", SUMMARY: "S", ABSENT: "-"}
 
@@ -187,113 +191,145 @@ def to_json(options: EvalOptions, results: Sequence[RunResult]) -> dict[str, Any
 
 
 class RunPrinter:
-    """Prints each run's tables as it ends, then the overall table (rich)."""
+    """Prints each run's tables as it ends, then the overall table: plain text laid out to the output's width
+    (:func:`otel_context.evaluation.table.output_width`), stacked rather than cut, coloured on a terminal."""
 
-    def __init__(self, file: IO[str]) -> None:
-        from rich.console import Console
+    def __init__(self, file: IO[str], width: int | None = None) -> None:
+        self.file = file
+        self.width = width if width is not None else output_width(file)
+        self.colour = use_colour(file)
 
-        # Not a terminal (a pipe, a CI log): wide enough for the compaction table instead of rich's 80.
-        self.console = Console(file=file, highlight=False, width=None if file.isatty() else 150)
+    def _print(self, lines: Sequence[str] = ("",)) -> None:
+        for line in lines:
+            print(line, file=self.file)
+        self.file.flush()
 
     def run(self, r: RunResult) -> None:
-        from rich.table import Table
-
-        c = self.console
         title = (
             f"{r.scenario.name}: {r.scenario.title}. {r.turns} turns, window {r.window:,}, model {r.model}, "
             f"summarizer {r.summarizer or r.summary_model} ({r.summarizer_note})"
         )
-        c.print(title, style="bold", markup=False)
+        self._print([paint(line, "bold", self.colour) for line in wrap(title, self.width)])
         if not r.compactions:
-            c.print("No compaction happened: lower --window so that the conversation outgrows it.", style="yellow")
+            self._print(
+                [
+                    paint(line, "yellow", self.colour)
+                    for line in wrap(
+                        "No compaction happened: lower --window so that the conversation outgrows it.", self.width
+                    )
+                ]
+            )
+            self._print()
             return
-        table = Table(
-            title="Compactions",
-            title_justify="left",
-            caption="context: tokens before → after (compact span); probes: answered right from the compacted "
-            "request / from the full history; spared: input tokens not sent until the next compaction",
-            caption_justify="left",
-        )
-        columns = (
-            "#",
-            "turn",
-            "context",
-            "verbatim",
-            "summary",
-            "absent",
-            "user lost",
-            "probes",
-            "probes full",
-            "summarizer in/out",
-            "summary $",
-            "spared",
-            "spared $",
-        )
-        show_retention = any(rec.retention is not None for rec in r.compactions)
-        for name in columns:
-            table.add_column(name, justify="right", no_wrap=True)
-        if show_retention:
-            table.add_column("retention", justify="right", no_wrap=True)
-        for rec in r.compactions:
-            lost = len(rec.user_lost) + len(rec.without_reversal)
-            row = [
-                str(rec.number),
-                str(rec.turn),
-                f"{rec.tokens_before:,}→{rec.tokens_after:,}",
-                str(rec.count(VERBATIM)),
-                str(rec.count(SUMMARY)),
-                str(rec.count(ABSENT)),
-                f"[red]{lost}[/red]" if lost else "0",
-                _score(*rec.probe_score()),
-                _score(*rec.probe_score(full=True)) if rec.full_probe_error is None else "skipped",
-                f"{rec.summary_input_tokens:,}/{rec.summary_output_tokens:,}",
-                _money(rec.summary_cost),
-                f"{rec.spared_tokens:,}",
-                _money(rec.spared_cost),
-            ]
-            if show_retention:
-                row.append("-" if rec.retention is None else f"{rec.retention:.2f}")
-            table.add_row(*row)
-        c.print(table)
-        grid = Table(
-            title="Facts after each compaction",
-            title_justify="left",
-            caption="V verbatim, S only in the summary, - absent, ~ reversed constraint gone (allowed), "
-            "! failure (user fact lost, or constraint without its reversal), ? probe answered wrong",
-            caption_justify="left",
-        )
-        grid.add_column("fact")
-        grid.add_column("kind")
-        grid.add_column("from")
-        for rec in r.compactions:
-            grid.add_column(str(rec.number), justify="center")
-        for fact in r.scenario.facts:
-            cells = [cell(rec, fact.id) for rec in r.compactions]
-            styled = [f"[red]{m}[/red]" if m.startswith("!") else m for m in cells]
-            grid.add_row(fact.id, fact.kind.replace("_", " "), fact.source, *styled)
-        c.print(grid)
-        c.print()
+        self._print()
+        self._print(compaction_table(r, self.width, self.colour))
+        self._print()
+        self._print(fact_grid(r, self.width, self.colour))
+        self._print()
 
     def summary(self, options: EvalOptions, results: Sequence[RunResult]) -> None:
-        from rich.table import Table
+        self._print(retention_table(results, self.width, self.colour))
 
-        table = Table(title="Retention", title_justify="left")
-        for name in (
-            "scenario",
-            "summarizer",
-            "compactions",
-            "facts kept",
-            "user facts kept",
-            "constraint w/o reversal",
-            "probes compacted",
-            "probes full",
-            "summary cost",
-            "spared cost",
-            "verdict",
-        ):
-            table.add_column(name, justify="left" if name in ("scenario", "summarizer") else "right")
-        for row in summary_rows(results):
-            table.add_row(
+
+def compaction_table(r: RunResult, width: int, colour: bool = False) -> list[str]:
+    """A row per compaction of one run (docs/eval.md says how to read the columns)."""
+    show_retention = any(rec.retention is not None for rec in r.compactions)
+    columns = [
+        Column("#", key=True),
+        Column("turn", key=True),
+        Column("context"),
+        Column("verbatim"),
+        Column("summary"),
+        Column("absent"),
+        Column("user lost"),
+        Column("probes"),
+        Column("probes full"),
+        Column("summarizer in/out"),
+        Column("summary $"),
+        Column("spared"),
+        Column("spared $"),
+    ]
+    if show_retention:
+        columns.append(Column("retention"))
+    rows = []
+    styles = {}
+    for n, rec in enumerate(r.compactions):
+        lost = len(rec.user_lost) + len(rec.without_reversal)
+        if lost:
+            styles[(n, 6)] = "red"
+        row = [
+            str(rec.number),
+            str(rec.turn),
+            f"{rec.tokens_before:,}→{rec.tokens_after:,}",
+            str(rec.count(VERBATIM)),
+            str(rec.count(SUMMARY)),
+            str(rec.count(ABSENT)),
+            str(lost),
+            _score(*rec.probe_score()),
+            _score(*rec.probe_score(full=True)) if rec.full_probe_error is None else "skipped",
+            f"{rec.summary_input_tokens:,}/{rec.summary_output_tokens:,}",
+            _money(rec.summary_cost),
+            f"{rec.spared_tokens:,}",
+            _money(rec.spared_cost),
+        ]
+        if show_retention:
+            row.append("-" if rec.retention is None else f"{rec.retention:.2f}")
+        rows.append(row)
+    return render(
+        columns,
+        rows,
+        width,
+        title="Compactions",
+        caption="context: tokens before → after (compact span); probes: answered right from the compacted "
+        "request / from the full history; spared: input tokens not sent until the next compaction",
+        styles=styles,
+        colour=colour,
+    )
+
+
+def fact_grid(r: RunResult, width: int, colour: bool = False) -> list[str]:
+    """A row per planted fact, a column per compaction: what reached the request after it."""
+    columns = [Column("fact", "left", key=True), Column("kind", "left", key=True), Column("from", "left", key=True)]
+    columns += [Column(str(rec.number), "center") for rec in r.compactions]
+    rows = []
+    styles = {}
+    for n, fact in enumerate(r.scenario.facts):
+        cells = [cell(rec, fact.id) for rec in r.compactions]
+        styles.update({(n, 3 + i): "red" for i, mark in enumerate(cells) if mark.startswith("!")})
+        rows.append([fact.id, fact.kind.replace("_", " "), fact.source, *cells])
+    return render(
+        columns,
+        rows,
+        width,
+        title="Facts after each compaction",
+        caption="V verbatim, S only in the summary, - absent, ~ reversed constraint gone (allowed), "
+        "! failure (user fact lost, or constraint without its reversal), ? probe answered wrong",
+        styles=styles,
+        colour=colour,
+    )
+
+
+def retention_table(results: Sequence[RunResult], width: int, colour: bool = False) -> list[str]:
+    """A row per run: the published table (docs/eval.md)."""
+    columns = [
+        Column("scenario", "left", key=True),
+        Column("summarizer", "left", key=True),
+        Column("compactions"),
+        Column("facts kept"),
+        Column("user facts kept"),
+        Column("constraint w/o reversal"),
+        Column("probes compacted"),
+        Column("probes full"),
+        Column("summary cost"),
+        Column("spared cost"),
+        Column("verdict"),
+    ]
+    rows = []
+    styles = {}
+    for n, row in enumerate(summary_rows(results)):
+        styles[(n, 10)] = "green" if row["passed"] else "red"
+        rows.append(
+            [
                 row["scenario"],
                 row["summarizer"],
                 str(row["compactions"]),
@@ -305,6 +341,7 @@ class RunPrinter:
                 _pct(*row["probes_full"]),
                 _money(row["summary_cost"]),
                 _money(row["spared_cost"]),
-                "[green]pass[/green]" if row["passed"] else "[red]FAIL[/red]",
-            )
-        self.console.print(table)
+                "pass" if row["passed"] else "FAIL",
+            ]
+        )
+    return render(columns, rows, width, title="Retention", styles=styles, colour=colour)

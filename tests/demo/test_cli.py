@@ -135,14 +135,34 @@ def test_cost_ceiling_grows_with_turns_and_window() -> None:
 
 def test_bad_arguments_exit_2_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
     for argv, message in (
-        (["demo", "--turns", "0"], "must be at least 1"),
         (["demo", "--provider", "gemini"], "invalid choice"),
+        (["demo", "--window", "many"], "'many' is not a whole number"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
-        assert exit_info.value.code == EXIT_USAGE and message in capsys.readouterr().err
-    assert main(["demo", "--window", "500"]) == EXIT_USAGE
-    assert "--window 500: must be at least 12,000 tokens" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert exit_info.value.code == EXIT_USAGE and message in err
+        assert "usage: otel-context demo" in err
+    # Out of range, a negative number included: the same message, with the real minimum.
+    for window in ("500", "-1", "0"):
+        assert main(["demo", "--window", window]) == EXIT_USAGE
+        assert f"otel-context demo: --window {window}: must be at least 12,000 tokens" in capsys.readouterr().err
+    for turns in ("0", "-3"):
+        assert main(["demo", "--turns", turns]) == EXIT_USAGE
+        assert f"otel-context demo: --turns {turns}: must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["demo", "eval"])
+def test_an_unknown_option_prints_its_commands_usage(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--bogus"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == EXIT_USAGE
+    assert err.startswith(f"usage: otel-context {command} ")
+    assert f"otel-context {command}: error: unrecognized arguments: --bogus" in err
+    with pytest.raises(SystemExit):
+        main(["--bogus"])
+    assert capsys.readouterr().err.startswith("usage: otel-context [-h]")
 
 
 def test_json_into_a_missing_directory_is_refused_before_any_output(capsys: pytest.CaptureFixture[str]) -> None:

@@ -185,7 +185,9 @@ def test_a_live_run_says_what_it_may_spend_and_asks_first(
         (["--scenario", "payroll"], "unknown scenario 'payroll'"),
         (["--summarizer", "bounded,lazy"], "--summarizer 'lazy'"),
         (["--turns", "10"], "--turns 10: must be at least"),
-        (["--window", "1000"], "--window 1000: must be at least"),
+        (["--window", "1000"], "--window 1000: must be at least 6,000 tokens"),
+        (["--window", "-1"], "--window -1: must be at least 6,000 tokens"),
+        (["--turns", "-1"], "--turns -1: must be at least"),
         (["--yes"], "--yes confirms a live run"),
     ],
 )
