@@ -12,7 +12,7 @@ from typing import IO, Any
 from otel_context.evaluation.classify import ABSENT, SUMMARY, VERBATIM
 from otel_context.evaluation.runner import CompactionRecord, EvalOptions, RunResult
 
-__all__ = ["RunPrinter", "summary_rows", "to_json"]
+__all__ = ["RunPrinter", "summary_rows", "to_json", "verbatim_curve"]
 
 _MARK = {VERBATIM: "V", SUMMARY: "S", ABSENT: "-"}
 
@@ -42,10 +42,26 @@ def cell(record: CompactionRecord, fact_id: str) -> str:
         mark = "~"
     if status.failure:
         mark = "!"
+    elif status.old_value_sent:
+        mark += "o"
     probe = next((p for p in record.probes if p.fact.id == fact_id), None)
     if probe is not None and not probe.compacted_ok:
         mark += "?"
     return mark
+
+
+def _sum(pairs: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+
+
+def _kept(pair: tuple[int, int]) -> str:
+    """``x/y``, with the share when there is one: ``34/60 57%``."""
+    return f"{pair[0]}/{pair[1]} {_pct(*pair)}" if pair[1] else "-"
+
+
+def verbatim_curve(result: RunResult) -> list[float | None]:
+    """The share of the user's messages that reached the request verbatim, by compaction number."""
+    return [c.verbatim_share for c in result.compactions]
 
 
 def summary_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
@@ -76,6 +92,13 @@ def summary_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                 "user_facts_checked": user_checked,
                 "user_facts_lost": sum(len(c.user_lost) for c in r.compactions),
                 "without_reversal": sum(len(c.without_reversal) for c in r.compactions),
+                "user_facts": list(_sum([c.user_facts for c in r.compactions])),
+                "artifacts": list(_sum([c.artifacts for c in r.compactions])),
+                "decisions": list(_sum([c.decisions for c in r.compactions])),
+                "stale_values": sum(len(c.stale) for c in r.compactions),
+                "old_value_sent": sum(1 for c in r.compactions for s in c.facts if s.old_value_sent),
+                "superseded_checked": sum(1 for c in r.compactions for s in c.facts if s.superseded),
+                "verbatim_share": verbatim_curve(r),
                 "probes_compacted": [probe_hit, probe_asked],
                 "probes_full": [full_hit, full_asked],
                 "summary_tokens": [
@@ -109,6 +132,18 @@ def _record_json(c: CompactionRecord) -> dict[str, Any]:
         "user_facts_lost": [s.fact.id for s in c.user_lost],
         "facts_lost": [s.fact.id for s in c.lost],
         "without_reversal": [s.fact.id for s in c.without_reversal],
+        "stale_values": [s.fact.id for s in c.stale],
+        "user_facts": list(c.user_facts),
+        "artifacts": list(c.artifacts),
+        "decisions": list(c.decisions),
+        "user_messages": {
+            "said": c.user_messages,
+            "verbatim": c.user_messages_verbatim,
+            "quoted_in_summary": c.user_messages_quoted,
+            "share": c.verbatim_share,
+        },
+        "retention_before_repair": c.retention_before_repair,
+        "repair_tokens": c.repair_tokens,
         "facts": [
             {
                 "id": s.fact.id,
@@ -118,6 +153,8 @@ def _record_json(c: CompactionRecord) -> dict[str, Any]:
                 "lost": s.lost,
                 "superseded": s.superseded,
                 "without_reversal": s.without_reversal,
+                "stale": s.stale,
+                "old_value_sent": s.old_value_sent,
             }
             for s in c.facts
         ],
@@ -171,6 +208,7 @@ def to_json(options: EvalOptions, results: Sequence[RunResult]) -> dict[str, Any
                         "kind": f.kind,
                         "source": f.source,
                         "user_fact": f.user_fact,
+                        "artifact": f.artifact,
                         "text": f.text,
                         "question": f.question,
                         "answer": f.answer,
@@ -255,11 +293,33 @@ class RunPrinter:
                 row.append("-" if rec.retention is None else f"{rec.retention:.2f}")
             table.add_row(*row)
         c.print(table)
+        kept = Table(
+            title="What reached the model after each compaction",
+            title_justify="left",
+            caption="kept / in force (a reversed constraint is not in force); stale: a superseded value sent as if "
+            "current; msgs verbatim: the user's messages so far that reached the request verbatim",
+            caption_justify="left",
+        )
+        for name in ("#", "user facts", "artifacts", "decision", "w/o reversal", "stale", "msgs verbatim"):
+            kept.add_column(name, justify="right", no_wrap=True)
+        for rec in r.compactions:
+            share = rec.verbatim_share
+            kept.add_row(
+                str(rec.number),
+                _score(*rec.user_facts),
+                _score(*rec.artifacts),
+                _score(*rec.decisions),
+                f"[red]{len(rec.without_reversal)}[/red]" if rec.without_reversal else "0",
+                f"[red]{len(rec.stale)}[/red]" if rec.stale else "0",
+                "-" if share is None else f"{100 * share:.0f}%",
+            )
+        c.print(kept)
         grid = Table(
             title="Facts after each compaction",
             title_justify="left",
             caption="V verbatim, S only in the summary, - absent, ~ reversed constraint gone (allowed), "
-            "! failure (user fact lost, or constraint without its reversal), ? probe answered wrong",
+            "o the superseded value still sent (before its change, or marked), ! failure (user fact lost, "
+            "constraint without its reversal, stale value), ? probe answered wrong",
             caption_justify="left",
         )
         grid.add_column("fact")
@@ -307,4 +367,51 @@ class RunPrinter:
                 _money(row["spared_cost"]),
                 "[green]pass[/green]" if row["passed"] else "[red]FAIL[/red]",
             )
+        self.console.print(table)
+        self._kept_table(results)
+        self._curve_table(results)
+
+    def _kept_table(self, results: Sequence[RunResult]) -> None:
+        from rich.table import Table
+
+        table = Table(
+            title="Kept, over every (compaction, fact) pair",
+            title_justify="left",
+            caption="stale: a superseded value sent as if current (a failure); old sent: the superseded value "
+            "still in the request, in order or marked",
+            caption_justify="left",
+        )
+        for name in ("run", "user facts", "artifacts", "decision", "w/o rev.", "stale", "old sent"):
+            table.add_column(name, justify="left" if name == "run" else "right")
+        for row in summary_rows(results):
+            table.add_row(
+                f"{row['scenario']}/{row['summarizer']}",
+                _kept(tuple(row["user_facts"])),  # type: ignore[arg-type]
+                _kept(tuple(row["artifacts"])),  # type: ignore[arg-type]
+                _kept(tuple(row["decisions"])),  # type: ignore[arg-type]
+                str(row["without_reversal"]),
+                f"[red]{row['stale_values']}[/red]" if row["stale_values"] else "0",
+                f"{row['old_value_sent']}/{row['superseded_checked']}",
+            )
+        self.console.print(table)
+
+    def _curve_table(self, results: Sequence[RunResult]) -> None:
+        from rich.table import Table
+
+        longest = max((len(r.compactions) for r in results), default=0)
+        if not longest:
+            return
+        table = Table(
+            title="The user's messages that reach the model verbatim, % by compaction",
+            title_justify="left",
+            caption="a message of its own, or quoted whole in the summary; of every user message so far",
+            caption_justify="left",
+        )
+        table.add_column("run", justify="left")
+        for number in range(1, longest + 1):
+            table.add_column(str(number), justify="right")
+        for r in results:
+            curve = verbatim_curve(r)
+            cells = ["-" if v is None else f"{100 * v:.0f}" for v in curve]
+            table.add_row(r.label, *cells, *[""] * (longest - len(cells)))
         self.console.print(table)
