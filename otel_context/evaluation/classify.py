@@ -59,7 +59,15 @@ ABSENT = "absent"
 STATES = (VERBATIM, SUMMARY, ABSENT)
 
 #: Words that mark a statement as replaced (an old line holding one is not read as current; any case).
-SUPERSEDED_MARKERS = ("superseded", "replaced", "no longer", "outdated", "obsolete", "overridden")
+SUPERSEDED_MARKERS = (
+    "superseded",
+    "replaced",
+    "outdated",
+    "obsolete",
+    "overridden",
+    "no longer in force",
+    "no longer applies",
+)
 
 WIRE_FORMATS = ("anthropic_messages", "openai_chat", "openai_responses")
 

@@ -402,9 +402,10 @@ class RunPrinter:
         if not longest:
             return
         table = Table(
-            title="The user's messages that reach the model verbatim, % by compaction",
+            title="Verbatim user messages, %",
             title_justify="left",
-            caption="a message of its own, or quoted whole in the summary; of every user message so far",
+            caption="the share of the user's messages so far that reach the model verbatim (a message of its own, "
+            "or quoted whole in the summary), by compaction number",
             caption_justify="left",
         )
         table.add_column("run", justify="left")
