@@ -100,7 +100,8 @@ def _add_eval_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
             "compaction and report, after each compaction, which facts reached the next request (verbatim, in the "
             "summary, absent), how the model answers probe questions from the compacted request and from the full "
             "history, and what the summaries cost against what they spared. Offline on the simulated provider by "
-            "default. Exit status 1 when a fact the user stated is lost (docs/eval.md)."
+            "default. Exit status 1 when a fact the user stated is lost, a reversed constraint goes out without its "
+            "reversal, or a superseded value goes out as if current (docs/eval.md)."
         ),
     )
     ev.add_argument(

@@ -206,7 +206,7 @@ def test_a_plain_install_runs_eval_with_tables_and_json(plain_venv: Path, tmp_pa
         check=True,
     )
     assert probe.stdout.strip() == "None"  # the environment is a plain one
-    quick = ["--scenario", "billing", "--summarizer", "faithful", "--turns", "40", "--window", "6000"]
+    quick = ["--scenario", "billing", "--summarizer", "start", "--turns", "40", "--window", "6000"]
     out = tmp_path / "eval.json"
     tables = _plain(plain_venv, ["eval", *quick, "--json", str(out)], tmp_path)
     assert tables.returncode == 0, tables.stderr[-3000:]

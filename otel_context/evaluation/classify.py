@@ -6,13 +6,23 @@ request the SDK actually sent (after the transparent compaction rewrote it), not
 * **verbatim**: the exact planted line is inside a message that is not the compaction's summary message
   (a user message, an assistant message or a tool result kept as it was);
 * **summary**: it is only inside the summary message (the one that begins with the compaction's header,
-  docs/compaction.md): the exact line, or, as a real summarizer rephrases, a line holding both the fact's
-  key and its answer;
+  docs/compaction.md): the exact text, or, as a real summarizer rephrases, a line holding both the fact's
+  key and its answer, or, for an artifact a tool printed (a path, an identifier, an error), the artifact
+  itself anywhere in the summary (a list of artifacts need not repeat what the tool was asked);
 * **absent**: neither.
 
 A constraint the user later reversed is judged with its reversal: once the reversal is planted, the
 constraint may go (it is superseded), but it must never reach the model without the reversal, which
 would make the model follow an instruction the user withdrew.
+
+A **stale value** is the superseded value reaching the model as if it were current (:func:`stale_value`).
+Read the request in order (messages in order, lines in order): a line that holds the constraint's key and its
+old value, without the new value (a line with both states the change), is an *old line*; a line that holds
+the key and the new value is a *new line*. An old line is *marked* when it, or the first line of its message,
+says it was replaced (one of :data:`SUPERSEDED_MARKERS`, any case). The request carries a stale value when an
+unmarked old line is there and either no new line is, or the last unmarked old line comes after the last new
+line: a reader who takes the latest statement as the one in force then reads the old value. Old statements
+kept in order before the change, or marked, are not stale.
 """
 
 from __future__ import annotations
@@ -39,12 +49,25 @@ __all__ = [
     "is_summarizer_request",
     "parse_answers",
     "request_messages",
+    "stale_value",
+    "user_messages_kept",
 ]
 
 VERBATIM = "verbatim"
 SUMMARY = "summary"
 ABSENT = "absent"
 STATES = (VERBATIM, SUMMARY, ABSENT)
+
+#: Words that mark a statement as replaced (an old line holding one is not read as current; any case).
+SUPERSEDED_MARKERS = (
+    "superseded",
+    "replaced",
+    "outdated",
+    "obsolete",
+    "overridden",
+    "no longer in force",
+    "no longer applies",
+)
 
 WIRE_FORMATS = ("anthropic_messages", "openai_chat", "openai_responses")
 
@@ -147,7 +170,37 @@ def classify(fact: Fact, messages: Sequence[SentMessage]) -> str:
             return SUMMARY
         if any(key in line.lower() and answer_matches(fact.answer, line) for line in m.text.splitlines()):
             return SUMMARY
+        if fact.artifact and answer_matches(fact.answer, m.text):
+            return SUMMARY
     return ABSENT
+
+
+def _marked(line: str, first_line: str) -> bool:
+    return any(marker in text.lower() for text in (line, first_line) for marker in SUPERSEDED_MARKERS)
+
+
+def stale_value(old: Fact, new: Fact, messages: Sequence[SentMessage]) -> tuple[bool, bool]:
+    """(stale, sent): whether ``old`` (a constraint that ``new`` reversed) reaches the model as if current
+    (the module docstring defines it), and whether its old value is in the request at all (marked or not)."""
+    key = old.key.lower()
+    position = 0
+    last_old = last_new = -1
+    sent = False
+    for m in messages:
+        lines = m.text.splitlines()
+        first = lines[0] if lines else ""
+        for line in lines:
+            position += 1
+            if key not in line.lower():
+                continue
+            has_new = answer_matches(new.answer, line)
+            if has_new:
+                last_new = position
+            elif answer_matches(old.answer, line):
+                sent = True
+                if not _marked(line, first):
+                    last_old = position
+    return last_old > last_new, sent
 
 
 @dataclass(frozen=True)
@@ -162,11 +215,15 @@ class FactStatus:
     without_reversal: bool = False
     #: A constraint whose reversal has been planted (it may go; it must not stay alone).
     superseded: bool = False
+    #: A superseded constraint whose old value reaches the model as if current (see :func:`stale_value`).
+    stale: bool = False
+    #: A superseded constraint whose old value is in the request at all, marked or in order (not a failure).
+    old_value_sent: bool = False
 
     @property
     def failure(self) -> bool:
-        """What fails the evaluation: a user fact lost, or a constraint sent without its reversal."""
-        return (self.lost and self.fact.user_fact) or self.without_reversal
+        """What fails the evaluation: a user fact lost, a constraint sent without its reversal, a stale value."""
+        return (self.lost and self.fact.user_fact) or self.without_reversal or self.stale
 
 
 def assess(planted: Iterable[Fact], messages: Sequence[SentMessage]) -> list[FactStatus]:
@@ -182,8 +239,37 @@ def assess(planted: Iterable[Fact], messages: Sequence[SentMessage]) -> list[Fac
             out.append(FactStatus(fact, state, lost=state == ABSENT))
             continue
         alone = state != ABSENT and states[reversal.id] == ABSENT
-        out.append(FactStatus(fact, state, lost=False, without_reversal=alone, superseded=True))
+        stale, sent = stale_value(fact, reversal, messages)
+        out.append(
+            FactStatus(
+                fact, state, lost=False, without_reversal=alone, superseded=True, stale=stale, old_value_sent=sent
+            )
+        )
     return out
+
+
+def user_messages_kept(said: Sequence[str], messages: Sequence[SentMessage]) -> tuple[int, int]:
+    """Of the user's messages ``said`` so far (their texts, oldest first), how many reach the request
+    verbatim: (as a user message of their own, whole inside the summary message). A text said several times
+    counts once per copy that reached the request."""
+    own: dict[str, int] = {}
+    for m in messages:
+        if m.role == "user" and not m.summary:
+            own[m.text] = own.get(m.text, 0) + 1
+    summary = "\n".join(m.text for m in messages if m.summary)
+    quoted_left: dict[str, int] = {}
+    verbatim = quoted = 0
+    for text in said:
+        if own.get(text, 0) > 0:
+            own[text] -= 1
+            verbatim += 1
+            continue
+        if text not in quoted_left:
+            quoted_left[text] = summary.count(text) if text else 0
+        if quoted_left[text] > 0:
+            quoted_left[text] -= 1
+            quoted += 1
+    return verbatim, quoted
 
 
 _NUMBERED = re.compile(r"^\s*(?:\*\*)?(\d+)\s*[.):]\s*(?:\*\*)?\s*(.*)$")

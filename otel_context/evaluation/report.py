@@ -16,7 +16,18 @@ from otel_context.evaluation.classify import ABSENT, SUMMARY, VERBATIM
 from otel_context.evaluation.runner import CompactionRecord, EvalOptions, RunResult
 from otel_context.evaluation.table import Column, output_width, paint, render, use_colour, wrap
 
-__all__ = ["RunPrinter", "compaction_table", "fact_grid", "retention_table", "summary_rows", "to_json"]
+__all__ = [
+    "RunPrinter",
+    "compaction_table",
+    "curve_table",
+    "fact_grid",
+    "kept_summary_table",
+    "kept_table",
+    "retention_table",
+    "summary_rows",
+    "to_json",
+    "verbatim_curve",
+]
 
 _MARK = {VERBATIM: "V", SUMMARY: "S", ABSENT: "-"}
 
@@ -46,10 +57,26 @@ def cell(record: CompactionRecord, fact_id: str) -> str:
         mark = "~"
     if status.failure:
         mark = "!"
+    elif status.old_value_sent:
+        mark += "o"
     probe = next((p for p in record.probes if p.fact.id == fact_id), None)
     if probe is not None and not probe.compacted_ok:
         mark += "?"
     return mark
+
+
+def _sum(pairs: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+
+
+def _kept(pair: tuple[int, int]) -> str:
+    """``x/y``, with the share when there is one: ``34/60 57%``."""
+    return f"{pair[0]}/{pair[1]} {_pct(*pair)}" if pair[1] else "-"
+
+
+def verbatim_curve(result: RunResult) -> list[float | None]:
+    """The share of the user's messages that reached the request verbatim, by compaction number."""
+    return [c.verbatim_share for c in result.compactions]
 
 
 def summary_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
@@ -80,6 +107,13 @@ def summary_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                 "user_facts_checked": user_checked,
                 "user_facts_lost": sum(len(c.user_lost) for c in r.compactions),
                 "without_reversal": sum(len(c.without_reversal) for c in r.compactions),
+                "user_facts": list(_sum([c.user_facts for c in r.compactions])),
+                "artifacts": list(_sum([c.artifacts for c in r.compactions])),
+                "decisions": list(_sum([c.decisions for c in r.compactions])),
+                "stale_values": sum(len(c.stale) for c in r.compactions),
+                "old_value_sent": sum(1 for c in r.compactions for s in c.facts if s.old_value_sent),
+                "superseded_checked": sum(1 for c in r.compactions for s in c.facts if s.superseded),
+                "verbatim_share": verbatim_curve(r),
                 "probes_compacted": [probe_hit, probe_asked],
                 "probes_full": [full_hit, full_asked],
                 "summary_tokens": [
@@ -113,6 +147,18 @@ def _record_json(c: CompactionRecord) -> dict[str, Any]:
         "user_facts_lost": [s.fact.id for s in c.user_lost],
         "facts_lost": [s.fact.id for s in c.lost],
         "without_reversal": [s.fact.id for s in c.without_reversal],
+        "stale_values": [s.fact.id for s in c.stale],
+        "user_facts": list(c.user_facts),
+        "artifacts": list(c.artifacts),
+        "decisions": list(c.decisions),
+        "user_messages": {
+            "said": c.user_messages,
+            "verbatim": c.user_messages_verbatim,
+            "quoted_in_summary": c.user_messages_quoted,
+            "share": c.verbatim_share,
+        },
+        "retention_before_repair": c.retention_before_repair,
+        "repair_tokens": c.repair_tokens,
         "facts": [
             {
                 "id": s.fact.id,
@@ -122,6 +168,8 @@ def _record_json(c: CompactionRecord) -> dict[str, Any]:
                 "lost": s.lost,
                 "superseded": s.superseded,
                 "without_reversal": s.without_reversal,
+                "stale": s.stale,
+                "old_value_sent": s.old_value_sent,
             }
             for s in c.facts
         ],
@@ -175,6 +223,7 @@ def to_json(options: EvalOptions, results: Sequence[RunResult]) -> dict[str, Any
                         "kind": f.kind,
                         "source": f.source,
                         "user_fact": f.user_fact,
+                        "artifact": f.artifact,
                         "text": f.text,
                         "question": f.question,
                         "answer": f.answer,
@@ -224,11 +273,19 @@ class RunPrinter:
         self._print()
         self._print(compaction_table(r, self.width, self.colour))
         self._print()
+        self._print(kept_table(r, self.width, self.colour))
+        self._print()
         self._print(fact_grid(r, self.width, self.colour))
         self._print()
 
     def summary(self, options: EvalOptions, results: Sequence[RunResult]) -> None:
         self._print(retention_table(results, self.width, self.colour))
+        self._print()
+        self._print(kept_summary_table(results, self.width, self.colour))
+        curve = curve_table(results, self.width, self.colour)
+        if curve:
+            self._print()
+            self._print(curve)
 
 
 def compaction_table(r: RunResult, width: int, colour: bool = False) -> list[str]:
@@ -303,7 +360,8 @@ def fact_grid(r: RunResult, width: int, colour: bool = False) -> list[str]:
         width,
         title="Facts after each compaction",
         caption="V verbatim, S only in the summary, - absent, ~ reversed constraint gone (allowed), "
-        "! failure (user fact lost, or constraint without its reversal), ? probe answered wrong",
+        "o the superseded value still sent (before its change, or marked), ! failure (user fact lost, "
+        "constraint without its reversal, stale value), ? probe answered wrong",
         styles=styles,
         colour=colour,
     )
@@ -345,3 +403,91 @@ def retention_table(results: Sequence[RunResult], width: int, colour: bool = Fal
             ]
         )
     return render(columns, rows, width, title="Retention", styles=styles, colour=colour)
+
+
+def kept_table(r: RunResult, width: int, colour: bool = False) -> list[str]:
+    """A row per compaction of one run: what reached the model of each kind of fact."""
+    columns = [Column("#", key=True)]
+    columns += [Column(n) for n in ("user facts", "artifacts", "decision", "w/o reversal", "stale", "msgs verbatim")]
+    rows = []
+    styles = {}
+    for n, rec in enumerate(r.compactions):
+        share = rec.verbatim_share
+        if rec.without_reversal:
+            styles[(n, 4)] = "red"
+        if rec.stale:
+            styles[(n, 5)] = "red"
+        rows.append(
+            [
+                str(rec.number),
+                _score(*rec.user_facts),
+                _score(*rec.artifacts),
+                _score(*rec.decisions),
+                str(len(rec.without_reversal)),
+                str(len(rec.stale)),
+                "-" if share is None else f"{100 * share:.0f}%",
+            ]
+        )
+    return render(
+        columns,
+        rows,
+        width,
+        title="What reached the model after each compaction",
+        caption="kept / in force (a reversed constraint is not in force); stale: a superseded value sent as if "
+        "current; msgs verbatim: the user's messages so far that reached the request verbatim",
+        styles=styles,
+        colour=colour,
+    )
+
+
+def kept_summary_table(results: Sequence[RunResult], width: int, colour: bool = False) -> list[str]:
+    """A row per run: every (compaction, fact) pair of each kind, added up."""
+    columns = [Column("run", "left", key=True)]
+    columns += [Column(n) for n in ("user facts", "artifacts", "decision", "w/o rev.", "stale", "old sent")]
+    rows = []
+    styles = {}
+    for n, row in enumerate(summary_rows(results)):
+        if row["stale_values"]:
+            styles[(n, 5)] = "red"
+        rows.append(
+            [
+                f"{row['scenario']}/{row['summarizer']}",
+                _kept(tuple(row["user_facts"])),  # type: ignore[arg-type]
+                _kept(tuple(row["artifacts"])),  # type: ignore[arg-type]
+                _kept(tuple(row["decisions"])),  # type: ignore[arg-type]
+                str(row["without_reversal"]),
+                str(row["stale_values"]),
+                f"{row['old_value_sent']}/{row['superseded_checked']}",
+            ]
+        )
+    return render(
+        columns,
+        rows,
+        width,
+        title="Kept, over every (compaction, fact) pair",
+        caption="stale: a superseded value sent as if current (a failure); old sent: the superseded value still "
+        "in the request, in order or marked",
+        styles=styles,
+        colour=colour,
+    )
+
+
+def curve_table(results: Sequence[RunResult], width: int, colour: bool = False) -> list[str]:
+    """A row per run, a column per compaction: the share of the user's messages that reach the model verbatim."""
+    longest = max((len(r.compactions) for r in results), default=0)
+    if not longest:
+        return []
+    columns = [Column("run", "left", key=True), *(Column(str(n)) for n in range(1, longest + 1))]
+    rows = []
+    for r in results:
+        cells = ["-" if v is None else f"{100 * v:.0f}" for v in verbatim_curve(r)]
+        rows.append([r.label, *cells, *[""] * (longest - len(cells))])
+    return render(
+        columns,
+        rows,
+        width,
+        title="Verbatim user messages, %",
+        caption="the share of the user's messages so far that reach the model verbatim (a message of its own, or "
+        "quoted whole in the summary), by compaction number",
+        colour=colour,
+    )

@@ -10,7 +10,8 @@ patched.
 After each compaction (a new summary message in the request sent):
 
 a. every fact planted so far is classified in that request (verbatim / summary / absent, reversals
-   applied; :mod:`otel_context.evaluation.classify`);
+   applied, stale values found; :mod:`otel_context.evaluation.classify`), and the user's messages so far are
+   counted that reach it verbatim;
 b. the model answers the probe questions of those facts twice, from the compacted request and from the
    full history, each as one extra request outside the instrumentation (OpenTelemetry's
    ``suppress_instrumentation``: no span, no compaction, no effect on the conversation's state);
@@ -37,9 +38,11 @@ from otel_context.evaluation.classify import (
     is_summarizer_request,
     parse_answers,
     request_messages,
+    user_messages_kept,
 )
 from otel_context.evaluation.prices import price_of
 from otel_context.evaluation.scenarios import (
+    KIND_DECISION,
     MIN_TURNS,
     SCENARIOS,
     SOURCE_ASSISTANT,
@@ -80,17 +83,26 @@ PROBE_MAX_TOKENS = 800
 #: What a live summary may write at most, for the estimate of a live run.
 SUMMARY_ESTIMATE_TOKENS = 4_000
 
-#: The simulated summarizer's styles (``SummarizerStyle``), sized from the window: name -> (description, style kwargs).
-SUMMARIZERS: dict[str, Callable[[int], tuple[str, dict[str, int]]]] = {
-    "faithful": lambda window: ("keeps every FACT line and user message", {}),
-    "bounded": lambda window: (
-        f"keeps at most {window // 24:,} tokens, oldest dropped first",
-        {"max_tokens": window // 24},
+#: The length of the blind simulated summaries, as a share of the window (750 tokens at the default 12,000).
+SUMMARY_SHARE = 16
+
+#: The simulated summarizer's styles (``SummarizerStyle``), sized from the window: name -> (description, style
+#: kwargs). Every one is blind to what the scenarios plant: it keeps text by where it stands, never by what it
+#: says (the ``FACT:`` convention of the simulated provider's default summarizer is not used here).
+SUMMARIZERS: dict[str, Callable[[int], tuple[str, dict[str, Any]]]] = {
+    "start": lambda window: (
+        f"keeps the first {window // SUMMARY_SHARE:,} tokens of its input",
+        {"keeps": "start", "max_tokens": window // SUMMARY_SHARE},
     ),
     "end": lambda window: (
-        f"reads only the last {window // 4:,} tokens",
-        {"reads_last_tokens": window // 4},
+        f"keeps only the last {window // SUMMARY_SHARE:,} tokens of its input",
+        {"keeps": "end", "max_tokens": window // SUMMARY_SHARE},
     ),
+    "sample": lambda window: (
+        f"keeps a fixed-seed sample of sentences, {window // SUMMARY_SHARE:,} tokens at most",
+        {"keeps": "sample", "max_tokens": window // SUMMARY_SHARE},
+    ),
+    "unhelpful": lambda window: ("writes a generic summary that keeps nothing specific", {"keeps": "nothing"}),
 }
 
 PROBE_INTRO = (
@@ -192,6 +204,16 @@ class CompactionRecord:
     #: Input tokens the compacted requests spared against the full history, from this compaction to the next.
     spared_tokens: int = 0
     spared_cost: float | None = None
+    #: The user's messages so far (the request's own included), and how many of them reached the request
+    #: verbatim: as a message of their own, or whole inside the summary message.
+    user_messages: int = 0
+    user_messages_verbatim: int = 0
+    user_messages_quoted: int = 0
+    #: Filled from the compact span once the compactor repairs its summaries (issue 39): the retention
+    #: before the repair and the tokens the repair added. None while the span carries no such figure; the
+    #: span attributes are looked up in semconv by name in :func:`_record` (``REPAIR_ATTRIBUTES``).
+    retention_before_repair: float | None = None
+    repair_tokens: int | None = None
 
     @property
     def tokens_saved(self) -> int:
@@ -199,6 +221,30 @@ class CompactionRecord:
 
     def count(self, state: str) -> int:
         return sum(1 for s in self.facts if s.state == state and not (s.superseded and state == ABSENT))
+
+    def kept(self, which: Callable[[FactStatus], bool]) -> tuple[int, int]:
+        """(kept, checked) of the facts in force that ``which`` selects (a superseded constraint is not in force)."""
+        checked = [s for s in self.facts if not s.superseded and which(s)]
+        return sum(1 for s in checked if s.state != ABSENT), len(checked)
+
+    @property
+    def user_facts(self) -> tuple[int, int]:
+        return self.kept(lambda s: s.fact.user_fact)
+
+    @property
+    def artifacts(self) -> tuple[int, int]:
+        return self.kept(lambda s: s.fact.artifact)
+
+    @property
+    def decisions(self) -> tuple[int, int]:
+        return self.kept(lambda s: s.fact.kind == KIND_DECISION)
+
+    @property
+    def verbatim_share(self) -> float | None:
+        """Share of the user's messages so far that reached the request verbatim (own message or quoted whole)."""
+        if not self.user_messages:
+            return None
+        return (self.user_messages_verbatim + self.user_messages_quoted) / self.user_messages
 
     @property
     def user_lost(self) -> list[FactStatus]:
@@ -211,6 +257,10 @@ class CompactionRecord:
     @property
     def without_reversal(self) -> list[FactStatus]:
         return [s for s in self.facts if s.without_reversal]
+
+    @property
+    def stale(self) -> list[FactStatus]:
+        return [s for s in self.facts if s.stale]
 
     def probe_score(self, full: bool = False) -> tuple[int, int]:
         if full:
@@ -246,8 +296,8 @@ class RunResult:
         return f"{self.scenario.name}/{self.summarizer or self.summary_model}"
 
     def failures(self) -> list[str]:
-        """One line per failing fact: a user fact lost, or a constraint sent without its reversal, with the
-        first compaction where it happened and how many compactions it happened in."""
+        """One line per failing fact: a user fact lost, a constraint sent without its reversal, or a superseded
+        value sent as if current, with the first compaction where it happened and how many it happened in."""
         found: dict[tuple[str, str], list[CompactionRecord]] = {}
         for record in self.compactions:
             for status in record.facts:
@@ -255,6 +305,8 @@ class RunResult:
                     found.setdefault((status.fact.id, "lost"), []).append(record)
                 if status.without_reversal:
                     found.setdefault((status.fact.id, "alone"), []).append(record)
+                if status.stale:
+                    found.setdefault((status.fact.id, "stale"), []).append(record)
         out: list[str] = []
         for (fact_id, what), records in found.items():
             fact = self.scenario.fact(fact_id)
@@ -266,8 +318,10 @@ class RunResult:
             )
             if what == "lost":
                 out.append(f"{self.label}: the user's {fact.kind.replace('_', ' ')} lost at {where}: {fact.text}")
-            else:
+            elif what == "alone":
                 out.append(f"{self.label}: a reversed constraint sent without its reversal at {where}: {fact.text}")
+            else:
+                out.append(f"{self.label}: a superseded value sent as if current at {where}: {fact.text}")
         return out
 
 
@@ -458,7 +512,8 @@ def _provider(options: EvalOptions, style: str | None) -> Iterator[Any]:
         return
     from otel_context.testing import SimulatedProvider, SummarizerStyle
 
-    kwargs = SUMMARIZERS[style or "faithful"](options.window)[1]
+    assert style is not None  # a simulated run always has a style
+    kwargs = SUMMARIZERS[style](options.window)[1]
     # The model's own window stays the built-in one (200,000 for the default models): the compactor works
     # to the small --window, and the full-history probe still fits.
     with SimulatedProvider(summarizer=SummarizerStyle(**kwargs)) as sim:
@@ -585,6 +640,11 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
                                 sent_messages,
                                 summary_price,
                             )
+                            said = [t.user for t in script[: index + 1]]
+                            verbatim, quoted = user_messages_kept(said, sent_messages)
+                            current.user_messages = len(said)
+                            current.user_messages_verbatim = verbatim
+                            current.user_messages_quoted = quoted
                             result.failed_compactions += sum(
                                 1
                                 for s in compact_spans
@@ -630,6 +690,7 @@ def _record(
     last = done[-1] if done else None
     attrs = (last.attributes or {}) if last is not None else {}
     retention_name = getattr(semconv, "COMPACTION_RETENTION", None)
+    before_name, repair_name = (getattr(semconv, name, None) for name in REPAIR_ATTRIBUTES)
     return CompactionRecord(
         number=number,
         turn=turn,
@@ -641,7 +702,16 @@ def _record(
         summary_cost=summary_price.cost(summary_in, summary_out) if summary_price is not None else None,
         retention=float_attr(attrs, retention_name) if isinstance(retention_name, str) else None,
         facts=assess(planted, sent_messages),
+        retention_before_repair=(
+            float_attr(attrs, before_name) if isinstance(before_name, str) and before_name in attrs else None
+        ),
+        repair_tokens=int_attr(attrs, repair_name) if isinstance(repair_name, str) and repair_name in attrs else None,
     )
+
+
+#: The semconv names of the compact span's repair figures (retention before the repair, tokens the repair
+#: added), read when semconv defines them; rename here if the compactor's change names them otherwise.
+REPAIR_ATTRIBUTES = ("COMPACTION_RETENTION_BEFORE_REPAIR", "COMPACTION_REPAIR_TOKENS")
 
 
 def _probe(

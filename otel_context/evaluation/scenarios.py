@@ -4,14 +4,15 @@ Every turn is scripted, the assistant's replies and the tool results included, s
 for every provider and model: what differs between two runs is only what the compaction kept. The model's
 own reply to each request is read for its usage and then dropped, as a replay would.
 
-Each scenario plants nine facts of the eight kinds the issue lists (a user constraint, and a second one
-that the user later reverses; a preference; a file path; an identifier; an error message; an assistant
-decision; a pending task; the reversal), at fixed fractions of the conversation, so a shorter run
-(``--turns``) still plants them all. A fact is one line of a message, written ``FACT: ...``: that is the
-simulated summarizer's convention for what a good summary keeps (docs/simulated-provider.md); a real
-summarizer reads it as an ordinary line. Every fact has a *key*, a phrase found in its line and in no other
-line of the scenario (checked when the script is built), and a short *answer* that its probe question
-expects.
+Each scenario plants eleven facts at fixed fractions of the conversation, so a shorter run (``--turns``)
+still plants them all: seven the user states (a constraint; a second constraint, a value the user later
+changes; a file path; an identifier; a preference; a pending task; the change of that value), three
+artifacts a tool result prints (a file path, an identifier, an error line) and one decision of the
+assistant. Each is written as a user, a tool or the assistant would write it, inside an ordinary message:
+nothing marks it as planted, so a summarizer (simulated or real) cannot tell it from the filler around it.
+Every fact has a *key*, a phrase found in its text and in no other line of the scenario, and a short
+*answer* that its probe question expects (an artifact's answer, the path or identifier itself, is found in
+no other line either); both are checked when the script is built.
 
 The rest of each conversation is filler that looks like a coding agent's work (files read, tests run,
 searches, edits), generated from a fixed seed per scenario, so it is identical on every run.
@@ -71,13 +72,22 @@ class Fact:
     id: str
     kind: str
     source: str  #: who states it: user, assistant or tool (a tool result)
-    text: str  #: the exact line planted, ``FACT: ...``
+    text: str  #: the exact text planted (a sentence of the user's or assistant's message, a line of a tool result)
     key: str  #: a phrase of ``text`` found in no other line of the scenario (the reversal shares its constraint's)
     question: str
     answer: str  #: the short answer the probe expects (a word-bounded, case-insensitive match)
     at: float  #: where it is planted, as a fraction of the conversation's turns
-    lead: str  #: what the message says before the fact (user, assistant) or the command run (tool)
+    lead: str  #: what the message says before the fact (user, assistant) or the tool's argument (tool)
     reverses: str | None = None  #: for a reversal: the id of the constraint it reverses
+    tool: str = "run_command"  #: a tool fact: the tool whose result prints it (``run_command`` or ``grep``)
+    before: tuple[str, ...] = ()  #: a tool fact: the result's lines before it (a test run's, by default)
+    after: tuple[str, ...] = ()  #: a tool fact: the result's lines after it
+
+    @property
+    def artifact(self) -> bool:
+        """Whether a tool result printed it (a path, an identifier, an error line): an artifact is kept when
+        its answer, the artifact itself, reaches the request, even in a bare list of artifacts."""
+        return self.source == SOURCE_TOOL
 
     @property
     def user_fact(self) -> bool:
@@ -204,18 +214,23 @@ class Scenario:
         return script
 
     def _check_keys(self, script: Sequence[ScriptedTurn]) -> None:
-        """Every key is in its fact's line and in no line of another fact or of the filler."""
+        """Every key is in its fact's text and in no line without it (an artifact's answer neither); no fact
+        carries a marker that would tell a summarizer it is planted."""
         for fact in self.facts:
-            owners = {fact.id} | {f.id for f in self.facts if f.key == fact.key}
-            needle = fact.key.lower()
-            if needle not in fact.text.lower() or not fact.text.startswith("FACT: "):
-                raise ValueError(f"{self.name}/{fact.id}: the key {fact.key!r} is not in its FACT line")
+            owners = [fact] + [f for f in self.facts if f.key == fact.key and f.id != fact.id]
+            if "FACT:" in fact.text or "\n" in fact.text:
+                raise ValueError(f"{self.name}/{fact.id}: a fact is one line of ordinary text, without a marker")
+            if fact.key.lower() not in fact.text.lower():
+                raise ValueError(f"{self.name}/{fact.id}: the key {fact.key!r} is not in its text")
             if not answer_matches(fact.answer, fact.text):
-                raise ValueError(f"{self.name}/{fact.id}: the answer {fact.answer!r} is not in its FACT line")
+                raise ValueError(f"{self.name}/{fact.id}: the answer {fact.answer!r} is not in its text")
+            needles = [fact.key.lower()] + ([fact.answer.lower()] if fact.artifact else [])
             for turn in script:
                 for line in turn.lines():
-                    if needle in line.lower() and not any(line.strip() == self.fact(o).text for o in owners):
-                        raise ValueError(f"{self.name}/{fact.id}: the key {fact.key!r} also appears in {line!r}")
+                    lowered = line.lower()
+                    for needle in needles:
+                        if needle in lowered and not any(o.text in line for o in owners):
+                            raise ValueError(f"{self.name}/{fact.id}: {needle!r} also appears in {line!r}")
 
 
 def answer_matches(answer: str, text: str) -> bool:
@@ -236,17 +251,24 @@ def _fact_turn(fact: Fact) -> ScriptedTurn:
     """The turn that plants ``fact``: in the user's message, the assistant's reply or a tool result."""
     if fact.source == SOURCE_USER:
         ack = _ACKS[len(fact.id) % len(_ACKS)]
-        return ScriptedTurn(user=f"{fact.lead}\n{fact.text}", reply=ack, planted=(fact.id,))
+        return ScriptedTurn(user=f"{fact.lead} {fact.text}", reply=ack, planted=(fact.id,))
     if fact.source == SOURCE_ASSISTANT:
-        reply = f"{fact.lead}\n{fact.text}\nI will apply it in the next edits."
+        reply = f"{fact.lead} {fact.text} I will apply it in the next edits."
         return ScriptedTurn(user="How do you want to handle this? Decide and tell me.", reply=reply, planted=(fact.id,))
-    output = "\n".join(
-        [f"$ {fact.lead}", "collected 14 items", "", "FAILURES", "_" * 20, fact.text, "", "1 failed, 13 passed"]
-    )
+    if fact.tool == "grep":
+        return ScriptedTurn(
+            user="Search the repository for that.",
+            tool=ToolStep("grep", {"pattern": fact.lead}, "\n".join([*fact.before, fact.text, *fact.after])),
+            reply="Found it; I will read that file next.",
+            planted=(fact.id,),
+        )
+    before = fact.before or ("collected 14 items", "", "FAILURES", "_" * 20)
+    after = fact.after if fact.before else ("", "1 failed, 13 passed")
+    output = "\n".join([f"$ {fact.lead}", *before, fact.text, *after])
     return ScriptedTurn(
-        user="Run that again and show me what fails.",
+        user="Run that again and show me what it prints.",
         tool=ToolStep("run_command", {"command": fact.lead}, output),
-        reply="One test fails; the traceback above says where. I will look at it next.",
+        reply="The output above says what went wrong. I will look at it next.",
         planted=(fact.id,),
     )
 
@@ -379,6 +401,7 @@ class _Filler:
 def _facts(*facts: Fact) -> tuple[Fact, ...]:
     kinds = {f.kind for f in facts}
     assert kinds == set(KINDS), f"a scenario plants every kind: missing {set(KINDS) - kinds}"
+    assert sum(1 for f in facts if f.artifact) >= 3, "a scenario plants at least three tool-result artifacts"
     return facts
 
 
@@ -414,18 +437,18 @@ _BILLING = Scenario(
             "api-signatures",
             KIND_CONSTRAINT,
             SOURCE_USER,
-            "FACT: Constraint: the public function signatures in billing/api.py must not change, other teams import them.",
+            "the public function signatures in billing/api.py must not change, other teams import them.",
             "public function signatures",
             "Which module's public function signatures must not change?",
             "billing/api.py",
             0.03,
-            "One rule before you touch anything.",
+            "One rule before you touch anything:",
         ),
         Fact(
             "retry-limit",
             KIND_CONSTRAINT,
             SOURCE_USER,
-            "FACT: Constraint: keep the payment gateway retry limit at 3 attempts.",
+            "keep the payment gateway retry limit at 3 attempts.",
             "retry limit",
             "What is the payment gateway retry limit?",
             "3",
@@ -433,21 +456,10 @@ _BILLING = Scenario(
             "Also, about the gateway client:",
         ),
         Fact(
-            "test-style",
-            KIND_PREFERENCE,
-            SOURCE_USER,
-            "FACT: Preference: for test style I want pytest.mark.parametrize tables, never loops inside a test.",
-            "test style",
-            "Which test style does the user prefer?",
-            "parametrize",
-            0.10,
-            "When you add tests, please follow this.",
-        ),
-        Fact(
             "fx-tables",
             KIND_FILE_PATH,
             SOURCE_USER,
-            "FACT: The currency conversion tables live in billing/fx/rates_2024.csv, not in the database.",
+            "The currency conversion tables live in billing/fx/rates_2024.csv, not in the database.",
             "currency conversion tables",
             "Where do the currency conversion tables live?",
             "billing/fx/rates_2024.csv",
@@ -458,55 +470,93 @@ _BILLING = Scenario(
             "account",
             KIND_IDENTIFIER,
             SOURCE_USER,
-            "FACT: The failing customer account is ACCT-88213.",
+            "the failing customer account is ACCT-88213.",
             "failing customer account",
             "What is the id of the failing customer account?",
             "ACCT-88213",
-            0.20,
-            "Support sent me the customer who reported it.",
+            0.21,
+            "Support sent me the customer who reported it:",
         ),
         Fact(
             "refund-error",
             KIND_ERROR,
             SOURCE_TOOL,
-            "FACT: E   decimal.InvalidOperation: DivisionUndefined raised in prorate_refund (billing/refunds.py:88)",
+            "E   decimal.InvalidOperation: DivisionUndefined raised in prorate_refund (billing/refunds.py:88)",
             "prorate_refund",
             "Which error did prorate_refund raise in the refund tests?",
             "DivisionUndefined",
-            0.28,
+            0.27,
             "pytest -q tests/test_refunds.py",
+        ),
+        Fact(
+            "proration-file",
+            KIND_FILE_PATH,
+            SOURCE_TOOL,
+            "billing/refunds/proration_rules.py:17:def prorate_by_days(refund, period):",
+            "prorate_by_days",
+            "Which file defines prorate_by_days?",
+            "billing/refunds/proration_rules.py",
+            0.32,
+            "def prorate",
+            tool="grep",
+            before=("billing/invoices.py:40:def prorate_invoice_line(line, days):",),
+            after=("billing/refunds/legacy.py:9:def prorate_flat(amount):",),
+        ),
+        Fact(
+            "test-style",
+            KIND_PREFERENCE,
+            SOURCE_USER,
+            "for test style I want pytest.mark.parametrize tables, never loops inside a test.",
+            "test style",
+            "Which test style does the user prefer?",
+            "parametrize",
+            0.37,
+            "When you add tests, please follow this:",
+        ),
+        Fact(
+            "gateway-request",
+            KIND_IDENTIFIER,
+            SOURCE_TOOL,
+            "2024-03-11T09:14:07Z ERROR gateway refund rejected request_id=req_7Hq2LmX9pT status=402",
+            "refund rejected",
+            "Which request id did the gateway log for the rejected refund?",
+            "req_7Hq2LmX9pT",
+            0.42,
+            "tail -n 3 logs/gateway.log",
+            before=("2024-03-11T09:14:02Z INFO gateway POST /v1/charges status=201",),
+            after=("2024-03-11T09:14:09Z INFO gateway POST /v1/charges status=201",),
         ),
         Fact(
             "refund-storage",
             KIND_DECISION,
             SOURCE_ASSISTANT,
-            "FACT: Decision: store refund amounts as integer cents in a new refund_cents column.",
+            "I will store refund amounts as integer cents in a new refund_cents column.",
             "refund amounts",
             "How did the assistant decide to store refund amounts?",
             "refund_cents",
-            0.35,
-            "Floats caused the rounding drift, so:",
+            0.47,
+            "Floats caused the rounding drift, so here is the plan:",
         ),
         Fact(
             "backfill",
             KIND_PENDING,
             SOURCE_USER,
-            "FACT: Pending task: after the fix is merged, backfill the March invoices with tools/backfill.py.",
+            "after the fix is merged, backfill the March invoices with tools/backfill.py.",
             "backfill",
             "Which backfill is still pending?",
             "March invoices",
-            0.45,
-            "Do not do this now, but remember it.",
+            0.55,
+            "Do not do this now, but remember it:",
         ),
         Fact(
             "retry-limit-now",
             KIND_REVERSAL,
             SOURCE_USER,
-            "FACT: Change of plan: the payment gateway retry limit is now 5 attempts, the gateway team asked for it.",
+            "Change of plan: the payment gateway retry limit is now 5 attempts, the gateway team asked for it.",
             "retry limit",
             "What is the payment gateway retry limit now?",
             "5",
-            0.60,
+            0.68,
             "I talked to the gateway team.",
             reverses="retry-limit",
         ),
@@ -516,7 +566,7 @@ _BILLING = Scenario(
 _FRONTEND = Scenario(
     name="frontend",
     title="Migrating a React dashboard to TypeScript",
-    turns=240,
+    turns=220,
     system=(
         "You are a coding agent migrating the ops-dashboard React app to TypeScript (Vite, Vitest). "
         "Keep replies short: one or two sentences."
@@ -545,18 +595,18 @@ _FRONTEND = Scenario(
             "no-any",
             KIND_CONSTRAINT,
             SOURCE_USER,
-            "FACT: Constraint: never use the any type; validate values with zod schemas instead.",
+            "never use the any type; validate values with zod schemas instead.",
             "the any type",
             "What must be used instead of the any type?",
             "zod",
             0.04,
-            "A rule for the whole migration.",
+            "A rule for the whole migration:",
         ),
         Fact(
             "node",
             KIND_CONSTRAINT,
             SOURCE_USER,
-            "FACT: Constraint: keep the CI node version pinned to Node 18.",
+            "keep the CI node version pinned to Node 18.",
             "node version",
             "Which Node release must the CI node version be?",
             "18",
@@ -564,21 +614,10 @@ _FRONTEND = Scenario(
             "About CI:",
         ),
         Fact(
-            "components",
-            KIND_PREFERENCE,
-            SOURCE_USER,
-            "FACT: Preference: for component style I want function components with named exports, no default exports.",
-            "component style",
-            "Which component style does the user prefer?",
-            "named exports",
-            0.11,
-            "When you convert components:",
-        ),
-        Fact(
             "tokens",
             KIND_FILE_PATH,
             SOURCE_USER,
-            "FACT: The design tokens are in src/theme/tokens.generated.ts and must be regenerated, not edited.",
+            "The design tokens are in src/theme/tokens.generated.ts and must be regenerated, not edited.",
             "design tokens",
             "Which file holds the design tokens?",
             "src/theme/tokens.generated.ts",
@@ -589,7 +628,7 @@ _FRONTEND = Scenario(
             "flag",
             KIND_IDENTIFIER,
             SOURCE_USER,
-            "FACT: The feature flag for the new charts is dash-charts-v2.",
+            "The feature flag for the new charts is dash-charts-v2.",
             "feature flag",
             "What is the feature flag for the new charts?",
             "dash-charts-v2",
@@ -600,44 +639,83 @@ _FRONTEND = Scenario(
             "legend-error",
             KIND_ERROR,
             SOURCE_TOOL,
-            "FACT: src/charts/Legend.tsx(41,7): error TS2322: Type 'string' is not assignable to type 'LegendPosition'.",
+            "src/charts/Legend.tsx(41,7): error TS2322: Type 'string' is not assignable to type 'LegendPosition'.",
             "Legend.tsx",
             "Which TypeScript error code did Legend.tsx report?",
             "TS2322",
-            0.30,
+            0.28,
             "npx tsc --noEmit",
+            before=("Found 1 error.", ""),
+            after=("", "Process exited with code 2."),
+        ),
+        Fact(
+            "theme-hook",
+            KIND_FILE_PATH,
+            SOURCE_TOOL,
+            "src/hooks/chart-theme/useChartTheme.ts:9:export function useChartTheme(mode: ThemeMode): ChartTheme {",
+            "useChartTheme",
+            "Which file defines useChartTheme?",
+            "src/hooks/chart-theme/useChartTheme.ts",
+            0.33,
+            "export function use.*Theme",
+            tool="grep",
+            before=("src/hooks/usePolling.ts:3:export function usePollingTheme(): PollTheme {",),
+        ),
+        Fact(
+            "components",
+            KIND_PREFERENCE,
+            SOURCE_USER,
+            "for component style I want function components with named exports, no default exports.",
+            "component style",
+            "Which component style does the user prefer?",
+            "named exports",
+            0.37,
+            "When you convert components:",
+        ),
+        Fact(
+            "build-id",
+            KIND_IDENTIFIER,
+            SOURCE_TOOL,
+            "deploy-preview failed: build bld_5f3a9c2e exited with code 137 (out of memory)",
+            "deploy-preview",
+            "Which build id did the failed deploy-preview report?",
+            "bld_5f3a9c2e",
+            0.42,
+            "gh run view --log-failed",
+            before=("lint      passed in 41s", "unit      passed in 2m10s"),
+            after=("cleanup   skipped",),
         ),
         Fact(
             "dates",
             KIND_DECISION,
             SOURCE_ASSISTANT,
-            "FACT: Decision: for date handling we switch from moment to date-fns, one module at a time.",
+            "for date handling we switch from moment to date-fns, one module at a time.",
             "date handling",
             "Which library did the assistant choose for date handling?",
             "date-fns",
-            0.38,
-            "moment has no good types and is large, so:",
+            0.47,
+            "moment has no good types and is large, so my choice is this:",
         ),
         Fact(
             "stories",
             KIND_PENDING,
             SOURCE_USER,
-            "FACT: Pending task: when the migration is done, write Storybook stories for the ChartTooltip component.",
+            "when the migration is done, write Storybook stories for the ChartTooltip component.",
             "Storybook",
             "Which Storybook work is still pending?",
             "ChartTooltip",
-            0.47,
+            0.55,
             "Not now, later:",
         ),
         Fact(
             "node-now",
             KIND_REVERSAL,
             SOURCE_USER,
-            "FACT: Change of plan: the CI node version is now Node 22, the old pin is dropped.",
+            "Change of plan: the CI node version is now Node 22, the old pin is dropped.",
             "node version",
             "Which Node release must the CI node version be now?",
             "22",
-            0.58,
+            0.68,
             "Platform upgraded the runners.",
             reverses="node",
         ),
@@ -676,7 +754,7 @@ _PIPELINE = Scenario(
             "prod-topic",
             KIND_CONSTRAINT,
             SOURCE_USER,
-            "FACT: Constraint: tests must never write to the production Kafka topic orders.v1.",
+            "tests must never write to the production Kafka topic orders.v1.",
             "production Kafka topic",
             "Which production Kafka topic must tests never write to?",
             "orders.v1",
@@ -687,7 +765,7 @@ _PIPELINE = Scenario(
             "batch",
             KIND_CONSTRAINT,
             SOURCE_USER,
-            "FACT: Constraint: keep the ingest batch size at 500 records.",
+            "keep the ingest batch size at 500 records.",
             "ingest batch size",
             "What is the ingest batch size?",
             "500",
@@ -695,21 +773,10 @@ _PIPELINE = Scenario(
             "About the writer:",
         ),
         Fact(
-            "errors",
-            KIND_PREFERENCE,
-            SOURCE_USER,
-            "FACT: Preference: for error wrapping use fmt.Errorf with %w, never pkg/errors.",
-            "error wrapping",
-            "What does the user prefer for error wrapping?",
-            "fmt.Errorf",
-            0.10,
-            "Style note:",
-        ),
-        Fact(
             "dlq",
             KIND_FILE_PATH,
             SOURCE_USER,
-            "FACT: Dead-letter records are written to /var/lib/pipeline/dlq, one file per hour.",
+            "dead-letter records are written to /var/lib/pipeline/dlq, one file per hour.",
             "dead-letter",
             "Where are dead-letter records written?",
             "/var/lib/pipeline/dlq",
@@ -720,55 +787,94 @@ _PIPELINE = Scenario(
             "subject",
             KIND_IDENTIFIER,
             SOURCE_USER,
-            "FACT: The schema registry subject for orders is orders-value-v7.",
+            "the schema registry subject for orders is orders-value-v7.",
             "schema registry subject",
             "What is the schema registry subject for orders?",
             "orders-value-v7",
             0.21,
-            "The decoder needs the schema.",
+            "The decoder needs the schema:",
         ),
         Fact(
             "checksum",
             KIND_ERROR,
             SOURCE_TOOL,
-            "FACT: panic: checksum mismatch in segment 0042 (ingest/segment.go:133)",
+            "panic: checksum mismatch in segment 0042 (ingest/segment.go:133)",
             "checksum mismatch",
             "Which segment did the checksum mismatch panic name?",
             "0042",
-            0.29,
+            0.28,
             "go test ./ingest/ -run TestReplay",
+            before=("=== RUN   TestReplay",),
+            after=("FAIL\tgithub.com/acme/orders/ingest\t0.311s",),
+        ),
+        Fact(
+            "compactor-file",
+            KIND_FILE_PATH,
+            SOURCE_TOOL,
+            "internal/store/compaction/segment_compactor.go:58:func (c *SegmentCompactor) Run(ctx context.Context) error {",
+            "SegmentCompactor",
+            "Which file defines the SegmentCompactor's Run method?",
+            "internal/store/compaction/segment_compactor.go",
+            0.33,
+            "func .*Run\\(ctx",
+            tool="grep",
+            before=("ingest/reader.go:21:func (r *Reader) Run(ctx context.Context) error {",),
+        ),
+        Fact(
+            "errors",
+            KIND_PREFERENCE,
+            SOURCE_USER,
+            "for error wrapping use fmt.Errorf with %w, never pkg/errors.",
+            "error wrapping",
+            "What does the user prefer for error wrapping?",
+            "fmt.Errorf",
+            0.37,
+            "Style note:",
+        ),
+        Fact(
+            "consumer-group",
+            KIND_IDENTIFIER,
+            SOURCE_TOOL,
+            'level=error msg="offset commit failed" consumer_group=ingest-orders-cg3 partition=7',
+            "offset commit failed",
+            "Which consumer group did the failed offset commit log?",
+            "ingest-orders-cg3",
+            0.42,
+            "kubectl logs deploy/ingestd --tail 3",
+            before=('level=info msg="partition assigned" partition=7',),
+            after=('level=info msg="retrying" attempt=2',),
         ),
         Fact(
             "backoff",
             KIND_DECISION,
             SOURCE_ASSISTANT,
-            "FACT: Decision: retry backoff becomes exponential with full jitter, capped at 30 seconds.",
+            "I will make the retry backoff exponential with full jitter, capped at 30 seconds.",
             "retry backoff",
             "What did the assistant decide for the retry backoff?",
             "full jitter",
-            0.36,
-            "The fixed delay makes every consumer retry at once, so:",
+            0.47,
+            "The fixed delay makes every consumer retry at once, so this is the change:",
         ),
         Fact(
             "runbook",
             KIND_PENDING,
             SOURCE_USER,
-            "FACT: Pending task: after the release, update the on-call runbook with the new DLQ replay steps.",
+            "after the release, update the on-call runbook with the new DLQ replay steps.",
             "runbook",
             "What runbook update is still pending?",
             "DLQ replay",
-            0.44,
-            "One more thing for later.",
+            0.55,
+            "One more thing for later:",
         ),
         Fact(
             "batch-now",
             KIND_REVERSAL,
             SOURCE_USER,
-            "FACT: Change of plan: the ingest batch size is now 2000 records, the database can take it.",
+            "Change of plan: the ingest batch size is now 2000 records, the database can take it.",
             "ingest batch size",
             "What is the ingest batch size now?",
             "2000",
-            0.62,
+            0.68,
             "The DBAs came back to me.",
             reverses="batch",
         ),

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,8 @@ from .tokens import canonical_json, count_tokens
 __all__ = [
     "DEFAULT_WORDS",
     "FAITHFUL",
+    "KEEPS",
+    "UNHELPFUL_SUMMARY",
     "USER_MESSAGE_CAP",
     "Reply",
     "SummarizerStyle",
@@ -244,31 +247,72 @@ def _truncate(text: str, max_tokens: int | None) -> tuple[str, bool]:
     return text[: ends[max_tokens - 1]], True
 
 
+#: What a :class:`SummarizerStyle` keeps: the ``FACT:`` convention, or one of the styles blind to it.
+KEEPS_FACTS = "facts"
+KEEPS_START = "start"
+KEEPS_END = "end"
+KEEPS_SAMPLE = "sample"
+KEEPS_NOTHING = "nothing"
+KEEPS = (KEEPS_FACTS, KEEPS_START, KEEPS_END, KEEPS_SAMPLE, KEEPS_NOTHING)
+#: The seed of the ``sample`` style's choice of sentences (by position only, never by content).
+SAMPLE_SEED = "otel-context-sample"
+#: What the ``nothing`` style writes, whatever it is given: a summary with nothing specific in it.
+UNHELPFUL_SUMMARY = (
+    "The user and the assistant worked on the code base together: files were read, commands and tests were "
+    "run, and several edits were made. The work is in progress and continues from the latest messages."
+)
+
+
 @dataclass(frozen=True)
 class SummarizerStyle:
     """How the simulated summarizer loses things, as real ones do (the default loses nothing).
 
     A faithful summarizer hides the bugs a compactor has with real ones: an LLM summary is bounded in
-    length and tends to favour what it read last. Two independent knobs, both off by default:
+    length, tends to favour what it read last, and does not know which lines of a conversation matter.
 
-    * ``max_tokens``: the summary keeps at most this many tokens of facts and user messages; over it, the
-      oldest entries (by where they appear in the conversation) are dropped first.
-    * ``reads_last_tokens``: the summarizer reads only the last this many tokens of the conversation it
-      is given (the final request excluded); everything before is ignored, as if it had not been read.
+    ``keeps`` says what the summary is made of:
+
+    * ``"facts"`` (the default): the ``FACT:`` lines and the user messages (the testing convention of the
+      module docstring), with two knobs, both off by default: ``max_tokens`` keeps at most this many tokens of
+      facts and user messages, the oldest entries dropped first; ``reads_last_tokens`` reads only the last
+      this many tokens of the conversation (the final request excluded).
+    * The styles blind to what a conversation plants: they never look at what a line says, only at where it
+      stands and how long it is, so a planted fact and a line of filler are kept or dropped alike. Their input
+      is the text of every message before the final request, in order, then the material the final request
+      quotes in blocks of its own (a line ``<tag>`` ... a line ``</tag>``, e.g. the previous summary to
+      update; the instructions around them are not material). ``max_tokens`` (required) is the summary's
+      length:
+
+      - ``"start"``: the first ``max_tokens`` tokens of the input, as a summarizer that runs out of room;
+      - ``"end"``: the last ``max_tokens`` tokens of the input, as a summarizer that favours what it read last;
+      - ``"sample"``: a deterministic sample of the input's sentences (each kept with the probability
+        ``max_tokens`` / the input's tokens, drawn from a fixed seed, in order: the same positions for the
+        same sentence count), then cut at ``max_tokens``, as a summarizer that keeps a bit of everything;
+      - ``"nothing"``: :data:`UNHELPFUL_SUMMARY`, a generic text that keeps nothing specific.
     """
 
     max_tokens: int | None = None
     reads_last_tokens: int | None = None
+    keeps: str = KEEPS_FACTS
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "reads_last_tokens"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"SummarizerStyle.{name} must be a positive int or None, got {value!r}")
+        if self.keeps not in KEEPS:
+            raise ValueError(f"SummarizerStyle.keeps must be one of {', '.join(KEEPS)}, got {self.keeps!r}")
+        if self.keeps in (KEEPS_START, KEEPS_END, KEEPS_SAMPLE) and self.max_tokens is None:
+            raise ValueError(f"SummarizerStyle(keeps={self.keeps!r}) needs max_tokens (the summary's length)")
 
     @property
     def lossy(self) -> bool:
-        return self.max_tokens is not None or self.reads_last_tokens is not None
+        return self.keeps != KEEPS_FACTS or self.max_tokens is not None or self.reads_last_tokens is not None
+
+    @property
+    def blind(self) -> bool:
+        """Whether the style ignores the ``FACT:`` convention (it cannot tell a planted line from filler)."""
+        return self.keeps != KEEPS_FACTS
 
 
 FAITHFUL = SummarizerStyle()
@@ -294,11 +338,79 @@ def _read_window(turns: Sequence[Turn], tokens: int) -> list[Turn]:
     return kept
 
 
+def _last_tokens(text: str, tokens: int) -> str:
+    """The end of ``text`` that holds at most ``tokens`` tokens (cut at a token's start)."""
+    starts = [m.start() for m in _PIECE.finditer(text)]
+    return text[starts[-tokens] :] if len(starts) > tokens else text
+
+
+#: A block the final request quotes: a line ``<tag>``, its material, a line ``</tag>``.
+_QUOTED_BLOCK = re.compile(r"^<([A-Za-z_][\w-]*)>[ \t]*$\n(.*?)^</\1>[ \t]*$", re.MULTILINE | re.DOTALL)
+#: The answer's shape the prompt describes (``<analysis>``, ``<summary>``) is not material to summarize.
+_SHAPE_TAGS = frozenset({"analysis", "summary"})
+_TAG_LINE = re.compile(r"^\s*</?[A-Za-z_][\w-]*>\s*$")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _blind_input(history: Sequence[Turn], final: Turn | None) -> str:
+    """What a blind style summarizes: every message's text in order, then the final request's quoted blocks."""
+    parts = [t.text.strip() for t in history if t.text.strip()]
+    if final is not None:
+        for match in _QUOTED_BLOCK.finditer(final.text):
+            if match.group(1).lower() in _SHAPE_TAGS:
+                continue
+            lines = [line for line in match.group(2).splitlines() if line.strip() and not _TAG_LINE.match(line)]
+            if lines:
+                parts.append("\n".join(lines))
+    return "\n".join(parts)
+
+
+def _sentences(text: str) -> list[str]:
+    """The sentences of ``text``: each line split after a ``.``, ``!`` or ``?`` followed by a space."""
+    return [s for line in text.splitlines() for s in _SENTENCE_END.split(line.strip()) if s]
+
+
+def _blind_summary(text: str, style: SummarizerStyle) -> str:
+    if style.keeps == KEEPS_NOTHING:
+        return UNHELPFUL_SUMMARY
+    assert style.max_tokens is not None  # checked by SummarizerStyle
+    if style.keeps == KEEPS_START:
+        return _truncate(text, style.max_tokens)[0]
+    if style.keeps == KEEPS_END:
+        return _last_tokens(text, style.max_tokens)
+    sentences = _sentences(text)
+    total = sum(count_tokens(s) for s in sentences)
+    rate = min(1.0, style.max_tokens / total) if total else 1.0
+    rng = random.Random(SAMPLE_SEED)
+    kept: list[str] = []
+    left = style.max_tokens
+    for sentence in sentences:
+        if rng.random() >= rate:
+            continue
+        size = count_tokens(sentence)
+        if size > left:
+            break
+        kept.append(sentence)
+        left -= size
+    return "\n".join(kept)
+
+
 def summarize(turns: Sequence[Turn], style: SummarizerStyle = FAITHFUL) -> str:
     """The scripted summary of ``turns`` (the last turn is the summary request), lossy as ``style`` says."""
     history = list(turns[:-1])
     if style.reads_last_tokens is not None:
         history = _read_window(history, style.reads_last_tokens)
+    if style.blind:
+        body = _blind_summary(_blind_input(history, turns[-1] if turns else None), style)
+        lines = [
+            "<analysis>",
+            f"Summarizing {len(history)} messages ({style.keeps}).",
+            "</analysis>",
+            "<summary>",
+            body,
+            "</summary>",
+        ]
+        return "\n".join(lines)
     read = [*history, turns[-1]] if turns else history
     # (position, kind, text): facts at their first appearance, user messages where they stand.
     entries: list[tuple[int, str, str]] = []

@@ -18,6 +18,8 @@ from otel_context.evaluation.classify import (
     is_summarizer_request,
     parse_answers,
     request_messages,
+    stale_value,
+    user_messages_kept,
 )
 from otel_context.evaluation.scenarios import KINDS, SCENARIOS, answer_matches, get_scenario
 
@@ -121,6 +123,61 @@ def test_a_reversed_constraint_must_not_reach_the_model_without_its_reversal(bui
     status = {s.fact.id: s for s in assess([LIMIT, LIMIT_NOW], superseded)}
     assert status["retry-limit"].state == ABSENT and status["retry-limit"].superseded
     assert not any(s.failure for s in status.values())
+
+
+def _status(messages: Any) -> Any:
+    return {s.fact.id: s for s in assess([LIMIT, LIMIT_NOW], messages)}["retry-limit"]
+
+
+@FORMATS
+def test_a_superseded_value_after_its_change_is_stale_unless_marked(build: Any) -> None:
+    """The reader of a request takes the latest statement as the one in force: the old value (3) after the
+    new one (5) is stale, a failure; the same old line marked as replaced, or kept before the change, is not."""
+    old_after_new = request_messages(*build("Go on.", "ok", _summary(LIMIT_NOW.text, f"- The user said: {LIMIT.text}")))
+    status = _status(old_after_new)
+    assert status.stale and status.failure and status.old_value_sent and not status.without_reversal
+
+    marked = request_messages(*build("Go on.", "ok", _summary(LIMIT_NOW.text, f"- Superseded: {LIMIT.text}")))
+    status = _status(marked)
+    assert not status.stale and not status.failure and status.old_value_sent
+
+    in_order = request_messages(*build(LIMIT_NOW.text, "ok", _summary(LIMIT.text)))
+    status = _status(in_order)
+    assert not status.stale and status.old_value_sent  # kept, before its change: the latest says 5
+
+    change = request_messages(*build("Go on.", "ok", _summary("- The retry limit is 5 attempts now (it was 3).")))
+    status = _status(change)
+    assert not status.stale and not status.old_value_sent  # one line stating the change is the new value
+
+    alone = request_messages(*build("Go on.", "ok", _summary(LIMIT.text)))
+    status = _status(alone)
+    assert status.stale and status.without_reversal  # no new value at all: stale, and without its reversal
+
+
+def test_a_marker_on_the_first_line_of_a_message_marks_its_old_value() -> None:
+    body, wire = _anthropic(f"[Replaced by a later message]\n{LIMIT.text}", "ok", _summary(LIMIT_NOW.text))
+    body["messages"].append({"role": "user", "content": f"Reminder: {LIMIT.text}"})  # unmarked, last: stale
+    messages = request_messages(body, wire)
+    assert stale_value(LIMIT, LIMIT_NOW, messages) == (True, True)
+    body["messages"].pop()
+    assert stale_value(LIMIT, LIMIT_NOW, request_messages(body, wire)) == (False, True)
+
+
+@FORMATS
+def test_an_artifact_is_kept_by_the_artifact_itself_a_user_fact_by_its_key_and_answer(build: Any) -> None:
+    listed = _summary("Artifacts: DivisionUndefined, ACCT-88213, billing/refunds.py")  # answers without keys
+    messages = request_messages(*build("Go on.", "ok", listed))
+    assert classify(ERROR, messages) == SUMMARY  # a tool's artifact: the error itself is there
+    assert classify(ACCOUNT, messages) == ABSENT  # a user's fact: which account it is is not said
+
+
+def test_the_users_messages_that_reach_the_request_verbatim_are_counted_copy_by_copy() -> None:
+    said = ["Run the tests.", LIMIT.text, "Run the tests.", "Open billing/tax.py.", "Thanks."]
+    body, wire = _anthropic("Thanks.", "ok", _summary("- The user asked: Open billing/tax.py."))
+    body["messages"].insert(0, {"role": "user", "content": "Run the tests."})
+    messages = request_messages(body, wire)
+    # "Run the tests." twice, once kept; one quoted whole in the summary; the rest absent.
+    assert user_messages_kept(said, messages) == (2, 1)
 
 
 def test_the_summarizer_request_is_told_apart_from_the_apps_requests() -> None:

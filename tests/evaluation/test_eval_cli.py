@@ -29,44 +29,89 @@ def _kept(run: dict[str, Any], compaction: dict[str, Any]) -> int:
     return sum(1 for f in compaction["facts"] if f["state"] != "absent" and not f["superseded"])
 
 
+def _in_force(compaction: dict[str, Any], which: Any) -> list[int]:
+    facts = [f for f in compaction["facts"] if not f["superseded"] and which(f)]
+    return [sum(1 for f in facts if f["state"] != "absent"), len(facts)]
+
+
 def _consistent(payload: dict[str, Any]) -> None:
     """What holds on the simulated provider whatever the compaction keeps: its probes answer by lookup, so the
-    compacted score is exactly what reached the request, and the full history answers everything."""
+    compacted score is what reached the request (an artifact kept without its key, in a bare list, is kept but
+    not found by the key), the full history answers everything, and the new figures agree with the facts."""
+    kinds = {f["id"]: f for run in payload["runs"] for f in run["facts"]}
     for run in payload["runs"]:
         assert len(run["compactions"]) >= 3, run["scenario"]
         for c in run["compactions"]:
             asked = len(c["probes"]["answers"])
             assert asked >= 5
-            assert c["probes"]["compacted"] == [_kept(run, c), asked]
+            hit, total = c["probes"]["compacted"]
+            assert total == asked and hit <= _kept(run, c)
+            assert hit >= _kept(run, c) - sum(1 for f in c["facts"] if f["source"] == "tool")
             assert c["probes"]["full"] == [asked, asked]
             assert c["tokens_before"] > c["tokens_after"] > 0
             assert c["summary_input_tokens"] > 0 and c["summary_output_tokens"] > 0
             assert c["summary_cost_usd"] > 0 and c["spared_tokens"] > 0
+            assert c["user_facts"] == _in_force(c, lambda f: f["source"] == "user")
+            assert c["artifacts"] == _in_force(c, lambda f: f["source"] == "tool")
+            assert c["decisions"] == _in_force(c, lambda f: f["kind"] == "decision")
+            assert c["stale_values"] == [f["id"] for f in c["facts"] if f["stale"]]
+            assert all(kinds[i]["reverses"] is None and kinds[i]["kind"] == "constraint" for i in c["stale_values"])
+            said = c["user_messages"]
+            assert said["said"] == c["turn"] and 0 < said["verbatim"] + said["quoted_in_summary"] <= said["said"]
+            assert said["share"] == pytest.approx((said["verbatim"] + said["quoted_in_summary"]) / said["said"])
+            # The repair: within its budget (at most an eighth of the effective window), never worse.
+            assert c["repair_tokens"] is not None and 0 <= c["repair_tokens"] <= run["window"] // 8
+            assert c["retention_before_repair"] is not None and c["retention_before_repair"] <= c["retention"]
         assert run["peak_request_tokens"] <= run["window"]
 
 
-def test_ci_gate_no_user_fact_is_lost_with_lossy_summarizers(tmp_path: Path) -> None:
-    """The gate CI runs: every scenario with the summarizers that lose things, cut to 60 turns.
+@pytest.fixture(scope="module")
+def gate(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """The gate as CI will run it: every scenario with every fact-blind summarizer, cut to 60 turns."""
+    out = tmp_path_factory.mktemp("gate") / "eval.json"
+    args = ["eval", "--turns", "60", "--window", "6000", "--json", str(out)]
+    proc = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=_env(), timeout=240)
+    return proc, json.loads(out.read_text())
 
-    Exit 0 means every fact the user stated reached every request after each compaction that followed it.
-    """
-    out = tmp_path / "eval.json"
-    args = ["eval", "--summarizer", "bounded,end", "--turns", "60", "--window", "6000", "--json", str(out)]
-    proc = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=_env(), timeout=120)
-    payload = json.loads(out.read_text())
+
+def test_the_gate_measures_every_run_and_exits_1_for_each_kind_of_failure(
+    gate: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
+    proc, payload = gate
     assert [(r["scenario"], r["summarizer"]) for r in payload["runs"]] == [
-        (s, style) for s in ("billing", "frontend", "pipeline") for style in ("bounded", "end")
+        (s, style) for s in ("billing", "frontend", "pipeline") for style in ("start", "end", "sample", "unhelpful")
     ]
     _consistent(payload)
-    lost = {(r["scenario"], r["summarizer"]): r["user_facts_lost"] for r in payload["summary"]}
-    assert lost == dict.fromkeys(lost, 0), proc.stderr[-3000:]
-    assert payload["failures"] == [] and payload["passed"]
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    failing = {
+        (r["scenario"], r["summarizer"])
+        for r in payload["summary"]
+        if r["user_facts_lost"] or r["without_reversal"] or r["stale_values"]
+    }
+    assert {(r["scenario"], r["summarizer"]) for r in payload["summary"] if not r["passed"]} == failing
+    assert payload["passed"] == (not failing) == (not payload["failures"])
+    assert proc.returncode == (0 if payload["passed"] else 1), proc.stderr[-3000:]
+    for line in payload["failures"]:
+        assert line in proc.stderr
 
 
-def test_a_faithful_run_on_the_openai_sdk_prints_its_tables_and_keeps_every_fact(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 39: user facts, reversals and stale values hold with every blind summarizer; the tool-result "
+    "artifacts do not reach 90 % yet (error lines our extractor does not recognise); remove this mark when they do",
+)
+def test_the_gate_passes_with_every_fact_blind_summarizer(
+    gate: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
 ) -> None:
+    """Issue 39's "Done when": every user fact after every compaction, no constraint without its reversal, no
+    stale value, and at least 90 % of the tool-result artifacts, with each blind summarizer."""
+    proc, payload = gate
+    assert payload["failures"] == [] and payload["passed"] and proc.returncode == 0
+    for row in payload["summary"]:
+        kept, checked = row["artifacts"]
+        assert kept >= 0.9 * checked, row
+
+
+def test_a_run_on_the_openai_sdk_prints_its_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "eval.json"
     code = main(
         [
@@ -76,7 +121,7 @@ def test_a_faithful_run_on_the_openai_sdk_prints_its_tables_and_keeps_every_fact
             "--scenario",
             "pipeline",
             "--summarizer",
-            "faithful",
+            "sample",
             "--turns",
             "50",
             "--window",
@@ -86,20 +131,78 @@ def test_a_faithful_run_on_the_openai_sdk_prints_its_tables_and_keeps_every_fact
         ]
     )
     printed = capsys.readouterr()
-    assert code == 0, printed.err
     payload = json.loads(out.read_text())
+    assert code == (0 if payload["passed"] else 1), printed.err
     _consistent(payload)
     (run,) = payload["runs"]
     last = run["compactions"][-1]
     assert {f["id"] for f in last["facts"]} == {f["id"] for f in run["facts"]}  # all planted by then
-    assert all(f["state"] != "absent" or f["superseded"] for f in last["facts"])
-    assert payload["summary"][0]["user_facts_kept"] == payload["summary"][0]["user_facts_checked"] > 0
+    (row,) = payload["summary"]
+    assert row["verbatim_share"] == [c["user_messages"]["share"] for c in run["compactions"]]
+    assert row["user_facts"] == [sum(c["user_facts"][i] for c in run["compactions"]) for i in (0, 1)]
     # gpt-4.1's list price: summaries cost 2 $/M in, 8 $/M out
     assert last["summary_cost_usd"] == pytest.approx(
         (last["summary_input_tokens"] * 2 + last["summary_output_tokens"] * 8) / 1e6
     )
-    for title in ("Compactions", "Facts after each compaction", "Retention", "pipeline: Hardening a Go"):
+    for title in (
+        "Compactions",
+        "What reached the model after each compaction",
+        "Facts after each compaction",
+        "Retention",
+        "Kept, over every (compaction, fact) pair",
+        "Verbatim user messages, %",
+        "pipeline: Hardening a Go",
+    ):
         assert title in printed.out
+
+
+def _record(facts: list[Any], number: int = 1) -> Any:
+    from otel_context.evaluation.runner import CompactionRecord
+
+    return CompactionRecord(number, 30 * number, "threshold", 9_000, 3_000, 8_000, 500, None, None, facts)
+
+
+def _crafted(stale: bool) -> Any:
+    """A run whose one compaction sent the retry limit of 3 after its change to 5 (``stale``), or before it."""
+    from otel_context.compaction.prompt import summary_message_text
+    from otel_context.evaluation.classify import SentMessage, assess
+    from otel_context.evaluation.runner import RunResult
+    from otel_context.evaluation.scenarios import get_scenario
+
+    billing = get_scenario("billing")
+    old, new = billing.fact("retry-limit"), billing.fact("retry-limit-now")
+    lines = [new.text, old.text] if stale else [old.text, new.text]
+    messages = [SentMessage("user", summary_message_text("\n".join(lines)), summary=True)]
+    result = RunResult(billing, "start", "crafted", "simulated", "m", "m", 12_000, 60)
+    result.compactions.append(_record(assess([old, new], messages)))
+    return result
+
+
+@pytest.mark.parametrize("stale", [True, False])
+def test_a_stale_value_fails_the_run_and_the_exit_status(
+    stale: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The exit status of ``otel-context eval`` for a run whose request carried a superseded value as current:
+    the run is the crafted one (the runner replaced by one that reports it), the rest is the command's own."""
+    from otel_context.evaluation import cli as eval_cli
+
+    result = _crafted(stale)
+    assert [s.stale for s in result.compactions[0].facts] == [stale, False]
+
+    def run(options: Any, on_run: Any = None) -> list[Any]:
+        on_run(result)
+        return [result]
+
+    monkeypatch.setattr(eval_cli, "run", run)
+    code = main(["eval", "--scenario", "billing", "--summarizer", "start", "--json", "-"])
+    printed = capsys.readouterr()
+    payload = json.loads(printed.out)
+    assert payload["summary"][0]["stale_values"] == int(stale)
+    if stale:
+        assert code == 1 and not payload["passed"]
+        assert "billing/start: a superseded value sent as if current at compaction 1 (turn 30)" in printed.err
+    else:
+        assert code == 0 and payload["passed"] and payload["summary"][0]["old_value_sent"] == 1
 
 
 def test_the_live_path_against_a_provider_at_the_sdks_base_url_skips_a_full_history_over_its_window(
@@ -122,11 +225,11 @@ def test_the_live_path_against_a_provider_at_the_sdks_base_url_skips_a_full_hist
             if e.path == "/v1/messages"
         }
     err = capsys.readouterr().err
-    assert code == 0, err
+    payload = json.loads(out.read_text())
+    assert code == (0 if payload["passed"] else 1), err
     assert "real anthropic API" in err and "claude-sonnet-4-6 list prices" in err  # the estimate came first
     assert models == {("claude-sonnet-4-6", False), ("claude-haiku-4-5", True)}  # the summarizer's own model
-    payload = json.loads(out.read_text())
-    assert payload["provider"] == "anthropic" and payload["passed"]
+    assert payload["provider"] == "anthropic"
     (run,) = payload["runs"]
     assert run["summarizer"] is None and run["peak_request_tokens"] <= 6_000 < run["full_history_tokens"]
     compactions = run["compactions"]
@@ -135,7 +238,7 @@ def test_the_live_path_against_a_provider_at_the_sdks_base_url_skips_a_full_hist
     skipped = [c for c in compactions if c["probes"]["full_error"] is not None]
     assert fit and skipped and compactions.index(skipped[0]) == len(fit)  # once the history outgrew 9,000
     assert all(c["probes"]["full"] == [0, 0] and "prompt is too long" in c["probes"]["full_error"] for c in skipped)
-    assert all(c["probes"]["compacted"][0] == c["probes"]["compacted"][1] > 0 for c in compactions)
+    assert all(0 < c["probes"]["compacted"][0] <= c["probes"]["compacted"][1] for c in compactions)
     last = compactions[-1]  # priced at Claude Haiku 4.5's list price: 1 $/M in, 5 $/M out
     assert last["summary_cost_usd"] == pytest.approx(
         (last["summary_input_tokens"] * 1 + last["summary_output_tokens"] * 5) / 1e6
@@ -183,7 +286,8 @@ def test_a_live_run_says_what_it_may_spend_and_asks_first(
     [
         (["--provider", "openai", "--summarizer", "end"], "--summarizer chooses a simulated summarizer"),
         (["--scenario", "payroll"], "unknown scenario 'payroll'"),
-        (["--summarizer", "bounded,lazy"], "--summarizer 'lazy'"),
+        (["--summarizer", "start,lazy"], "--summarizer 'lazy'"),
+        (["--summarizer", "faithful"], "--summarizer 'faithful'"),  # no eval style knows the planted facts
         (["--turns", "10"], "--turns 10: must be at least"),
         (["--window", "1000"], "--window 1000: must be at least 6,000 tokens"),
         (["--window", "-1"], "--window -1: must be at least 6,000 tokens"),
