@@ -20,8 +20,11 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 INSTALL_HINT = (
     "redis-server is not installed; install Debian's package: `apt-get install -y redis-server` "
@@ -235,7 +238,7 @@ class RedisServer:
         self._dir.cleanup()
 
 
-def _wait(what: str, check: Any, timeout: float, every: float = 0.05) -> Any:
+def _wait(what: str, check: Callable[[], _T | None], timeout: float, every: float = 0.05) -> _T:
     """``check()``'s first truthy answer within ``timeout`` seconds (its errors count as "not yet")."""
     deadline = time.monotonic() + timeout
     while True:
@@ -341,15 +344,12 @@ class RedisClusterServers:
         node.stop()
         if not replicas:
             return node
-        return _wait(
-            "the replica's promotion",
-            lambda: (
-                next((r for r in replicas if r.info("replication").get("role") == "master"), None)
-                and self._ok_without(node)
-                and next(r for r in replicas if r.info("replication").get("role") == "master")
-            ),
-            promoted_within,
-        )
+
+        def promoted() -> RedisServer | None:
+            found = next((r for r in replicas if r.info("replication").get("role") == "master"), None)
+            return found if found is not None and self._ok_without(node) else None
+
+        return _wait("the replica's promotion", promoted, promoted_within)
 
     def _ok_without(self, gone: RedisServer) -> bool:
         return all("cluster_state:ok" in n.call("CLUSTER", "INFO") for n in self.nodes if n.running and n is not gone)
@@ -486,17 +486,20 @@ class RedisSentinelServers:
         """``SENTINEL FAILOVER``: a replica is promoted (the old primary becomes its replica); the new one."""
         old = self.current_primary()
         self.sentinels[0].call("SENTINEL", "FAILOVER", self.service)
-        new = _wait("the failover", lambda: (p := self.current_primary()) is not old and p, timeout)
-        _wait("the new primary's role", lambda: new.info("replication").get("role") == "master", timeout)
-        return new
+        return self._promoted_after(old, timeout)
+
+    def _promoted_after(self, old: RedisServer, timeout: float) -> RedisServer:
+        def promoted() -> RedisServer | None:
+            now = self.current_primary()
+            return now if now is not old and now.info("replication").get("role") == "master" else None
+
+        return _wait("the failover", promoted, timeout)
 
     def kill_primary(self, timeout: float = 20.0) -> RedisServer:
         """Kill the primary; the replica the Sentinels promoted, once they name it."""
         old = self.current_primary()
         old.stop()
-        new = _wait("the failover", lambda: (p := self.current_primary()) is not old and p, timeout)
-        _wait("the new primary's role", lambda: new.info("replication").get("role") == "master", timeout)
-        return new
+        return self._promoted_after(old, timeout)
 
     def __enter__(self) -> RedisSentinelServers:
         try:

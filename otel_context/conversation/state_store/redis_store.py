@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -132,6 +133,8 @@ class RedisStore(StateStore):
         self.topology: str | None = "client"
         #: For a store made from a URL: what runs its commands on connections of its own (see connections.py).
         self._route: _Connections | _ClusterConnections | None = None
+        self._ready = threading.Event()
+        self._ready.set()
         if url is not None:
             self.topology = (
                 "sentinel" if clients.is_sentinel_url(url) else "server" if url.startswith("unix:") else None
@@ -161,18 +164,46 @@ class RedisStore(StateStore):
 
     # --- topology: a redis:// URL's node is asked once whether it is a Cluster's --------------------------
     def _find_topology(self) -> None:
-        """Ask the node the URL names whether it is a Cluster node; a cluster's gets a cluster client and
-        connections routed by slot. Raises what a failed command raises (asked again next time)."""
+        """Ask the node the URL names whether it is a Cluster node (one round trip; raises what a failed
+        command raises, and it is asked again next time). A cluster's client is made off the caller's path
+        (redis-py's reads the slot map and the command table: 0.1 to 0.7 s); until it is ready the store
+        answers as a store that is not there yet (this process's state, no error counted)."""
         assert self._url is not None and self._route is not None
         if not clients.is_cluster_node(self._client):
             self.topology = "server"
             return
-        cluster = clients.cluster_client(self._url, self.timeout)
-        plain, self._route = self._route, _ClusterConnections(cluster, self._exceptions)
-        plain.close()
-        self._client.close()
-        self._client, self.topology = cluster, "cluster"
-        log.debug("otel_context: state store %s is a Redis Cluster node: using a cluster client", self.address)
+        self.topology = "cluster_pending"
+        self._ready.clear()
+        threading.Thread(target=self._make_cluster_client, name="otel-context-cluster", daemon=True).start()
+
+    def _make_cluster_client(self) -> None:
+        assert self._url is not None
+        try:
+            cluster = clients.cluster_client(self._url, self.timeout)
+        except Exception as exc:
+            self.topology = None
+            self._failed("connect", exc)
+        else:
+            plain, self._route = self._route, _ClusterConnections(cluster, self._exceptions)
+            if plain is not None:
+                plain.close()
+            self._client.close()
+            self._client, self.topology = cluster, "cluster"
+            log.debug("otel_context: state store %s is a Redis Cluster node: using a cluster client", self.address)
+        finally:
+            self._ready.set()
+
+    def ready(self, timeout: float = 5.0) -> bool:
+        """Wait (bounded) until the store knows how to reach its data (a Cluster's client is made); whether it
+        does. For a process that wants the store before its first call (a worker's start-up)."""
+        if self.topology is None and self._available():
+            try:
+                self._find_topology()
+            except Exception as exc:
+                self._failed("connect", exc)
+                return False
+        self._ready.wait(timeout)
+        return self.topology not in (None, "cluster_pending")
 
     # --- health: one warning per cause, a back-off, a counter ---------------------------------------------
     def _available(self) -> bool:
@@ -206,8 +237,13 @@ class RedisStore(StateStore):
             self._say_once("wrongtype", "otel_context: state store: a key holds another type than ours; ignored")
             return
         kind = self._cause(exc)
-        if kind == "cluster" and self._url is not None:
-            self.topology = None  # our plain client on a node that became a Cluster's: ask it again
+        if kind == "cluster" and self._url is not None and self.topology == "server":
+            # Our plain client on a node that became a Cluster's since it was asked: ask it again.
+            self.topology = None
+            log.debug(
+                "otel_context: state store %s answered MOVED: asking it again whether it is a cluster", self.address
+            )
+            return
         _count(operation, kind)
         now = time.monotonic()
         with self._health:
@@ -260,6 +296,8 @@ class RedisStore(StateStore):
         try:
             if self.topology is None:
                 self._find_topology()
+            if self.topology == "cluster_pending":
+                return False, None
             replies = self._route.run(*commands)
         except Exception as exc:
             self._failed(operation, exc)
@@ -276,7 +314,9 @@ class RedisStore(StateStore):
         try:
             if self.topology is None:
                 await asyncio.to_thread(self._find_topology)
-            call = command(self._aclient())
+            if self.topology == "cluster_pending":
+                return False, None
+            call = command(await self._aclient())
             result = await (asyncio.wait_for(call, 2 * self.timeout) if self.topology == "cluster" else call)
         except Exception as exc:
             self._failed(operation, exc)
@@ -284,17 +324,20 @@ class RedisStore(StateStore):
         self._answered()
         return True, result
 
-    def _aclient(self) -> Any:
-        """This loop's asyncio client (a client's connections belong to the loop that made them)."""
+    async def _aclient(self) -> Any:
+        """This loop's asyncio client (a client's connections belong to the loop that made them). A cluster's
+        reads the slot map first, bounded by a few timeouts (once per loop: about 0.1 s on loopback)."""
         loop = asyncio.get_running_loop()
         client = self._aclients.get(loop)
         if client is None:
             assert self._url is not None
-            make = {
-                "cluster": clients.async_cluster_client,
-                "sentinel": clients.async_sentinel_client,
-            }.get(self.topology or "", clients.async_plain_client)
-            client = make(self._url, self.timeout)
+            if self.topology == "cluster":
+                client = clients.async_cluster_client(self._url, self.timeout)
+                await asyncio.wait_for(client.initialize(), 5 * self.timeout)
+            elif self.topology == "sentinel":
+                client = clients.async_sentinel_client(self._url, self.timeout)
+            else:
+                client = clients.async_plain_client(self._url, self.timeout)
             self._aclients[loop] = client
         return client
 
