@@ -24,7 +24,7 @@ from otel_context.testing.redis_server import RedisClusterServers
 from tests.compaction.conftest import _fresh_engine
 
 from .fault_run import BOUND, run_with_fault
-from .test_fleet import MODELS, SLOW_MACHINE, TURNS, WINDOW, _conversation
+from .test_fleet import MODELS, SLOW_MACHINE, WINDOW, _conversation
 from .topologies import cluster
 
 __all__ = ["_fresh_engine", "cluster"]

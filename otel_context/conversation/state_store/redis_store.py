@@ -139,7 +139,8 @@ class RedisStore(StateStore):
             self.topology = (
                 "sentinel" if clients.is_sentinel_url(url) else "server" if url.startswith("unix:") else None
             )
-            self._route = _Connections(client.connection_pool, exceptions.ConnectionError)
+            if self.topology != "sentinel":  # Sentinel's pool asks the Sentinels for the primary: used as it is
+                self._route = _Connections(client.connection_pool, exceptions.ConnectionError)
         pool = getattr(client, "connection_pool", None) or getattr(client, "nodes_manager", None)
         kwargs = getattr(pool, "connection_kwargs", {})
         if url is None and kwargs.get("socket_timeout") is None:
@@ -465,6 +466,7 @@ class RedisStore(StateStore):
         self.flush(0.5)
         if self._route is not None:
             self._route.close()
+        if self._url is not None:
             self._client.close()
 
 
