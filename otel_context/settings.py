@@ -385,6 +385,7 @@ def resolve(
     # Shallow: every value is immutable or an object to keep as is (hooks, a store client).
     values: dict[str, Any] = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)} if base else {}
     bad_key = False
+    bad_key_error: SettingsError | None = None
     for var, (name, kind) in ENV_VARS.items():
         raw = env.get(var)
         if raw is not None and raw.strip() != "" and name not in (code or {}):
@@ -395,7 +396,7 @@ def resolve(
                     # A secret: never store values in clear because its variable was mistyped, and never
                     # fail the app over telemetry. The message names the variable, not the value.
                     bad_key = True
-                    _warn_once(f"bad_key:{exc}", "otel_context: %s; the shared state store is not used", exc)
+                    bad_key_error = exc
                     continue
                 _env_value_ignored(var, raw, exc, values.get(name, _DEFAULTS.get(name)))
     for name, raw in (code or {}).items():
@@ -412,6 +413,20 @@ def resolve(
         else:
             values[name] = raw
     if bad_key and "state_store_key" not in (code or {}):
+        # Said once the store setting is known: only a configured store is then not used.
+        if values.get("state_store") is None:
+            _warn_once(
+                f"bad_key:{bad_key_error}",
+                "otel_context: %s; ignored (no shared state store is configured: state stays in each process)",
+                bad_key_error,
+            )
+        else:
+            _warn_once(
+                f"bad_key:{bad_key_error}",
+                "otel_context: %s; the shared state store is not used (state stays in each process rather than "
+                "being stored in clear)",
+                bad_key_error,
+            )
         values["state_store"] = None  # state stays in each process (docs/deploying.md)
     return Settings(**values)
 

@@ -63,6 +63,10 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
     resolved = otel_context.instrument(
         tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader]), **settings
     )
+    opened = shared.store_for(resolved)
+    if opened is not None and hasattr(opened, "ready"):
+        opened.ready(10.0)  # a Cluster's client is made before the first call (a real worker's first calls
+        # on a cluster would use their own state for the fraction of a second it takes)
     if sdk == "anthropic":
         import anthropic
 
@@ -307,15 +311,25 @@ def with_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def run_agent(fleet: Fleet, model: str, turns: int, file_lines: int = 120, pause: float = 0.0) -> list[dict[str, Any]]:
+def run_agent(
+    fleet: Fleet,
+    model: str,
+    turns: int,
+    file_lines: int = 120,
+    pause: float = 0.0,
+    before_turn: Callable[[int], None] | None = None,
+) -> list[dict[str, Any]]:
     """A tool-using agent that resends its whole, growing history on every call, each call served by the
-    next worker of ``fleet``; ``pause``: seconds its user thinks between turns. Returns the history (never
-    compacted by the app)."""
+    next worker of ``fleet``; ``pause``: seconds its user thinks between turns; ``before_turn(turn)`` runs
+    before each turn (a fault test injects its fault there). Returns the history (never compacted by the
+    app)."""
     anthropic = fleet.sdk == "anthropic"
     history: list[dict[str, Any]] = [] if anthropic else [{"role": "system", "content": SYSTEM}]
     for turn in range(turns):
         if turn and pause:
             time.sleep(pause)
+        if before_turn is not None:
+            before_turn(turn)
         history.append(
             {"role": "user", "content": [{"type": "text", "text": user_turn(turn)}] if anthropic else user_turn(turn)}
         )

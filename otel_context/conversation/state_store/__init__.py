@@ -30,7 +30,8 @@ Keys are hashes of the conversation key, so an app's explicit conversation ids d
 
 One module per concept: :mod:`~.base` (the interface, :class:`Loaded`, :class:`Lease`, key names),
 :mod:`~.memory` (:class:`InProcessStore`), :mod:`~.redis_store` (:class:`RedisStore`), :mod:`~.connections`
-(the Redis store's own connections) and :mod:`~.writer` (the thread that writes ``put_later`` values). Every
+(the Redis store's own connections, routed by slot on a Cluster), :mod:`~.clients` (the redis-py
+clients for one server, a Cluster, Sentinel) and :mod:`~.writer` (the thread that writes ``put_later`` values). Every
 public name of the single module this package was stays importable from here (the constants too, re-exported
 as ``NAME as NAME`` outside ``__all__``, as they were).
 """
@@ -67,6 +68,9 @@ from otel_context.conversation.state_store.base import (
     StateStore,
 )
 from otel_context.conversation.state_store.base import (
+    WARN_INTERVAL_SECONDS as WARN_INTERVAL_SECONDS,
+)
+from otel_context.conversation.state_store.base import (
     Predicate as Predicate,
 )
 from otel_context.conversation.state_store.base import (
@@ -78,9 +82,6 @@ from otel_context.conversation.state_store.redis_store import (
 )
 from otel_context.conversation.state_store.redis_store import (
     DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS,
-)
-from otel_context.conversation.state_store.redis_store import (
-    WARN_INTERVAL_SECONDS as WARN_INTERVAL_SECONDS,
 )
 from otel_context.conversation.state_store.redis_store import (
     RedisStore,

@@ -40,6 +40,8 @@ DEFAULT_LEASE_SECONDS: Final = 30.0
 RETIRE_SECONDS: Final = 900.0
 #: How often a waiter looks for the value another worker is writing.
 POLL_SECONDS: Final = 0.005
+#: Between two warnings of one cause (a flapping store, a bound hit on every crossing): the first always warns.
+WARN_INTERVAL_SECONDS: Final = 300.0
 #: Locks of one process given up on (see :meth:`StateStore.wait_for`): at most this many remembered.
 GIVEN_UP_LOCKS: Final = 1_024
 
@@ -129,6 +131,8 @@ class StateStore(ABC):
         self.max_value_bytes = max_value_bytes
         self.schema_version = schema_version
         self._said: set[str] = set()
+        #: Cause -> when it was last warned about (see :meth:`_warn_limited`).
+        self._warned_at: dict[str, float] = {}
         #: Lock name -> the holder's token a waiter of this process waited out (see :meth:`wait_for`).
         self._given_up: OrderedDict[str, Any] = OrderedDict()
 
@@ -336,6 +340,13 @@ class StateStore(ABC):
     def _waited(self, lock_name: str | None, holder: Any, held: bool, done: Loaded) -> Loaded:
         """The answer of a wait; one that ran out on a held lock remembers its holder (not waited on again)."""
         if held and lock_name is not None and done.value is None and done.source != semconv.STATE_SOURCE_FALLBACK:
+            self._warn_limited(
+                "wait_bound",
+                "otel_context: state store: a call waited the most it may (state_store_max_wait_seconds, "
+                "OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS) for a summary another worker is making, which did "
+                "not come in time; it went on without it (it summarizes itself). Raise the bound if summaries "
+                "take longer and such calls may wait that long",
+            )
             self._given_up[lock_name] = holder
             self._given_up.move_to_end(lock_name)
             while len(self._given_up) > GIVEN_UP_LOCKS:
@@ -357,6 +368,18 @@ class StateStore(ABC):
     def _sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 
+    def _warn_limited(self, cause: str, message: str, *args: Any) -> bool:
+        """Log ``message`` unless ``cause`` was warned about less than :data:`WARN_INTERVAL_SECONDS` ago;
+        whether it was logged. The arguments name the store, the cause and the setting to change, never a
+        value, a key or a password."""
+        now = time.monotonic()
+        last = self._warned_at.get(cause)
+        if last is not None and now - last < WARN_INTERVAL_SECONDS:
+            return False
+        self._warned_at[cause] = now
+        log.warning(message, *args)
+        return True
+
     def _say_once(self, what: str, message: str, *args: Any) -> None:
         if what not in self._said:
             self._said.add(what)
@@ -371,14 +394,14 @@ class StateStore(ABC):
         except (TypeError, ValueError) as exc:
             _count("put", "unencodable")
             self._say_once(
-                "unencodable", "otel-context state store: a value is not JSON (%s); not stored", type(exc).__name__
+                "unencodable", "otel_context: state store: a value is not JSON (%s); not stored", type(exc).__name__
             )
             return None
         if len(payload) > self.max_value_bytes:
             _count("put", "too_large")
             self._say_once(
                 "too_large",
-                "otel-context state store: a value of %d bytes is above the cap of %d bytes; such values are "
+                "otel_context: state store: a value of %d bytes is above the cap of %d bytes; such values are "
                 "not stored (this process keeps them)",
                 len(payload),
                 self.max_value_bytes,
@@ -397,7 +420,7 @@ class StateStore(ABC):
                 _count("get", "garbage")
                 self._say_once(
                     "unsealed",
-                    "otel-context state store: a value does not authenticate with the store's keys (another key, "
+                    "otel_context: state store: a value does not authenticate with the store's keys (another key, "
                     "written in clear, or altered); ignored",
                 )
                 return _FALLBACK
@@ -410,11 +433,11 @@ class StateStore(ABC):
         except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
             _count("get", "garbage")
             self._say_once(
-                "garbage", "otel-context state store: a value is not one of ours (%s); ignored", type(exc).__name__
+                "garbage", "otel_context: state store: a value is not one of ours (%s); ignored", type(exc).__name__
             )
             return _FALLBACK
         if version != self.schema_version:
-            log.debug("otel-context state store: ignored a value of schema version %s", version)
+            log.debug("otel_context: state store: ignored a value of schema version %s", version)
             return Loaded(None, self.source)
         return Loaded(value, self.source)
 

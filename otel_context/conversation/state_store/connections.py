@@ -1,15 +1,21 @@
-"""The Redis store's own connections for the two commands of every call (see :class:`_Connections`)."""
+"""The Redis store's own connections (see :class:`_Connections`), and their routing over the primaries of a
+Redis Cluster (see :class:`_ClusterConnections`)."""
 
 from __future__ import annotations
 
 import os
-from functools import partial
-from typing import Any
+from binascii import crc_hqx
+from collections.abc import Sequence
+from functools import lru_cache, partial
+from typing import Any, Final
+
+#: Hash slots of a Redis Cluster.
+SLOTS: Final = 16384
 
 
 class _Connections:
-    """Connections of the store's own for its two commands of every call: the ``GET`` before the request
-    and the writer's ``SET`` after it.
+    """Connections of the store's own to one server, for its commands (the ``GET`` before the request and
+    the writer's ``SET`` after it on every call; the lock, the release, the wait's ``MGET``).
 
     Why not redis-py's pool: it checks every connection it hands out for unread data (a non-blocking read:
     two ``settimeout`` calls, a ``recv`` and an exception per command), about a third of a ``GET`` on
@@ -59,3 +65,94 @@ class _Connections:
             raise
         self._idle.append(conn)
         return replies
+
+
+@lru_cache(maxsize=4096)
+def slot_of(name: str) -> int:
+    """The Cluster hash slot of the key ``name`` (its ``{...}`` tag's: every key of a conversation has one)."""
+    key = name.encode("utf-8", "surrogatepass")
+    start = key.find(b"{")
+    if start > -1:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1 : end]
+    return crc_hqx(key, 0) % SLOTS
+
+
+class _ClusterConnections:
+    """Our connections to each primary of a Redis Cluster, routed by the slot map of redis-py's cluster
+    client (``cluster``), which also follows the redirects.
+
+    Why not the cluster client for every command: on ``CLUSTERDOWN`` it sleeps 0.25 s before it raises (the
+    whole wait bound of a call, during every failover), and it checks each connection it hands out as the
+    plain pool does (see :class:`_Connections`). Here a command goes to the primary of its key's slot on a
+    connection of ours; a redirect (``MOVED`` after a failover or a resharding, ``ASK`` while a slot is
+    migrating) is sent again through the cluster client, which follows it and updates the slot map (the
+    next command goes to the right node at once); after any other failure the slot map is read again
+    before the next command (the store tries again after its back-off).
+    """
+
+    def __init__(self, cluster: Any, errors: Any) -> None:
+        self._cluster = cluster
+        self._errors = errors
+        self._redirects = (errors.MovedError, errors.AskError)
+        #: Failures after which the slot map is read again: a node gone, a slot not served (a failover).
+        self._topology_changed = (
+            errors.ConnectionError,
+            errors.TimeoutError,
+            errors.ClusterError,
+            errors.TryAgainError,
+            errors.RedisClusterException,
+        )
+        self._nodes: dict[str, _Connections] = {}
+        self._stale = False
+
+    def run(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """The replies of ``commands`` (each names its key second), those of one node sent in one write."""
+        try:
+            if self._stale:
+                self._cluster.nodes_manager.initialize()
+                self._stale = False
+            try:
+                return self._routed(commands)
+            except self._errors.AuthenticationError:
+                raise
+            except self._errors.ConnectionError:
+                # A node refused or dropped us: its replica may have taken over already. Read the slot map
+                # and try once more (a node that does not answer at all, a timeout, is not tried twice).
+                self._cluster.nodes_manager.initialize()
+                return self._routed(commands)
+        except self._topology_changed:
+            self._stale = True
+            raise
+
+    def _routed(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        manager = self._cluster.nodes_manager
+        for i, command in enumerate(commands):
+            node = manager.get_node_from_slot(slot_of(command[1]))
+            groups.setdefault(node.name, (node, []))[1].append(i)
+        if len(groups) == 1:  # the common case: one conversation's commands
+            node, _ = next(iter(groups.values()))
+            return self._run_on(node, commands)
+        replies: list[Any] = [None] * len(commands)
+        for node, indexes in groups.values():
+            for i, reply in zip(indexes, self._run_on(node, [commands[i] for i in indexes]), strict=True):
+                replies[i] = reply
+        return replies
+
+    def _run_on(self, node: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        conns = self._nodes.get(node.name)
+        if conns is None:
+            pool = self._cluster.get_redis_connection(node).connection_pool
+            conns = self._nodes.setdefault(node.name, _Connections(pool, self._errors.ConnectionError))
+        try:
+            return conns.run(*commands)
+        except self._redirects:
+            # The cluster client follows the redirect (and, for MOVED, updates the slot map).
+            return [self._cluster.execute_command(*command) for command in commands]
+
+    def close(self) -> None:
+        for conns in self._nodes.values():
+            conns.close()
+        self._cluster.close()
