@@ -633,6 +633,7 @@ def _summary_answer(answer: Any) -> SummaryResult:
 def _summary_task(job: CompactionJob, instructions: str | None) -> SummaryTask:
     """What :func:`summarize` is asked, from the job: the budget's window, effective window and threshold."""
     budget = job.budget
+    named = job.state.key if job.state is not None and job.state.explicit else None  # only a named one has pins
     return SummaryTask(
         adapter=job.adapter,
         body=job.body,
@@ -653,8 +654,8 @@ def _summary_task(job: CompactionJob, instructions: str | None) -> SummaryTask:
         history_shift=job.history_shift,
         anchor=job.anchor,
         anchor_end=job.anchor_end,
-        pinned=(*pins.pinned(job.state.key if job.state is not None and job.state.explicit else None), *job.pinned),
-        unpinned=pins.unpinned(job.state.key if job.state is not None and job.state.explicit else None),
+        pinned=(*pins.pinned(named), *job.pinned),
+        unpinned=pins.unpinned(named),
     )
 
 

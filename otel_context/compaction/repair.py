@@ -267,14 +267,14 @@ def message_priority(text: str) -> int:
     return min(ranks, default=_PRIORITY_PASTE)
 
 
-def _user_texts(adapter: WireFormatAdapter, dropped: Sequence[Item], said: Sequence[str] | None) -> list[str]:
+def _user_texts(user_texts: Sequence[str], said: Sequence[str] | None) -> list[str]:
     """What the user said up to the cut: the user lines an earlier repair restored into our summary message
     (the user's words again, for this check), then ``said`` (their messages as the app sent them: the
     whole conversation in transparent mode, where the engine has it) or, without it, their messages in the
-    replaced span."""
+    replaced span (``user_texts``: the user text of each of its items)."""
     restored: list[str] = []
     own: list[str] = []
-    for text in adapter.user_text_items(dropped):
+    for text in user_texts:
         if is_summary_message(text):
             restored.extend(restored_user_lines(text))
         elif said is None:
@@ -299,7 +299,8 @@ def candidates(
     and the assistant's stated decisions."""
     found: dict[tuple[str, str], _Candidate] = {}
     position = 0
-    for text in _user_texts(adapter, dropped, said):
+    walked = adapter.item_texts(list(dropped))  # one walk of the span: the user's texts and the model's
+    for text in _user_texts([user for _, _, user in walked if user], said):
         prose, paste = prose_and_paste(text)
         for lines, is_paste in ((prose, False), (paste, True)):
             for sentence in sentences("\n".join(lines)):
@@ -318,15 +319,13 @@ def candidates(
         if kind in ranks:
             position += 1
             found.setdefault((kind, text), _Candidate(kind, text, position, ranks[kind]))
-    for item in dropped:
-        if adapter.is_model_output(item):
-            text = adapter.item_text(item)
-            if _DECISION.search(text):
-                for sentence in sentences(text):
-                    if _DECISION.search(sentence):
-                        position += 1
-                        key = (DECISION_KIND, sentence)
-                        found[key] = _Candidate(DECISION_KIND, sentence, position, _PRIORITY_DECISION)
+    for text, model_output, _ in walked:
+        if model_output and text and _DECISION.search(text):
+            for sentence in sentences(text):
+                if _DECISION.search(sentence):
+                    position += 1
+                    key = (DECISION_KIND, sentence)
+                    found[key] = _Candidate(DECISION_KIND, sentence, position, _PRIORITY_DECISION)
     return sorted(found.values(), key=lambda c: (c.priority, -c.position))
 
 

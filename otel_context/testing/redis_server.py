@@ -251,7 +251,35 @@ def _wait(what: str, check: Callable[[], _T | None], timeout: float, every: floa
         time.sleep(every)
 
 
-class RedisClusterServers:
+_Group = TypeVar("_Group", bound="_ServerGroup")
+
+
+class _ServerGroup:
+    """Several servers started together: a ``with`` block starts them all and stops every one it started
+    (also when starting one of them failed)."""
+
+    def start(self, timeout: float = 30.0) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _members(self) -> list[RedisServer]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __enter__(self: _Group) -> _Group:
+        try:
+            self.start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for server in self._members():
+            server.__exit__(None, None, None)
+
+
+class RedisClusterServers(_ServerGroup):
     """A real Redis Cluster on loopback: ``primaries`` primaries with ``replicas`` replicas each (3 + 3 by
     default), every node a :class:`RedisServer` whose port and cluster-bus port (+10000) are free.
 
@@ -390,22 +418,11 @@ class RedisClusterServers:
         for node in self.nodes:
             node.stop()
 
-    def __enter__(self) -> RedisClusterServers:
-        try:
-            self.start()
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        for node in self.nodes:
-            node.__exit__(None, None, None)
+    def _members(self) -> list[RedisServer]:
+        return list(self.nodes)
 
 
-class RedisSentinelServers:
+class RedisSentinelServers(_ServerGroup):
     """A primary, ``replicas`` replicas and ``sentinels`` Sentinels (quorum: a majority) on loopback, the
     service named ``service``. ``down_after_ms`` is how long the primary may not answer before the
     Sentinels fail it over (short here: a failover takes a second or two)."""
@@ -501,16 +518,5 @@ class RedisSentinelServers:
         old.stop()
         return self._promoted_after(old, timeout)
 
-    def __enter__(self) -> RedisSentinelServers:
-        try:
-            self.start()
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        for server in (*self.sentinels, *self.servers):
-            server.__exit__(None, None, None)
+    def _members(self) -> list[RedisServer]:
+        return [*self.sentinels, *self.servers]

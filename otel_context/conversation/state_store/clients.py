@@ -79,31 +79,27 @@ def _sentinel_kwargs(target: SentinelTarget, timeout: float) -> tuple[dict[str, 
     return sentinels, primary
 
 
-def sentinel_client(url: str, timeout: float) -> Any:
-    """A ``redis.Redis`` on the primary of the service the Sentinels of ``url`` name (no connection yet)."""
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-    from redis.sentinel import Sentinel
-
-    target = parse_sentinel_url(url)
-    sentinels, primary = _sentinel_kwargs(target, timeout)
-    manager = Sentinel(target.sentinels, sentinel_kwargs=sentinels, **_timeouts(timeout))  # type: ignore[no-untyped-call]
-    return manager.master_for(  # type: ignore[no-untyped-call]
-        target.service, retry=Retry(NoBackoff(), 0), **primary
-    )
-
-
-def async_sentinel_client(url: str, timeout: float) -> Any:
-    from redis.asyncio.retry import Retry
-    from redis.asyncio.sentinel import Sentinel
+def sentinel_client(url: str, timeout: float, *, asynchronous: bool = False) -> Any:
+    """A ``redis.Redis`` (``redis.asyncio.Redis`` with ``asynchronous``) on the primary of the service the
+    Sentinels of ``url`` name (no connection yet)."""
     from redis.backoff import NoBackoff
 
+    retry: Any
+    sentinel_class: Any
+    if asynchronous:
+        from redis.asyncio.retry import Retry as AsyncRetry
+        from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+
+        retry, sentinel_class = AsyncRetry(NoBackoff(), 0), AsyncSentinel
+    else:
+        from redis.retry import Retry
+        from redis.sentinel import Sentinel
+
+        retry, sentinel_class = Retry(NoBackoff(), 0), Sentinel
     target = parse_sentinel_url(url)
     sentinels, primary = _sentinel_kwargs(target, timeout)
-    manager = Sentinel(target.sentinels, sentinel_kwargs=sentinels, **_timeouts(timeout))  # type: ignore[no-untyped-call]
-    return manager.master_for(  # type: ignore[no-untyped-call]
-        target.service, retry=Retry(NoBackoff(), 0), **primary
-    )
+    manager = sentinel_class(target.sentinels, sentinel_kwargs=sentinels, **_timeouts(timeout))
+    return manager.master_for(target.service, retry=retry, **primary)
 
 
 def is_sentinel_url(url: str) -> bool:

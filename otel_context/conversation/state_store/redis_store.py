@@ -336,7 +336,7 @@ class RedisStore(StateStore):
                 client = clients.async_cluster_client(self._url, self.timeout)
                 await asyncio.wait_for(client.initialize(), 5 * self.timeout)
             elif self.topology == "sentinel":
-                client = clients.async_sentinel_client(self._url, self.timeout)
+                client = clients.sentinel_client(self._url, self.timeout, asynchronous=True)
             else:
                 client = clients.async_plain_client(self._url, self.timeout)
             self._aclients[loop] = client
