@@ -44,6 +44,7 @@ CONSTANTS = {
     "otel_context.compaction.retention.REPAIR_CAPS",
     "otel_context.compaction.retention.UNCAPPED",
     "otel_context.compaction.repair._PROSE_CHARS",
+    "otel_context.compaction.repair._DIGITS",
     "otel_context.compaction.api._PART_FORMATS",
     "otel_context.conversation.state_store.redis_store._CAUSES",
     "otel_context.conversation.state_store.redis_store._CLUSTER_CAUSES",
@@ -175,7 +176,7 @@ def test_the_registrations_that_reset_and_fork_act_on() -> None:
         ("otel_context.conversation.store", ("STORE",)): STORE.clear,
         ("otel_context.engine.windows", ("_learned_windows",)): windows._learned_windows.clear,
         ("otel_context.engine.background", ("_records", "_durations", "_running")): background.discard_all,
-        ("otel_context.conversation.pins", ("_pins", "_unpinned", "_lock")): pins._clear,
+        ("otel_context.conversation.pins", ("_pins", "_unpinned")): pins._clear,
     }
     forks = {r.module: r.in_forked_child for r in process_state.registered() if r.in_forked_child is not None}
     assert forks == {

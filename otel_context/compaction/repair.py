@@ -210,28 +210,43 @@ class Repair:
 
 #: What a prose line is mostly made of (ASCII letters and spaces), deleted to count the rest at C speed.
 _PROSE_CHARS = str.maketrans("", "", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ")
+_DIGITS = str.maketrans("", "", "0123456789")
+_DIGIT_RUN = re.compile(r"[0-9]+")
+#: A line whose shape (its digits aside) recurs this often in one message is a row of pasted data or a log,
+#: whatever its words: people do not write the same sentence three times with other numbers.
+_REPEATED_SHAPE = 3
 
 
 def _is_paste_line(line: str) -> bool:
-    """A line of pasted code, log or data rather than prose: indented, a fence, or mostly symbols."""
+    """A line of pasted code, log or data rather than prose: indented, a fence or prompt, or mostly symbols
+    (a digit counts half: ``Turn 3. Step-2.`` is prose, a timestamped log line is not)."""
     if line.startswith(("    ", "\t", "```", "$ ", ">>> ", "+", "@@")):
         return True
-    return len(line.translate(_PROSE_CHARS)) > 0.3 * len(line) and bool(line.strip())
+    others = line.translate(_PROSE_CHARS)
+    symbols = len(others.translate(_DIGITS))
+    return symbols + (len(others) - symbols) / 2 > 0.3 * len(line) and bool(line.strip())
 
 
 def prose_and_paste(text: str) -> tuple[list[str], list[str]]:
-    """The lines of a user message split into prose and paste (fenced blocks, code, logs), in order."""
-    if "\n" not in text and not _is_paste_line(text):
-        return [text], []  # one line of prose: most of what users write
+    """The lines of a user message split into prose and paste (fenced blocks, code, logs, rows of data: lines
+    of one shape that recurs), in order."""
+    if "\n" not in text:
+        return ([], [text]) if _is_paste_line(text) else ([text], [])  # one line: most of what users write
+    lines = text.splitlines()
+    shapes: dict[str, int] = {}
+    for line in lines:
+        shape = _DIGIT_RUN.sub("0", line.strip())
+        shapes[shape] = shapes.get(shape, 0) + 1
     prose: list[str] = []
     paste: list[str] = []
     fenced = False
-    for line in text.splitlines():
+    for line in lines:
         if line.lstrip().startswith("```"):
             fenced = not fenced
             paste.append(line)
             continue
-        (paste if fenced or _is_paste_line(line) else prose).append(line)
+        repeated = bool(line.strip()) and shapes[_DIGIT_RUN.sub("0", line.strip())] >= _REPEATED_SHAPE
+        (paste if fenced or repeated or _is_paste_line(line) else prose).append(line)
     return prose, paste
 
 

@@ -315,7 +315,8 @@ def verbatim_form(text: str) -> str:
     if not paste or not said:
         return text
     lines = len(paste)
-    return f"{said}\n[{lines} pasted line{'s' if lines != 1 else ''} left out here; the summary covers them]"
+    form = f"{said}\n[{lines} pasted line{'s' if lines != 1 else ''} left out here; the summary covers them]"
+    return form if len(form) <= len(text) * 2 // 3 else text  # a paste too small to be worth a message cut
 
 
 def select_user_messages(texts: Sequence[str], budget: int, unread: int = 0) -> KeptUserMessages:

@@ -15,10 +15,11 @@ pinned; an app that pins on every worker (at the conversation's start) has them 
 
 from __future__ import annotations
 
-import threading
+import sys
 
 from otel_context import process_state
 from otel_context.conversation.identity import current_conversation_id
+from otel_context.fork_safe import new_lock
 
 __all__ = ["MAX_PINS", "MAX_PIN_CHARS", "pin", "pinned", "unpin", "unpinned"]
 
@@ -31,7 +32,7 @@ MAX_CONVERSATIONS = 1_024
 _pins: dict[str, tuple[str, ...]] = {}
 #: Texts unpinned here, per conversation: a compaction of this process no longer carries them from a head.
 _unpinned: dict[str, frozenset[str]] = {}
-_lock = threading.Lock()
+_lock = new_lock(sys.modules[__name__], "_lock")  # a fork's child gets a free one
 
 
 def _clear() -> None:
@@ -41,8 +42,8 @@ def _clear() -> None:
 
 
 # Reset: cleared (an app's own pins, like the conversations they belong to). A fork's child: kept (the app's
-# pins hold in the child as in the parent; the lock is only held for a dictionary update).
-process_state.register(__name__, ("_pins", "_unpinned", "_lock"), on_reset=_clear, in_forked_child=None)
+# pins hold in the child as in the parent); its lock is renewed by fork_safe.
+process_state.register(__name__, ("_pins", "_unpinned"), on_reset=_clear, in_forked_child=None)
 
 
 def _conversation(conversation: str | None) -> str:

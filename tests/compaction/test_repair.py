@@ -185,6 +185,21 @@ def test_a_paste_in_a_user_message_gives_way_to_its_sentences() -> None:
     assert message in roomy.texts
 
 
+def test_a_pasted_file_of_plain_lines_is_told_from_the_words_before_it() -> None:
+    """A file whose lines read like words (no indent, few symbols) is still a paste: its lines share one shape.
+    The user's own line before it, digits and all, is what stays."""
+    message = "Turn 0. Secret-0. # f0.py\n" + "".join(f"line {i} of f0.py\n" for i in range(200))
+    assert (
+        verbatim_form(message) == "Turn 0. Secret-0. # f0.py\n[200 pasted lines left out here; the summary covers them]"
+    )
+    log = "Why does the deploy fail?\n" + "\n".join(
+        f"2026-12-0{i % 9 + 1} 10:0{i % 10}:00 ERROR retry {i}" for i in range(30)
+    )
+    assert verbatim_form(log).startswith("Why does the deploy fail?\n[30 pasted lines")
+    short = "Keep the API on port 8080.\n$ curl localhost:8080"
+    assert verbatim_form(short) == short  # a cut that saves little is not worth making
+
+
 def test_the_priority_puts_instructions_before_chatter_and_pastes() -> None:
     adapter = _adapter()
     dropped = [

@@ -260,7 +260,7 @@ def test_with_a_key_the_store_holds_none_of_the_conversation_text(
     text = content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
     assert len(text) > 200
     fragment = json.dumps(text[100:160], ensure_ascii=False)[1:-1]  # as the store's JSON writes it
-    words = [b"Secret-0", b"line 7 of f1.py", fragment.encode()]
+    words = [b"Secret-0", b"Secret-1", fragment.encode()]  # the user's words kept verbatim, the summary's
     found = [w for w in words if any(w in v for v in stored.values())]
     if not sealed:
         assert found == words  # the check can fail: in clear the store holds the users' words and the summary
