@@ -72,6 +72,34 @@ def test_a_node_url_is_found_to_be_a_cluster(
     assert not caplog.records  # a healthy cluster: no store warning
 
 
+def test_a_healthy_cluster_sends_each_command_to_its_key_s_primary_at_once(
+    cluster: RedisClusterServers, make_store: Callable[..., StateStore]
+) -> None:
+    """No command of ours comes back ``MOVED`` from a cluster whose slots stay put: the lock, its release
+    (a script, whose key is not its second word), the reads and the writes each reach the primary of its key's
+    slot first (a redirect costs a round trip and a new connection, on every call)."""
+    _flush(cluster)
+
+    def moved() -> int:
+        total = 0
+        for node in cluster.primaries():
+            stat = node.info("errorstats").get("errorstat_MOVED", "count=0")
+            total += int(stat.split("count=")[1].split(",")[0])
+        return total
+
+    store = make_store(cluster.url)
+    assert isinstance(store, RedisStore) and store.ready(10.0)
+    before = moved()
+    for n in range(40):
+        lease = store.acquire(f"routed-{n}")
+        assert lease is not None and lease.exclusive
+        assert store.put(f"routed-{n}", {"n": n}, renew=["memo"])
+        assert store.get(f"routed-{n}").value == {"n": n}
+        store.release(lease)
+        assert store.acquire(f"routed-{n}") is not None  # released: free again
+    assert moved() == before
+
+
 def test_a_cluster_client_from_code_works(cluster: RedisClusterServers, make_store: Callable[..., StateStore]) -> None:
     client = RedisCluster.from_url(cluster.url, socket_timeout=0.5, retry=Retry(NoBackoff(), 0))
     store = make_store(client)

@@ -79,6 +79,13 @@ def slot_of(name: str) -> int:
     return crc_hqx(key, 0) % SLOTS
 
 
+def key_of(command: tuple[Any, ...]) -> str:
+    """The key a command of ours names: second (``GET k``, ``SET k v``), or after the script and the key
+    count of ``EVAL script 1 k ...`` (routed by the script's text, it would reach the wrong node and come
+    back as ``MOVED``, a redirect and a new connection on every release)."""
+    return command[3] if command[0] in ("EVAL", "EVALSHA") else command[1]
+
+
 class _ClusterConnections:
     """Our connections to each primary of a Redis Cluster, routed by the slot map of redis-py's cluster
     client (``cluster``), which also follows the redirects.
@@ -108,7 +115,8 @@ class _ClusterConnections:
         self._stale = False
 
     def run(self, *commands: tuple[Any, ...]) -> list[Any]:
-        """The replies of ``commands`` (each names its key second), those of one node sent in one write."""
+        """The replies of ``commands`` (each names one key: see :func:`key_of`), those of one node sent in one
+        write."""
         try:
             if self._stale:
                 self._cluster.nodes_manager.initialize()
@@ -130,7 +138,7 @@ class _ClusterConnections:
         groups: dict[str, tuple[Any, list[int]]] = {}
         manager = self._cluster.nodes_manager
         for i, command in enumerate(commands):
-            node = manager.get_node_from_slot(slot_of(command[1]))
+            node = manager.get_node_from_slot(slot_of(key_of(command)))
             groups.setdefault(node.name, (node, []))[1].append(i)
         if len(groups) == 1:  # the common case: one conversation's commands
             node, _ = next(iter(groups.values()))
