@@ -83,7 +83,7 @@ def key_of(command: tuple[Any, ...]) -> str:
     """The key a command of ours names: second (``GET k``, ``SET k v``), or after the script and the key
     count of ``EVAL script 1 k ...`` (routed by the script's text, it would reach the wrong node and come
     back as ``MOVED``, a redirect and a new connection on every release)."""
-    return command[3] if command[0] in ("EVAL", "EVALSHA") else command[1]
+    return str(command[3] if command[0] in ("EVAL", "EVALSHA") else command[1])
 
 
 class _ClusterConnections:
