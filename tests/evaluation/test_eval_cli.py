@@ -94,18 +94,25 @@ def test_the_gate_measures_every_run_and_exits_1_for_each_kind_of_failure(
         assert line in proc.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 39: user facts, reversals and stale values hold with every blind summarizer; the tool-result "
-    "artifacts do not reach 90 % yet (error lines our extractor does not recognise); remove this mark when they do",
-)
 def test_the_gate_passes_with_every_fact_blind_summarizer(
     gate: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
 ) -> None:
-    """Issue 39's "Done when": every user fact after every compaction, no constraint without its reversal, no
-    stale value, and at least 90 % of the tool-result artifacts, with each blind summarizer."""
+    """Issue 39's "Done when", what holds whatever the summarizer writes: every user fact after every
+    compaction, no constraint without its reversal, no stale value, with each blind summarizer (exit 0)."""
     proc, payload = gate
-    assert payload["failures"] == [] and payload["passed"] and proc.returncode == 0
+    assert payload["failures"] == [] and payload["passed"] and proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 39: the tool-result artifacts do not reach 90 % with every blind summarizer yet (error lines "
+    "the retention check does not recognise); remove this mark when they do",
+)
+def test_the_tool_result_artifacts_reach_90_percent_with_every_fact_blind_summarizer(
+    gate: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
+    """Issue 39's "Done when": at least 90 % of the tool-result artifacts, with each blind summarizer."""
+    _, payload = gate
     for row in payload["summary"]:
         kept, checked = row["artifacts"]
         assert kept >= 0.9 * checked, row
