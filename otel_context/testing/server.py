@@ -122,8 +122,10 @@ class SimulatedProvider:
     cacheable prefix; ``latency`` adds seconds of delay to every response; ``summary_latency`` adds seconds
     to every summary request (one whose last message asks for a summary, see :mod:`.scripted`), on top of
     ``latency``: a summarizer slower than the model, as with a real one that writes thousands of tokens.
-    ``summarizer`` makes summaries lose things as real ones do (a :class:`SummarizerStyle`: an output cap
-    that drops the oldest entries first, or reading only the end of the input); faithful by default.
+    ``summarizer`` makes summaries lose things as real ones do (a :class:`SummarizerStyle`: the ``FACT:``
+    convention with an output cap or a read of the end only, or a style blind to what a conversation plants,
+    keeping the start, the end or a sample of its input, or nothing specific); by default the ``FACT:``
+    convention with no cap, which keeps every fact (the library's own tests and the demo).
     """
 
     def __init__(
@@ -291,7 +293,8 @@ class SimulatedProvider:
 
     @property
     def summarizer(self) -> SummarizerStyle:
-        """How summary replies lose things (faithful by default); settable while the server runs."""
+        """How summary replies lose things (:class:`SummarizerStyle`; by default the ``FACT:`` convention with
+        no cap); settable while the server runs."""
         return self._state.summarizer
 
     @summarizer.setter

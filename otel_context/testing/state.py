@@ -26,7 +26,7 @@ class SimState:
     overrides: dict[str, int] = field(default_factory=dict)
     responses: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    #: How summary replies lose things (see :class:`SummarizerStyle`); faithful by default.
+    #: How summary replies lose things (see :class:`SummarizerStyle`); by default the ``FACT:`` convention, no cap.
     summarizer: SummarizerStyle = FAITHFUL
     #: Answer every cache diagnosis as still pending (Anthropic ``cache_miss_reason: null``, OpenAI
     #: ``prompt_cache_diagnostics: null``), as a response sent before the comparison finished is.
