@@ -82,3 +82,16 @@ def run_with_fault(
         otel_context.uninstrument()
     result.failures = store.failures
     return result, store
+
+
+def back_by_itself(store: TimedStore, name: str) -> str:
+    """Where ``store`` reads ``name`` from once its back-off after the run's last failure is over: ``store``
+    when it came back by itself. A failure in the run's last turns (a slot map still being read, a timeout of
+    a loaded machine) leaves the store in its back-off for ``retry_after`` seconds, when it answers from
+    this process's state without asking: a read at once would say ``fallback`` of a store that is fine."""
+    deadline = time.monotonic() + store.retry_after + 5.0
+    source = store.get(name).source
+    while source != "store" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        source = store.get(name).source
+    return source
