@@ -103,13 +103,14 @@ def main() -> None:
             "",
             "Per call at the engine (plan + on_response, an appended turn of a compacted 60-message conversation):",
             "",
-            "| writer | one primary | cluster (3 + 3) | added |",
-            "|---|---|---|---|",
+            "| writer | one primary | cluster (3 + 3) | added | added, the calling thread's CPU |",
+            "|---|---|---|---|---|",
         ]
         for settle, writer in ((True, "idle (as after a real request)"), (False, "back to back")):
-            one, many = calls[("one primary", settle)][0], calls[("cluster (3 + 3)", settle)][0]
+            (one, one_cpu), (many, many_cpu) = calls[("one primary", settle)], calls[("cluster (3 + 3)", settle)]
             added = statistics.median(many) - statistics.median(one)
-            lines.append(f"| {writer} | {_fmt(one)} | {_fmt(many)} | {added:+.0f} µs |")
+            added_cpu = statistics.median(many_cpu) - statistics.median(one_cpu)
+            lines.append(f"| {writer} | {_fmt(one)} | {_fmt(many)} | {added:+.0f} µs | {added_cpu:+.0f} µs |")
         if not args.skip_fleet:
             for node in cluster.primaries():
                 node.call("FLUSHALL")
