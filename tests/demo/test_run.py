@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from otel_context import semconv
@@ -123,3 +125,37 @@ def test_the_metrics_of_the_run_agree_with_its_spans(full_run: tuple[DemoResult,
     assert metrics[semconv.METRIC_CACHE_BREAKS] == len(result.stats.cache_breaks)
     assert metrics[semconv.METRIC_USAGE_INPUT_TOKENS] == result.stats.total("input_tokens")
     assert metrics[semconv.METRIC_USAGE_OUTPUT_TOKENS] == result.stats.total("output_tokens")
+
+
+TURN_FIGURES = re.compile(r"^turn +(\d+)/\d+ \| in +([\d,]+) \| cache hit +([\d.]+)% \| context +(\d+)% ")
+HEADER_WINDOWS = re.compile(r"context window ([\d,]+) tokens \(([\d,]+) effective: ([\d,]+) are kept for the answer\)")
+
+
+def test_every_figure_of_a_turn_line_is_the_turns_last_call_against_the_window_the_header_names(
+    full_run: tuple[DemoResult, list[int]],
+) -> None:
+    """Issue 43, item 7: in, cache hit and context % are one call's, the context % of the window named."""
+    result, _ = full_run
+    text = plain_report_text(result)
+    header = HEADER_WINDOWS.search(text)
+    assert header is not None
+    window, effective, kept = (int(g.replace(",", "")) for g in header.groups())
+    assert window == result.options.window and effective + kept == window
+    assert f"context = in / {effective:,} (the effective window)" in text and "the turn's last model call" in text
+    lines = {int(m[1]): m for m in map(TURN_FIGURES.match, text.splitlines()) if m}
+    assert sorted(lines) == list(range(1, 51))
+    last_read_nothing_after_reads = []
+    for turn in result.stats.turns:
+        calls = [c for c in turn.calls if not c.summarizer and not c.failed]
+        last = calls[-1]
+        match = lines[turn.turn]
+        assert int(match[2].replace(",", "")) == last.input_tokens
+        assert float(match[3]) == round(100 * last.cache_read / last.input_tokens, 1)
+        assert int(match[4]) == round(100 * last.input_tokens / effective)
+        # The header's effective window is the one the instrumentation divided by on the span.
+        assert last.utilization == pytest.approx(last.input_tokens / effective)
+        if last.cache_read == 0 and any(c.cache_read for c in calls[:-1]):
+            last_read_nothing_after_reads.append(turn.turn)
+            assert float(match[3]) == 0.0  # the whole turn's share was not 0: the old line mixed the two
+    assert last_read_nothing_after_reads  # the run has such a turn (the reactive one, for one)
+
