@@ -213,17 +213,23 @@ def cost_rows(result: DemoResult) -> list[tuple[str, float, str]]:
     base = cost.actual
     over = result.first_turn_over_window()
 
-    def vs(value: float) -> str:
-        return f"{value / base:.1f}x this run" if base else ""
+    def vs(value: float, what: str) -> str:
+        """The ratio to this run, to two decimals; when doing without was cheaper, that said plainly."""
+        if not base:
+            return ""
+        note = f"{value / base:.2f}x this run"
+        if value < base:
+            note += f": {what} cost more than it saved in this run (${base:.4f} against ${value:.4f} without it)"
+        return note
 
-    no_compaction_note = vs(cost.without_compaction)
+    no_compaction_note = vs(cost.without_compaction, "compaction")
     if over is not None:
         no_compaction_note += f"; hypothetical: from turn {over} the requests exceed the window"
     return [
         ("this run (compaction + caching)", cost.actual, ""),
-        ("without prompt caching", cost.without_caching, vs(cost.without_caching)),
+        ("without prompt caching", cost.without_caching, vs(cost.without_caching, "prompt caching")),
         ("without compaction", cost.without_compaction, no_compaction_note),
-        ("without either", cost.without_either, vs(cost.without_either)),
+        ("without either", cost.without_either, vs(cost.without_either, "compaction and caching")),
     ]
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from otel_context import semconv
 from otel_context.demo import DemoOptions, DemoResult, run
-from otel_context.demo.report import span_tree
+from otel_context.demo.report import cost_rows, span_tree
 from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, TurnStats
 from tests.demo.support import plain_report_text
 
@@ -159,3 +159,27 @@ def test_every_figure_of_a_turn_line_is_the_turns_last_call_against_the_window_t
             assert float(match[3]) == 0.0  # the whole turn's share was not 0: the old line mixed the two
     assert last_read_nothing_after_reads  # the run has such a turn (the reactive one, for one)
 
+
+def test_the_cost_ratios_have_two_decimals_and_no_warning_when_compaction_paid(
+    full_run: tuple[DemoResult, list[int]],
+) -> None:
+    result, _ = full_run
+    cost = result.cost()
+    assert cost.without_compaction > cost.actual
+    notes = {label: note for label, _, note in cost_rows(result)}
+    assert notes["without compaction"].startswith(f"{cost.without_compaction / cost.actual:.2f}x this run; ")
+    assert all("cost more" not in note for note in notes.values())
+
+
+def test_a_run_where_compaction_cost_more_says_so() -> None:
+    """At 30 turns the session is too short for compaction to pay: the cost table says so, with both costs."""
+    result = run(DemoOptions(turns=30))
+    cost = result.cost()
+    assert cost.without_compaction < cost.actual  # the premise: the scripted session makes it so
+    text = plain_report_text(result)
+    (line,) = [line for line in text.splitlines() if line.strip().startswith("without compaction ")]
+    assert f"{cost.without_compaction / cost.actual:.2f}x this run" in line
+    assert (
+        f"compaction cost more than it saved in this run (${cost.actual:.4f} against ${cost.without_compaction:.4f}"
+        " without it)" in line
+    )
