@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from otel_context import semconv
 from otel_context.demo import DemoOptions, DemoResult, run
-from otel_context.demo.report import cost_rows, span_tree
+from otel_context.demo.report import cost_rows, header, legend, span_tree
 from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, TurnStats
 from tests.demo.support import plain_report_text
 
@@ -127,6 +128,7 @@ def test_the_metrics_of_the_run_agree_with_its_spans(full_run: tuple[DemoResult,
     assert metrics[semconv.METRIC_USAGE_OUTPUT_TOKENS] == result.stats.total("output_tokens")
 
 
+README = Path(__file__).resolve().parents[2] / "README.md"
 TURN_FIGURES = re.compile(r"^turn +(\d+)/\d+ \| in +([\d,]+) \| cache hit +([\d.]+)% \| context +(\d+)% ")
 HEADER_WINDOWS = re.compile(r"context window ([\d,]+) tokens \(([\d,]+) effective: ([\d,]+) are kept for the answer\)")
 
@@ -179,7 +181,27 @@ def test_a_run_where_compaction_cost_more_says_so() -> None:
     text = plain_report_text(result)
     (line,) = [line for line in text.splitlines() if line.strip().startswith("without compaction ")]
     assert f"{cost.without_compaction / cost.actual:.2f}x this run" in line
-    assert (
-        f"compaction cost more than it saved in this run (${cost.actual:.4f} against ${cost.without_compaction:.4f}"
-        " without it)" in line
+    said = (
+        f"{cost.without_compaction / cost.actual:.2f}x this run: compaction cost more than it saved in this run "
+        f"(${cost.actual:.4f} against ${cost.without_compaction:.4f} without it)"
     )
+    assert said in line
+    # The README quotes this run's row.
+    readme = " ".join(README.read_text().split())
+    assert f'"without compaction" row (${cost.without_compaction:.4f}): "{said}"' in readme
+
+
+def test_the_readme_shows_what_the_default_run_prints(full_run: tuple[DemoResult, list[int]]) -> None:
+    """The README's `make demo` output (trimmed, rich's tables): its header, legend, turn lines and costs are
+    the default run's."""
+    result, _ = full_run
+    readme = README.read_text()
+    block = readme.split("```text\n$ make demo\n", 1)[1].split("```", 1)[0]
+    text = plain_report_text(result)
+    intro = " ".join(block.split("\n\n", 1)[0].split())
+    assert intro == " ".join(f"{header(result.options)} {legend(result.options)}".split())
+    shown = [line for line in block.splitlines() if line.startswith("turn ")]
+    assert len(shown) > 10 and set(shown) <= set(text.splitlines())
+    for label, value, note in cost_rows(result):
+        row = next(line for line in block.splitlines() if f"│ {label} " in line)
+        assert f"${value:.4f}" in row and note.split(";")[0] in row, label
