@@ -6,7 +6,11 @@ manners: no colour when ``NO_COLOR`` is set or stdout is not a terminal, and no 
 movement when stdout is not a terminal (a log file gets the per-turn lines and the summary, nothing else).
 
 The per-turn line is the TokenMonitor line (turn, input tokens, cache hit rate, compactions) plus the
-context utilization the instrumentation reports on every chat span.
+context utilization, all of one call: the turn's last model call, the request the turn ended with (the
+legend under the header says so). A context share is a property of one request, so the other figures are
+that request's too; a whole turn's sums would mix the requests before and after a compaction. The context %
+is against the effective window the header names (the window less the room kept for the answer), the
+figure the instrumentation's ``otel_context.context.utilization`` divides by.
 """
 
 from __future__ import annotations
@@ -58,10 +62,21 @@ def header(options: DemoOptions) -> str:
     if not options.live:
         latency = f", model latency {options.latency:g} s (summaries {options.latency * SUMMARY_LATENCY_FACTOR:g} s)"
     mode = "summaries prepared in the background" if options.background else "inline summaries"
+    effective = options.effective_window
     return (
         f"otel-context demo: {turns} of a coding agent on {where} ({options.provider}, {options.model}{latency}), "
-        f"context window {options.window:,} tokens, microcompaction on, {mode}, seed {options.seed}. The agent "
-        "resends its whole history every turn; otel-context's instrumentation keeps what is sent inside the window."
+        f"context window {options.window:,} tokens ({effective:,} effective: {options.window - effective:,} are kept "
+        f"for the answer), microcompaction on, {mode}, seed {options.seed}. The agent resends its whole history "
+        "every turn; otel-context's instrumentation keeps what is sent inside the window."
+    )
+
+
+def legend(options: DemoOptions) -> str:
+    """What the figures of a turn line are: one call's, and against which window."""
+    return (
+        "Each turn line is the turn's last model call (the request the turn ended with, as its chat span shows it): "
+        "in = its input tokens, cache hit = the share of them read from the prompt cache, context = in / "
+        f"{options.effective_window:,} (the effective window); compactions = the run's so far, +kind = this turn's."
     )
 
 
@@ -71,7 +86,8 @@ def bar(fraction: float, width: int = 10) -> str:
 
 
 def turn_line(stats: TurnStats, outcome: TurnOutcome, total_turns: int, compactions_so_far: int) -> str:
-    """``turn 12/50 | in 18,442 | cache hit 91.2% | context  62% [#####---] | compactions  3 +auto``."""
+    """``turn 12/50 | in 18,442 | cache hit 91.2% | context  80% [######--] | compactions  3 +auto``: the
+    figures of the turn's last call (see :func:`legend`)."""
     counts = Counter(stats.kinds)
     kinds = "".join(f" +{k}" + (f" x{n}" if n > 1 else "") for k, n in counts.items())
     unexpected = [b.reason for b in stats.cache_breaks if not b.intentional]
@@ -197,17 +213,23 @@ def cost_rows(result: DemoResult) -> list[tuple[str, float, str]]:
     base = cost.actual
     over = result.first_turn_over_window()
 
-    def vs(value: float) -> str:
-        return f"{value / base:.1f}x this run" if base else ""
+    def vs(value: float, what: str) -> str:
+        """The ratio to this run, to two decimals; when doing without was cheaper, that said plainly."""
+        if not base:
+            return ""
+        note = f"{value / base:.2f}x this run"
+        if value < base:
+            note += f": {what} cost more than it saved in this run (${base:.4f} against ${value:.4f} without it)"
+        return note
 
-    no_compaction_note = vs(cost.without_compaction)
+    no_compaction_note = vs(cost.without_compaction, "compaction")
     if over is not None:
         no_compaction_note += f"; hypothetical: from turn {over} the requests exceed the window"
     return [
         ("this run (compaction + caching)", cost.actual, ""),
-        ("without prompt caching", cost.without_caching, vs(cost.without_caching)),
+        ("without prompt caching", cost.without_caching, vs(cost.without_caching, "prompt caching")),
         ("without compaction", cost.without_compaction, no_compaction_note),
-        ("without either", cost.without_either, vs(cost.without_either)),
+        ("without either", cost.without_either, vs(cost.without_either, "compaction and caching")),
     ]
 
 
@@ -373,6 +395,7 @@ class PlainReport:
     def start(self, options: DemoOptions) -> None:
         self.total = options.turns
         self._print(header(options))
+        self._print(legend(options))
         self._print()
 
     def turn(self, stats: TurnStats, outcome: TurnOutcome) -> None:
@@ -431,6 +454,7 @@ class RichReport:
     def start(self, options: DemoOptions) -> None:
         self.total = options.turns
         self.console.print(header(options), markup=False, style="bold")
+        self.console.print(legend(options), markup=False)
         self.console.print()
         if self.console.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

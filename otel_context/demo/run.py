@@ -30,12 +30,14 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_context import semconv
+from otel_context.compaction.budget import budget_for
 from otel_context.demo import telemetry as demo_telemetry
 from otel_context.demo.agent import AnthropicBackend, Backend, CodingAgent, OpenAIBackend, ToolCall, TurnOutcome
 from otel_context.demo.pricing import PRICES, CostEstimate, estimate
 from otel_context.demo.scenario import FACTS, build_script
 from otel_context.demo.stats import KIND_REACTIVE, RunStats, TurnStats, turn_stats
 from otel_context.demo.tools import ToolResult, Workspace
+from otel_context.settings import Settings
 from otel_context.testing.tokens import WireFormat
 
 __all__ = ["DEFAULT_TURNS", "DEFAULT_WINDOW", "DemoOptions", "DemoResult", "run"]
@@ -73,6 +75,13 @@ class DemoOptions:
     @property
     def model(self) -> str:
         return MODELS[self.provider]
+
+    @property
+    def effective_window(self) -> int:
+        """The window less the room the compactor keeps for each answer (the agent's ``max_tokens``): what
+        the instrumentation's ``otel_context.context.utilization`` divides by, and so the turn lines' context %."""
+        budget = budget_for(self.model, Settings(), max_output_tokens=MAX_TOKENS, window=self.window)
+        return budget.effective if budget is not None else self.window
 
     def check(self) -> None:
         """Raise ValueError with a message fit for the command line."""
@@ -265,6 +274,7 @@ def _facts_kept(sim: Any) -> int | None:
 def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult:
     """Run the demo session (see the module docstring)."""
     options.check()
+    effective = options.effective_window
     tel = demo_telemetry.setup(options.json_path)
     result = DemoResult(options, otlp=tel.otlp, exports=tel.exports)
     undo: Callable[[], None] | None = None
@@ -288,7 +298,7 @@ def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult
                         mark = len(tel.finished_spans())
                         drop.begin(number)
                         outcome = agent.run_turn(turn, before_call=drop.before_call)
-                        stats = turn_stats(number, tel.finished_spans()[mark:], options.window)
+                        stats = turn_stats(number, tel.finished_spans()[mark:], effective)
                         drop.end(stats)
                         result.outcomes.append(outcome)
                         result.stats.add(stats)
@@ -303,7 +313,7 @@ def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult
         if undo is not None:
             undo()
         # A background summary still waiting to be applied is dropped now; its compact span ends here.
-        result.stats.after_last_turn = turn_stats(0, tel.finished_spans()[ended:], options.window).compactions
+        result.stats.after_last_turn = turn_stats(0, tel.finished_spans()[ended:]).compactions
         result.metrics = tel.metric_totals()
         result.waits = tel.histogram_by(semconv.METRIC_COMPACTION_WAIT, semconv.COMPACTION_MODE)
         tel.shutdown()

@@ -111,7 +111,9 @@ class TurnStats:
     compactions: list[CompactionFigures] = field(default_factory=list)
     cache_breaks: list[CacheBreakFigures] = field(default_factory=list)
     failed: bool = False
-    window: int = 0
+    #: The window the line's context % is against: the effective window (the window less the room reserved
+    #: for the answer), the one the demo's header names and ``otel_context.context.utilization`` divides by.
+    effective_window: int = 0
     #: Background summaries whose summarizer call ended in this turn (ready to apply at the threshold).
     #: Counted by compact span: the summarizer's fallback request is one summary, not two.
     prepared: int = 0
@@ -124,27 +126,31 @@ class TurnStats:
         return [c for c in self.calls if not c.summarizer]
 
     @property
-    def context_tokens(self) -> int:
-        """Input tokens of the turn's last agent call: how full the context was when the turn ended."""
+    def last_call(self) -> CallFigures | None:
+        """The turn's last agent call that got an answer: the request the turn ended with.
+
+        Every figure of the demo's turn line is this one call's (its input, its cache reads, its share of
+        the window), so the line reads as one ``chat`` span a viewer shows; a context share is a property
+        of one request, and a whole turn's sums would mix the requests before and after a compaction."""
         calls = [c for c in self.agent_calls if not c.failed]
-        return calls[-1].input_tokens if calls else 0
+        return calls[-1] if calls else None
+
+    @property
+    def context_tokens(self) -> int:
+        """Input tokens of the turn's last call: how full the context was when the turn ended."""
+        last = self.last_call
+        return last.input_tokens if last is not None else 0
 
     @property
     def hit_ratio(self) -> float:
-        """Cache-read tokens / input tokens over the turn's agent calls."""
-        calls = self.agent_calls
-        total = sum(c.input_tokens for c in calls)
-        return sum(c.cache_read for c in calls) / total if total else 0.0
+        """Cache-read tokens / input tokens of the turn's last call."""
+        last = self.last_call
+        return last.cache_read / last.input_tokens if last is not None and last.input_tokens else 0.0
 
     @property
     def utilization(self) -> float:
-        """``otel_context.context.utilization`` of the last agent call (input / window without it)."""
-        calls = [c for c in self.agent_calls if not c.failed]
-        if not calls:
-            return 0.0
-        if calls[-1].utilization is not None:
-            return calls[-1].utilization
-        return calls[-1].input_tokens / self.window if self.window else 0.0
+        """Input tokens of the turn's last call / :attr:`effective_window` (0 when either is unknown)."""
+        return self.context_tokens / self.effective_window if self.effective_window else 0.0
 
     @property
     def kinds(self) -> list[str]:
@@ -162,9 +168,9 @@ def _events(span: ReadableSpan) -> Iterable[CacheBreakFigures]:
         yield CacheBreakFigures(intentional, str(attrs.get(semconv.CACHE_BREAK_REASON, "")), int_attr(attrs, key))
 
 
-def turn_stats(turn: int, spans: Sequence[ReadableSpan], window: int = 0) -> TurnStats:
+def turn_stats(turn: int, spans: Sequence[ReadableSpan], effective_window: int = 0) -> TurnStats:
     """Figures of one turn from its spans (any order; spans of other turns must not be included)."""
-    stats = TurnStats(turn=turn, window=window)
+    stats = TurnStats(turn=turn, effective_window=effective_window)
     by_id = {s.context.span_id: s for s in spans if s.context is not None}
     ordered = sorted(spans, key=lambda s: s.start_time or 0)
     prepared: set[int | None] = set()  # the compact spans of background summaries that became ready

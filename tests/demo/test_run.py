@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from otel_context import semconv
 from otel_context.demo import DemoOptions, DemoResult, run
-from otel_context.demo.report import span_tree
+from otel_context.demo.report import cost_rows, header, legend, span_tree
 from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, TurnStats
 from tests.demo.support import plain_report_text
 
@@ -123,3 +126,82 @@ def test_the_metrics_of_the_run_agree_with_its_spans(full_run: tuple[DemoResult,
     assert metrics[semconv.METRIC_CACHE_BREAKS] == len(result.stats.cache_breaks)
     assert metrics[semconv.METRIC_USAGE_INPUT_TOKENS] == result.stats.total("input_tokens")
     assert metrics[semconv.METRIC_USAGE_OUTPUT_TOKENS] == result.stats.total("output_tokens")
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+TURN_FIGURES = re.compile(r"^turn +(\d+)/\d+ \| in +([\d,]+) \| cache hit +([\d.]+)% \| context +(\d+)% ")
+HEADER_WINDOWS = re.compile(r"context window ([\d,]+) tokens \(([\d,]+) effective: ([\d,]+) are kept for the answer\)")
+
+
+def test_every_figure_of_a_turn_line_is_the_turns_last_call_against_the_window_the_header_names(
+    full_run: tuple[DemoResult, list[int]],
+) -> None:
+    """Issue 43, item 7: in, cache hit and context % are one call's, the context % of the window named."""
+    result, _ = full_run
+    text = plain_report_text(result)
+    header = HEADER_WINDOWS.search(text)
+    assert header is not None
+    window, effective, kept = (int(g.replace(",", "")) for g in header.groups())
+    assert window == result.options.window and effective + kept == window
+    assert f"context = in / {effective:,} (the effective window)" in text and "the turn's last model call" in text
+    lines = {int(m[1]): m for m in map(TURN_FIGURES.match, text.splitlines()) if m}
+    assert sorted(lines) == list(range(1, 51))
+    last_read_nothing_after_reads = []
+    for turn in result.stats.turns:
+        calls = [c for c in turn.calls if not c.summarizer and not c.failed]
+        last = calls[-1]
+        match = lines[turn.turn]
+        assert int(match[2].replace(",", "")) == last.input_tokens
+        assert float(match[3]) == round(100 * last.cache_read / last.input_tokens, 1)
+        assert int(match[4]) == round(100 * last.input_tokens / effective)
+        # The header's effective window is the one the instrumentation divided by on the span.
+        assert last.utilization == pytest.approx(last.input_tokens / effective)
+        if last.cache_read == 0 and any(c.cache_read for c in calls[:-1]):
+            last_read_nothing_after_reads.append(turn.turn)
+            assert float(match[3]) == 0.0  # the whole turn's share was not 0: the old line mixed the two
+    assert last_read_nothing_after_reads  # the run has such a turn (the reactive one, for one)
+
+
+def test_the_cost_ratios_have_two_decimals_and_no_warning_when_compaction_paid(
+    full_run: tuple[DemoResult, list[int]],
+) -> None:
+    result, _ = full_run
+    cost = result.cost()
+    assert cost.without_compaction > cost.actual
+    notes = {label: note for label, _, note in cost_rows(result)}
+    assert notes["without compaction"].startswith(f"{cost.without_compaction / cost.actual:.2f}x this run; ")
+    assert all("cost more" not in note for note in notes.values())
+
+
+def test_a_run_where_compaction_cost_more_says_so() -> None:
+    """At 30 turns the session is too short for compaction to pay: the cost table says so, with both costs."""
+    result = run(DemoOptions(turns=30))
+    cost = result.cost()
+    assert cost.without_compaction < cost.actual  # the premise: the scripted session makes it so
+    text = plain_report_text(result)
+    (line,) = [line for line in text.splitlines() if line.strip().startswith("without compaction ")]
+    assert f"{cost.without_compaction / cost.actual:.2f}x this run" in line
+    said = (
+        f"{cost.without_compaction / cost.actual:.2f}x this run: compaction cost more than it saved in this run "
+        f"(${cost.actual:.4f} against ${cost.without_compaction:.4f} without it)"
+    )
+    assert said in line
+    # The README quotes this run's row.
+    readme = " ".join(README.read_text().split())
+    assert f'"without compaction" row (${cost.without_compaction:.4f}): "{said}"' in readme
+
+
+def test_the_readme_shows_what_the_default_run_prints(full_run: tuple[DemoResult, list[int]]) -> None:
+    """The README's `make demo` output (trimmed, rich's tables): its header, legend, turn lines and costs are
+    the default run's."""
+    result, _ = full_run
+    readme = README.read_text()
+    block = readme.split("```text\n$ make demo\n", 1)[1].split("```", 1)[0]
+    text = plain_report_text(result)
+    intro = " ".join(block.split("\n\n", 1)[0].split())
+    assert intro == " ".join(f"{header(result.options)} {legend(result.options)}".split())
+    shown = [line for line in block.splitlines() if line.startswith("turn ")]
+    assert len(shown) > 10 and set(shown) <= set(text.splitlines())
+    for label, value, note in cost_rows(result):
+        row = next(line for line in block.splitlines() if f"│ {label} " in line)
+        assert f"${value:.4f}" in row and note.split(";")[0] in row, label
