@@ -179,12 +179,15 @@ def test_a_long_span_is_sampled_from_its_start_to_its_end() -> None:
     grep = "\n".join(f"src/hot.py:{i}: match" for i in range(20_000))
     tail = "\n".join(f"src/cold/file_{i}.py" for i in range(3_000))
     dropped = conversation("openai_chat", user="Look.", result=grep + "\n" + tail)
-    paths = [t for k, t in retention.salient_items(adapter, dropped) if k == semconv.RETENTION_KIND_PATH]
+    every = retention.salient_items(adapter, dropped, caps=retention.UNCAPPED)
+    paths = [t for k, t in every if k == semconv.RETENTION_KIND_PATH]
     assert paths[:2] == ["src/app/config.py", "src/hot.py"]
     assert len(paths) > 10
     assert all(p.startswith("src/cold/file_") for p in paths[2:])
     numbers = [int(p.removeprefix("src/cold/file_").removesuffix(".py")) for p in paths[2:]]
     assert numbers[-1] > 2_000  # the last part of the text is read too
+    # The bounded reading: at most PATH_HITS_PER_WINDOW mentions in each of the WINDOWS parts.
+    assert len(paths) <= retention.WINDOWS * retention.PATH_HITS_PER_WINDOW
 
 
 def test_the_explicit_compactor_reports_retention(otel: Otel) -> None:
