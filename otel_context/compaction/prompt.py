@@ -191,7 +191,7 @@ RESTORED_HEADER = "[Restored] What the summary left out, verbatim, oldest first;
 #: Opens the user's sentences in that block (read back as the user's words by the next compaction).
 RESTORED_USER_LINE = "The user said:"
 #: Opens the artifacts (error lines, paths, identifiers) in that block.
-RESTORED_ARTIFACTS_LINE = "From the work (tool results, files, errors):"
+RESTORED_ARTIFACTS_LINE = "From the work:"
 #: Marks a restored sentence a later statement of the user replaces.
 SUPERSEDED_MARK = "(replaced by a later message)"
 

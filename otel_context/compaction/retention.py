@@ -132,13 +132,11 @@ _ERROR_ANCHORS = (
     re.compile(r":(?<=[lcnrR\]]:)(?:(?<=rror:|atal:|anic:)|(?<=ception:)|(?<=ERR:)|(?<=rror\[E\d{4}\]:))"),
     re.compile(r"ERR(?:!|OR\b)"),
     re.compile(r"FAIL(?:ED)?[: ]"),
-    re.compile(
-        r"ailed(?:(?P<said>(?<=[Ff]ailed):)|(?<=Failed) to (?<![A-Za-z]Failed to )(?<![A-Za-z.,;!?] Failed to ))"
-    ),
+    re.compile(r"ailed(?:(?P<said>(?<=[Ff]ailed):)|(?<=Failed) to (?<![A-Za-z]Failed to )(?<![a-z.,;!?] Failed to ))"),
     # One pass for the rarer ``...rror`` forms: the character after the word rejects most at once.
     re.compile(
-        r'rror[ "\n.](?:(?<=rror )[A-Z]{1,4}\d{1,6}:|'
-        r'(?P<line>(?<=level=error )|(?<="level":"error")|(?<="level": "error")|(?<=Server Error[ "\n.])))'
+        r'rror(?:[ "\n.](?:(?<=rror )[A-Z]{1,4}\d{1,6}:|'
+        r'(?P<line>(?<=level=error )|(?<="level":"error")|(?<="level": "error")))|(?P<whole>(?<=Server Error)(?![\w-])))'
     ),
 )
 #: pytest's explanation of a failure: ``E   `` then the line (its first level; a nested line is indented
@@ -251,7 +249,7 @@ def _error_lines(text: str, found: dict[str, None]) -> None:
             group = match.lastgroup
             if group is None:
                 note(line, pos)
-            elif group == "line" or ("'" not in text[line:pos] and '"' not in text[line:pos]):
+            elif group != "said" or ("'" not in text[line:pos] and '"' not in text[line:pos]):
                 note(line, line)  # the whole line
     for match in _windows(_PYTEST_E, text):
         note(match.start(), match.end())

@@ -68,12 +68,10 @@ _ERROR_ANCHORS = (
     re.compile(r":(?:(?<=rror:|atal:|anic:)|(?<=ception:)|(?<=ERR:)|(?<=rror\[E\d{4}\]:))"),
     re.compile(r"ERR(?:!|OR\b)"),
     re.compile(r"FAIL(?:ED)?[: ]"),
+    re.compile(r"ailed(?:(?P<said>(?<=[Ff]ailed):)|(?<=Failed) to (?<![A-Za-z]Failed to )(?<![a-z.,;!?] Failed to ))"),
     re.compile(
-        r"ailed(?:(?P<said>(?<=[Ff]ailed):)|(?<=Failed) to (?<![A-Za-z]Failed to )(?<![A-Za-z.,;!?] Failed to ))"
-    ),
-    re.compile(
-        r'rror[ "\n.](?:(?<=rror )[A-Z]{1,4}\d{1,6}:|'
-        r'(?P<line>(?<=level=error )|(?<="level":"error")|(?<="level": "error")|(?<=Server Error[ "\n.])))'
+        r'rror(?:[ "\n.](?:(?<=rror )[A-Z]{1,4}\d{1,6}:|'
+        r'(?P<line>(?<=level=error )|(?<="level":"error")|(?<="level": "error")))|(?P<whole>(?<=Server Error)(?![\w-])))'
     ),
 )
 _PYTEST_E = re.compile(r"(?<=\n)E   (?=\S)")
@@ -154,7 +152,7 @@ def _error_lines(text: str, found: dict[str, None]) -> None:
             line = text.rfind("\n", 0, pos) + 1
             if match.lastgroup is None:
                 note(line, pos)
-            elif match.lastgroup == "line" or not ({"'", '"'} & set(text[line:pos])):
+            elif match.lastgroup != "said" or not ({"'", '"'} & set(text[line:pos])):
                 note(line, line)
     for match in _windows(_PYTEST_E, text):
         note(match.start(), match.end())
