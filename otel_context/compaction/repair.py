@@ -8,12 +8,16 @@ budget (:func:`repair_budget`):
 
 - the user's lost **sentences**, verbatim and whole (a sentence is the unit of an instruction: a whole message
   would spend the budget on the paste or the chatter around it, a phrase would not be what the user wrote);
-- the lost **artifacts** (error lines, file paths, identifiers) as a compact list.
+- the lost **artifacts** (error lines, file paths, identifiers) as a compact list, one a line as found (an
+  identifier in backticks): a label (``error: ...``) would be an error word itself.
 
 They form one block of the summary message (:data:`~.prompt.RESTORED_HEADER`), after the summary. The next
-compaction reads the block's user lines as the user's words again (:func:`.prompt.restored_user_lines`), so
-what was restored once is checked, and restored if lost, at every compaction after it: it does not depend on
-the next summarizer either.
+compaction reads the block's user lines as the user's words again (:func:`.prompt.restored_user_lines`) and
+its artifact lines as artifacts again (:func:`.prompt.restored_artifact_lines`, whole, however long the span),
+so what was restored once is checked, and restored if lost, at every compaction after it: it does not depend
+on the next summarizer either. An error line known only by where it stood (after pytest's ``E   ``, a
+traceback's last line: :func:`.retention.stands_alone`) is restored even when the summary kept it, since no
+later check would find it there.
 
 When the budget cannot hold everything, the priority (:func:`candidates`) decides: the user's corrections (a value
 changed), then their constraints, preferences and pending tasks, then statements that carry a value (a path,

@@ -9,9 +9,18 @@ the summary, the rehydrated files, the system prompt): the fraction found is
 
 Salient items, by kind (:data:`otel_context.semconv.RETENTION_KINDS`):
 
-- ``path``: file paths with a known extension (``src/app/main.py``, ``config.yaml``), anywhere;
-- ``error``: error lines (``ValueError: ...``, ``error[E0308]: ...``, ``FAILED tests/...``, ``fatal: ...``)
-  from the error word to the end of the line, anywhere;
+- ``path``: file paths with a known extension (``src/app/main.py``, ``config.yaml``, a compiler's location
+  ``src/x.ts(12,5)`` without its position), anywhere;
+- ``error``: error lines, anywhere, from the error word to the end of the line: ``ValueError: ...``,
+  ``java.lang.NullPointerException: ...``, ``error[E0308]: ...``, ``error: ...``, ``fatal: ...``,
+  ``panic: ...``, ``npm ERR! ...``, ``ERROR ...``, ``FAILED tests/...``, ``FAIL: ...``, a compiler's coded
+  diagnostic (``error TS2322: ...``, ``error CS0103: ...``), ``Failed to ...`` that does not continue a
+  sentence; whole, where the subject comes first: ``deploy-preview failed: ...`` and ``Failed: ...`` (not in
+  a quoted string: that is code), a log record of level error (``level=error msg=...``,
+  ``"level":"error"``), ``500 Internal Server Error``; after its prefix, pytest's ``E   ...`` (its first
+  level); and a Python traceback's exception line, whatever the exception's name
+  (``decimal.InvalidOperation: ...``). Not prose that mentions an error (``the error handling``, ``errors:
+  0``), nor code (``except ValueError:``, ``log.error(...)``);
 - ``identifier``: identifiers in inline code spans (`` `parse_config` ``) of what the user and the model wrote;
 - ``number``: numbers with units (``250 ms``, ``4 GiB``, ``95%``) of what the user and the model wrote;
 - ``instruction``: the sentences of the user's own messages (three words or more), not tool results and
@@ -22,11 +31,14 @@ Numbers, code spans and sentences are read only from what the user and the model
 and capped per kind (:data:`CAPS`; an evenly spaced sample, oldest to newest, when there are more), so the
 check costs about the same on any history.
 
-Why this shape (fast and stable): every extractor is anchored on a literal (``.py``, ``rror``, a backtick),
-which Python's ``re`` finds at memory-scan speed, instead of a pattern that starts with a character class
-and is tried at every position; the dropped span is walked once (the adapter's ``item_texts``) and each
-distinct match is worked on once; the new request is joined into one text once, and each item is a plain
-substring test of it.
+Why this shape (fast and stable): every extractor is anchored on a literal (``.py``, ``rror``, ``ailed``,
+``Traceback``, a backtick), which Python's ``re`` finds at memory-scan speed, instead of a pattern that
+starts with a character class and is tried at every position (an alternation of literals is such a pattern:
+each literal has a scan of its own); the dropped span is walked once (the adapter's ``item_texts``) and each
+distinct match is worked on once; a literal-led scan reads at most a few matches in each of 32 parts of the
+text (:data:`HITS_PER_WINDOW`, :data:`PATH_HITS_PER_WINDOW`: paths are named densely), reading a little past
+each part's end so that a match across the cut is whole; the new request is joined into one text once, and
+each item is a plain substring test of it.
 
 An item found verbatim counts as kept (a paraphrase does not: the summarizer is asked to keep paths, errors
 and the user's messages verbatim). Our own wrappers (the summary message's header and footer) give no item.
