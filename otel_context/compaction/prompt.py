@@ -191,9 +191,28 @@ RESTORED_HEADER = "[Restored] What the summary left out, verbatim, oldest first;
 #: Opens the user's sentences in that block (read back as the user's words by the next compaction).
 RESTORED_USER_LINE = "The user said:"
 #: Opens the artifacts (error lines, paths, identifiers) in that block.
-RESTORED_ARTIFACTS_LINE = "From the work (tool results, files, errors):"
+RESTORED_ARTIFACTS_LINE = "From the work:"
 #: Marks a restored sentence a later statement of the user replaces.
 SUPERSEDED_MARK = "(replaced by a later message)"
+
+
+def restored_artifact_lines(text: str) -> list[str]:
+    """The artifacts a repair restored into a summary message (``text``), one a line as written (an
+    identifier in its backticks): the next compaction's repair reads them back whole, so what was restored
+    once is restored again if the next summary loses it, however much else the span names."""
+    out: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        if line == RESTORED_ARTIFACTS_LINE:
+            inside = True
+            continue
+        if not inside:
+            continue
+        if not line.startswith("- "):
+            inside = False
+            continue
+        out.append(line[2:])
+    return out
 
 
 def restored_user_lines(text: str) -> list[str]:

@@ -8,12 +8,16 @@ budget (:func:`repair_budget`):
 
 - the user's lost **sentences**, verbatim and whole (a sentence is the unit of an instruction: a whole message
   would spend the budget on the paste or the chatter around it, a phrase would not be what the user wrote);
-- the lost **artifacts** (error lines, file paths, identifiers) as a compact list.
+- the lost **artifacts** (error lines, file paths, identifiers) as a compact list, one a line as found (an
+  identifier in backticks): a label (``error: ...``) would be an error word itself.
 
 They form one block of the summary message (:data:`~.prompt.RESTORED_HEADER`), after the summary. The next
-compaction reads the block's user lines as the user's words again (:func:`.prompt.restored_user_lines`), so
-what was restored once is checked, and restored if lost, at every compaction after it: it does not depend on
-the next summarizer either.
+compaction reads the block's user lines as the user's words again (:func:`.prompt.restored_user_lines`) and
+its artifact lines as artifacts again (:func:`.prompt.restored_artifact_lines`, whole, however long the span),
+so what was restored once is checked, and restored if lost, at every compaction after it: it does not depend
+on the next summarizer either. An error line known only by where it stood (after pytest's ``E   ``, a
+traceback's last line: :func:`.retention.stands_alone`) is restored even when the summary kept it, since no
+later check would find it there.
 
 When the budget cannot hold everything, the priority (:func:`candidates`) decides: the user's corrections (a value
 changed), then their constraints, preferences and pending tasks, then statements that carry a value (a path,
@@ -44,6 +48,7 @@ from otel_context.compaction.prompt import (
     RESTORED_USER_LINE,
     SUPERSEDED_MARK,
     is_summary_message,
+    restored_artifact_lines,
     restored_user_lines,
 )
 from otel_context.formats.base import WireFormatAdapter
@@ -334,6 +339,17 @@ def candidates(
         if kind in ranks:
             position += 1
             found.setdefault((kind, text), _Candidate(kind, text, position, ranks[kind]))
+    # What an earlier repair restored into our summary message, read back whole (a long span's extraction may
+    # not reach every line of it): older than anything in the span, so placed before it.
+    restored = [
+        _restored_item(line)
+        for _, _, user in walked
+        if user and is_summary_message(user)
+        for line in restored_artifact_lines(user)
+    ]
+    for offset, (kind, text) in enumerate(restored):
+        rank = ranks.get(kind, _PRIORITY_DECISION)
+        found.setdefault((kind, text), _Candidate(kind, text, offset - len(restored), rank))
     for text, model_output, _ in walked:
         if model_output and text and _DECISION.search(text):
             for sentence in sentences(text):
@@ -344,14 +360,36 @@ def candidates(
     return sorted(found.values(), key=lambda c: (c.priority, -c.position))
 
 
+def _restored_item(line: str) -> tuple[str, str]:
+    """The kind and text of a line of the artifacts an earlier repair restored (:func:`_line` wrote it): an
+    identifier in backticks, a decision after its label, a path one word, an error line words."""
+    if len(line) > 2 and line[0] == "`" and line[-1] == "`":
+        return semconv.RETENTION_KIND_IDENTIFIER, line[1:-1]
+    if line.startswith(_DECISION_LABEL):
+        return DECISION_KIND, line[len(_DECISION_LABEL) :]
+    if not line.split(None, 1)[1:]:
+        return semconv.RETENTION_KIND_PATH, line
+    return semconv.RETENTION_KIND_ERROR, line
+
+
 def _words(sentence: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(sentence)} - _STOP
 
 
+#: How a restored decision of the assistant is labelled in the block (artifacts need no label: an error line,
+#: a path or an identifier says what it is).
+_DECISION_LABEL = f"{DECISION_KIND}: "
+
+
 def _line(candidate: _Candidate) -> str:
-    if candidate.kind == semconv.RETENTION_KIND_INSTRUCTION:
-        return f"- {candidate.text}"
-    return f"- {candidate.kind}: {candidate.text}"
+    """A line of the block. Artifacts as found, without a label: a label (``error: ...``) would be an error
+    word itself, and the next compaction would read the line back one label longer each time; an identifier
+    in backticks, so that it is read back as one."""
+    if candidate.kind == semconv.RETENTION_KIND_IDENTIFIER:
+        return f"- `{candidate.text}`"
+    if candidate.kind == DECISION_KIND:
+        return f"- {_DECISION_LABEL}{candidate.text}"
+    return f"- {candidate.text}"
 
 
 def _said_block(
@@ -449,6 +487,8 @@ def repair(
     whole = set(sentences(haystack))
     for candidate in ranked[:MAX_CANDIDATES]:
         found = candidate.text in whole or candidate.text in haystack
+        if found and not retention_mod.stands_alone(candidate.kind, candidate.text):
+            found = False  # an error line known by its context: only the block carries it to the next check
         if found and not _restates_a_change(candidate, earlier_said, haystack):
             continue
         if candidate.kind != semconv.RETENTION_KIND_INSTRUCTION and candidate.text in restored_text:

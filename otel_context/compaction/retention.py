@@ -9,9 +9,18 @@ the summary, the rehydrated files, the system prompt): the fraction found is
 
 Salient items, by kind (:data:`otel_context.semconv.RETENTION_KINDS`):
 
-- ``path``: file paths with a known extension (``src/app/main.py``, ``config.yaml``), anywhere;
-- ``error``: error lines (``ValueError: ...``, ``error[E0308]: ...``, ``FAILED tests/...``, ``fatal: ...``)
-  from the error word to the end of the line, anywhere;
+- ``path``: file paths with a known extension (``src/app/main.py``, ``config.yaml``, a compiler's location
+  ``src/x.ts(12,5)`` without its position), anywhere;
+- ``error``: error lines, anywhere, from the error word to the end of the line: ``ValueError: ...``,
+  ``java.lang.NullPointerException: ...``, ``error[E0308]: ...``, ``error: ...``, ``fatal: ...``,
+  ``panic: ...``, ``npm ERR! ...``, ``ERROR ...``, ``FAILED tests/...``, ``FAIL: ...``, a compiler's coded
+  diagnostic (``error TS2322: ...``, ``error CS0103: ...``), ``Failed to ...`` that does not continue a
+  sentence; whole, where the subject comes first: ``deploy-preview failed: ...`` and ``Failed: ...`` (not in
+  a quoted string: that is code), a log record of level error (``level=error msg=...``,
+  ``"level":"error"``), ``500 Internal Server Error``; after its prefix, pytest's ``E   ...`` (its first
+  level); and a Python traceback's exception line, whatever the exception's name
+  (``decimal.InvalidOperation: ...``). Not prose that mentions an error (``the error handling``, ``errors:
+  0``), nor code (``except ValueError:``, ``log.error(...)``);
 - ``identifier``: identifiers in inline code spans (`` `parse_config` ``) of what the user and the model wrote;
 - ``number``: numbers with units (``250 ms``, ``4 GiB``, ``95%``) of what the user and the model wrote;
 - ``instruction``: the sentences of the user's own messages (three words or more), not tool results and
@@ -22,11 +31,14 @@ Numbers, code spans and sentences are read only from what the user and the model
 and capped per kind (:data:`CAPS`; an evenly spaced sample, oldest to newest, when there are more), so the
 check costs about the same on any history.
 
-Why this shape (fast and stable): every extractor is anchored on a literal (``.py``, ``rror``, a backtick),
-which Python's ``re`` finds at memory-scan speed, instead of a pattern that starts with a character class
-and is tried at every position; the dropped span is walked once (the adapter's ``item_texts``) and each
-distinct match is worked on once; the new request is joined into one text once, and each item is a plain
-substring test of it.
+Why this shape (fast and stable): every extractor is anchored on a literal (``.py``, ``rror``, ``ailed``,
+``Traceback``, a backtick), which Python's ``re`` finds at memory-scan speed, instead of a pattern that
+starts with a character class and is tried at every position (an alternation of literals is such a pattern:
+each literal has a scan of its own); the dropped span is walked once (the adapter's ``item_texts``) and each
+distinct match is worked on once; a literal-led scan reads at most a few matches in each of 32 parts of the
+text (:data:`HITS_PER_WINDOW`, :data:`PATH_HITS_PER_WINDOW`: paths are named densely), reading a little past
+each part's end so that a match across the cut is whole; the new request is joined into one text once, and
+each item is a plain substring test of it.
 
 An item found verbatim counts as kept (a paraphrase does not: the summarizer is asked to keep paths, errors
 and the user's messages verbatim). Our own wrappers (the summary message's header and footer) give no item.
@@ -67,6 +79,7 @@ __all__ = [
     "request_text",
     "salient_items",
     "sample",
+    "stands_alone",
 ]
 
 Item = Mapping[str, Any]
@@ -97,7 +110,9 @@ _EXTENSIONS = (
     "pl|lua|jl|dart|ex|exs|erl|hs|ml|clj|sh|bash|zsh|ps1|sql|md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg|conf|"
     "env|lock|xml|html|htm|css|scss|sass|less|csv|tsv|log|proto|gradle|tf|hcl|graphql"
 )
-_PATH_END = re.compile(r"\.(?:" + _EXTENSIONS + r")(?![\w(-])")
+#: Not followed by a word character, ``-`` or ``(``, but for a compiler's location (``Legend.tsx(41,7)``,
+#: ``Program.cs(10,5)``): ``call.py(`` is a call.
+_PATH_END = re.compile(r"\.(?:" + _EXTENSIONS + r")(?![\w-]|\((?!\d))")
 #: The characters of a path, read backwards from its extension (the text is reversed once).
 _PATH_BACK = re.compile(r"[\w./~@+-]{1,200}")
 _CODE_SPAN = re.compile(r"`([^`\s]{1,80})`")  # an identifier: no space inside
@@ -116,17 +131,46 @@ _NUMBER = re.compile(
 )
 #: Error words, each pattern led by a literal (found at memory-scan speed, where a pattern led by a character
 #: class is tried at every position): a colon after ``...Error``, ``error``, ``error[E0308]``,
-#: ``...Exception``, ``fatal``, ``panic``, ``ERR``; ``ERR!``, ``ERROR``; ``FAILED``, ``FAIL:``. Not ``errors``,
-#: ``self.error(``, ``except ValueError`` (no colon right after the word).
+#: ``...Exception``, ``fatal``, ``panic``, ``ERR``; ``ERR!``, ``ERROR``; ``FAILED``, ``FAIL:``; ``Failed to``
+#: that does not continue a sentence (at the start of a line, after a prefix such as ``: `` or a timestamp);
+#: a compiler's coded diagnostic (``error TS2322:``, ``error CS0103:``, ``error C2065:``). Not ``errors``,
+#: ``self.error(``, ``except ValueError`` (no colon right after the word), ``error handling`` (no code).
+#: These give the item from the error word on. Forms whose subject comes first give the whole line: group
+#: ``said``, ``failed:`` / ``Failed:`` (``deploy-preview failed: ...``), unless a quote comes before it on the
+#: line (``log.error('fetch failed: %s')`` is code); group ``line``, a log record of level error
+#: (``level=error msg=...``, ``"level":"error"``) and an HTTP ``500 Internal Server Error``.
 _ERROR_ANCHORS = (
     # The one-character look back first: most colons (``try:``, ``path:12:``) are rejected by it at once.
     re.compile(r":(?<=[lcnrR\]]:)(?:(?<=rror:|atal:|anic:)|(?<=ception:)|(?<=ERR:)|(?<=rror\[E\d{4}\]:))"),
     re.compile(r"ERR(?:!|OR\b)"),
     re.compile(r"FAIL(?:ED)?[: ]"),
+    re.compile(r"ailed(?:(?P<said>(?<=[Ff]ailed):)|(?<=Failed) to (?<![A-Za-z]Failed to )(?<![a-z.,;!?] Failed to ))"),
+    # One pass for the rarer ``...rror`` forms: the character after the word rejects most at once.
+    re.compile(
+        r'rror(?:[ "\n.](?:(?<=rror )[A-Z]{1,4}\d{1,6}:|'
+        r'(?P<line>(?<=level=error )|(?<="level":"error")|(?<="level": "error")))|(?P<whole>(?<=Server Error)(?![\w-])))'
+    ),
 )
+#: pytest's explanation of a failure: ``E   `` then the line (its first level; a nested line is indented
+#: further); the item is the line after the prefix.
+_PYTEST_E = re.compile(r"E   (?<=\nE   )(?=\S)")
+#: A Python traceback: the item is its exception line, the first line after the header that is not indented
+#: (``decimal.InvalidOperation: [<class 'decimal.DivisionUndefined'>]``, whatever the exception's name).
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
+_UNINDENTED = re.compile(r"\n(?=\S)")
+#: How far after its header a traceback's exception line is looked for.
+_TRACEBACK_LOOK = 20_000
 #: Literal-led scans read at most this many matches in each of this many parts of the text (see _windows).
 WINDOWS = 32
 HITS_PER_WINDOW = 8
+#: How far past its part a scan reads: more than the longest match and its look-ahead.
+_REACH = 64
+#: Paths are read more densely: a listing, a grep or a test run names several in every few lines, and at 8
+#: a part a path named once among them went unread. A mention whose last characters before the extension
+#: were read already (the same path, most often) is skipped before any other work.
+PATH_HITS_PER_WINDOW = 16
+#: The characters before an extension that identify a short path's mention (see :func:`_paths`).
+_PATH_KEY = 16
 #: What an error word is made of, read backwards from its anchor (``java.lang.NullPointerException``,
 #: ``error[E0308]``).
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.$[]")
@@ -153,24 +197,36 @@ def _spread(items: list[str], cap: int) -> list[str]:
     return [items[i * n // cap] for i in range(cap)]
 
 
-def _windows(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
-    """Matches of ``pattern`` in ``text``, at most :data:`HITS_PER_WINDOW` in each of :data:`WINDOWS` equal
+def _windows(pattern: re.Pattern[str], text: str, hits: int = HITS_PER_WINDOW) -> list[re.Match[str]]:
+    """Matches of ``pattern`` in ``text``, at most ``hits`` (:data:`HITS_PER_WINDOW`) in each of :data:`WINDOWS` equal
     parts: a transcript full of one path (a grep, a listing) costs no more than one that names it once, and
     the sample still spans the text from its start to its end. (``islice`` stops each part's scan at its
     budget without a Python step per match.)"""
     n = len(text)
     parts = WINDOWS if n > WINDOWS * 256 else 1
-    budget = HITS_PER_WINDOW * (WINDOWS // parts)
+    budget = hits * (WINDOWS // parts)
     matches: list[re.Match[str]] = []
     for part in range(parts):
-        matches.extend(islice(pattern.finditer(text, part * n // parts, (part + 1) * n // parts), budget))
+        # Each part's scan reads on past its end (:data:`_REACH`), so that a match across the cut is whole (and
+        # its look-ahead sees the real next character); what starts after the end is the next part's.
+        end = (part + 1) * n // parts
+        taken = list(islice(pattern.finditer(text, part * n // parts, min(n, end + _REACH)), budget))
+        while taken and taken[-1].start() >= end:
+            taken.pop()
+        matches.extend(taken)
     return matches
 
 
 def _paths(text: str, found: dict[str, None]) -> None:
-    for match in _windows(_PATH_END, text):
+    # Mentions read already whose path is shorter than the key (the characters before the extension, with
+    # it): the key then holds the whole path and where it starts, so the same key gives the same path.
+    seen: set[str] = set()
+    for match in _windows(_PATH_END, text, PATH_HITS_PER_WINDOW):
         start = match.start()
         if start == 0:
+            continue
+        mention = text[max(0, start - _PATH_KEY) : match.end()]
+        if mention in seen:
             continue
         # The path read backwards from its extension, at the regex engine's speed: the longest run
         # _PATH_BACK takes is 200 characters, so the reversed 200 before the extension are enough (one short
@@ -178,6 +234,8 @@ def _paths(text: str, found: dict[str, None]) -> None:
         back = _PATH_BACK.match(text[max(0, start - 200) : start][::-1])
         if back is None:
             continue
+        if back.end() < _PATH_KEY:
+            seen.add(mention)
         path = text[start - back.end() : match.end()].lstrip("./~")
         if path in found:
             continue
@@ -187,23 +245,44 @@ def _paths(text: str, found: dict[str, None]) -> None:
 
 
 def _error_lines(text: str, found: dict[str, None]) -> None:
-    """Lines that report an error, from the error word on (``E   ValueError: x`` gives ``ValueError: x``)."""
-    starts: dict[int, int] = {}  # line start -> first error word in it
+    """Lines that report an error, from the error word on (``E   ValueError: x`` gives ``ValueError: x``), or
+    whole (see :data:`_ERROR_ANCHORS`)."""
+    starts: dict[int, int] = {}  # line start -> where its item starts (the first error word in it)
     rfind = text.rfind
+
+    def note(line: int, pos: int) -> None:
+        if pos < starts.get(line, pos + 1):
+            starts[line] = pos
+
     for anchor in _ERROR_ANCHORS:
         for match in _windows(anchor, text):
             pos = match.start()
             line = rfind("\n", 0, pos) + 1
-            if pos < starts.get(line, pos + 1):
-                starts[line] = pos
+            group = match.lastgroup
+            if group is None:
+                note(line, pos)
+            elif group != "said" or ("'" not in text[line:pos] and '"' not in text[line:pos]):
+                note(line, line)  # the whole line
+    for match in _windows(_PYTEST_E, text):
+        note(match.start(), match.end())
+    if text.startswith("E   ") and text[4:5].strip():  # the first line has no line break before it
+        note(0, 4)
+    for match in _windows(_TRACEBACK, text):
+        exception = _UNINDENTED.search(text, match.end(), match.end() + _TRACEBACK_LOOK)
+        if exception is not None:
+            note(exception.end(), exception.end())
     for line in sorted(starts):
         pos = starts[line]
-        # The error word read backwards from its anchor (a reversed slice, one regex match; a word longer
-        # than the slice, rare, is read on character by character).
-        lead = text[max(line, pos - _WORD_LOOK) : pos]
-        pos -= _WORD_BACK.match(lead[::-1]).end()  # type: ignore[union-attr]  # `*`: always matches
-        while pos > line and text[pos - 1] in _WORD_CHARS:
-            pos -= 1
+        if pos == line:  # the whole line: from its first character that is not a space or a list's bullet
+            while text[pos : pos + 1] in (" ", "\t", "-", "*"):
+                pos += 1
+        else:
+            # The error word read backwards from its anchor (a reversed slice, one regex match; a word longer
+            # than the slice, rare, is read on character by character).
+            lead = text[max(line, pos - _WORD_LOOK) : pos]
+            pos -= _WORD_BACK.match(lead[::-1]).end()  # type: ignore[union-attr]  # `*`: always matches
+            while pos > line and text[pos - 1] in _WORD_CHARS:
+                pos -= 1
         end = text.find("\n", pos)
         if end < 0:
             end = len(text)
@@ -212,6 +291,17 @@ def _error_lines(text: str, found: dict[str, None]) -> None:
         word = len(item.split(None, 1)[0]) if item else 0
         if len(item) >= word + 4:  # an error word with a message after it
             found[item[:MAX_ITEM_CHARS]] = None
+
+
+def stands_alone(kind: str, text: str) -> bool:
+    """Whether the item ``(kind, text)`` is found again in its own text: not so an error line known by where it
+    stood (after pytest's ``E   ``, the last line of a traceback: ``decimal.InvalidOperation: ...``), which a
+    later check reads only where a repair restored it (:mod:`.repair`)."""
+    if kind != semconv.RETENTION_KIND_ERROR:
+        return True
+    found: dict[str, None] = {}
+    _error_lines(text, found)
+    return text in found
 
 
 def _identifiers(text: str, found: dict[str, None]) -> None:

@@ -1,6 +1,11 @@
 """The retention check as it was before its speed-up (main at 50da101, otel_context/compaction/retention.py,
 verbatim below this docstring but for it): the oracle tests/compaction/test_retention.py compares the new one
-with, item for item, on random histories. Not used by the package."""
+with, item for item, on random histories. Not used by the package.
+
+Since then, the extractors learnt more forms (issue 39, tool-result artifacts), written here the plain way:
+compiler locations in paths (``Legend.tsx(41,7)``) and a denser path sample (:data:`PATH_HITS_PER_WINDOW`);
+error lines of ``Failed to``, ``failed:``, coded diagnostics, log levels, ``Server Error`` (whole lines where the
+subject comes first), pytest's ``E   `` lines and a traceback's exception line."""
 
 # ruff: noqa
 
@@ -42,7 +47,7 @@ _EXTENSIONS = (
     "pl|lua|jl|dart|ex|exs|erl|hs|ml|clj|sh|bash|zsh|ps1|sql|md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg|conf|"
     "env|lock|xml|html|htm|css|scss|sass|less|csv|tsv|log|proto|gradle|tf|hcl|graphql"
 )
-_PATH_END = re.compile(r"\.(?:" + _EXTENSIONS + r")(?![\w(-])")
+_PATH_END = re.compile(r"\.(?:" + _EXTENSIONS + r")(?![\w-]|\((?!\d))")
 #: The characters of a path, read backwards from its extension (the text is reversed once).
 _PATH_BACK = re.compile(r"[\w./~@+-]{1,200}")
 _CODE_SPAN = re.compile(r"`([^`\s]{1,80})`")  # an identifier: no space inside
@@ -59,18 +64,22 @@ _NUMBER = re.compile(
     rb"(?:ms|\xc2\xb5s|us|ns|s|secs?|seconds?|mins?|minutes?|hrs?|hours?|h|days?|weeks?|"
     rb"[kKMGTP]i?B|bytes?|tokens?|lines?|files?|%|px|rem|em|x|[kKM]|GHz|MHz|Hz|rps|qps|USD|EUR)(?![\w%])"
 )
-#: Error words, each pattern led by a literal (found at memory-scan speed, where a pattern led by a character
-#: class is tried at every position): a colon after ``...Error``, ``error``, ``error[E0308]``,
-#: ``...Exception``, ``fatal``, ``panic``, ``ERR``; ``ERR!``, ``ERROR``; ``FAILED``, ``FAIL:``. Not ``errors``,
-#: ``self.error(``, ``except ValueError`` (no colon right after the word).
 _ERROR_ANCHORS = (
     re.compile(r":(?:(?<=rror:|atal:|anic:)|(?<=ception:)|(?<=ERR:)|(?<=rror\[E\d{4}\]:))"),
     re.compile(r"ERR(?:!|OR\b)"),
     re.compile(r"FAIL(?:ED)?[: ]"),
+    re.compile(r"ailed(?:(?P<said>(?<=[Ff]ailed):)|(?<=Failed) to (?<![A-Za-z]Failed to )(?<![a-z.,;!?] Failed to ))"),
+    re.compile(
+        r'rror(?:[ "\n.](?:(?<=rror )[A-Z]{1,4}\d{1,6}:|'
+        r'(?P<line>(?<=level=error )|(?<="level":"error")|(?<="level": "error")))|(?P<whole>(?<=Server Error)(?![\w-])))'
+    ),
 )
+_PYTEST_E = re.compile(r"(?<=\n)E   (?=\S)")
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
 #: Literal-led scans read at most this many matches in each of this many parts of the text (see _windows).
 WINDOWS = 32
 HITS_PER_WINDOW = 8
+PATH_HITS_PER_WINDOW = 16
 #: What an error word is made of, read backwards from its anchor (``java.lang.NullPointerException``,
 #: ``error[E0308]``).
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.$[]")
@@ -95,16 +104,17 @@ def _spread(items: list[str], cap: int) -> list[str]:
     return [items[i * n // cap] for i in range(cap)]
 
 
-def _windows(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+def _windows(pattern: re.Pattern[str], text: str, hits: int = HITS_PER_WINDOW) -> Iterator[re.Match[str]]:
     """Matches of ``pattern`` in ``text``, at most :data:`HITS_PER_WINDOW` in each of :data:`WINDOWS` equal
     parts: a transcript full of one path (a grep, a listing) costs no more than one that names it once, and
     the sample still spans the text from its start to its end."""
     n = len(text)
     parts = WINDOWS if n > WINDOWS * 256 else 1
-    budget = HITS_PER_WINDOW * (WINDOWS // parts)
+    budget = hits * (WINDOWS // parts)
     for part in range(parts):
-        for taken, match in enumerate(pattern.finditer(text, part * n // parts, (part + 1) * n // parts)):
-            if taken >= budget:
+        end = (part + 1) * n // parts
+        for taken, match in enumerate(pattern.finditer(text, part * n // parts, min(n, end + 64))):
+            if taken >= budget or match.start() >= end:
                 break
             yield match
 
@@ -112,7 +122,7 @@ def _windows(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
 def _paths(text: str, found: dict[str, None]) -> None:
     reverse: str | None = None
     n = len(text)
-    for match in _windows(_PATH_END, text):
+    for match in _windows(_PATH_END, text, PATH_HITS_PER_WINDOW):
         start = match.start()
         if start == 0:
             continue
@@ -128,18 +138,40 @@ def _paths(text: str, found: dict[str, None]) -> None:
 
 
 def _error_lines(text: str, found: dict[str, None]) -> None:
-    """Lines that report an error, from the error word on (``E   ValueError: x`` gives ``ValueError: x``)."""
+    """Lines that report an error, from the error word on (``E   ValueError: x`` gives ``ValueError: x``), or
+    whole."""
     starts: dict[int, int] = {}  # line start -> first error word in it
+
+    def note(line: int, pos: int) -> None:
+        if pos < starts.get(line, pos + 1):
+            starts[line] = pos
+
     for anchor in _ERROR_ANCHORS:
         for match in _windows(anchor, text):
             pos = match.start()
             line = text.rfind("\n", 0, pos) + 1
-            if pos < starts.get(line, pos + 1):
-                starts[line] = pos
+            if match.lastgroup is None:
+                note(line, pos)
+            elif match.lastgroup != "said" or not ({"'", '"'} & set(text[line:pos])):
+                note(line, line)
+    for match in _windows(_PYTEST_E, text):
+        note(match.start(), match.end())
+    if re.match(r"E   \S", text):
+        note(0, 4)
+    for match in _windows(_TRACEBACK, text):
+        for offset, char in enumerate(text[match.end() : match.end() + 20_000]):
+            at = match.end() + offset
+            if char == "\n" and at + 1 < min(len(text), match.end() + 20_000) and not text[at + 1].isspace():
+                note(at + 1, at + 1)
+                break
     for line in sorted(starts):
         pos = starts[line]
-        while pos > line and text[pos - 1] in _WORD_CHARS:
-            pos -= 1
+        if pos == line:
+            while pos < len(text) and text[pos] in " \t-*":
+                pos += 1
+        else:
+            while pos > line and text[pos - 1] in _WORD_CHARS:
+                pos -= 1
         end = text.find("\n", pos)
         item = text[pos : end if end >= 0 else len(text)].split("\\n", 1)[0].strip()
         word = len(item.split(None, 1)[0]) if item else 0

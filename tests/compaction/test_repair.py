@@ -229,3 +229,91 @@ def test_one_extraction_serves_the_figure_and_the_repair() -> None:
     assert retention.sample(every, retention.REPAIR_CAPS) == retention.salient_items(
         adapter, dropped, caps=retention.REPAIR_CAPS
     )
+
+
+def _tool_span(output: str, index: int = 1) -> list[dict[str, Any]]:
+    """A user ask, a tool call and its result, a closing answer: the span a summary replaces."""
+    return [
+        {"role": "user", "content": "Run the checks again."},
+        *_tool_round(index, "ci", output),
+        {"role": "assistant", "content": "The output above says what went wrong."},
+    ]
+
+
+def _summary_item(summary: str) -> dict[str, Any]:
+    from otel_context.compaction.prompt import summary_message_text
+
+    return {"role": "user", "content": summary_message_text(summary)}
+
+
+CI_OUTPUT = "\n".join(
+    [
+        "$ make check",
+        "src/pages/Report.tsx(88,14): error TS2345: Argument of type 'number' is not assignable.",
+        'time=2024-05-02T10:01:23Z level=error msg="lease renewal failed" trace_id=4bf92f3577b34da6',
+        "see `renew_lease` in internal/lease/renew.go",
+    ]
+)
+
+
+def test_artifacts_are_restored_as_found_and_read_back_the_same_at_the_next_compaction() -> None:
+    """A restored artifact is written as found, without a label (``error: ...`` would be an error word of its
+    own, read back one label longer at each compaction); the next repair restores it again, the same."""
+    from otel_context.compaction import retention
+    from otel_context.compaction.prompt import RESTORED_ARTIFACTS_LINE, restored_artifact_lines
+
+    adapter = _adapter()
+    span = _tool_span(CI_OUTPUT)
+    span[-1]["content"] = "The error is in `renew_lease`; see above."
+    first = repair_mod.repair(adapter, {"messages": []}, span, [_summary_item("We ran the checks.")], [], 500)
+    lines = restored_artifact_lines(first.text)
+    assert RESTORED_ARTIFACTS_LINE in first.text
+    assert "error TS2345: Argument of type 'number' is not assignable." in lines
+    assert 'time=2024-05-02T10:01:23Z level=error msg="lease renewal failed" trace_id=4bf92f3577b34da6' in lines
+    assert "`renew_lease`" in lines and "internal/lease/renew.go" in lines
+    assert not any(line.startswith(("error: ", "path: ", "identifier: ")) for line in lines)
+    # The next compaction replaces the summary message that holds the block, with a summary that keeps nothing.
+    previous = _summary_item(f"We ran the checks.\n\n{first.text}")
+    later = [previous, *_tool_span("ok   all 12 checks passed", index=2)]
+    second = repair_mod.repair(adapter, {"messages": []}, later, [_summary_item("Checks run.")], [], 500)
+    assert restored_artifact_lines(second.text) == lines
+    # And the retention check reads the block back as the same items, not one label longer.
+    items = set(retention.salient_items(adapter, [previous], caps=retention.UNCAPPED))
+    assert (semconv.RETENTION_KIND_ERROR, "error TS2345: Argument of type 'number' is not assignable.") in items
+    assert (semconv.RETENTION_KIND_IDENTIFIER, "renew_lease") in items
+
+
+def test_a_block_is_read_back_whole_however_many_paths_the_span_names() -> None:
+    """The repair reads an earlier block's artifacts back line by line: the extraction's sample of a long span
+    (a few mentions in each part of the text) need not reach them."""
+    from otel_context.compaction.prompt import restored_artifact_lines
+
+    adapter = _adapter()
+    block = "\n".join(["[Restored] x", "From the work:", *(f"- src/pkg_{i}/module_{i}.py" for i in range(40))])
+    listing = "\n".join(f"src/other/file_{i}.py" for i in range(4_000))
+    later = [_summary_item(f"Summary.\n\n{block}"), *_tool_span(listing)]
+    fixed = repair_mod.repair(adapter, {"messages": []}, later, [_summary_item("Nothing.")], [], 10_000)
+    restored = restored_artifact_lines(fixed.text)
+    assert all(f"src/pkg_{i}/module_{i}.py" in restored for i in range(40))
+
+
+def test_an_error_line_known_by_where_it_stood_is_restored_even_when_the_summary_kept_it() -> None:
+    """pytest's ``E   `` line is an error line by its prefix: a summary that kept the line without the prefix
+    gives the next check nothing to find it by, so the block carries it; a line that is an error line by itself
+    (``ValueError: ...``) is not restored when the summary kept it."""
+    from otel_context.compaction.prompt import restored_artifact_lines
+
+    adapter = _adapter()
+    output = "\n".join(
+        [
+            "____________________ test_prorate ____________________",
+            "E   decimal.InvalidOperation: [<class 'decimal.DivisionUndefined'>]",
+            "ValueError: days must be positive",
+        ]
+    )
+    kept_both = _summary_item(
+        "The refund test failed: decimal.InvalidOperation: [<class 'decimal.DivisionUndefined'>]\n"
+        "and ValueError: days must be positive"
+    )
+    fixed = repair_mod.repair(adapter, {"messages": []}, _tool_span(output), [kept_both], [], 500)
+    assert restored_artifact_lines(fixed.text) == ["decimal.InvalidOperation: [<class 'decimal.DivisionUndefined'>]"]

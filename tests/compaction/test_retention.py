@@ -179,12 +179,15 @@ def test_a_long_span_is_sampled_from_its_start_to_its_end() -> None:
     grep = "\n".join(f"src/hot.py:{i}: match" for i in range(20_000))
     tail = "\n".join(f"src/cold/file_{i}.py" for i in range(3_000))
     dropped = conversation("openai_chat", user="Look.", result=grep + "\n" + tail)
-    paths = [t for k, t in retention.salient_items(adapter, dropped) if k == semconv.RETENTION_KIND_PATH]
+    every = retention.salient_items(adapter, dropped, caps=retention.UNCAPPED)
+    paths = [t for k, t in every if k == semconv.RETENTION_KIND_PATH]
     assert paths[:2] == ["src/app/config.py", "src/hot.py"]
     assert len(paths) > 10
     assert all(p.startswith("src/cold/file_") for p in paths[2:])
     numbers = [int(p.removeprefix("src/cold/file_").removesuffix(".py")) for p in paths[2:]]
     assert numbers[-1] > 2_000  # the last part of the text is read too
+    # The bounded reading: at most PATH_HITS_PER_WINDOW mentions in each of the WINDOWS parts.
+    assert len(paths) <= retention.WINDOWS * retention.PATH_HITS_PER_WINDOW
 
 
 def test_the_explicit_compactor_reports_retention(otel: Otel) -> None:
@@ -249,6 +252,20 @@ FRAGMENTS = (
     "log.error('x')",
     "ERR: short",
     "KeyError:",
+    "E   decimal.InvalidOperation: x",
+    "E     + nested",
+    "src/x.ts(12,5): error TS2322: bad",
+    "error TS2322 no colon",
+    "deploy failed: oom",
+    "log.error('fetch failed: %s')",
+    "Failed to start",
+    "Nothing. Failed to see",
+    "level=error msg=x",
+    '"level":"error"',
+    "500 Internal Server Error",
+    "Traceback (most recent call last):",
+    '  File "a.py", line 1',
+    "- x failed: y",
     "250 ms",
     "3.5s",
     "4 GiB",
@@ -392,3 +409,115 @@ def test_a_number_is_found_with_or_without_the_space_before_its_unit() -> None:
     result = retention.lookup(items, "took 250ms, then 3.5 s")
     assert result.lost == ((number, "4 GiB"),)
     assert result.items_checked == 3
+
+
+def _errors(text: str) -> list[str]:
+    found: dict[str, None] = {}
+    retention._error_lines(text, found)
+    return list(found)
+
+
+def test_error_lines_of_what_build_tools_test_runners_and_services_print() -> None:
+    """The error lines of real tool output: each form gives its line (from the error word, or whole when its
+    subject comes first), whatever the words of the message."""
+    output = "\n".join(
+        [
+            "$ npx tsc --noEmit",
+            "src/pages/Report.tsx(88,14): error TS2345: Argument of type 'number' is not assignable.",
+            "src/api/client.ts:12:5 - error TS7006: Parameter 'x' implicitly has an 'any' type.",
+            "Program.cs(10,5): error CS0103: The name 'total' does not exist in the current context",
+            "error TS5023: Unknown compiler option 'strictest'.",
+            "_________________________ test_refund_rounding _________________________",
+            "E   decimal.InvalidOperation: [<class 'decimal.DivisionUndefined'>]",
+            "E   assert Decimal('0.10') == Decimal('0.1')",
+            "E     +  where Decimal('0.10') = round_amount(Decimal('0.095'))",
+            "Traceback (most recent call last):",
+            '  File "/srv/app/worker.py", line 41, in run',
+            "    job()",
+            "KeyboardInterrupt: stopped by the supervisor",
+            "2024-05-02T10:01:22Z Failed to connect to postgres://db:5432: connection refused",
+            "Failed to compile.",
+            "integration-tests failed: 3 of 120 checks did not pass",
+            "Failed: DID NOT RAISE <class 'ValueError'>",
+            'time=2024-05-02T10:01:23Z level=error msg="lease renewal failed" trace_id=4bf92f3577b34da6',
+            '{"level":"error","ts":1714644083.2,"msg":"upload failed","bucket":"assets-prod"}',
+            "< HTTP/1.1 500 Internal Server Error",
+        ]
+    )
+    assert _errors(output) == [
+        "error TS2345: Argument of type 'number' is not assignable.",
+        "error TS7006: Parameter 'x' implicitly has an 'any' type.",
+        "error CS0103: The name 'total' does not exist in the current context",
+        "error TS5023: Unknown compiler option 'strictest'.",
+        "decimal.InvalidOperation: [<class 'decimal.DivisionUndefined'>]",
+        "assert Decimal('0.10') == Decimal('0.1')",
+        "KeyboardInterrupt: stopped by the supervisor",
+        "Failed to connect to postgres://db:5432: connection refused",
+        "Failed to compile.",
+        "integration-tests failed: 3 of 120 checks did not pass",
+        "Failed: DID NOT RAISE <class 'ValueError'>",
+        'time=2024-05-02T10:01:23Z level=error msg="lease renewal failed" trace_id=4bf92f3577b34da6',
+        '{"level":"error","ts":1714644083.2,"msg":"upload failed","bucket":"assets-prod"}',
+        "< HTTP/1.1 500 Internal Server Error",
+    ]
+
+
+def test_prose_and_code_that_mention_errors_or_failures_are_not_error_lines() -> None:
+    text = "\n".join(
+        [
+            "The error handling in the parser looks fine, and the retry failed to matter.",
+            "I looked at the error TS reports for the legacy module; nothing new.",
+            "Nothing changed. Failed to see why at first, then it was obvious.",
+            "    log.error('fetch failed: %s', exc)",
+            '    raise RuntimeError(f"upload failed: {key}")',
+            'level=info msg="retrying after a failed attempt" attempt=2',
+            "E     +  where 3 = len(rows)",
+            "We should avoid an Internal Server Errors page.",
+            "errors: 0, warnings: 2",
+        ]
+    )
+    assert _errors(text) == []
+
+
+def test_a_traceback_gives_its_exception_line_whatever_the_exceptions_name() -> None:
+    text = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/srv/app/billing.py", line 88, in prorate',
+            "    return amount / days",
+            "           ~~~~~~~^~~~~~",
+            "decimal.InvalidOperation: [<class 'decimal.DivisionUndefined'>]",
+            "",
+            "During handling of the above exception, another exception occurred:",
+        ]
+    )
+    assert _errors(text) == ["decimal.InvalidOperation: [<class 'decimal.DivisionUndefined'>]"]
+    # Found by where it stands, not by itself: a repair must carry it (retention.stands_alone).
+    assert not retention.stands_alone(semconv.RETENTION_KIND_ERROR, _errors(text)[0])
+    assert retention.stands_alone(semconv.RETENTION_KIND_ERROR, "error TS2345: Argument of type 'number'.")
+    assert retention.stands_alone(semconv.RETENTION_KIND_PATH, "src/a.py")
+
+
+def test_a_compilers_location_is_a_path_and_a_call_is_not() -> None:
+    found: dict[str, None] = {}
+    retention._paths("src/charts/Legend.tsx(41,7): error TS2322\nProgram.cs(10,5)\njson.py(data)\nrun.py(", found)
+    assert list(found) == ["src/charts/Legend.tsx", "Program.cs"]
+
+
+def test_a_path_named_once_among_a_dense_listing_is_read() -> None:
+    """A grep in a long span: its parts hold many mentions each, and the one path named once is still read."""
+    adapter = for_format("anthropic_messages")
+    hits = [f"src/module_{i % 7}.py:{i}: handler_{i}(request)" for i in range(400)]
+    hits.insert(200, "src/hooks/chart-theme/useChartTheme.ts:9:export function useChartTheme() {")
+    assert 8 < len(hits) / retention.WINDOWS < retention.PATH_HITS_PER_WINDOW  # denser than 8 mentions a part
+    dropped = conversation("anthropic_messages", user="Look.", result="\n".join(hits))
+    every = retention.salient_items(adapter, dropped, caps=retention.UNCAPPED)
+    assert (semconv.RETENTION_KIND_PATH, "src/hooks/chart-theme/useChartTheme.ts") in every
+
+
+def test_a_match_across_the_cut_between_two_parts_is_read() -> None:
+    """The text is read in parts; an error word that a part's end cuts is read whole all the same."""
+    line = 'level=error msg="offset commit failed" consumer_group=orders-cg partition=7'
+    for shift in range(0, 40, 3):
+        text = "x" * (retention.WINDOWS * 300 - shift) + "\n" + line + "\n" + "y" * 20_000
+        assert line in _errors(text), shift
