@@ -67,6 +67,7 @@ __all__ = [
     "request_text",
     "salient_items",
     "sample",
+    "walk",
 ]
 
 Item = Mapping[str, Any]
@@ -250,13 +251,25 @@ def _sentences(text: str, found: dict[str, None]) -> None:
 _SUMMARY_START = re.compile(r"\s*" + re.escape(SUMMARY_MESSAGE_HEADER))
 
 
-def _texts(adapter: WireFormatAdapter, dropped: Iterable[Item]) -> tuple[list[str], list[str], list[str]]:
+#: Each item's ``(text, is_model_output, user text)``, as the adapter's ``item_texts`` gives them.
+Walked = Sequence[tuple[str, bool, str]]
+
+
+def walk(adapter: WireFormatAdapter, dropped: Iterable[Item]) -> list[tuple[str, bool, str]]:
+    """The texts of ``dropped``'s items (one walk of them, the adapter's ``item_texts``): for a caller that
+    reads them more than once (the repair: the extraction, the user's sentences, the model's decisions)."""
+    return adapter.item_texts(list(dropped))
+
+
+def _texts(
+    adapter: WireFormatAdapter, dropped: Iterable[Item], walked: Walked | None = None
+) -> tuple[list[str], list[str], list[str]]:
     """The dropped span's text as (everything, what the user and the model wrote, the user's own words), in
     the order of the span."""
     everything: list[str] = []
     written: list[str] = []
     said: list[str] = []
-    for text, model_output, user in adapter.item_texts(list(dropped)):  # one walk of the items
+    for text, model_output, user in walk(adapter, dropped) if walked is None else walked:  # one walk of the items
         if not text:
             continue
         everything.append(text)
@@ -277,11 +290,12 @@ def salient_items(
     *,
     tool_texts: Iterable[str] = (),
     caps: Mapping[str, int] = CAPS,
+    walked: Walked | None = None,
 ) -> list[tuple[str, str]]:
     """The salient items of ``dropped`` (and of ``tool_texts``, tool results' former contents), as
     ``(kind, text)``: deduplicated, capped per kind (``caps``, :data:`CAPS` by default), in kind order then
-    oldest first."""
-    everything, written, said = _texts(adapter, dropped)
+    oldest first. ``walked``: ``dropped``'s texts when the caller has them (:func:`walk`)."""
+    everything, written, said = _texts(adapter, dropped, walked)
     everything.extend(tool_texts)
     # One join per reading: the extractors scan long texts once instead of many short ones (a sentence never
     # spans two messages: the split also cuts at line breaks).
