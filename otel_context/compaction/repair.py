@@ -28,6 +28,7 @@ the later one says which statement it replaces.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -317,12 +318,9 @@ def prose_and_paste(text: str) -> tuple[list[str], list[str]]:
 def sentences(text: str) -> list[str]:
     """The sentences of ``text`` as the retention check cuts them (``.``, ``!``, ``?`` then a space, and line
     breaks): three words or more, whole."""
-    out: list[str] = []
-    for sentence in text.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines():
-        sentence = sentence.strip()
-        if len(sentence) >= 12 and sentence.count(" ") >= 2 and len(sentence) <= MAX_SENTENCE_CHARS:
-            out.append(sentence)
-    return out
+    lines = text.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines()
+    # One comprehension over the stripped lines (the repair cuts every message of the user's at every compaction).
+    return [s for s in map(str.strip, lines) if 12 <= len(s) <= MAX_SENTENCE_CHARS and s.count(" ") >= 2]
 
 
 def _has_value(sentence: str) -> bool:
@@ -330,10 +328,20 @@ def _has_value(sentence: str) -> bool:
     return any(part.search(sentence) for part in _VALUE_PARTS)
 
 
+#: Sentences whose rank is remembered (each of MAX_SENTENCE_CHARS at most: a few MB at the very most, ~0.5 MB for
+#: sentences of a hundred characters).
+RANKED_SENTENCES_KEPT = 4096
+
+
+@functools.lru_cache(maxsize=RANKED_SENTENCES_KEPT)
 def _sentence_priority(sentence: str) -> int:
     """A sentence's rank (the scale of :func:`candidates`). Every sentence of the user's is ranked at every
     compaction (a long session has thousands): an ASCII one is matched in lower case by the fast forms of
-    the patterns, any other by the patterns themselves; both give the same rank."""
+    the patterns, any other by the patterns themselves; both give the same rank. A rank depends on the text
+    alone, so it is remembered by the text (not by a message's identity, which an app may mutate): the
+    user's sentences come back at every compaction after theirs (the whole conversation in transparent
+    mode, the restored lines and the verbatim messages otherwise), and the verbatim list's trim ranks them
+    just before the repair does."""
     if sentence.isascii():  # see _MARKERS_LOWER
         subject, markers, change, action = sentence.lower(), _MARKERS_LOWER, _CHANGE_LOWER, _ACTION_START_LOWER
     else:
@@ -377,9 +385,22 @@ def _user_texts(user_texts: Sequence[str], said: Sequence[str] | None) -> list[s
 _DECISION = re.compile(
     r"\b(?:I will|I'll|we will|we'll|I decided|we decided|decided to|going with|I chose|we chose|the plan is)\b"
 )
-#: What every match of :data:`_DECISION` contains: a text without any of them (most of the model's) is passed
-#: over by these substring tests, at memory speed, instead of the pattern tried at each of its word boundaries.
-_DECISION_HINTS = ("I ", "I'", "we ", "we'", "decided", "going with", "the plan is")
+#: The words of :data:`_DECISION`, one of which every match is: a text without any of them (most of the
+#: model's) is passed over by these substring tests, at memory speed, instead of the pattern tried at each of
+#: its word boundaries.
+_DECISION_HINTS = (
+    "I will",
+    "I'll",
+    "we will",
+    "we'll",
+    "I decided",
+    "we decided",
+    "decided to",
+    "going with",
+    "I chose",
+    "we chose",
+    "the plan is",
+)
 
 
 def candidates(
