@@ -558,8 +558,14 @@ def repair(
     # a hit is a find; a miss (a sentence inside a line) is decided by the scan. The parts are not filtered
     # into sentences (sentences()): a Python step for each of the request's thousands of lines.
     whole = set(haystack.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines())
+    # The checked items the lookup above already looked for (a plain substring test: all but numbers, which
+    # are no candidates): a candidate of the same text is not scanned for again.
+    lost = set(before.lost)
+    known = {item[1]: item not in lost for item in checked if item[0] != semconv.RETENTION_KIND_NUMBER}
     for candidate in ranked[:MAX_CANDIDATES]:
-        found = candidate.text in whole or candidate.text in haystack
+        found = known.get(candidate.text)
+        if found is None:
+            found = candidate.text in whole or candidate.text in haystack
         if found and not _restates_a_change(candidate, earlier_said, haystack):
             continue
         if candidate.kind != semconv.RETENTION_KIND_INSTRUCTION and candidate.text in restored_text:
@@ -583,7 +589,7 @@ def repair(
         restored[candidate.kind] = restored.get(candidate.kind, 0) + 1
     return Repair(
         before,
-        retention_mod.lookup(checked, haystack + "\n" + text),
+        retention_mod.lookup_added(checked, before, haystack, text),  # = lookup(checked, haystack + "\n" + text)
         text=text,
         tokens=estimate_text(text),
         budget=budget,

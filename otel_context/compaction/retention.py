@@ -62,6 +62,7 @@ __all__ = [
     "check",
     "check_microcompact",
     "lookup",
+    "lookup_added",
     "measure",
     "measure_items",
     "request_text",
@@ -341,6 +342,27 @@ def lookup(items: Sequence[tuple[str, str]], text: str) -> Retention:
     number = semconv.RETENTION_KIND_NUMBER
     lost = tuple(item for item in items if not (_number_kept(item[1], text) if item[0] == number else item[1] in text))
     return Retention((len(items) - len(lost)) / len(items), len(items), lost)
+
+
+def lookup_added(items: Sequence[tuple[str, str]], result: Retention, text: str, added: str) -> Retention:
+    """What :func:`lookup` gives for ``items`` in ``text + "\\n" + added``, from ``result``, what it gave in
+    ``text`` (a request, then the block a repair adds to it): an item found stays found, and a lost one
+    without a line break (every item the extractors give) is found in the joined text only if it is in
+    ``added`` (an occurrence cannot cross the line break between them), so only the lost ones are looked
+    up, in ``added`` alone, instead of every item in the whole request again."""
+    if not items or not result.lost:
+        return result
+    joined: str | None = None
+    number = semconv.RETENTION_KIND_NUMBER
+    lost: list[tuple[str, str]] = []
+    for item in result.lost:
+        haystack = added
+        if "\n" in item[1]:  # could cross the line break: the joined text itself
+            joined = text + "\n" + added if joined is None else joined
+            haystack = joined
+        if not (_number_kept(item[1], haystack) if item[0] == number else item[1] in haystack):
+            lost.append(item)
+    return Retention((len(items) - len(lost)) / len(items), len(items), tuple(lost))
 
 
 def measure_items(

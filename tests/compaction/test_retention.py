@@ -392,3 +392,24 @@ def test_a_number_is_found_with_or_without_the_space_before_its_unit() -> None:
     result = retention.lookup(items, "took 250ms, then 3.5 s")
     assert result.lost == ((number, "4 GiB"),)
     assert result.items_checked == 3
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([semconv.RETENTION_KIND_PATH, semconv.RETENTION_KIND_NUMBER]),
+            st.sampled_from(["a.py", "b c", "250 ms", "250ms", "x\ny", "y\n", "\na", "3 s", "q"]),
+        ),
+        max_size=8,
+    ),
+    st.text(alphabet="ab.py cqxy250ms3\n", max_size=30),
+    st.text(alphabet="ab.py cqxy250ms3\n", max_size=30),
+)
+def test_the_lookup_of_an_added_block_is_the_lookup_of_the_joined_text(
+    items: list[tuple[str, str]], text: str, added: str
+) -> None:
+    """The repair's second lookup (the request, then its block) looks for the lost items in the block alone:
+    the same result as the whole lookup, items with a line break (which could cross the join) included."""
+    before = retention.lookup(items, text)
+    assert retention.lookup_added(items, before, text, added) == retention.lookup(items, text + "\n" + added)
