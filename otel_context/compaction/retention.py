@@ -24,14 +24,18 @@ check costs about the same on any history.
 
 Why this shape (fast and stable): every extractor is anchored on a literal (``.py``, ``rror``, a backtick),
 which Python's ``re`` finds at memory-scan speed, instead of a pattern that starts with a character class
-and is tried at every position; the dropped span is walked once (the adapter's ``item_texts``) and each
-distinct match is worked on once; the new request is joined into one text once, and each item is a plain
-substring test of it.
+and is tried at every position; the dropped span is walked once (the adapter's ``item_texts``, :func:`walk`;
+the repair hands the same walk to its candidates) and each distinct match is worked on once; the new request
+is joined into one text once, and each item is a plain substring test of it. What is left (see
+benchmarks/README.md) is one regex scan per extractor over the span's text and a Python step per distinct
+match, and the walk's step per item: ~11 ms for ~1,400 messages of ~430,000 characters on the reference
+machine, linear in the span.
 
 An item found verbatim counts as kept (a paraphrase does not: the summarizer is asked to keep paths, errors
 and the user's messages verbatim). Our own wrappers (the summary message's header and footer) give no item.
 Extraction and lookup are apart (:func:`salient_items`, then :func:`measure_items` or :func:`lookup`), so
-that a caller extracts once and measures several requests: a summary before its repair and after.
+that a caller extracts once and measures several requests: a summary before its repair and after (the
+figure after it from the one before, :func:`lookup_added`: only the lost items, in the added block alone).
 
 Microcompact: the tool results it cleared or cut are dropped content too; their items (paths and error
 lines) are checked against the new request the same way (``cut_index`` is 0: nothing was replaced by a
