@@ -9,7 +9,11 @@ calling thread (medians of the runs, and the fastest):
   lookup before and after, the repair's candidates, the block), with a summary that keeps half of the
   salient items, and with one that keeps nothing (the repair's worst case: everything is a candidate);
 
-and what the repair adds: tokens, against its budget at a 200,000 window and the summary's size.
+and what the repair adds: tokens, against its budget at a 200,000 window and the summary's size. "Before" is
+the code on ``main`` (the check, the repair and the adapters' walk of a span, loaded by
+``benchmarks/retention.py``'s ``before``), run on the same inputs in the same run; its repair must give the
+same block and figures. Every timed repair forgets the ranks of the user's sentences first (a first
+compaction of them); the column "ranks remembered" is a later compaction's, which meets them again.
 Target (issue 39): the check at most 2 ms for the ~1,400-message case, the repair at most 1 ms more.
 """
 
@@ -22,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from retention import PREFIX_TOKENS, RUNS, _summary, _time, session  # type: ignore[import-not-found]
+from retention import PREFIX_TOKENS, RUNS, _summary, _time, before, session  # type: ignore[import-not-found]
 
 from otel_context.compaction import repair, retention
 from otel_context.formats import for_format
@@ -32,22 +36,41 @@ from otel_context.tokens import estimate_text
 WINDOW = 200_000
 
 
-def _repaired(adapter: Any, body: Any, dropped: Any, summary: Any, kept: Any, budget: int) -> repair.Repair:
+def _repaired(module: Any, adapter: Any, body: Any, dropped: Any, summary: Any, kept: Any, budget: int) -> Any:
+    """One repair with ``module`` (this tree's or main's), its remembered ranks forgotten first: every
+    timed run is a first compaction of these sentences (see :func:`_warm`)."""
+    forget = getattr(module._sentence_priority, "cache_clear", None)
+    if forget is not None:
+        forget()
+    return module.repair(adapter, body, dropped, [summary], kept, budget)
+
+
+def _warm(adapter: Any, body: Any, dropped: Any, summary: Any, kept: Any, budget: int) -> Any:
+    """One repair with the ranks of the span's sentences remembered (a compaction after one that ranked them:
+    the whole conversation in transparent mode, the restored lines and verbatim messages otherwise)."""
     return repair.repair(adapter, body, dropped, [summary], kept, budget)
+
+
+def _cell(after: tuple[float, float], then: tuple[float, float] | None) -> str:
+    text = f"{after[0]:.2f} ({after[1]:.2f})"
+    return text if then is None else f"{then[0]:.2f} ({then[1]:.2f}) → **{text}**"
 
 
 def main() -> None:
     budget = repair.repair_budget(Settings(), WINDOW, 180_000)
+    on_main = before()
     print("## Repair\n")
     print(
         f"One compaction of a ~{PREFIX_TOKENS:,}-token prefix, {RUNS} runs, CPU ms (medians; the fastest run in "
-        f"brackets); repair budget {budget:,} tokens (a 200,000 window):\n"
+        f"brackets){', main → this tree' if on_main is not None else ''}; repair budget {budget:,} tokens "
+        "(a 200,000 window):\n"
     )
     print(
         "| format | check alone | check + repair, summary keeping half | check + repair, summary keeping nothing "
-        "| tokens added (half / nothing) | retention before → after (nothing) |"
+        "| the same, ranks remembered (half / nothing) | tokens added (half / nothing) "
+        "| retention before → after (nothing) |"
     )
-    print("|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     shapes: list[tuple[str, int | None]] = [("anthropic_messages", None), ("openai_chat", None)]
     shapes += [("anthropic_messages", 900), ("openai_chat", 900)]
     for fmt, result_chars in shapes:
@@ -57,16 +80,39 @@ def main() -> None:
         half = adapter.make_user_item(_summary(adapter, dropped, keep=True))
         nothing = adapter.make_user_item(_summary(adapter, dropped, keep=False))
         body = adapter.with_items({"model": "m", "max_tokens": 1024}, [half, *kept])
-        alone = _time(retention.check, adapter, body, dropped, [half, *kept])
-        with_half = _time(_repaired, adapter, body, dropped, half, kept, budget)
-        with_nothing = _time(_repaired, adapter, body, dropped, nothing, kept, budget)
-        r_half = _repaired(adapter, body, dropped, half, kept, budget)
-        r_nothing = _repaired(adapter, body, dropped, nothing, kept, budget)
+        r_half = _repaired(repair, adapter, body, dropped, half, kept, budget)
+        r_nothing = _repaired(repair, adapter, body, dropped, nothing, kept, budget)
+        cells: dict[str, tuple[float, float] | None] = {}
+        for name, module, check, fmt_adapter in (
+            ("now", repair, retention, adapter),
+            *([("then", on_main.repair, on_main.retention, on_main.adapters[fmt])] if on_main is not None else []),
+        ):
+            if name == "then":  # the same repair as before: block, figures, counts
+                for summary, now in ((half, r_half), (nothing, r_nothing)):
+                    old = _repaired(module, fmt_adapter, body, dropped, summary, kept, budget)
+                    assert (old.text, old.restored, old.left_out, old.superseded, old.checked) == (
+                        now.text,
+                        now.restored,
+                        now.left_out,
+                        now.superseded,
+                        now.checked,
+                    )
+                    for was, is_ in ((old.before, now.before), (old.after, now.after)):  # two classes: by field
+                        assert (was.retention, was.items_checked, was.lost) == (
+                            is_.retention,
+                            is_.items_checked,
+                            is_.lost,
+                        )
+            cells[f"{name} alone"] = _time(check.check, fmt_adapter, body, dropped, [half, *kept])
+            cells[f"{name} half"] = _time(_repaired, module, fmt_adapter, body, dropped, half, kept, budget)
+            cells[f"{name} nothing"] = _time(_repaired, module, fmt_adapter, body, dropped, nothing, kept, budget)
+        warm_half = _time(_warm, adapter, body, dropped, half, kept, budget)
+        warm_nothing = _time(_warm, adapter, body, dropped, nothing, kept, budget)
         summary_tokens = estimate_text(adapter.item_text(half))
+        row = " | ".join(_cell(cells[f"now {k}"], cells.get(f"then {k}")) for k in ("alone", "half", "nothing"))  # type: ignore[arg-type]
         print(
-            f"| {fmt}{'' if result_chars is None else f', results of {result_chars} chars'} "
-            f"| {alone[0]:.2f} ({alone[1]:.2f}) | {with_half[0]:.2f} ({with_half[1]:.2f}) "
-            f"| {with_nothing[0]:.2f} ({with_nothing[1]:.2f}) "
+            f"| {fmt}{'' if result_chars is None else f', results of {result_chars} chars'} | {row} "
+            f"| {warm_half[0]:.2f} ({warm_half[1]:.2f}) / {warm_nothing[0]:.2f} ({warm_nothing[1]:.2f}) "
             f"| {r_half.tokens:,} / {r_nothing.tokens:,} (summary {summary_tokens:,}) "
             f"| {r_nothing.before.retention or 0:.2f} → {r_nothing.after.retention or 0:.2f} |"
         )

@@ -10,9 +10,10 @@ Timed, CPU time of the calling thread, the median of :data:`RUNS` runs (and the 
 (:func:`~otel_context.compaction.retention.salient_items` on the dropped items), the lookup
 (:func:`~otel_context.compaction.retention.measure_items`: those items in the new request) and the whole
 :func:`~otel_context.compaction.retention.check`; the check when the summary keeps nothing, and the
-microcompact variant on a history whose old tool results were cleared. "Before" is the module as it is on
-``main`` (``git show main:otel_context/compaction/retention.py``, loaded in this process and run on the same
-inputs and the same adapters; left out when git cannot show it), so both columns share one run's load.
+microcompact variant on a history whose old tool results were cleared. "Before" is the code as it is on
+``main`` (``git show main:...``: the check's module and the adapters' walk of a span, loaded in this process
+under names of their own and run on the same inputs: :func:`before`; left out when git cannot show it), so
+both columns share one run's load.
 Then linearity: the shape with many small messages at 1x, 2x and 4x the prefix. Target (issue 39): at most 2 ms
 for the ~1,400-message prefix ("results of 900 chars"), linear in the prefix.
 """
@@ -181,18 +182,55 @@ def _time(fn: Callable[..., Any], *args: Any) -> tuple[float, float]:
     return statistics.median(cpu) * 1000.0, min(cpu) * 1000.0
 
 
-def _before() -> types.ModuleType | None:
-    """The retention module as it is on ``main``, loaded under its own name (None when git cannot show it)."""
+def _show(path: str) -> str | None:
+    """``path`` as it is on ``main`` (None when git cannot show it)."""
     root = Path(__file__).resolve().parents[1]
-    shown = subprocess.run(
-        ["git", "show", "main:otel_context/compaction/retention.py"], cwd=root, capture_output=True, text=True
-    )
-    if shown.returncode != 0:
-        return None
-    module = types.ModuleType("retention_on_main")
-    sys.modules[module.__name__] = module  # its dataclass looks its module up there
-    exec(compile(shown.stdout, "main:otel_context/compaction/retention.py", "exec"), module.__dict__)
+    shown = subprocess.run(["git", "show", f"main:{path}"], cwd=root, capture_output=True, text=True)
+    return shown.stdout if shown.returncode == 0 else None
+
+
+def _load(name: str, path: str, source: str, **names: Any) -> types.ModuleType:
+    """``source`` (``path`` on main) run as a module of its own ``name`` (``names`` set in it first)."""
+    module = types.ModuleType(name)
+    module.__dict__.update(names)
+    sys.modules[name] = module  # its dataclasses look their module up there
+    exec(compile(source, f"main:{path}", "exec"), module.__dict__)
     return module
+
+
+#: The modules of the check and the repair, and of the walk of a span (the adapters' item_texts, with the
+#: compact_json they call), as on ``main``.
+_COMMON = "otel_context/formats/_common.py"
+_ADAPTERS = {
+    "anthropic_messages": ("otel_context/formats/anthropic_messages.py", "AnthropicMessagesAdapter"),
+    "openai_chat": ("otel_context/formats/openai_chat.py", "OpenAIChatAdapter"),
+    "openai_responses": ("otel_context/formats/openai_responses.py", "OpenAIResponsesAdapter"),
+}
+
+
+def before() -> types.SimpleNamespace | None:
+    """The check (``retention``), the repair (``repair``) and the adapters (``adapters``, by format) as they
+    are on ``main``, each loaded under its own name, the repair on main's check and the adapters on main's
+    ``_common``; None when git cannot show them. Everything else is this tree's."""
+    sources = {path: _show(path) for path in [_COMMON, *(p for p, _ in _ADAPTERS.values())]}
+    retention_source = _show("otel_context/compaction/retention.py")
+    repair_source = _show("otel_context/compaction/repair.py")
+    if retention_source is None or repair_source is None or None in sources.values():
+        return None
+    common = _load("formats_common_on_main", _COMMON, sources[_COMMON] or "")
+    adapters = {}
+    for fmt, (path, cls) in _ADAPTERS.items():
+        source = (sources[path] or "").replace("otel_context.formats._common", common.__name__)
+        adapters[fmt] = getattr(_load(f"{fmt}_on_main", path, source), cls)()
+    check = _load("retention_on_main", "otel_context/compaction/retention.py", retention_source)
+    import_line = "from otel_context.compaction import retention as retention_mod\n"
+    repairing = _load(
+        "repair_on_main",
+        "otel_context/compaction/repair.py",
+        repair_source.replace(import_line, ""),
+        retention_mod=check,
+    )
+    return types.SimpleNamespace(retention=check, repair=repairing, adapters=adapters)
 
 
 def _cell(after: tuple[float, float], before: tuple[float, float] | None) -> str:
@@ -219,8 +257,10 @@ def _case(fmt: str, tokens: int, result_chars: int | None) -> dict[str, Any]:
     }
 
 
-def _figures(module: Any, case: dict[str, Any]) -> dict[str, tuple[float, float]]:
-    adapter, body, dropped, after = case["adapter"], case["body"], case["dropped"], case["after"]
+def _figures(module: Any, case: dict[str, Any], adapter: Any = None) -> dict[str, tuple[float, float]]:
+    """The timings of ``module``'s check on ``case``, with ``adapter`` (main's) or the case's own."""
+    body, dropped, after = case["body"], case["dropped"], case["after"]
+    adapter = adapter or case["adapter"]
     found = module.salient_items(adapter, dropped)
     lookup = getattr(module, "measure_items", None) or module._measure  # main's name for it: _measure
     return {
@@ -233,11 +273,11 @@ def _figures(module: Any, case: dict[str, Any]) -> dict[str, tuple[float, float]
 
 
 def main() -> None:
-    before_module = _before()
+    main = before()
     print("## Retention check\n")
     print(
         f"One compaction of a ~{PREFIX_TOKENS:,}-token prefix: CPU ms, median of {RUNS} runs (fastest run)"
-        + (", main → this tree" if before_module is not None else "")
+        + (", main → this tree" if main is not None else "")
         + ":\n"
     )
     print(
@@ -255,11 +295,11 @@ def main() -> None:
         adapter = case["adapter"]
         result = retention.check(adapter, case["body"], case["dropped"], case["after"])
         assert result.retention is not None
-        if before_module is not None:  # the same items, lost list and figure as before
-            old = before_module.check(adapter, case["body"], case["dropped"], case["after"])
+        if main is not None:  # the same items, lost list and figure as before
+            old = main.retention.check(main.adapters[fmt], case["body"], case["dropped"], case["after"])
             assert (old.retention, old.items_checked, old.lost) == (result.retention, result.items_checked, result.lost)
         now = _figures(retention, case)
-        then = _figures(before_module, case) if before_module is not None else {}
+        then = _figures(main.retention, case, main.adapters[fmt]) if main is not None else {}
         dropped_chars = sum(len(adapter.item_text(i)) for i in case["dropped"])
         after_chars = sum(len(adapter.item_text(i)) for i in case["after"])
         cells = " | ".join(_cell(now[k], then.get(k)) for k in ("extract", "lookup", "check", "nothing", "micro"))

@@ -28,10 +28,19 @@ A user who changes a value leaves the model one current value: when a restored o
 of change ("now", "instead", "no longer", ...) shares its subject with an earlier one, the earlier is shown as
 replaced (``(replaced by a later message)``), or, when it is not in the block (kept verbatim before the summary),
 the later one says which statement it replaces.
+
+Its cost (it holds the GIL, like the check): the span is walked once for the check's extraction and for the
+candidates (:func:`.retention.walk`); every sentence of the user's is cut and ranked, an ASCII one by fast
+forms of the ranking's patterns that say the same (lower case, case-sensitive, the words grouped by first
+letter; :data:`_VALUE` one literal-led alternative at a time), a rank remembered by the sentence's text
+(:func:`_sentence_priority`); the figure after the repair is the one before plus the lost items looked up in
+the block alone (:func:`.retention.lookup_added`). What is left is ~5 µs of regex per sentence ranked, a
+full scan of the request per lost candidate, and the check's extraction (benchmarks/README.md).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -80,6 +89,13 @@ _DURABLE_WORDS = (
     r"important|later|after|once|before|when|pending|todo|to-do|still|follow[- ]up|next|not allowed|forbidden|"
     r"I want|I'd like|we want|I need|we need|no more|without|please use|use .{1,40} (?:not|instead)"
 )
+_ACTION_WORDS = (
+    r"open|run|read|show|check|rename|look|find|grep|search|list|print|give|tell|explain|try|go|ok|okay|"
+    r"thanks|thank|great|good|nice|cool|yes|no|sure|let's|lets|continue|proceed|what|where|why|how|which|who|"
+    r"can|could|would|is|are|do|does|decide|fix|add|remove|delete|move|format|rerun|retry|carry on|go on"
+)
+# The ranking's patterns, as they are defined (any text: matched ignoring case). They are the reference: an
+# ASCII sentence, nearly every one, is matched by their fast forms below, which say the same.
 _CHANGE = re.compile(rf"\b(?:{_CHANGE_WORDS})\b", re.IGNORECASE)
 #: One scan a sentence: a word of change, or else of a durable instruction (the first found decides).
 _MARKERS = re.compile(rf"\b(?:(?P<change>{_CHANGE_WORDS})|(?P<durable>{_DURABLE_WORDS}))\b", re.IGNORECASE)
@@ -88,11 +104,57 @@ _VALUE = re.compile(
     r"[\w/-]+\.[a-z]{1,5}\b|\d|\b[A-Z]{2,}[-_][A-Z0-9]+\b|`[^`]+`|\"[^\"]+\"|\b\w+_\w+\b|/\w+/|\b\w+-\w+-\w+\b"
 )
 #: Sentences that are a request for the moment (a question, or an action to do now): the chatter of a session.
-_ACTION_START = re.compile(
-    r"^(?:open|run|read|show|check|rename|look|find|grep|search|list|print|give|tell|explain|try|go|ok|okay|"
-    r"thanks|thank|great|good|nice|cool|yes|no|sure|let's|lets|continue|proceed|what|where|why|how|which|who|"
-    r"can|could|would|is|are|do|does|decide|fix|add|remove|delete|move|format|rerun|retry|carry on|go on)\b",
-    re.IGNORECASE,
+_ACTION_START = re.compile(rf"^(?:{_ACTION_WORDS})\b", re.IGNORECASE)
+
+
+def _by_first_letter(words: str) -> str:
+    """The alternation ``words`` (``a|b|...``, lower case) regrouped by first letter, in its order within each
+    letter (``now|no longer|instead`` -> ``n(?:ow|o longer)|i(?:nstead)``): at one position only the
+    alternatives of its letter can match, and they are tried in the same order, so the match is the same; the
+    engine tells a letter group from the position's character at once, where it tried each word in turn."""
+    alternatives: list[str] = []
+    depth = 0
+    start = 0
+    for index, char in enumerate(words):
+        depth += char == "("
+        depth -= char == ")"
+        if char == "|" and depth == 0:
+            alternatives.append(words[start:index])
+            start = index + 1
+    alternatives.append(words[start:])
+    groups: dict[str, list[str]] = {}
+    for alternative in alternatives:
+        groups.setdefault(alternative[0], []).append(alternative[1:])
+    return "|".join(f"{re.escape(first)}(?:{'|'.join(rests)})" for first, rests in groups.items())
+
+
+# Their fast forms, for an ASCII sentence: matched case-sensitively on the sentence in lower case. For ASCII
+# text this is what ignoring case means (the letters re.IGNORECASE also takes for an ASCII one, U+212A for
+# ``k``, U+017F for ``s``, U+0130 and U+0131 for ``i``, are not ASCII; lower case keeps every position and every
+# word boundary). With re.IGNORECASE the engine enters every word of the alternation at every word boundary;
+# with case, and the words grouped by first letter, one character test passes over a group: ~3x faster.
+_CHANGE_LOWER = re.compile(rf"\b(?:{_by_first_letter(_CHANGE_WORDS.lower())})\b")
+_MARKERS_LOWER = re.compile(
+    rf"\b(?:(?P<change>{_by_first_letter(_CHANGE_WORDS.lower())})"
+    rf"|(?P<durable>{_by_first_letter(_DURABLE_WORDS.lower())}))\b"
+)
+_ACTION_START_LOWER = re.compile(rf"^(?:{_by_first_letter(_ACTION_WORDS.lower())})\b")
+#: Whether :data:`_VALUE` matches, one alternative at a time (any of them matching is the union matching),
+#: each rewritten to be led by a literal or a character class (the engine starts a match only there), where
+#: ``[\w/-]+``, ``\b\w+`` are tried at every position and re-read the rest of each word: ``[\w/-]+\.x`` exists
+#: when the character before the dot is one of ``[\w/-]``; ``\b\w+_\w+\b`` when an underscore has a word
+#: character on each side (the underscore is one itself, so both are in its word); ``\b\w+-\w+-\w+\b`` when
+#: two hyphens with a word between them have a word character outside each.
+_VALUE_PARTS = (
+    re.compile(r"\d"),
+    re.compile(r"`[^`]+`"),
+    re.compile(r'"[^"]+"'),
+    re.compile(r"/\w+/"),
+    re.compile(r"\.(?<=[\w/-]\.)[a-z]{1,5}\b"),
+    re.compile(r"_(?<=\w_)\w"),
+    re.compile(r"-(?<=\w-)\w+-\w"),
+    # ``\b[A-Z]{2,}``: a capital that no word character precedes, then one or more.
+    re.compile(r"[A-Z](?<![\w][A-Z])[A-Z]+[-_][A-Z0-9]+\b"),
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]{3,}")
 _STOP = frozenset(
@@ -177,7 +239,9 @@ def repair_budget(settings: Settings, window: int | None, effective: int | None)
     return max(0, budget)
 
 
-@dataclass(frozen=True)
+# Made for every sentence of the user's (thousands at a compaction of a long session): not frozen, whose
+# __init__ sets each field through object.__setattr__ (~4x the cost). Nothing changes one once made.
+@dataclass(slots=True)
 class _Candidate:
     kind: str
     text: str
@@ -222,14 +286,23 @@ _DIGIT_RUN = re.compile(r"[0-9]+")
 _REPEATED_SHAPE = 3
 
 
+#: The same two tables for an ASCII line, deleted from its bytes (a byte table: no lookup a character).
+_PROSE_BYTES = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ "
+_DIGIT_BYTES = b"0123456789"
+
+
 def _is_paste_line(line: str) -> bool:
     """A line of pasted code, log or data rather than prose: indented, a fence or prompt, or mostly symbols
     (a digit counts half: ``Turn 3. Step-2.`` is prose, a timestamped log line is not)."""
     if line.startswith(("    ", "\t", "```", "$ ", ">>> ", "+", "@@")):
         return True
-    others = line.translate(_PROSE_CHARS)
-    symbols = len(others.translate(_DIGITS))
-    return symbols + (len(others) - symbols) / 2 > 0.3 * len(line) and bool(line.strip())
+    if line.isascii():  # nearly every line: the same counts, ~5x faster than str.translate's mapping
+        others_bytes = line.encode("ascii").translate(None, _PROSE_BYTES)
+        others, symbols = len(others_bytes), len(others_bytes.translate(None, _DIGIT_BYTES))
+    else:
+        others_text = line.translate(_PROSE_CHARS)
+        others, symbols = len(others_text), len(others_text.translate(_DIGITS))
+    return symbols + (others - symbols) / 2 > 0.3 * len(line) and bool(line.strip())
 
 
 def prose_and_paste(text: str) -> tuple[list[str], list[str]]:
@@ -258,23 +331,42 @@ def prose_and_paste(text: str) -> tuple[list[str], list[str]]:
 def sentences(text: str) -> list[str]:
     """The sentences of ``text`` as the retention check cuts them (``.``, ``!``, ``?`` then a space, and line
     breaks): three words or more, whole."""
-    out: list[str] = []
-    for sentence in text.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines():
-        sentence = sentence.strip()
-        if len(sentence) >= 12 and sentence.count(" ") >= 2 and len(sentence) <= MAX_SENTENCE_CHARS:
-            out.append(sentence)
-    return out
+    lines = text.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines()
+    # One comprehension over the stripped lines (the repair cuts every message of the user's at every compaction).
+    return [s for s in map(str.strip, lines) if 12 <= len(s) <= MAX_SENTENCE_CHARS and s.count(" ") >= 2]
 
 
+def _has_value(sentence: str) -> bool:
+    """Whether :data:`_VALUE` finds a value in ``sentence`` (see :data:`_VALUE_PARTS`)."""
+    return any(part.search(sentence) for part in _VALUE_PARTS)
+
+
+#: Sentences whose rank is remembered (each of MAX_SENTENCE_CHARS at most: a few MB at the very most, ~0.5 MB for
+#: sentences of a hundred characters).
+RANKED_SENTENCES_KEPT = 4096
+
+
+@functools.lru_cache(maxsize=RANKED_SENTENCES_KEPT)
 def _sentence_priority(sentence: str) -> int:
-    marker = _MARKERS.search(sentence)
+    """A sentence's rank (the scale of :func:`candidates`). Every sentence of the user's is ranked at every
+    compaction (a long session has thousands): an ASCII one is matched in lower case by the fast forms of
+    the patterns, any other by the patterns themselves; both give the same rank. A rank depends on the text
+    alone, so it is remembered by the text (not by a message's identity, which an app may mutate): the
+    user's sentences come back at every compaction after theirs (the whole conversation in transparent
+    mode, the restored lines and the verbatim messages otherwise), and the verbatim list's trim ranks them
+    just before the repair does."""
+    if sentence.isascii():  # see _MARKERS_LOWER
+        subject, markers, change, action = sentence.lower(), _MARKERS_LOWER, _CHANGE_LOWER, _ACTION_START_LOWER
+    else:
+        subject, markers, change, action = sentence, _MARKERS, _CHANGE, _ACTION_START
+    marker = markers.search(subject)
     if marker is not None:
-        if marker.group("change") is not None or _CHANGE.search(sentence, marker.end()):
+        if marker.group("change") is not None or change.search(subject, marker.end()):
             return _PRIORITY_CORRECTION
         return _PRIORITY_DURABLE
-    if sentence.endswith("?") or _ACTION_START.match(sentence):
+    if sentence.endswith("?") or action.match(subject):
         return _PRIORITY_CHATTER
-    if _VALUE.search(sentence):
+    if _has_value(sentence):
         return _PRIORITY_STATEMENT
     return _PRIORITY_CHATTER
 
@@ -306,6 +398,22 @@ def _user_texts(user_texts: Sequence[str], said: Sequence[str] | None) -> list[s
 _DECISION = re.compile(
     r"\b(?:I will|I'll|we will|we'll|I decided|we decided|decided to|going with|I chose|we chose|the plan is)\b"
 )
+#: The words of :data:`_DECISION`, one of which every match is: a text without any of them (most of the
+#: model's) is passed over by these substring tests, at memory speed, instead of the pattern tried at each of
+#: its word boundaries.
+_DECISION_HINTS = (
+    "I will",
+    "I'll",
+    "we will",
+    "we'll",
+    "I decided",
+    "we decided",
+    "decided to",
+    "going with",
+    "I chose",
+    "we chose",
+    "the plan is",
+)
 
 
 def candidates(
@@ -313,13 +421,18 @@ def candidates(
     dropped: Sequence[Item],
     said: Sequence[str] | None = None,
     extracted: Sequence[tuple[str, str]] | None = None,
+    walked: Sequence[tuple[str, bool, str]] | None = None,
 ) -> list[_Candidate]:
     """Everything the repair may restore, deduplicated, in rank order (newest first within a rank): the
     user's sentences (``said``: see :func:`_user_texts`), the error lines, paths and identifiers of the span,
-    and the assistant's stated decisions."""
+    and the assistant's stated decisions. ``extracted`` and ``walked``: the span's items (as
+    :func:`.retention.salient_items` gives them, :data:`.retention.REPAIR_CAPS`) and its texts (as
+    :func:`.retention.walk` gives them), when the caller has them: :func:`repair` walks the span once for the
+    check and for this."""
     found: dict[tuple[str, str], _Candidate] = {}
     position = 0
-    walked = adapter.item_texts(list(dropped))  # one walk of the span: the user's texts and the model's
+    if walked is None:
+        walked = retention_mod.walk(adapter, dropped)  # one walk of the span: the user's texts and the model's
     for text in _user_texts([user for _, _, user in walked if user], said):
         prose, paste = prose_and_paste(text)
         for lines, is_paste in ((prose, False), (paste, True)):
@@ -334,11 +447,12 @@ def candidates(
         semconv.RETENTION_KIND_IDENTIFIER: _PRIORITY_IDENTIFIER,
     }
     if extracted is None:
-        extracted = retention_mod.salient_items(adapter, dropped, caps=retention_mod.REPAIR_CAPS)
+        extracted = retention_mod.salient_items(adapter, dropped, caps=retention_mod.REPAIR_CAPS, walked=walked)
     for kind, text in extracted:
         if kind in ranks:
             position += 1
-            found.setdefault((kind, text), _Candidate(kind, text, position, ranks[kind]))
+            if (kind, text) not in found:
+                found[kind, text] = _Candidate(kind, text, position, ranks[kind])
     # What an earlier repair restored into our summary message, read back whole (a long span's extraction may
     # not reach every line of it): older than anything in the span, so placed before it.
     restored = [
@@ -351,7 +465,7 @@ def candidates(
         rank = ranks.get(kind, _PRIORITY_DECISION)
         found.setdefault((kind, text), _Candidate(kind, text, offset - len(restored), rank))
     for text, model_output, _ in walked:
-        if model_output and text and _DECISION.search(text):
+        if model_output and text and any(hint in text for hint in _DECISION_HINTS) and _DECISION.search(text):
             for sentence in sentences(text):
                 if _DECISION.search(sentence):
                     position += 1
@@ -469,24 +583,35 @@ def repair(
     the items after the cut) against the replaced span (``dropped``), and restore what it lost within
     ``budget`` tokens. ``said``: the user's messages up to the cut as the app sent them (see
     :func:`candidates`)."""
-    # One extraction for both: the figure's sample (CAPS) and the repair's candidates (REPAIR_CAPS) are each
-    # an evenly spaced sample of the same deduplicated items.
-    every = retention_mod.salient_items(adapter, dropped, caps=retention_mod.UNCAPPED)
+    # One walk of the span and one extraction for both: the figure's sample (CAPS) and the repair's candidates
+    # (REPAIR_CAPS) are each an evenly spaced sample of the same deduplicated items; the candidates' user
+    # sentences and decisions are read from the same walk.
+    walked = retention_mod.walk(adapter, dropped)
+    every = retention_mod.salient_items(adapter, dropped, caps=retention_mod.UNCAPPED, walked=walked)
     checked = retention_mod.sample(every, retention_mod.CAPS)
     haystack = retention_mod.request_text(adapter, body, [*head, *kept])
     before = retention_mod.lookup(checked, haystack)
     if budget <= 0:
         return Repair(before, before, budget=0, checked=tuple(checked))
     used = estimate_text(RESTORED_HEADER) + 2 * estimate_text(RESTORED_USER_LINE)
-    ranked = candidates(adapter, dropped, said, retention_mod.sample(every, retention_mod.REPAIR_CAPS))
+    ranked = candidates(adapter, dropped, said, retention_mod.sample(every, retention_mod.REPAIR_CAPS), walked)
     chosen: list[_Candidate] = []
     left_out: dict[str, int] = {}
     earlier_said = [c for c in ranked if c.kind == semconv.RETENTION_KIND_INSTRUCTION]
     restored_text = ""  # what is chosen so far: an artifact inside a restored sentence needs no line of its own
-    # Sentences the request holds whole (a verbatim message, a quoted line): a set lookup instead of a scan.
-    whole = set(sentences(haystack))
+    # The request's lines, cut where sentences are cut (a verbatim message, a quoted line): a candidate that is
+    # one of them is found by a set lookup instead of a scan of the request. Each is a part of the request, so
+    # a hit is a find; a miss (a sentence inside a line) is decided by the scan. The parts are not filtered
+    # into sentences (sentences()): a Python step for each of the request's thousands of lines.
+    whole = set(haystack.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines())
+    # The checked items the lookup above already looked for (a plain substring test: all but numbers, which
+    # are no candidates): a candidate of the same text is not scanned for again.
+    lost = set(before.lost)
+    known = {item[1]: item not in lost for item in checked if item[0] != semconv.RETENTION_KIND_NUMBER}
     for candidate in ranked[:MAX_CANDIDATES]:
-        found = candidate.text in whole or candidate.text in haystack
+        found = known.get(candidate.text)
+        if found is None:
+            found = candidate.text in whole or candidate.text in haystack
         if found and not retention_mod.stands_alone(candidate.kind, candidate.text):
             found = False  # an error line known by its context: only the block carries it to the next check
         if found and not _restates_a_change(candidate, earlier_said, haystack):
@@ -512,7 +637,7 @@ def repair(
         restored[candidate.kind] = restored.get(candidate.kind, 0) + 1
     return Repair(
         before,
-        retention_mod.lookup(checked, haystack + "\n" + text),
+        retention_mod.lookup_added(checked, before, haystack, text),  # = lookup(checked, haystack + "\n" + text)
         text=text,
         tokens=estimate_text(text),
         budget=budget,

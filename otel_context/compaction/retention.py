@@ -34,16 +34,19 @@ check costs about the same on any history.
 Why this shape (fast and stable): every extractor is anchored on a literal (``.py``, ``rror``, ``ailed``,
 ``Traceback``, a backtick), which Python's ``re`` finds at memory-scan speed, instead of a pattern that
 starts with a character class and is tried at every position (an alternation of literals is such a pattern:
-each literal has a scan of its own); the dropped span is walked once (the adapter's ``item_texts``) and each
-distinct match is worked on once; a literal-led scan reads at most a few matches in each of 32 parts of the
-text (:data:`HITS_PER_WINDOW`, :data:`PATH_HITS_PER_WINDOW`: paths are named densely), reading a little past
-each part's end so that a match across the cut is whole; the new request is joined into one text once, and
-each item is a plain substring test of it.
+each literal has a scan of its own); the dropped span is walked once (the adapter's ``item_texts``,
+:func:`walk`; the repair hands the same walk to its candidates) and each distinct match is worked on once; a
+literal-led scan reads at most a few matches in each of 32 parts of the text (:data:`HITS_PER_WINDOW`,
+:data:`PATH_HITS_PER_WINDOW`: paths are named densely), reading a little past each part's end so that a match
+across the cut is whole; the new request is joined into one text once, and each item is a plain substring
+test of it. What is left (see benchmarks/README.md) is one regex scan per extractor over the span's text and a
+Python step per distinct match, and the walk's step per item: linear in the span.
 
 An item found verbatim counts as kept (a paraphrase does not: the summarizer is asked to keep paths, errors
 and the user's messages verbatim). Our own wrappers (the summary message's header and footer) give no item.
 Extraction and lookup are apart (:func:`salient_items`, then :func:`measure_items` or :func:`lookup`), so
-that a caller extracts once and measures several requests: a summary before its repair and after.
+that a caller extracts once and measures several requests: a summary before its repair and after (the
+figure after it from the one before, :func:`lookup_added`: only the lost items, in the added block alone).
 
 Microcompact: the tool results it cleared or cut are dropped content too; their items (paths and error
 lines) are checked against the new request the same way (``cut_index`` is 0: nothing was replaced by a
@@ -74,12 +77,14 @@ __all__ = [
     "check",
     "check_microcompact",
     "lookup",
+    "lookup_added",
     "measure",
     "measure_items",
     "request_text",
     "salient_items",
     "sample",
     "stands_alone",
+    "walk",
 ]
 
 Item = Mapping[str, Any]
@@ -340,13 +345,25 @@ def _sentences(text: str, found: dict[str, None]) -> None:
 _SUMMARY_START = re.compile(r"\s*" + re.escape(SUMMARY_MESSAGE_HEADER))
 
 
-def _texts(adapter: WireFormatAdapter, dropped: Iterable[Item]) -> tuple[list[str], list[str], list[str]]:
+#: Each item's ``(text, is_model_output, user text)``, as the adapter's ``item_texts`` gives them.
+Walked = Sequence[tuple[str, bool, str]]
+
+
+def walk(adapter: WireFormatAdapter, dropped: Iterable[Item]) -> list[tuple[str, bool, str]]:
+    """The texts of ``dropped``'s items (one walk of them, the adapter's ``item_texts``): for a caller that
+    reads them more than once (the repair: the extraction, the user's sentences, the model's decisions)."""
+    return adapter.item_texts(list(dropped))
+
+
+def _texts(
+    adapter: WireFormatAdapter, dropped: Iterable[Item], walked: Walked | None = None
+) -> tuple[list[str], list[str], list[str]]:
     """The dropped span's text as (everything, what the user and the model wrote, the user's own words), in
     the order of the span."""
     everything: list[str] = []
     written: list[str] = []
     said: list[str] = []
-    for text, model_output, user in adapter.item_texts(list(dropped)):  # one walk of the items
+    for text, model_output, user in walk(adapter, dropped) if walked is None else walked:  # one walk of the items
         if not text:
             continue
         everything.append(text)
@@ -367,11 +384,12 @@ def salient_items(
     *,
     tool_texts: Iterable[str] = (),
     caps: Mapping[str, int] = CAPS,
+    walked: Walked | None = None,
 ) -> list[tuple[str, str]]:
     """The salient items of ``dropped`` (and of ``tool_texts``, tool results' former contents), as
     ``(kind, text)``: deduplicated, capped per kind (``caps``, :data:`CAPS` by default), in kind order then
-    oldest first."""
-    everything, written, said = _texts(adapter, dropped)
+    oldest first. ``walked``: ``dropped``'s texts when the caller has them (:func:`walk`)."""
+    everything, written, said = _texts(adapter, dropped, walked)
     everything.extend(tool_texts)
     # One join per reading: the extractors scan long texts once instead of many short ones (a sentence never
     # spans two messages: the split also cuts at line breaks).
@@ -417,6 +435,27 @@ def lookup(items: Sequence[tuple[str, str]], text: str) -> Retention:
     number = semconv.RETENTION_KIND_NUMBER
     lost = tuple(item for item in items if not (_number_kept(item[1], text) if item[0] == number else item[1] in text))
     return Retention((len(items) - len(lost)) / len(items), len(items), lost)
+
+
+def lookup_added(items: Sequence[tuple[str, str]], result: Retention, text: str, added: str) -> Retention:
+    """What :func:`lookup` gives for ``items`` in ``text + "\\n" + added``, from ``result``, what it gave in
+    ``text`` (a request, then the block a repair adds to it): an item found stays found, and a lost one
+    without a line break (every item the extractors give) is found in the joined text only if it is in
+    ``added`` (an occurrence cannot cross the line break between them), so only the lost ones are looked
+    up, in ``added`` alone, instead of every item in the whole request again."""
+    if not items or not result.lost:
+        return result
+    joined: str | None = None
+    number = semconv.RETENTION_KIND_NUMBER
+    lost: list[tuple[str, str]] = []
+    for item in result.lost:
+        haystack = added
+        if "\n" in item[1]:  # could cross the line break: the joined text itself
+            joined = text + "\n" + added if joined is None else joined
+            haystack = joined
+        if not (_number_kept(item[1], haystack) if item[0] == number else item[1] in haystack):
+            lost.append(item)
+    return Retention((len(items) - len(lost)) / len(items), len(items), tuple(lost))
 
 
 def measure_items(

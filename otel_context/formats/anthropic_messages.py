@@ -457,12 +457,17 @@ class AnthropicMessagesAdapter:
                     texts: list[str] = []
                     said: list[str] = []
                     for block in content:
-                        if not isinstance(block, Mapping):
+                        if type(block) is not dict and not isinstance(block, Mapping):  # a dict: no ABC check
                             continue
-                        if block.get("type") == "text":
+                        kind = block.get("type")
+                        if kind == "text":
                             text = str(block.get("text", ""))
                             if text:
                                 said.append(text)
+                        elif kind == "tool_result" and type(block.get("content")) is str:  # _block_text's own
+                            text = block["content"]
+                        elif kind == "tool_use":  # as _block_text writes a call
+                            text = f"{block.get('name', '')} {compact_json(block.get('input', {}))}"
                         else:
                             text = _block_text(block)
                         if text:

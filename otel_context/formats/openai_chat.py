@@ -335,7 +335,21 @@ class OpenAIChatAdapter:
                 content = item.get("content")
                 text = content if type(content) is str else _content_text(content)
                 if role == "assistant" and "tool_calls" in item:
-                    text = join_text([text, *map(_call_text, _calls(item))])
+                    calls = item["tool_calls"]
+                    if type(calls) is list:  # _calls and _call_text, without an ABC check a call
+                        parts = [text]
+                        for call in calls:
+                            function = call.get("function") if type(call) is dict else None
+                            args = (
+                                function.get("arguments", function.get("input", "")) if type(function) is dict else None
+                            )
+                            if type(function) is dict and type(args) is str:
+                                parts.append(f"{function.get('name', '')} {args}")
+                            elif isinstance(call, Mapping):
+                                parts.append(_call_text(call))
+                        text = join_text(parts)
+                    else:
+                        text = join_text([text, *map(_call_text, _calls(item))])
                 out.append((text, role == "assistant", text if role == "user" else ""))
                 continue
             out.append((self.item_text(item), self.is_model_output(item), "\n".join(self.user_text_items((item,)))))

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from otel_context import Compactor, semconv
 from otel_context.compaction import repair as repair_mod
 from otel_context.compaction.prompt import RESTORED_HEADER, SUMMARY_MESSAGE_HEADER, SUPERSEDED_MARK, restored_user_lines
@@ -317,3 +321,206 @@ def test_an_error_line_known_by_where_it_stood_is_restored_even_when_the_summary
     )
     fixed = repair_mod.repair(adapter, {"messages": []}, _tool_span(output), [kept_both], [], 500)
     assert restored_artifact_lines(fixed.text) == ["decimal.InvalidOperation: [<class 'decimal.DivisionUndefined'>]"]
+
+
+# -- the repair's output pinned, in every wire format (its speed-up changed no candidate, rank or block) --
+
+SESSION_SAID = [
+    "Build the invoice service in src/billing/invoice.py. It must stay on the standard library.",
+    "Open src/billing/tax.py and check it.",
+    "Where is `round_cents` used?",
+    "The failing account is ACCT-88213 in the ledger; it is 250 ms slow.",
+    "Here is the log:\n"
+    + "\n".join(f"2026-12-01 10:00:0{i} ERROR retry {i + 1}" for i in range(3)),  # a paste: rows of one shape
+    "Actually, the port is now 8443 instead of 8080. Never log card numbers!",
+    "Ünïcode sentence: keep the café menu as it is.",  # not ASCII: ranked by the reference patterns
+]
+SESSION_RESULT = "\n".join(
+    [
+        "E   ValueError: invoice total must be positive (got -3)",
+        "FAILED tests/test_invoice.py::test_total - ValueError: invoice total must be positive (got -3)",
+        "src/billing/invoice.py:42: in total",
+    ]
+)
+SESSION_ANSWER = "I read `src/billing/invoice.py`: `total` rejects negatives. I will store the cents as integers."
+FORMATS = ["anthropic_messages", "openai_chat", "openai_responses"]
+
+
+def _session(fmt: str) -> list[dict[str, Any]]:
+    """A turn a message of SESSION_SAID: the user's message, the model's answer and tool call, the result."""
+    items: list[dict[str, Any]] = []
+    for turn, said in enumerate(SESSION_SAID):
+        call = f"call_{turn}"
+        if fmt == "anthropic_messages":
+            items += [
+                {"role": "user", "content": [{"type": "text", "text": said}]},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": SESSION_ANSWER},
+                        {"type": "tool_use", "id": call, "name": "bash", "input": {"cmd": "pytest"}},
+                    ],
+                },
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": SESSION_RESULT}]},
+            ]
+        elif fmt == "openai_chat":
+            items += [
+                {"role": "user", "content": said},
+                {
+                    "role": "assistant",
+                    "content": SESSION_ANSWER,
+                    "tool_calls": [
+                        {"id": call, "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "pytest"}'}}
+                    ],
+                },
+                {"role": "tool", "tool_call_id": call, "content": SESSION_RESULT},
+            ]
+        else:
+            items += [
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": said}]},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": SESSION_ANSWER}]},
+                {"type": "function_call", "call_id": call, "name": "bash", "arguments": '{"cmd": "pytest"}'},
+                {"type": "function_call_output", "call_id": call, "output": SESSION_RESULT},
+            ]
+    return items
+
+
+RANKED = [
+    ("instruction", "Actually, the port is now 8443 instead of 8080.", 0),
+    ("instruction", "Ünïcode sentence: keep the café menu as it is.", 1),
+    ("instruction", "Never log card numbers!", 1),
+    ("instruction", "It must stay on the standard library.", 1),
+    ("instruction", "The failing account is ACCT-88213 in the ledger; it is 250 ms slow.", 2),
+    ("instruction", "Build the invoice service in src/billing/invoice.py.", 2),
+    ("error", "ERROR retry 3", 3),
+    ("error", "ERROR retry 2", 3),
+    ("error", "ERROR retry 1", 3),
+    ("error", "FAILED tests/test_invoice.py::test_total - ValueError: invoice total must be positive (got -3)", 3),
+    ("error", "ValueError: invoice total must be positive (got -3)", 3),
+    ("path", "src/billing/tax.py", 4),
+    ("path", "tests/test_invoice.py", 4),
+    ("path", "src/billing/invoice.py", 4),
+    ("identifier", "round_cents", 5),
+    ("identifier", "total", 5),
+    ("identifier", "src/billing/invoice.py", 5),
+    ("decision", "I will store the cents as integers.", 6),
+    ("instruction", "Here is the log:", 7),
+    ("instruction", "Where is `round_cents` used?", 7),
+    ("instruction", "Open src/billing/tax.py and check it.", 7),
+    ("instruction", "2026-12-01 10:00:02 ERROR retry 3", 8),
+    ("instruction", "2026-12-01 10:00:01 ERROR retry 2", 8),
+    ("instruction", "2026-12-01 10:00:00 ERROR retry 1", 8),
+]
+USER_LINES = [
+    "- Build the invoice service in src/billing/invoice.py.",
+    "- It must stay on the standard library.",
+    "- Open src/billing/tax.py and check it.",
+    "- Where is `round_cents` used?",
+    "- The failing account is ACCT-88213 in the ledger; it is 250 ms slow.",
+    "- Here is the log:",
+    "- 2026-12-01 10:00:00 ERROR retry 1",
+    "- 2026-12-01 10:00:01 ERROR retry 2",
+    "- 2026-12-01 10:00:02 ERROR retry 3",
+    "- Actually, the port is now 8443 instead of 8080.",
+    "- Never log card numbers!",
+    "- Ünïcode sentence: keep the café menu as it is.",
+]
+WORK_LINES = [  # artifacts as found (no label: ``error:`` would be an error word of its own), decisions labelled
+    "- FAILED tests/test_invoice.py::test_total - ValueError: invoice total must be positive (got -3)",
+    "- ERROR retry 1",
+    "- ERROR retry 2",
+    "- ERROR retry 3",
+    "- src/billing/tax.py",
+    "- `round_cents`",
+    "- decision: I will store the cents as integers.",
+]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_candidates_their_ranks_and_the_block_are_pinned_in_every_format(fmt: str) -> None:
+    """What main gave before the repair was made faster (the shared walk, the ranking's fast patterns), item
+    for item. (The error lines and paths are the extractors': a change of their patterns updates this pin.)"""
+    from otel_context.compaction import retention
+    from otel_context.compaction.prompt import RESTORED_ARTIFACTS_LINE, RESTORED_USER_LINE, summary_message_text
+    from otel_context.formats import for_format
+
+    adapter = for_format(fmt)
+    dropped = _session(fmt)
+    assert [(c.kind, c.text, c.priority) for c in repair_mod.candidates(adapter, dropped)] == RANKED
+    # With the walk and the items handed in (as repair() does): the same list.
+    walked = retention.walk(adapter, dropped)
+    extracted = retention.salient_items(adapter, dropped, caps=retention.REPAIR_CAPS)
+    assert repair_mod.candidates(adapter, dropped, None, extracted, walked) == repair_mod.candidates(adapter, dropped)
+    summary = adapter.make_user_item(summary_message_text("We worked on the invoices."))
+    kept = [adapter.make_user_item("Go on with the tax module.")]
+    body = adapter.with_items({"model": "m", "max_tokens": 10}, [summary, *kept])
+    roomy = repair_mod.repair(adapter, body, dropped, [summary], kept, 10_000)
+    assert roomy.text == "\n".join(
+        [RESTORED_HEADER, RESTORED_USER_LINE, *USER_LINES, RESTORED_ARTIFACTS_LINE, *WORK_LINES]
+    )
+    assert (roomy.before.retention, roomy.after.retention, roomy.tokens) == (0.0, 1.0, 278)
+    assert roomy.restored == {"instruction": 12, "error": 4, "path": 1, "identifier": 1, "decision": 1}
+    assert roomy.left_out == {}
+    tight = repair_mod.repair(adapter, body, dropped, [summary], kept, 120)
+    assert tight.text == "\n".join([RESTORED_HEADER, RESTORED_USER_LINE, *[USER_LINES[i] for i in (0, 1, 9, 10, 11)]])
+    assert (tight.before.retention, tight.after.retention, tight.tokens) == (0.0, 0.2916666666666667, 107)
+    assert tight.restored == {"instruction": 5}
+    assert tight.left_out == {"instruction": 7, "error": 5, "path": 2, "identifier": 2, "decision": 1}
+
+
+# -- the ranking's fast forms say what its patterns say (repair._MARKERS, _CHANGE, _ACTION_START, _VALUE) --
+
+
+def _rank_by_the_patterns(sentence: str) -> int:
+    """_sentence_priority as the patterns define it (ignoring case, any text): the reference."""
+    marker = repair_mod._MARKERS.search(sentence)
+    if marker is not None:
+        if marker.group("change") is not None or repair_mod._CHANGE.search(sentence, marker.end()):
+            return repair_mod._PRIORITY_CORRECTION
+        return repair_mod._PRIORITY_DURABLE
+    if sentence.endswith("?") or repair_mod._ACTION_START.match(sentence):
+        return repair_mod._PRIORITY_CHATTER
+    if repair_mod._VALUE.search(sentence):
+        return repair_mod._PRIORITY_STATEMENT
+    return repair_mod._PRIORITY_CHATTER
+
+
+_WORDS = [
+    *(w for w in "|".join([repair_mod._CHANGE_WORDS, repair_mod._DURABLE_WORDS, repair_mod._ACTION_WORDS]).split("|")),
+    "use black not",
+    "use ruff instead",
+    "follow-up",
+    "follow up",
+    "preferred",
+    "required",
+    "to-do",
+    "I'll",
+]
+_PIECES = st.sampled_from(_WORDS).flatmap(
+    lambda w: st.sampled_from([w, w.upper(), w.title(), w.capitalize(), w.lower()])
+) | st.text(alphabet="aAnNoOwWiIsSkK _-./`\"'?!019é\u0130\u0131\u212a\u017f\u0663", max_size=6)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_PIECES, max_size=9), st.sampled_from([" ", "", "-", "_", " x ", ". "]))
+def test_the_fast_ranking_ranks_as_the_patterns_do(pieces: list[str], glue: str) -> None:
+    sentence = glue.join(pieces)
+    assert repair_mod._sentence_priority(sentence) == _rank_by_the_patterns(sentence)
+    assert repair_mod._has_value(sentence) == bool(repair_mod._VALUE.search(sentence))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet='aZbQ_-./`"/ 09é\u0663AB:', max_size=16))
+def test_a_value_is_found_as_the_pattern_finds_it(text: str) -> None:
+    assert repair_mod._has_value(text) == bool(repair_mod._VALUE.search(text))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet="aZ 09.,;:-_()[]{}#=é\t", max_size=40))
+def test_a_paste_line_is_told_as_by_the_character_tables(line: str) -> None:
+    if line.startswith(("    ", "\t", "```", "$ ", ">>> ", "+", "@@")):
+        return
+    others = line.translate(repair_mod._PROSE_CHARS)
+    symbols = len(others.translate(repair_mod._DIGITS))
+    expected = symbols + (len(others) - symbols) / 2 > 0.3 * len(line) and bool(line.strip())
+    assert repair_mod._is_paste_line(line) == expected

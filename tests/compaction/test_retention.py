@@ -521,3 +521,24 @@ def test_a_match_across_the_cut_between_two_parts_is_read() -> None:
     for shift in range(0, 40, 3):
         text = "x" * (retention.WINDOWS * 300 - shift) + "\n" + line + "\n" + "y" * 20_000
         assert line in _errors(text), shift
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([semconv.RETENTION_KIND_PATH, semconv.RETENTION_KIND_NUMBER]),
+            st.sampled_from(["a.py", "b c", "250 ms", "250ms", "x\ny", "y\n", "\na", "3 s", "q"]),
+        ),
+        max_size=8,
+    ),
+    st.text(alphabet="ab.py cqxy250ms3\n", max_size=30),
+    st.text(alphabet="ab.py cqxy250ms3\n", max_size=30),
+)
+def test_the_lookup_of_an_added_block_is_the_lookup_of_the_joined_text(
+    items: list[tuple[str, str]], text: str, added: str
+) -> None:
+    """The repair's second lookup (the request, then its block) looks for the lost items in the block alone:
+    the same result as the whole lookup, items with a line break (which could cross the join) included."""
+    before = retention.lookup(items, text)
+    assert retention.lookup_added(items, before, text, added) == retention.lookup(items, text + "\n" + added)

@@ -26,6 +26,16 @@ RARE: dict[str, list[Any]] = {
         MappingProxyType({"role": "user", "content": "a proxy"}),
         {"content": "no role"},
         42,
+        # The blocks item_texts reads itself (a tool call, a result of one text) and their other forms.
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": "a"}]}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": None}]},
+        {"role": "user", "content": [MappingProxyType({"type": "tool_result", "tool_use_id": "t", "content": "p"})]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "input": {"k": "v", "n": 1}}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "n"}]},
+        {"role": "assistant", "content": [{"type": "server_tool_use", "id": "t", "name": "web", "input": {"q": "x"}}]},
     ],
     "openai_chat": [
         {"role": "assistant", "content": None, "refusal": "I cannot."},
@@ -38,6 +48,27 @@ RARE: dict[str, list[Any]] = {
         {"role": "user", "content": [{"type": "text", "text": "part"}, {"type": "image_url", "image_url": {}}]},
         {"role": "user", "content": "", "tool_calls": [{"id": "c"}]},
         MappingProxyType({"role": "user", "content": "a proxy"}),
+        # The calls item_texts reads itself (a function with string arguments) and their other forms.
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}},
+                {"id": "b", "type": "function", "function": {"name": "g", "arguments": {"x": 1}}},
+                {"id": "c", "type": "function", "function": {"name": "h"}},
+                {"id": "d", "type": "function", "function": {"input": "raw"}},
+                {"id": "e", "type": "function", "function": "not a mapping"},
+                MappingProxyType({"id": "f", "function": {"name": "p", "arguments": "{}"}}),
+                "junk",
+                {"id": "g"},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": "tuple",
+            "tool_calls": ({"id": "a", "function": {"name": "f", "arguments": "{}"}},),
+        },
+        {"role": "assistant", "content": "none", "tool_calls": None},
         "junk",
     ],
     "openai_responses": [
