@@ -228,12 +228,19 @@ _PRIORITY_PASTE = 8
 DECISION_KIND = "decision"
 
 
+#: The smallest repair block worth its place (a handful of the user's sentences and the work's lines): the
+#: scaled budget is not taken below it, where an eighth of the effective window has room for it (below a
+#: 12,000-token window the scaled budget would hold the user's facts and crowd out the artifacts).
+MIN_REPAIR_TOKENS = 600
+
+
 def repair_budget(settings: Settings, window: int | None, effective: int | None) -> int:
     """Tokens the repair may add to a summary message: ``repair_budget`` (10,000 at a 200K window), scaled
-    below it like the other buffers, and at most an eighth of the effective window (the summary, the user's
-    verbatim messages and the kept turns need the rest)."""
+    below it like the other buffers but not below :data:`MIN_REPAIR_TOKENS` (nor above the setting: 0 turns
+    the repair off), and at most an eighth of the effective window (the summary, the user's verbatim messages
+    and the kept turns need the rest)."""
     scale = 1.0 if window is None or window >= budget_mod.REFERENCE_WINDOW else window / budget_mod.REFERENCE_WINDOW
-    budget = int(settings.repair_budget * scale)
+    budget = max(int(settings.repair_budget * scale), min(MIN_REPAIR_TOKENS, settings.repair_budget))
     if effective is not None:
         budget = min(budget, effective // 8)
     return max(0, budget)

@@ -105,12 +105,23 @@ def test_the_budget_goes_to_the_users_instructions_first_and_the_span_says_what_
     summary = _summary_message(result.messages)
     assert RULE in summary  # a constraint ("never", "must") outranks the chatter and the artifacts
     attrs = attrs_of(otel.compact_spans()[0])
-    assert (
-        attrs[semconv.COMPACTION_REPAIR_TOKENS] <= attrs[semconv.COMPACTION_REPAIR_BUDGET] <= 1_000 * 30_000 // 200_000
-    )
+    # 1,000 scaled to the window is 150, under the smallest useful block: the budget is that block's.
+    assert attrs[semconv.COMPACTION_REPAIR_BUDGET] == repair_mod.MIN_REPAIR_TOKENS
+    assert attrs[semconv.COMPACTION_REPAIR_TOKENS] <= attrs[semconv.COMPACTION_REPAIR_BUDGET]
     assert attrs[semconv.COMPACTION_REPAIR_LEFT_OUT] > 0
     left = sum(v for k, v in attrs.items() if k.startswith(semconv.COMPACTION_REPAIR_LEFT_OUT_PREFIX))
     assert left == attrs[semconv.COMPACTION_REPAIR_LEFT_OUT]
+
+
+def test_the_budget_scales_with_the_window_down_to_the_smallest_useful_block() -> None:
+    budget = repair_mod.repair_budget
+    assert budget(Settings(), 200_000, 190_000) == 10_000
+    assert budget(Settings(), 30_000, 28_000) == 1_500
+    assert budget(Settings(), 12_000, 11_000) == 600
+    assert budget(Settings(), 6_000, 5_000) == 600  # scaled 300: the floor, an eighth of 5,000 has room for it
+    assert budget(Settings(), 3_000, 2_400) == 300  # an eighth of the effective window caps the floor
+    assert budget(Settings(repair_budget=200), 6_000, 5_000) == 200  # never above the setting
+    assert budget(Settings(repair_budget=0), 6_000, 5_000) == 0  # 0 turns the repair off
 
 
 def test_a_budget_of_zero_only_measures(otel: Otel) -> None:

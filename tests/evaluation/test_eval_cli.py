@@ -103,13 +103,6 @@ def test_the_gate_passes_with_every_fact_blind_summarizer(
     assert payload["failures"] == [] and payload["passed"] and proc.returncode == 0, proc.stderr[-3000:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 39: the tool-result artifacts reach 100 % at the default window (12,000); at this gate's "
-    "6,000-token window the repair budget is 300 tokens, and in billing's last compactions (start, sample "
-    "summarizers) it holds the user's five facts and two of the three artifacts (11/13): remove this mark when "
-    "it holds the third",
-)
 def test_the_tool_result_artifacts_reach_90_percent_with_every_fact_blind_summarizer(
     gate: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
 ) -> None:
