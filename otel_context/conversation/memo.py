@@ -94,6 +94,32 @@ class MemoEntry:
     #: The scope of the call it was made for (system prompt, tools, model): it applies to that scope only.
     scope: str = ""
 
+    @classmethod
+    def of_compaction(
+        cls,
+        history: Sequence[Item],
+        base: MemoEntry | None,
+        sent: Sequence[Item],
+        result: Sequence[Item],
+        cut: int,
+        head: Sequence[Item],
+        summary: str,
+        summary_head: int,
+        scope: str,
+    ) -> MemoEntry | None:
+        """The entry a compaction makes, or None when it makes none. ``sent``: what the call sent (the app's
+        ``history`` with ``base`` applied, None: as it is); the compaction replaced ``sent[:cut]`` by ``head``
+        and ``result`` is what it sends. None when the cut falls inside ``base``'s replacement, or the result
+        is not ``head`` and the kept items unchanged (a pairing repair touched them): the memo would send
+        other items than the compaction's on the following calls. The one constructor of the entries a
+        compaction makes, whether adopted by its own call or prepared in the background."""
+        min_index = len(base.replacement) if base is not None else 0
+        if cut < min_index or list(result) != [*head, *sent[cut:]]:
+            return None
+        original_cut = base.to_original_index(cut) if base is not None else cut
+        prefix = items_hash(history[:original_cut])
+        return cls(original_cut, prefix, tuple(head), summary, summary_head=summary_head, scope=scope)
+
     @cached_property
     def address(self) -> str:
         """The entry's content address (scope and replaced items): its identity, here and in a shared store."""

@@ -84,6 +84,4 @@ def _summary(span: Span, call: CallState) -> Generator[SummaryRequest, SummaryRe
 def _adopt(call: CallState, out: cascade.CompactionOutcome) -> None:
     """Send an automatic compaction's result; the estimate (which the summary step is gated on) is now its size."""
     if call.adopt(out):
-        call.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
-        call.estimated_tokens = out.output_tokens
-        call.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = call.estimated_tokens
+        call.compacted(out.output_tokens)

@@ -69,7 +69,7 @@ from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.summary import CompactionError, choose_cut, deepen_cut, rehydrate_most
 from otel_context.conversation import STORE, ConversationState
-from otel_context.conversation.memo import MemoEntry, items_hash, scope_of
+from otel_context.conversation.memo import MemoEntry, scope_of
 from otel_context.conversation.shared import Published
 from otel_context.conversation.state_store import Lease
 from otel_context.engine.call import CallState, ConversationSync
@@ -404,7 +404,7 @@ def _run(prepared: Prepared, call: CallState) -> Generator[SummaryRequest | Stor
         prepared.out = out
         if out.outcome == semconv.OUTCOME_SUCCESS and out.items is not None and out.open_span is not None:
             _learn(_summary_model(call), out.duration_ms / 1000.0)
-            entry = _entry(prepared, call, out)
+            entry = _entry(prepared, out)
             with _lock:
                 discarded = prepared.discarded
                 prepared.entry = entry
@@ -447,34 +447,29 @@ def _publish(prepared: Prepared, call: CallState, entry: MemoEntry, compact_span
         known.ready_len = max(known.ready_len, entry.prefix_len)
 
 
-def _entry(prepared: Prepared, call: CallState, out: cascade.CompactionOutcome) -> MemoEntry | None:
-    """The memo entry a successful summary makes (as :meth:`CallState.adopt` would); None: unusable."""
-    base = prepared.base
-    min_index = len(base.replacement) if base is not None else 0
-    if out.cut < min_index or list(out.items or ()) != [*out.head, *prepared.job.items[out.cut :]]:
-        return None  # the pairing repair touched the kept part: leave it to an inline compaction
-    original_cut = base.to_original_index(out.cut) if base is not None else out.cut
-    items, job = prepared.items, prepared.job
+def _entry(prepared: Prepared, out: cascade.CompactionOutcome) -> MemoEntry | None:
+    """The memo entry a successful summary makes (see :meth:`MemoEntry.of_compaction`); None: unusable (the
+    pairing repair touched the kept part: left to an inline compaction)."""
+    job = prepared.job
     scope = scope_of(job.adapter.system_text(job.body), job.body.get("tools"), job.model)
-    head = tuple(out.head)
-    return MemoEntry(
-        original_cut, items_hash(items[:original_cut]), head, out.summary, summary_head=out.summary_head, scope=scope
+    return MemoEntry.of_compaction(
+        prepared.items,
+        prepared.base,
+        job.items,
+        out.items or (),
+        out.cut,
+        out.head,
+        out.summary,
+        out.summary_head,
+        scope,
     )
 
 
 def _covers(prepared: Prepared, call: CallState) -> bool:
-    """Whether the ready summary applies to this call: same content up to its cut (compared by value, as
-    strong as the memo's hash), and no newer compaction already covers as much."""
+    """Whether the ready summary applies to this call (see :meth:`CallState.covers`: compared by value with
+    the items it was made from)."""
     entry = prepared.entry
-    if entry is None:
-        return False
-    n = entry.prefix_len
-    items = call.items
-    if len(items) < n or (call.entry is not None and call.entry.prefix_len >= n) or entry.scope != call.scope:
-        return False
-    head = items[:n] if type(items) is list else list(items[:n])
-    started = prepared.items[:n] if type(prepared.items) is list else list(prepared.items[:n])
-    return head == started
+    return entry is not None and call.covers(entry, prepared.items)
 
 
 def at_threshold(span: Span, call: CallState, budget: Budget) -> Generator[Step, Any, bool]:
@@ -616,7 +611,7 @@ def _applied(
 def _fits(call: CallState, entry: MemoEntry) -> list[Item] | None:
     """What this call sends with ``entry`` applied; None when the pairing would need a repair (then it is
     not the byte-identical apply the memo promises)."""
-    sent = [*entry.replacement, *call.items[entry.prefix_len :]]
+    sent = entry.apply(call.items)
     try:
         return sent if cascade.checked(call.adapter, sent) == sent else None
     except CompactionError:
@@ -628,15 +623,10 @@ def _use(call: CallState, entry: MemoEntry, sent: list[Item] | None = None) -> b
     sent = sent if sent is not None else _fits(call, entry)
     if sent is None:
         return False
-    adapter, state = call.adapter, call.state
+    adapter = call.adapter
     saved = estimate_items(adapter, call.sent_items) - estimate_items(adapter, sent)
-    state.memo.remember(entry)
-    call.entry = entry
-    call.sent_items = sent
-    call.body = adapter.with_items(call.request.body, sent)
-    call.estimated_tokens = max(0, call.estimated_tokens - int(saved * state.estimate_factor))
-    call.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = call.estimated_tokens
-    call.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
+    call.send(entry, sent, remember=True)
+    call.compacted(max(0, call.estimated_tokens - int(saved * call.state.estimate_factor)))
     return True
 
 

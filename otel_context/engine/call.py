@@ -302,8 +302,47 @@ class CallState(CallPlan):
             anchor_end=min(self.entry.summary_head, len(self.entry.replacement)) if self.entry is not None else 0,
         )
 
+    def send(self, entry: MemoEntry | None, sent: Sequence[Item] | None = None, *, remember: bool = False) -> None:
+        """Send ``entry`` on this call: the app's items with its head in place of the prefix it replaced, or
+        ``sent`` when the caller has them already (a compaction's result). ``remember``: a new entry, kept in
+        the conversation's memo so that the following calls send it byte-identically.
+
+        The one place a call's sent items change, whatever the entry's origin: the memo's reuse (the plan), a
+        compaction this call adopts (:meth:`adopt`), a summary prepared in the background by this worker or
+        published by another, a summary another worker stored at the threshold. The estimate is the caller's
+        (:meth:`compacted`): each path knows it differently (the compaction's size, the saving, a recount)."""
+        if remember and entry is not None:
+            self.state.memo.remember(entry)
+        self.entry = entry
+        if sent is None:
+            sent = entry.apply(self.items) if entry is not None else self.items
+        self.sent_items = sent
+        self.body = self.adapter.with_items(self.request.body, sent)
+
+    def compacted(self, estimated: int) -> None:
+        """The call sends a compacted history now, whose estimate is ``estimated``: on the span's attributes."""
+        self.estimated_tokens = estimated
+        self.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = estimated
+        self.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
+
+    def covers(self, entry: MemoEntry, started: Sequence[Item] | None = None) -> bool:
+        """Whether a summary prepared for this conversation (``entry``: this worker's, or one another worker
+        published) applies to this call: made for its scope, of a longer prefix than the one it sends, and that
+        prefix is this call's. Compared by value with ``started``, the items the summary was made from, when
+        this worker kept them (as strong as the memo's hash, and no hashing); by content hash otherwise (all
+        another worker's summary brings)."""
+        n, items = entry.prefix_len, self.items
+        if n > len(items) or (self.entry is not None and self.entry.prefix_len >= n) or entry.scope != self.scope:
+            return False
+        if started is None:
+            return items_hash(items[:n]) == entry.prefix_hash
+        head = items[:n] if type(items) is list else list(items[:n])
+        kept = started[:n] if type(started) is list else list(started[:n])
+        return head == kept
+
     def adopt(self, out: cascade.CompactionOutcome) -> bool:
-        """Send a successful compaction's result and remember it in the memo; True when adopted."""
+        """Send a successful compaction's result and remember it in the memo; True when adopted. A result the
+        memo cannot replay (see :meth:`MemoEntry.of_compaction`) is still sent, on this call only."""
         if not out.changed or out.items is None:
             return False
         if out.strategy == semconv.STRATEGY_MICROCOMPACT:
@@ -317,15 +356,13 @@ class CallState(CallPlan):
         else:
             cut, head = out.cut, out.head
             summary, summary_head = out.summary, out.summary_head
-        min_index = len(self.entry.replacement) if self.entry is not None else 0
-        if cut >= min_index and list(out.items) == [*head, *self.sent_items[cut:]]:
-            original_cut = self.entry.to_original_index(cut) if self.entry is not None else cut
-            prefix = items_hash(self.items[:original_cut])
-            entry = MemoEntry(original_cut, prefix, tuple(head), summary, summary_head=summary_head, scope=self.scope)
-            self.state.memo.remember(entry)
-            self.entry = entry
-        self.sent_items = out.items
-        self.body = self.adapter.with_items(self.request.body, out.items)
+        entry = MemoEntry.of_compaction(
+            self.items, self.entry, self.sent_items, out.items, cut, head, summary, summary_head, self.scope
+        )
+        if entry is not None:
+            self.send(entry, out.items, remember=True)
+        else:
+            self.send(self.entry, out.items)  # the call's entry is left as it was
         return True
 
     def refingerprint(self) -> None:

@@ -46,7 +46,7 @@ from otel_context.cache import CacheBreakDetector
 from otel_context.compaction.budget import Budget
 from otel_context.contract import CallRequest
 from otel_context.conversation import ChainLink, ConversationState, Resolution, Snapshot, shared
-from otel_context.conversation.memo import MemoEntry, items_hash
+from otel_context.conversation.memo import MemoEntry
 from otel_context.conversation.state_store import Lease, Loaded, StateStore
 from otel_context.engine import windows
 from otel_context.engine.call import (
@@ -407,14 +407,10 @@ class StoreSync(ConversationSync):
         if entry is None or (call.entry is not None and entry.prefix_len <= call.entry.prefix_len):
             return False
         adapter = call.adapter
-        call.entry = entry
-        call.sent_items = entry.apply(call.items)
-        call.body = adapter.with_items(call.request.body, call.sent_items)
-        call.estimated_tokens = int(
-            (estimate_fixed(adapter, call.body) + estimate_items(adapter, call.sent_items)) * state.estimate_factor
+        call.send(entry)  # in the memo already (taken from the store above)
+        call.compacted(
+            int((estimate_fixed(adapter, call.body) + estimate_items(adapter, call.sent_items)) * state.estimate_factor)
         )
-        call.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = call.estimated_tokens
-        call.attributes[semconv.GEN_AI_CONVERSATION_COMPACTED] = True
         return True
 
     # --- background preparation: one worker prepares, every worker applies -----------------------------
@@ -535,12 +531,9 @@ class StoreSync(ConversationSync):
 
 
 def _covers(call: CallState, got: shared.Published) -> bool:
-    """Whether the published summary ``got`` covers a longer prefix of this call's items than the one it
-    sends (verified by content hash, as the memo verifies)."""
-    entry, items = got.entry, call.items
-    if entry.prefix_len > len(items) or (call.entry is not None and entry.prefix_len <= call.entry.prefix_len):
-        return False
-    return entry.scope == call.scope and items_hash(items[: entry.prefix_len]) == entry.prefix_hash
+    """Whether the published summary ``got`` applies to this call (see :meth:`CallState.covers`: verified by
+    content hash, as the memo verifies)."""
+    return call.covers(got.entry)
 
 
 def _covering(call: CallState, loaded: Loaded) -> shared.Published | None:

@@ -240,8 +240,8 @@ class Sent(NamedTuple):
 
 def reuse_memo(call: CallState) -> Sent | None:
     """Transparent mode: an earlier compaction of this very prefix (proven by the call's snapshot, or by hashing
-    its own items), as what the call sends instead; None when there is none. Only for a call that may be
-    rewritten (see :class:`Decision`)."""
+    its own items), sent on the call instead (:meth:`~otel_context.engine.call.CallState.send`) and returned as
+    what it sends; None when there is none. Only for a call that may be rewritten (see :class:`Decision`)."""
     state, snapshot = call.state, call.resolution.snapshot
     if not len(state.memo) and (snapshot is None or snapshot.entry is None):
         return None  # most calls: nothing was ever compacted in this conversation
@@ -251,8 +251,8 @@ def reuse_memo(call: CallState) -> Sent | None:
     )
     if entry is None:
         return None
-    sent_items = entry.apply(items)
-    return Sent(entry, sent_items, call.adapter.with_items(call.request.body, sent_items))
+    call.send(entry)
+    return Sent(entry, call.sent_items, call.body)
 
 
 class Estimate(NamedTuple):
@@ -381,8 +381,6 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
         sent = reuse_memo(p) if decision.rewrite and not decision.provider_holds else None
         if sent is None:
             sent = Sent(None, items, body)
-        else:
-            p.entry, p.sent_items, p.body = sent
         if found.link is not None:
             p.continued_link = found.link
         describe(p, found, estimate(adapter, items, sent, found))
