@@ -196,40 +196,33 @@ RESTORED_ARTIFACTS_LINE = "From the work:"
 SUPERSEDED_MARK = "(replaced by a later message)"
 
 
+def _block_lines(text: str, heading: str) -> list[str]:
+    """The ``- `` lines under ``heading`` in a summary message (``text``), the marker stripped: the block ends at
+    the first line that is not one."""
+    out: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        if line == heading:
+            inside = True
+        elif inside and line.startswith("- "):
+            out.append(line[2:])
+        else:
+            inside = False
+    return out
+
+
 def restored_artifact_lines(text: str) -> list[str]:
     """The artifacts a repair restored into a summary message (``text``), one a line as written (an
     identifier in its backticks): the next compaction's repair reads them back whole, so what was restored
     once is restored again if the next summary loses it, however much else the span names."""
-    out: list[str] = []
-    inside = False
-    for line in text.splitlines():
-        if line == RESTORED_ARTIFACTS_LINE:
-            inside = True
-            continue
-        if not inside:
-            continue
-        if not line.startswith("- "):
-            inside = False
-            continue
-        out.append(line[2:])
-    return out
+    return _block_lines(text, RESTORED_ARTIFACTS_LINE)
 
 
 def restored_user_lines(text: str) -> list[str]:
     """The user's sentences a repair restored into a summary message (``text``), markers stripped: the next
     compaction reads them as the user's words again, so what was restored once is checked every time."""
     out: list[str] = []
-    inside = False
-    for line in text.splitlines():
-        if line == RESTORED_USER_LINE:
-            inside = True
-            continue
-        if not inside:
-            continue
-        if not line.startswith("- "):
-            inside = False
-            continue
-        sentence = line[2:]
+    for sentence in _block_lines(text, RESTORED_USER_LINE):
         if sentence.startswith(SUPERSEDED_MARK):
             continue  # replaced: the later statement is restored (or kept) beside it
         marker = sentence.find(' (the latest: it replaces the earlier "')
