@@ -23,7 +23,7 @@ from otel_context.contract import CallRequest
 from otel_context.conversation import identity, memo, pins, shared
 from otel_context.conversation.state_store import writer
 from otel_context.conversation.store import STORE
-from otel_context.engine import background, windows
+from otel_context.engine import background, pacing, windows
 from otel_context.flow import drive, perform_with
 from otel_context.instrumentation import _background, _call
 from otel_context.settings import Settings
@@ -43,6 +43,8 @@ CONSTANTS = {
     "otel_context.compaction.retention.CAPS",
     "otel_context.compaction.retention.REPAIR_CAPS",
     "otel_context.compaction.retention.UNCAPPED",
+    "otel_context.engine.preparation.ABANDONED_AS",
+    "otel_context.engine.preparation.TRANSITIONS",
     "otel_context.compaction.repair._PROSE_CHARS",
     "otel_context.compaction.repair._DIGITS",
     "otel_context.compaction.api._PART_FORMATS",
@@ -175,7 +177,8 @@ def test_the_registrations_that_reset_and_fork_act_on() -> None:
     assert resets == {
         ("otel_context.conversation.store", ("STORE",)): STORE.clear,
         ("otel_context.engine.windows", ("_learned_windows",)): windows._learned_windows.clear,
-        ("otel_context.engine.background", ("_records", "_durations", "_running")): background.discard_all,
+        ("otel_context.engine.pacing", ("_durations",)): pacing.forget_durations,
+        ("otel_context.engine.background", ("_records", "_running")): background.discard_all,
         ("otel_context.conversation.pins", ("_pins", "_unpinned")): pins._clear,
     }
     forks = {r.module: r.in_forked_child for r in process_state.registered() if r.in_forked_child is not None}
@@ -215,7 +218,7 @@ def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
     engine.reset()
     _a_call()
     windows.learn_window("anthropic", MODEL, 100_000)
-    background._durations["a-summary-model"] = 3.0
+    pacing._durations["a-summary-model"] = 3.0
     telemetry.log_once("test.process_state", "otel_context: a test line")
     settings._warned.add("test.process_state")
     memo.scope_of("You are terse.", None, MODEL)
@@ -240,7 +243,7 @@ def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
 
     assert STORE.states() == []
     assert windows._learned_windows == {}
-    assert background._durations == {} and len(background._records) == 0
+    assert pacing._durations == {} and len(background._records) == 0
     assert {
         "telemetry._logged": telemetry._logged,
         "settings._warned": settings._warned,

@@ -17,7 +17,7 @@ from otel_context import semconv
 from otel_context.cache import DEFAULT_TTL_SECONDS, monotonic
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
-from otel_context.engine import background
+from otel_context.engine import background, pacing
 from otel_context.engine.call import CallState, skip
 from otel_context.flow import Step, SummaryRequest, SummaryResult
 
@@ -40,7 +40,7 @@ def concerned(call: CallState, budget: Budget) -> bool:
         return True
     if call.request.settings.microcompact and micro_due(call, budget):
         return True
-    return background.enabled(call) and background.watching(call, budget)
+    return background.enabled(call) and pacing.watching(call, budget)
 
 
 def compact(span: Span, call: CallState, budget: Budget) -> Generator[Step, Any, None]:
@@ -48,7 +48,7 @@ def compact(span: Span, call: CallState, budget: Budget) -> Generator[Step, Any,
     due = micro_due(call, budget)
     prepare = background.enabled(call)
     if call.estimated_tokens < budget.auto_threshold and not due:
-        if prepare and background.watching(call, budget):
+        if prepare and pacing.watching(call, budget):
             yield from background.maybe_start(span, call, budget)
         return
     state = call.state

@@ -9,8 +9,11 @@ that the context it leaves at the threshold is about what an inline compaction w
 :class:`~otel_context.flow.BackgroundStart` and the instrumentation runs it on a worker thread (sync
 clients) or a task on the running loop (async clients), through the same client with the recursion guard.
 
-This module only decides (sans I/O): when to start, whether a prepared summary still covers what a call
-sends, how it is applied, when it is dropped. A prepared summary is a memo entry in waiting: the app's
+This module keeps the summaries' lives (sans I/O): whether a prepared summary still covers what a call
+sends, how it is applied, when it is dropped. When one is due and where it cuts is the policy's
+(:mod:`otel_context.engine.pacing`); the life of each is one phase moved by one table of transitions
+(:mod:`otel_context.engine.preparation`), whatever reaches it: the call, the worker thread or loop task, the
+store's forget listener, reset, the interpreter's exit. A prepared summary is a memo entry in waiting: the app's
 items it replaced (kept by reference, compared by value, as strong as the memo's content hash) and the new
 head. At the threshold it is applied at once when it covers a prefix of the call's history and nothing
 newer replaced it: the head replaces that prefix, the turns appended since are kept verbatim, the pairing
@@ -56,7 +59,6 @@ import sys
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,42 +69,25 @@ from opentelemetry.trace import Span, SpanContext, TraceFlags
 from otel_context import process_state, semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
-from otel_context.compaction.summary import CompactionError, choose_cut, deepen_cut, rehydrate_most
+from otel_context.compaction.summary import CompactionError
 from otel_context.conversation import STORE, ConversationState
 from otel_context.conversation.memo import MemoEntry, scope_of
 from otel_context.conversation.shared import Published
 from otel_context.conversation.state_store import Lease
+from otel_context.engine import pacing
 from otel_context.engine.call import CallState, ConversationSync
+from otel_context.engine.preparation import GIVEN_UP, GONE, IN_FLIGHT, Effect, Event, Lifecycle, Phase
 from otel_context.flow import BackgroundStart, BackgroundWait, Step, StoreRequest, SummaryRequest
 from otel_context.fork_safe import new_lock
-from otel_context.settings import summary_model_for
-from otel_context.tokens import estimate_item, estimate_items
+from otel_context.tokens import estimate_items
 
 Item = Mapping[str, Any]
-
-#: A conversation's pace (how fast its estimate grows) is measured over its last calls.
-PACE_CALLS = 16
-#: Margin on the growth projected while a summary runs (turns differ in size and duration).
-SAFETY = 1.0
-#: Weight of the newest measured summary duration in the moving average.
-DURATION_WEIGHT = 0.5
-#: Summary models whose durations are remembered.
-MAX_MODELS = 64
-#: Below 1/WATCH_FRACTION of the threshold a call is not looked at for background compaction.
-WATCH_FRACTION = 4
-
-
-@dataclass
-class _Pace:
-    """How fast one conversation's estimate grows: (seconds, tokens) between its last calls."""
-
-    last: tuple[float, int] | None = None
-    steps: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=PACE_CALLS))
 
 
 @dataclass(eq=False)
 class Prepared:
-    """One background summary of one conversation state: running, ready, failed or dropped."""
+    """One background summary of one conversation state; its phase is :attr:`life`'s (see
+    :mod:`otel_context.engine.preparation`), moved only by :func:`_move`."""
 
     job: cascade.CompactionJob
     #: The app's items when it started (never mutated; a later call's prefix is compared with them).
@@ -111,22 +96,21 @@ class Prepared:
     base: MemoEntry | None
     #: What the conversation shares: the sync of the call that started it (it publishes the summary).
     sync: ConversationSync
-    #: The auto threshold of the call that started it (the job aims below it, for the turns to come).
+    #: The auto threshold of the call that started it (the job aimed below it, for the turns to come).
     threshold: int = 0
-    done: threading.Event = field(default_factory=threading.Event)
+    life: Lifecycle = field(default_factory=Lifecycle)
+    #: Set when its flow ended (landed, or closed): what a call at the blocking limit waits on.
+    landed: threading.Event = field(default_factory=threading.Event)
+    #: What the summary made (set when it lands) and the memo entry it makes (None: nothing to apply).
     out: cascade.CompactionOutcome | None = None
-    #: The memo entry to apply once the summary succeeded.
     entry: MemoEntry | None = None
-    discarded: bool = False
-    #: Its ``compact`` span ended (when the summary was ready).
-    ended: bool = False
-    #: Applied, or dropped and reported as discarded (once).
-    settled: bool = False
-    #: The fleet's prepare lock this worker still holds (None: none was taken, or given back; taken off with
-    #: :func:`_take_lease`, so it is given back once).
+    #: The fleet's prepare lock this worker still holds (None: none was taken, or given back). A resource,
+    #: not a phase: taken off with :func:`_take_lease`, so it is given back once, whatever the phase.
     lease: Lease | None = None
-    #: Published for the fleet: it is applied from the store (:func:`_fleet_threshold`), not from here.
-    published: bool = False
+
+    @property
+    def phase(self) -> Phase:
+        return self.life.phase
 
 
 @dataclass
@@ -146,11 +130,11 @@ class _Record:
     summary, its pace, and what is known of the fleet."""
 
     prepared: Prepared | None = None
-    pace: _Pace = field(default_factory=_Pace)
+    pace: pacing.Pace = field(default_factory=pacing.Pace)
     fleet: _Fleet = field(default_factory=_Fleet)
 
 
-#: Guards every record's fields and the module's tables.
+#: Guards every record's fields, every summary's phase and lease, and the module's tables.
 _lock = new_lock(sys.modules[__name__], "_lock")
 #: Each state's record, made by its first call that concerns background compaction. Keyed weakly: a record
 #: goes with its state (a state the store forgot lives on while a call still holds it, and so does its
@@ -158,9 +142,7 @@ _lock = new_lock(sys.modules[__name__], "_lock")
 #: (it waits for the store) writes only to that record, which the reset took out of the table: nothing of it
 #: reaches the conversation's next calls.
 _records: weakref.WeakKeyDictionary[ConversationState, _Record] = weakref.WeakKeyDictionary()
-#: Seconds a background summary took, per summary model (a moving average).
-_durations: dict[str, float] = {}
-#: The summaries being prepared (their ``compact`` span still open), for the interpreter's exit.
+#: The summaries whose flow runs (their ``compact`` span may be open), for the interpreter's exit.
 _running: set[Prepared] = set()
 
 
@@ -178,10 +160,61 @@ def _prepared_of(state: ConversationState) -> Prepared | None:
     return record.prepared if record is not None else None
 
 
+def _move(prepared: Prepared, event: Event) -> Effect | None:
+    """The one way a summary's phase changes: one transition under the lock (see
+    :mod:`otel_context.engine.preparation`). A phase that is the end of it for this conversation takes the
+    summary out of its record at once. The effect is for the caller to carry out (:func:`_carry_out`)."""
+    with _lock:
+        effect = prepared.life.step(event)
+        if effect is not None and prepared.phase in GONE:
+            state = prepared.job.state
+            record = _records.get(state) if state is not None else None
+            if record is not None and record.prepared is prepared:
+                record.prepared = None
+    return effect
+
+
+def _carry_out(
+    prepared: Prepared, effect: Effect | None, parent: Span | None = None, trigger: str = semconv.TRIGGER_AUTO
+) -> None:
+    """What a transition asks for about the summary's ``compact`` span (``SEND`` and ``PUBLISH`` are the
+    caller's own). ``parent``: the chat span of the call that dropped it (None: no call did, so the report is
+    a trace of its own); ``trigger``: the path that dropped it."""
+    out = prepared.out
+    if effect is Effect.END_SUCCESS or effect is Effect.END_DISCARDED:
+        if out is not None and out.open_span is not None:
+            # With the threshold of the call that started it (the job aimed below it).
+            out.open_span.set_attribute(semconv.COMPACTION_THRESHOLD_TOKENS, prepared.threshold)
+            out.outcome = semconv.OUTCOME_SUCCESS if effect is Effect.END_SUCCESS else semconv.OUTCOME_DISCARDED
+            cascade.settle(prepared.job, out.open_span, out)
+    elif effect is Effect.END_AT_EXIT:
+        span = prepared.job.span
+        if span is not None and span.is_recording():
+            span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED)
+            span.end()
+    elif effect is Effect.REPORT_DISCARDED and out is not None and out.open_span is not None:
+        cascade.record_discarded(
+            parent if parent is not None else trace.INVALID_SPAN,
+            prepared.job.provider,
+            prepared.job.model,
+            prepared.job.state,
+            trigger,
+            out.open_span.get_span_context(),
+            prepared.threshold,
+        )
+
+
+def _drop(prepared: Prepared, parent: Span | None = None, trigger: str = semconv.TRIGGER_AUTO) -> None:
+    """Forget a prepared summary: a running one ends its span as ``discarded`` when it lands; a made one
+    (its span ended as ``success``) is reported as a ``discarded`` compaction of its own, linked to that span,
+    under ``parent`` (see :func:`_carry_out`)."""
+    _carry_out(prepared, _move(prepared, Event.DROP), parent, trigger)
+
+
 def _forgotten(state: ConversationState) -> None:
     """The process store forgot ``state`` (evicted, idle, cleared): its prepared summary can never be applied,
-    so it is dropped at once (see :func:`_drop`: a ready one's ``compact`` span ends as ``discarded`` now). The
-    rest of its record stays with the state, for a call that still holds it."""
+    so it is dropped at once (a ready one's ``compact`` span ends as ``discarded`` now). The rest of its record
+    stays with the state, for a call that still holds it."""
     with _lock:
         prepared = _prepared_of(state)
     if prepared is not None:
@@ -197,48 +230,46 @@ def enabled(call: CallState) -> bool:
     return call.request.background and call.request.settings.background_compaction
 
 
-def start_point(budget: Budget, pct: float) -> int:
-    """The estimate at which a conversation's summary starts in the background."""
-    return max(1, int(budget.auto_threshold * pct / 100))
-
-
 def pending(state: ConversationState) -> Prepared | None:
     """The background summary of ``state``, if any (tests and the demo look at it)."""
     with _lock:
         return _prepared_of(state)
 
 
-def watching(call: CallState, budget: Budget) -> bool:
-    """Whether a call below the threshold concerns background compaction at all: from a quarter of the
-    threshold on (its pace is measured from there; a summary never starts below half of it). The calls of a
-    conversation far below skip the pace sample and its lock."""
-    return call.estimated_tokens >= budget.auto_threshold // WATCH_FRACTION
+def _observe(call: CallState) -> list[tuple[float, int]]:
+    """One sample of the conversation's pace (see :meth:`pacing.Pace.observe`); the pace's steps so far."""
+    # Wall time (the summarizer's duration is wall time too), not the cache's clock, which a test may drive.
+    now = time.monotonic()
+    with _lock:
+        pace = _record(call.state).pace
+        pace.observe(now, call.estimated_tokens)
+        return list(pace.steps)
 
 
 def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, Any, None]:
     """Below the threshold: start the summary in the background when the start point is passed."""
-    _observe(call)
+    steps = _observe(call)
     state = call.state
-    if not _due(call, budget):
+    if not pacing.due(call, budget, steps):
         return
     if state.breaker.open:
         return
     with _lock:
         existing = _prepared_of(state)
     if existing is not None:
-        given_up = existing.discarded and existing.done.is_set()  # its flow was abandoned: prepare it again
-        if not given_up and (not existing.done.is_set() or existing.entry is None or _covers(existing, call)):
+        phase = existing.phase
+        if phase in IN_FLIGHT or phase is Phase.FAILED or (phase is Phase.READY and _covers(existing, call)):
             # One at a time; a ready one waits for the threshold; after a failed one the threshold compacts
             # inline (the breaker counted the failure; retrying in the background on every call would not).
             return
-        if given_up:
+        if phase in GIVEN_UP:
             # Given up midway, it could not let the fleet's prepare lock go (that path makes no store round
             # trip): let it go now, or this conversation prepares nothing in the background until the lease ends.
             yield from _let_go(existing)
-        _drop(existing, span)
+        _drop(existing, span)  # stale (the history changed below it), or abandoned: prepared again
     if cascade.not_understood_reason(call.adapter, call.body, call.sent_items, budget):
         return  # the threshold reports the reason (and compacts nothing) as today
-    aimed = _aim(call, budget)
+    aimed = pacing.aim(call, budget, steps)
     if aimed is None:
         return  # nothing to summarize yet: the threshold compacts inline (and says why) as today
     job = call.job(span, semconv.TRIGGER_AUTO, call.estimated_tokens)
@@ -295,104 +326,6 @@ def _claim(span: Span, call: CallState) -> Generator[StoreRequest, Any, tuple[bo
     return claim.prepare, claim.lease
 
 
-def _due(call: CallState, budget: Budget) -> bool:
-    """Whether to start now: past the start point, or (earlier) when the summary, at the pace this
-    conversation grows and as long as summaries take, would land after the history reached the blocking
-    limit (a call would then wait for it). Never below half the threshold: it would summarize too little."""
-    estimate = call.estimated_tokens
-    if estimate >= start_point(budget, call.request.settings.background_start_pct):
-        return True
-    if estimate < budget.auto_threshold // 2:
-        return False
-    growth = _projected_growth(call)
-    return growth is not None and estimate + growth >= budget.blocking_limit
-
-
-@dataclass(frozen=True)
-class _Aim:
-    """What a background summary covers: its cut, the growth (item tokens) expected until the threshold,
-    and the most tokens of files it may restore."""
-
-    cut: int
-    growth: int
-    rehydrate_room: int
-
-
-def _aim(call: CallState, budget: Budget) -> _Aim | None:
-    """Aim the prepared summary so that the context it leaves when applied at the threshold is about what an
-    inline compaction there would leave. Else that context is larger, and the next compaction comes sooner
-    (more summaries, more tokens billed).
-
-    Applied at the threshold, the summary is followed by everything after its cut: the items kept now and
-    the turns appended since. An inline compaction at the threshold would keep about what the keep-recent
-    policy keeps now, so the cut moves later (by round boundaries, keeping at least the newest round) until
-    the items kept now plus the expected growth are no more than that. When they are still more, the excess
-    comes off the files restored after the summary: the turns kept verbatim hold the newest reads already.
-    """
-    adapter, items = call.adapter, call.sent_items
-    min_index = len(call.entry.replacement) if call.entry is not None else 0
-    inline = choose_cut(adapter, items, call.request.settings.keep_recent_messages, min_index)
-    if inline is None:
-        return None
-    inline = deepen_cut(adapter, call.body, items, inline, budget.auto_threshold)
-    # Until the threshold at least; until the summary lands when that is later (a known pace and duration).
-    growth = max(budget.auto_threshold - call.estimated_tokens, _projected_growth(call) or 0, 0)
-    growth = int(growth / max(call.state.estimate_factor, 1.0))
-    sizes = [estimate_item(adapter, item) for item in items]
-    inline_kept = sum(sizes[inline:])
-    later = [b for b in adapter.round_boundaries(items) if inline <= b < len(items)]
-    cut = next((b for b in later if sum(sizes[b:]) + growth <= inline_kept), later[-1] if later else inline)
-    excess = max(0, sum(sizes[cut:]) + growth - inline_kept)
-    room = max(0, rehydrate_most(call.request.settings, budget.window) - excess)
-    return _Aim(cut, growth, room)
-
-
-def _observe(call: CallState) -> None:
-    """One sample of the conversation's pace: how much its estimate grew since its previous call, in how long
-    (a compaction in between shrinks it: that interval says nothing about the pace and is skipped)."""
-    # Wall time (the summarizer's duration is wall time too), not the cache's clock, which a test may drive.
-    now, estimate = time.monotonic(), call.estimated_tokens
-    with _lock:
-        pace = _record(call.state).pace
-        if pace.last is not None:
-            seconds, grown = now - pace.last[0], estimate - pace.last[1]
-            if seconds > 0 and grown >= 0:
-                pace.steps.append((seconds, grown))
-        pace.last = (now, estimate)
-
-
-def _projected_growth(call: CallState) -> int | None:
-    """How much the estimate grows while a summary runs (with a margin); None until the pace is known.
-
-    The summary's duration is the one measured for this summary model (the last background summaries);
-    before the first one is measured, the start point alone decides (a guess would start too early on apps
-    that pause between turns, and a summary started early covers less)."""
-    with _lock:
-        record = _records.get(call.state)
-        steps = list(record.pace.steps) if record is not None else []
-        seconds = _durations.get(_summary_model(call))
-    if len(steps) < 2 or seconds is None:
-        return None
-    elapsed = sum(s for s, _ in steps)
-    grown = sum(g for _, g in steps)
-    if elapsed <= 0:
-        return None
-    return int(grown / elapsed * seconds * SAFETY)
-
-
-def _summary_model(call: CallState) -> str:
-    return summary_model_for(call.request.settings, call.adapter.name, call.model)
-
-
-def _learn(model: str, seconds: float) -> None:
-    """Remember how long a summary by ``model`` took (a moving average of the last few)."""
-    with _lock:
-        previous = _durations.get(model)
-        _durations[model] = seconds if previous is None else previous + DURATION_WEIGHT * (seconds - previous)
-        while len(_durations) > MAX_MODELS:
-            del _durations[next(iter(_durations))]
-
-
 def _run(prepared: Prepared, call: CallState) -> Generator[SummaryRequest | StoreRequest, Any, None]:
     """The background summary itself (run by the instrumentation): the cascade's summary, kept for later
     (with a shared store: published for the fleet, then the prepare lock is let go). Its ``compact`` span
@@ -403,48 +336,46 @@ def _run(prepared: Prepared, call: CallState) -> Generator[SummaryRequest | Stor
         out = yield from cascade.run_summary(prepared.job)
         prepared.out = out
         if out.outcome == semconv.OUTCOME_SUCCESS and out.items is not None and out.open_span is not None:
-            _learn(_summary_model(call), out.duration_ms / 1000.0)
-            entry = _entry(prepared, out)
-            with _lock:
-                discarded = prepared.discarded
-                prepared.entry = entry
-                usable = not discarded and entry is not None
-                prepared.settled = prepared.settled or not usable  # its own span says discarded: nothing more
-            _end(prepared, semconv.OUTCOME_SUCCESS if usable else semconv.OUTCOME_DISCARDED)
-            if usable and entry is not None and prepared.lease is not None:
+            pacing.learn(pacing.summary_model(call), out.duration_ms / 1000.0)
+            entry = prepared.entry = _entry(prepared, out)
+            if entry is None:
+                event = Event.UNUSABLE
+            else:
+                event = Event.MADE_TO_PUBLISH if prepared.lease is not None else Event.MADE
+            effect = _move(prepared, event)
+            _carry_out(prepared, effect)
+            if effect is Effect.END_SUCCESS and prepared.phase is Phase.PUBLISHING and entry is not None:
                 yield from _publish(prepared, call, entry, out.open_span)
+        else:
+            _move(prepared, Event.FAILED)  # the cascade ended its span and counted it on the breaker
         yield from _let_go(prepared)
     except GeneratorExit:
         # Given up midway (uninstrument(), or the app closed a client it had to share): it will never land,
         # so a later call of the conversation lets its fleet lease go (see maybe_start; uninstrument() and
         # the interpreter's exit let it go at once, see release_leases) and may prepare it again (a failed
         # one may not). No lock here: this may run as the generator's finalizer, on a thread that holds it.
-        prepared.discarded = True
+        prepared.life.abandon()
         raise
     finally:
         _running.discard(prepared)  # no lock (see above): one call on a set, atomic
-        prepared.done.set()
+        prepared.landed.set()
 
 
 def _publish(prepared: Prepared, call: CallState, entry: MemoEntry, compact_span: Span) -> Generator[Any, Any, None]:
     """Publish a ready summary for the fleet (its ``compact`` span ended as it became ready: the one
     background compaction of this crossing, counted once). Once stored it is the fleet's: this worker applies
-    it from the store at the threshold like any other. Not stored (the store failed): it stays this worker's
-    own."""
+    it from the store at the threshold like any other (a worker that finds it stale reports it: see
+    :func:`_drop_published`). Not stored (the store failed): it stays this worker's own."""
     context = compact_span.get_span_context()
     link = (context.trace_id, context.span_id, int(context.trace_flags)) if context.is_valid else None
-    if not (yield from prepared.sync.publish(call, entry, link)):
-        return
-    state = call.state
+    stored = yield from prepared.sync.publish(call, entry, link)
+    moved = _move(prepared, Event.STORED if stored else Event.NOT_STORED)
+    if moved is None or not stored:
+        return  # dropped meanwhile (and reported then), or not stored
     with _lock:
-        record = _records.get(state)
-        if prepared.settled or prepared.discarded or record is None or record.prepared is not prepared:
-            return
-        record.prepared = None
-        prepared.published = True
-        prepared.settled = True  # the fleet's now: a worker that finds it stale reports it (_drop_published)
-        known = record.fleet
-        known.ready_len = max(known.ready_len, entry.prefix_len)
+        record = _records.get(call.state)
+        if record is not None:
+            record.fleet.ready_len = max(record.fleet.ready_len, entry.prefix_len)
 
 
 def _entry(prepared: Prepared, out: cascade.CompactionOutcome) -> MemoEntry | None:
@@ -483,15 +414,15 @@ def at_threshold(span: Span, call: CallState, budget: Budget) -> Generator[Step,
     if prepared is None:
         return (yield from _fleet_threshold(span, call, budget))
     waited = 0.0
-    if not prepared.done.is_set():
+    if prepared.phase in IN_FLIGHT:
         if call.estimated_tokens < budget.blocking_limit:
             return True  # sent unchanged; the summary is applied by the first call after it lands
         began = time.perf_counter()
-        yield BackgroundWait(prepared.done, call.request.settings.summarizer_timeout_seconds)
+        yield BackgroundWait(prepared.landed, call.request.settings.summarizer_timeout_seconds)
         waited = time.perf_counter() - began
-        if prepared.published:  # it landed, and went to the fleet: apply it from there
+        if prepared.phase is Phase.PUBLISHED:  # it landed, and went to the fleet: apply it from there
             return (yield from _fleet_threshold(span, call, budget, waited))
-        if not prepared.done.is_set():
+        if prepared.phase in IN_FLIGHT:
             # Still running: compact inline now (a longer prefix); the late one is dropped when it lands.
             _drop(prepared, span)
             return False
@@ -641,7 +572,7 @@ def apply_ready(span: Span, call: CallState, budget: Budget) -> Generator[StoreR
     if prepared is None:
         got = yield from _read_published(span, call, semconv.TRIGGER_REACTIVE)
         return got is not None and _apply_published(span, call, got, 0.0, budget, semconv.TRIGGER_REACTIVE)
-    if not prepared.done.is_set():
+    if prepared.phase in IN_FLIGHT:
         return False
     if apply(span, call, prepared, 0.0, budget, trigger=semconv.TRIGGER_REACTIVE):
         return True
@@ -657,65 +588,21 @@ def apply(
     budget: Budget,
     trigger: str = semconv.TRIGGER_AUTO,
 ) -> bool:
-    """Send the prepared summary on this call and remember it in the memo; False when it does not apply."""
+    """Send the prepared summary on this call and remember it in the memo; False when it does not apply (not
+    ready, not of this call's history, or another call of this conversation applied or dropped it first)."""
     out, entry = prepared.out, prepared.entry
-    if out is None or entry is None or out.open_span is None or not _covers(prepared, call):
+    if prepared.phase is not Phase.READY or out is None or entry is None or out.open_span is None:
+        return False
+    if not _covers(prepared, call):
         return False
     sent = _fits(call, entry)
-    if sent is None:
+    if sent is None or _move(prepared, Event.APPLY) is not Effect.SEND:
         return False
-    with _lock:
-        record = _records.get(call.state)
-        if prepared.settled or prepared.discarded or record is None or record.prepared is not prepared:
-            return False  # another call of this conversation applied (or dropped) it meanwhile
-        record.prepared = None
-        prepared.settled = True
     before = call.estimated_tokens
     _use(call, entry, sent)
     _applied(span, call, out.open_span.get_span_context(), before, budget, trigger)
     cascade.record_wait(waited, trigger, semconv.MODE_BACKGROUND)
     return True
-
-
-def _end(prepared: Prepared, outcome: str) -> None:
-    """The summary is ready: end its ``compact`` span with ``outcome`` (once), with the threshold of the call
-    that started it (the job aimed below it), count it and, unless discarded, count it on the breaker."""
-    out = prepared.out
-    with _lock:
-        if prepared.ended or out is None or out.open_span is None:
-            return
-        prepared.ended = True
-    out.open_span.set_attribute(semconv.COMPACTION_THRESHOLD_TOKENS, prepared.threshold)
-    out.outcome = outcome
-    cascade.settle(prepared.job, out.open_span, out)
-
-
-def _drop(prepared: Prepared, parent: Span | None = None, trigger: str = semconv.TRIGGER_AUTO) -> None:
-    """Forget a prepared summary. A running one ends its span as ``discarded`` when it lands; one that was
-    ready (its span ended as ``success``) is reported as a ``discarded`` compaction of its own, linked to
-    that span, under ``parent`` (the chat span of the call that drops it; None: no call drops it, so in a
-    trace of its own), on the path ``trigger``."""
-    with _lock:
-        prepared.discarded = True
-        state = prepared.job.state
-        record = _records.get(state) if state is not None else None
-        if record is not None and record.prepared is prepared:
-            record.prepared = None
-        # Not landed: _run ends its span when it lands (it reads the flag). Applied or reported: nothing more.
-        report = prepared.entry is not None and not prepared.settled
-        prepared.settled = prepared.settled or report
-    out = prepared.out
-    if not report or out is None or out.open_span is None:
-        return
-    cascade.record_discarded(
-        parent if parent is not None else trace.INVALID_SPAN,
-        prepared.job.provider,
-        prepared.job.model,
-        state,
-        trigger,
-        out.open_span.get_span_context(),
-        prepared.threshold,
-    )
 
 
 def _take_lease(prepared: Prepared) -> Lease | None:
@@ -752,7 +639,7 @@ def discard_all() -> None:
     with _lock:
         every = _every_prepared()
         _records.clear()
-        _durations.clear()
+    pacing.forget_durations()  # reset does too (pacing's own registration); uninstrument() only here
     for prepared in every:
         _drop(prepared)
         _give_back(prepared)
@@ -768,29 +655,22 @@ def release_leases() -> None:
 
 
 def end_at_exit() -> None:
-    """The interpreter exits: end the ``compact`` span of every summary still being prepared, as
-    ``discarded``, so that it is exported (with its summarizer's span, which the instrumentation ends) before
-    the tracer provider shuts down. Nothing else: no metric, no breaker; the summary is given up."""
+    """The interpreter exits: end the ``compact`` span of every summary still being made, as ``discarded``,
+    so that it is exported (with its summarizer's span, which the instrumentation ends) before the tracer
+    provider shuts down. Nothing else: no metric, no breaker; the summary is given up."""
     with _lock:
         running = list(_running)
-        for prepared in running:
-            prepared.ended = True  # a summary landing now does not end its span a second time
     for prepared in running:
-        span = prepared.job.span
-        if span is not None and span.is_recording():
-            span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED)
-            span.end()
+        _carry_out(prepared, _move(prepared, Event.EXIT))
 
 
 def forget_all() -> None:
-    """In a forked child: forget the parent's records and summaries without any telemetry (their spans are
-    the parent's, and so are their leases). The durations learned are kept: the same summary models."""
+    """In a forked child: forget the parent's records and summaries without any telemetry or transition (their
+    spans are the parent's, and so are their leases). The durations learned are kept: the same summary models."""
     _records.clear()
     _running.clear()
 
 
-# Reset: every prepared summary dropped (its lease given back), every record and duration forgotten. A fork's
-# child: the parent's records and summaries forgotten without telemetry (their spans are the parent's).
-process_state.register(
-    __name__, ("_records", "_durations", "_running"), on_reset=discard_all, in_forked_child=forget_all
-)
+# Reset: every prepared summary dropped (its lease given back), every record forgotten. A fork's child: the
+# parent's records and summaries forgotten without telemetry (their spans are the parent's).
+process_state.register(__name__, ("_records", "_running"), on_reset=discard_all, in_forked_child=forget_all)

@@ -28,7 +28,7 @@ from otel_context.compaction.budget import budget_for
 from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER
 from otel_context.conversation import shared
 from otel_context.conversation.state_store import StateStore
-from otel_context.engine import background, fleet
+from otel_context.engine import fleet, pacing
 from otel_context.formats import for_format
 from otel_context.instrumentation import _background
 from otel_context.testing import SimulatedProvider
@@ -382,7 +382,7 @@ def _history_past_start_point() -> tuple[dict[str, Any], dict[str, Any]]:
     budget = budget_for(model, settings, max_output_tokens=max_tokens)
     assert budget is not None
     adapter = for_format("anthropic_messages")
-    start = background.start_point(budget, settings.background_start_pct)
+    start = pacing.start_point(budget, settings.background_start_pct)
 
     def estimate(messages: list[dict[str, Any]]) -> int:
         return estimate_fixed(

@@ -30,7 +30,7 @@ from otel_context import engine, semconv
 from otel_context.compaction.budget import budget_for
 from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER
 from otel_context.conversation import STORE, ConversationState
-from otel_context.engine import background
+from otel_context.engine import background, pacing
 from otel_context.instrumentation import _background
 from tests.compaction.support import Otel
 from tests.instrumentation.instr_support import TransportOfTheApp
@@ -728,7 +728,7 @@ def test_a_slow_summarizer_starts_the_background_summary_earlier(
     assert (compact.attributes or {})[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
     budget = budget_for(MODEL, settings, max_output_tokens=512)
     assert budget is not None
-    start = background.start_point(budget, settings.background_start_pct)
+    start = pacing.start_point(budget, settings.background_start_pct)
     estimate = int(starting.attributes[semconv.CONTEXT_ESTIMATED_TOKENS])
     if early:
         # Started before the start point: at its pace, a summary that takes this long would have landed
