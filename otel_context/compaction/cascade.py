@@ -409,11 +409,17 @@ def _close_span(
             instruments.compaction_retention_before_repair.record(
                 before, {semconv.COMPACTION_TRIGGER_SOURCE: trigger, semconv.COMPACTION_STRATEGY: out.strategy}
             )
-    if out.outcome == semconv.OUTCOME_SUCCESS and out.input_tokens:
-        instruments.compaction_tokens_saved.record(
-            max(0, out.input_tokens - out.output_tokens),
-            {semconv.COMPACTION_TRIGGER_SOURCE: trigger, semconv.COMPACTION_STRATEGY: out.strategy},
-        )
+    if out.outcome == semconv.OUTCOME_SUCCESS and out.input_tokens and mode != semconv.MODE_BACKGROUND:
+        record_saved(out.input_tokens - out.output_tokens, trigger, out.strategy)
+
+
+def record_saved(tokens: int, trigger: str, strategy: str) -> None:
+    """``otel_context.compaction.tokens_saved``: what a compaction removed from a request that went out. An
+    inline one counts as it ends; a summary prepared in the background counts when a call sends it, with what
+    it removed from that call (see ``engine.background``): one that is never sent saved nothing."""
+    telemetry.get().instruments.compaction_tokens_saved.record(
+        max(0, tokens), {semconv.COMPACTION_TRIGGER_SOURCE: trigger, semconv.COMPACTION_STRATEGY: strategy}
+    )
 
 
 def record_provider_compaction(

@@ -29,7 +29,7 @@ from otel_context import semconv
 from otel_context.demo.agent import TurnOutcome
 from otel_context.demo.pricing import PRICES
 from otel_context.demo.run import SUMMARY_LATENCY_FACTOR, DemoOptions, DemoResult
-from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, TurnStats
+from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, AppliedFigures, CompactionFigures, TurnStats
 
 __all__ = ["PlainReport", "Report", "RichReport", "make_report", "span_tree"]
 
@@ -151,15 +151,14 @@ def summary_rows(result: DemoResult) -> list[Row]:
             semconv.METRIC_COMPACTIONS: len(stats.compactions),
             semconv.METRIC_CACHE_BREAKS: len(breaks),
             semconv.METRIC_USAGE_INPUT_TOKENS: total_in,
+            # What the Compactions table says was saved: only what reached the model.
+            semconv.METRIC_COMPACTION_TOKENS_SAVED: sum(row[3] for row in compaction_rows(result)),
         }
         differ = [name for name, value in pairs.items() if result.metrics.get(name, 0) != value]
-        rows.append(
-            Row(
-                "metrics",
-                "agree with the spans" if not differ else "DIFFER from the spans",
-                ", ".join(f"{name} = {result.metrics.get(name, 0):,.0f}" for name in (differ or list(pairs)[:2])),
-            )
-        )
+        note = ", ".join(f"{name} = {result.metrics.get(name, 0):,.0f}" for name in (differ or list(pairs)[:2]))
+        if not differ:
+            note += compaction_count_note(result)
+        rows.append(Row("metrics", "agree with the spans" if not differ else "DIFFER from the spans", note))
     if result.facts_kept is not None:
         rows.append(
             Row(
@@ -169,6 +168,25 @@ def summary_rows(result: DemoResult) -> list[Row]:
             )
         )
     return rows
+
+
+def compaction_count_note(result: DemoResult) -> str:
+    """How ``otel_context.compactions`` (one per ``compact`` span) adds up to the compactions the turn lines
+    and the Compactions table count (those that reached the model), when they differ: a background summary
+    counts when it is ready, and once more, as ``discarded``, when it is dropped unsent."""
+    stats = result.stats
+    compactions = stats.compactions
+    ready = [c for c in compactions if c.outcome == semconv.OUTCOME_SUCCESS and c.deferred]
+    sent = sum(1 for c in compactions if c.outcome == semconv.OUTCOME_SUCCESS and not c.deferred)
+    sent += len(stats.applications)
+    unsent = max(0, len(ready) - len(stats.applications))
+    discarded = sum(1 for c in compactions if c.outcome == semconv.OUTCOME_DISCARDED)
+    failed = sum(1 for c in compactions if c.outcome == semconv.OUTCOME_FAILURE)
+    if not (unsent or discarded):
+        return ""
+    parts = [f"{sent} sent", f"{unsent} prepared and never sent", f"{discarded} discarded"]
+    parts += [f"{failed} failed"] if failed else []
+    return " (compactions: " + " + ".join(parts) + ")"
 
 
 def wait_row(result: DemoResult) -> Row:
@@ -190,21 +208,27 @@ def wait_row(result: DemoResult) -> Row:
 def compaction_rows(result: DemoResult) -> list[tuple[str, int, int, int, str]]:
     """(kind, successes, failures, tokens saved, note) per kind seen."""
     rows = []
-    for kind, items in result.stats.compactions_by_kind().items():
+    stats = result.stats
+    for kind, items in stats.compactions_by_kind().items():
         ok = [c for c in items if c.outcome == semconv.OUTCOME_SUCCESS]
         failed = [c for c in items if c.outcome == semconv.OUTCOME_FAILURE]
-        saved = sum(c.tokens_saved for c in ok)
+        # What reached the model: the inline successes, and the background summaries a call sent on this
+        # kind's path (each counted, with what it removed from that call, when it was sent: one prepared and
+        # never sent saved nothing).
+        sent: list[CompactionFigures | AppliedFigures] = [c for c in ok if not c.deferred]
+        sent += [a for a in stats.applications if a.kind == kind]
+        saved = sum(c.tokens_saved for c in sent)
         note = KIND_LABELS.get(kind, "")
-        background = [c for c in ok if c.mode == semconv.MODE_BACKGROUND]
+        background = [c for c in ok if c.deferred]
         discarded = [c for c in items if c.outcome == semconv.OUTCOME_DISCARDED]
         if background or discarded:
-            applied = sum(t.applied for t in result.stats.turns)
+            applied = len(stats.applications)
             note += f"; {len(background)} prepared in the background, {applied} applied without waiting"
         if discarded:
-            note += f", {len(discarded)} never applied (the history changed below it)"
+            note += f", {len(discarded)} never applied (the history changed below it; not counted)"
         if kind == KIND_REACTIVE and result.too_long_turn is not None:
             note += f"; turn {result.too_long_turn}: the provider (an injected fault) said 'prompt is too long'"
-        rows.append((kind, len(ok), len(failed), saved, note))
+        rows.append((kind, len(sent), len(failed), saved, note))
     return rows
 
 

@@ -115,7 +115,8 @@ class DemoResult:
     otlp: tuple[str, str] | None = None
     #: OTLP exports by signal: [succeeded, failed] (the lists the exporters count into).
     exports: dict[str, list[int]] = field(default_factory=dict)
-    #: Counter totals by metric name (the in-memory metric reader, read at the end of the run).
+    #: Counter totals by metric name (the in-memory metric reader, read at the end of the run), and the sum
+    #: of ``otel_context.compaction.tokens_saved`` under its name.
     metrics: dict[str, float] = field(default_factory=dict)
     #: ``otel_context.compaction.wait`` by mode: (requests that waited for a compaction, seconds waited).
     waits: dict[str, tuple[int, float]] = field(default_factory=dict)
@@ -315,6 +316,8 @@ def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult
         # A background summary still waiting to be applied is dropped now; its compact span ends here.
         result.stats.after_last_turn = turn_stats(0, tel.finished_spans()[ended:]).compactions
         result.metrics = tel.metric_totals()
+        saved = tel.histogram_by(semconv.METRIC_COMPACTION_TOKENS_SAVED, semconv.COMPACTION_TRIGGER_SOURCE)
+        result.metrics[semconv.METRIC_COMPACTION_TOKENS_SAVED] = sum(total for _, total in saved.values())
         result.waits = tel.histogram_by(semconv.METRIC_COMPACTION_WAIT, semconv.COMPACTION_MODE)
         tel.shutdown()
         result.spans = tel.finished_spans()

@@ -86,10 +86,30 @@ class CompactionFigures:
     mode: str = semconv.MODE_INLINE
 
     @property
+    def deferred(self) -> bool:
+        """A summary prepared in the background: what it saves counts when a call sends it
+        (:class:`AppliedFigures`), not when it is ready."""
+        return self.mode == semconv.MODE_BACKGROUND
+
+    @property
     def tokens_saved(self) -> int:
         """Context tokens the compaction removed (0 for a failure)."""
         if self.outcome != semconv.OUTCOME_SUCCESS:
             return 0
+        return max(self.input_tokens - self.output_tokens, 0)
+
+
+@dataclass(frozen=True)
+class AppliedFigures:
+    """One ``otel_context.compaction.applied`` event: a summary prepared in the background, sent by a call
+    (its ``compact`` span ended earlier, when it was ready). What it saved is what it removed from that call."""
+
+    kind: str
+    input_tokens: int
+    output_tokens: int
+
+    @property
+    def tokens_saved(self) -> int:
         return max(self.input_tokens - self.output_tokens, 0)
 
 
@@ -119,7 +139,11 @@ class TurnStats:
     prepared: int = 0
     #: Background summaries applied in this turn (the call that crossed the threshold did not wait): the
     #: ``otel_context.compaction.applied`` events on its calls (the summary's compact span ended earlier).
-    applied: int = 0
+    applications: list[AppliedFigures] = field(default_factory=list)
+
+    @property
+    def applied(self) -> int:
+        return len(self.applications)
 
     @property
     def agent_calls(self) -> list[CallFigures]:
@@ -154,8 +178,11 @@ class TurnStats:
 
     @property
     def kinds(self) -> list[str]:
-        """The kinds of the turn's successful compactions, in order."""
-        return [c.kind for c in self.compactions if c.outcome == semconv.OUTCOME_SUCCESS]
+        """The kinds of the turn's compactions that changed what was sent, in order: the inline ones that
+        succeeded, then the background summaries applied (one prepared in this turn counts in the turn that
+        sends it, and one never sent counts nothing: :attr:`prepared` says it was made)."""
+        inline = [c.kind for c in self.compactions if c.outcome == semconv.OUTCOME_SUCCESS and not c.deferred]
+        return inline + [a.kind for a in self.applications]
 
 
 def _events(span: ReadableSpan) -> Iterable[CacheBreakFigures]:
@@ -166,6 +193,18 @@ def _events(span: ReadableSpan) -> Iterable[CacheBreakFigures]:
         intentional = bool(attrs.get(semconv.CACHE_BREAK_INTENTIONAL, False))
         key = semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS if intentional else semconv.CACHE_BREAK_LOST_TOKENS
         yield CacheBreakFigures(intentional, str(attrs.get(semconv.CACHE_BREAK_REASON, "")), int_attr(attrs, key))
+
+
+def _applications(span: ReadableSpan) -> Iterable[AppliedFigures]:
+    for event in span.events:
+        if event.name != semconv.COMPACTION_APPLIED_EVENT:
+            continue
+        attrs = event.attributes or {}
+        yield AppliedFigures(
+            compaction_kind(str(attrs.get(semconv.COMPACTION_TRIGGER_SOURCE, "")), semconv.STRATEGY_SUMMARY),
+            int_attr(attrs, semconv.COMPACTION_INPUT_TOKENS),
+            int_attr(attrs, semconv.COMPACTION_OUTPUT_TOKENS),
+        )
 
 
 def turn_stats(turn: int, spans: Sequence[ReadableSpan], effective_window: int = 0) -> TurnStats:
@@ -205,7 +244,7 @@ def turn_stats(turn: int, spans: Sequence[ReadableSpan], effective_window: int =
             )
             if background and span.status.status_code != StatusCode.ERROR:
                 prepared.add(parent_id)
-            stats.applied += sum(1 for e in span.events if e.name == semconv.COMPACTION_APPLIED_EVENT)
+            stats.applications.extend(_applications(span))
             stats.calls.append(
                 CallFigures(
                     model=str(attrs.get(semconv.GEN_AI_REQUEST_MODEL, "")),
@@ -249,16 +288,22 @@ class RunStats:
     def cache_breaks(self) -> list[CacheBreakFigures]:
         return [b for t in self.turns for b in t.cache_breaks]
 
+    @property
+    def applications(self) -> list[AppliedFigures]:
+        return [a for t in self.turns for a in t.applications]
+
     def total(self, attr: str, *, summarizer: bool | None = None) -> int:
         """Sum of a :class:`CallFigures` field over all calls (optionally only agent or summarizer calls)."""
         return sum(int(getattr(c, attr)) for c in self.calls if summarizer is None or c.summarizer == summarizer)
 
     def compactions_by_kind(self) -> dict[str, list[CompactionFigures]]:
-        """Every compaction, grouped by kind, in cascade order; kinds never seen are left out."""
+        """Every compaction, grouped by kind, in cascade order; kinds never seen are left out (a kind whose
+        only sign is a background summary applied on its path, as the reactive one, has an empty list)."""
         grouped: dict[str, list[CompactionFigures]] = {}
+        applied = {a.kind for a in self.applications}
         for kind in KINDS:
             found = [c for c in self.compactions if c.kind == kind]
-            if found:
+            if found or kind in applied:
                 grouped[kind] = found
         return grouped
 

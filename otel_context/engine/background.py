@@ -516,8 +516,9 @@ def _applied(
 ) -> None:
     """Record on this call's chat span that it sends a summary prepared in the background: a link to the
     summary's ``compact`` span (ended when the summary was ready, in a trace of its own), the
-    ``otel_context.compaction.applied`` event with the context before and after on this call, and the
-    intentional cache break (the cache detector must know the prefix changes on purpose)."""
+    ``otel_context.compaction.applied`` event with the context before and after on this call, what that saved
+    (``otel_context.compaction.tokens_saved``: counted here, when it reaches the model, not when it was
+    ready), and the intentional cache break (the cache detector must know the prefix changes on purpose)."""
     if compact is not None:
         try:
             span.add_link(compact)
@@ -534,6 +535,7 @@ def _applied(
             semconv.COMPACTION_THRESHOLD_TOKENS: budget.auto_threshold,
         },
     )
+    cascade.record_saved(before - call.estimated_tokens, trigger, semconv.STRATEGY_SUMMARY)
     state = call.state
     if state.detector is not None:
         cascade.announce(span, state, call.request.provider, call.model)

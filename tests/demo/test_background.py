@@ -8,7 +8,7 @@ import pytest
 
 from otel_context import semconv
 from otel_context.demo import DemoOptions, DemoResult, run
-from otel_context.demo.report import summary_rows
+from otel_context.demo.report import compaction_rows, summary_rows
 from otel_context.demo.stats import KIND_AUTO
 from tests.demo.support import plain_report_text
 
@@ -67,3 +67,29 @@ def test_inline_by_default_and_latency_is_checked() -> None:
         run(DemoOptions(latency=-1))
     with pytest.raises(ValueError, match="--latency"):
         run(DemoOptions(latency=0.5, live=True))
+
+
+def test_the_figures_count_only_the_summaries_that_were_sent_and_add_up(background_run: DemoResult) -> None:
+    """A summary prepared and never sent saved nothing: the turn lines, the Compactions table and the
+    tokens-saved histogram count a background summary when a call sends it, and the metrics row says how the
+    compactions counter (one per compact span) adds up to that."""
+    result = background_run
+    stats = result.stats
+    ready = [c for c in stats.compactions if c.deferred and c.outcome == semconv.OUTCOME_SUCCESS]
+    assert len(ready) >= len(stats.applications) > 0
+    rows = compaction_rows(result)
+    text = plain_report_text(result)
+    last_turn = [line for line in text.splitlines() if line.startswith("turn ")][-1]
+    assert f"compactions {sum(row[1] for row in rows)}" in last_turn.replace("compactions  ", "compactions ")
+    # Saved: the inline compactions' own figures plus what each sent summary removed from its call.
+    inline = sum(c.tokens_saved for c in stats.compactions if c.outcome == semconv.OUTCOME_SUCCESS and not c.deferred)
+    sent = sum(a.tokens_saved for a in stats.applications)
+    assert sum(row[3] for row in rows) == inline + sent == result.metrics[semconv.METRIC_COMPACTION_TOKENS_SAVED]
+    metrics = next(r for r in summary_rows(result) if r.label == "metrics")
+    assert metrics.value == "agree with the spans"
+    discarded = sum(1 for c in stats.compactions if c.outcome == semconv.OUTCOME_DISCARDED)
+    unsent = len(ready) - len(stats.applications)
+    if unsent or discarded:  # this run's timing decides whether a summary went unsent (it usually does)
+        parts = f"{sum(row[1] for row in rows)} sent + {unsent} prepared and never sent + {discarded} discarded"
+        assert parts in " ".join(metrics.note.split())
+    assert sum(row[1] for row in rows) + unsent + discarded == result.metrics[semconv.METRIC_COMPACTIONS]

@@ -150,6 +150,12 @@ def test_prepared_summary_is_applied_at_the_threshold_without_waiting(
     assert applied.attributes[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
     assert applied.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_AUTO
     assert applied.attributes[semconv.COMPACTION_OUTPUT_TOKENS] < applied.attributes[semconv.COMPACTION_INPUT_TOKENS]
+    # What it saved is counted once, when it was sent, and is what it removed from the call that sent it.
+    (saved,) = otel.metric_points(semconv.METRIC_COMPACTION_TOKENS_SAVED)
+    assert saved.count == 1 and saved.attributes[semconv.COMPACTION_TRIGGER_SOURCE] == semconv.TRIGGER_AUTO
+    assert saved.sum == (
+        applied.attributes[semconv.COMPACTION_INPUT_TOKENS] - applied.attributes[semconv.COMPACTION_OUTPUT_TOKENS]
+    )
     # The applying call did not wait for the summarizer (0.4 s): it took about what the model takes.
     assert (applying.end_time - applying.start_time) / 1e9 < 0.3
     assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_MODE: "background"}) == 1
@@ -778,8 +784,11 @@ def test_a_conversation_the_store_clears_discards_its_ready_summary_and_its_reco
     STORE.clear()  # the store alone forgets it (engine.reset() would drop every summary first)
 
     # The store told background compaction: the summary is discarded at once, as on an eviction.
-    _, compact = otel.compact_spans()
+    ready, compact = otel.compact_spans()
+    assert attrs_of(ready)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
     assert attrs_of(compact)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED
+    # Ready, then never sent: it saved nothing, and the tokens-saved histogram says so.
+    assert [p.sum for p in otel.metric_points(semconv.METRIC_COMPACTION_TOKENS_SAVED)] in ([], [0])
     assert background.pending(state) is None
     # The rest of the record (the pace) stays with the state while something holds it, and goes with it.
     with background._lock:
