@@ -84,7 +84,6 @@ CONSTANTS = {
     "otel_context.settings._FIELD_KIND",
     "otel_context.settings._FIELDS",
     "otel_context.settings._DEFAULTS",
-    "otel_context.settings.SUMMARY_PROVIDERS",
     "otel_context.store_spec._URL_OPTIONS",
     "otel_context.testing.anthropic_api.ANTHROPIC_TTLS",
     "otel_context.testing.caching.ANTHROPIC_TTLS",

@@ -381,7 +381,7 @@ def _projected_growth(call: CallState) -> int | None:
 
 
 def _summary_model(call: CallState) -> str:
-    return summary_model_for(call.request.settings, call.adapter.name, call.model)
+    return summary_model_for(call.request.settings, call.adapter.provider, call.model)
 
 
 def _learn(model: str, seconds: float) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from otel_context import semconv
+from otel_context import providers, semconv
 from otel_context.formats._common import (
     FieldRules,
     as_field_list,
@@ -249,7 +249,7 @@ class AnthropicMessagesAdapter:
     wire_format = "anthropic_messages"
     automatic_caching = False  # only what cache_control marks is cached
     default_for_sdk: str | None = "anthropic"
-    provider = semconv.PROVIDER_ANTHROPIC
+    provider = providers.ANTHROPIC.name
 
     # -- body ---------------------------------------------------------------------------------------------
 

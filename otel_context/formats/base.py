@@ -55,6 +55,9 @@ class WireFormatAdapter(Protocol):
     """Read and rewrite request bodies of one wire format."""
 
     name: str  #: "anthropic_messages" | "openai_chat" | "openai_responses"
+    #: The provider whose API this format is (``otel_context.providers``: its models, and the summary model
+    #: named for it); ``gen_ai.provider.name`` of an explicit ``Compactor`` call in this format.
+    provider: str
 
     def items(self, body: Body) -> list[Item]:
         """The conversation items (see module doc); a new list, items shared.
@@ -338,8 +341,6 @@ class ChatFormat(EndpointFormat, WireFormatAdapter, Protocol):
     automatic_caching: bool
     #: The SDK (top-level package of the client class) whose clients speak this format by default, if any.
     default_for_sdk: str | None
-    #: ``gen_ai.provider.name`` of an explicit ``Compactor`` call in this format.
-    provider: str
 
     def usage(self, raw: Any, provider: str) -> TokenUsage:
         """The response's ``usage`` (SDK object or dict) normalized; ``provider`` picks a compatible API's

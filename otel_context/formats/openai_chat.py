@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from otel_context import semconv
+from otel_context import providers, semconv
 from otel_context.formats._common import (
     FieldRules,
     as_field_list,
@@ -164,7 +164,7 @@ class OpenAIChatAdapter:
     wire_format = "openai_chat"
     automatic_caching = True  # OpenAI caches long prompt prefixes by itself
     default_for_sdk: str | None = "openai"
-    provider = semconv.PROVIDER_OPENAI
+    provider = providers.OPENAI.name
 
     # -- body ---------------------------------------------------------------------------------------------
 

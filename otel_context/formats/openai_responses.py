@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from otel_context import semconv
+from otel_context import providers, semconv
 from otel_context.formats._common import (
     FieldRules,
     as_field_list,
@@ -208,7 +208,7 @@ class OpenAIResponsesAdapter:
     wire_format = "openai_responses"
     automatic_caching = True  # OpenAI caches long prompt prefixes by itself
     default_for_sdk: str | None = None  # an openai client means Chat Completions unless told otherwise
-    provider = semconv.PROVIDER_OPENAI
+    provider = providers.OPENAI.name
 
     # -- body ---------------------------------------------------------------------------------------------
 
