@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from otel_context import process_state, store_spec
-from otel_context.providers import SUMMARY_PROVIDERS, model_owner
+
+# The providers a summary model can be named for, and whose model a name is: importable from here, as before.
+from otel_context.providers import SUMMARY_PROVIDERS as SUMMARY_PROVIDERS
+from otel_context.providers import model_owner as model_owner
 
 CaptureMode = Literal["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"]
 CompactionMode = Literal["auto", "observe", "off"]

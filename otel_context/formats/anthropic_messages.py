@@ -54,6 +54,7 @@ from otel_context.formats.base import (
     Body,
     CapturedInput,
     Item,
+    MessageShape,
     PlainEndpoint,
     PromptLayout,
     ResponseInfo,
@@ -248,6 +249,9 @@ class AnthropicMessagesAdapter:
     name = "anthropic_messages"
     wire_format = "anthropic_messages"
     automatic_caching = False  # only what cache_control marks is cached
+    cache_control_markers = True
+    empty_prefill = True  # a final assistant message may be empty (see has_unknown_content)
+    message_shape = MessageShape(roles=frozenset({"user", "assistant"}), part_types=KNOWN_BLOCK_TYPES)
     default_for_sdk: str | None = "anthropic"
     provider = providers.ANTHROPIC.name
 
