@@ -6,9 +6,11 @@ and stream reading for the instrumentation, usage, content capture, the Compacto
 cache's layout). :func:`endpoint_format` also knows the non-chat endpoints of those APIs, which the
 instrumentation's endpoint tables name.
 
-Adding a format: one new module implementing :class:`~otel_context.formats.base.ChatFormat`, one line in
-``_FORMATS`` below (and a line per non-chat endpoint in ``_ENDPOINTS``); the instrumentation's endpoint table
-of its SDK then names its URL path.
+Adding a format: one new module implementing :class:`~otel_context.formats.base.ChatFormat` (its quirks
+included: the core asks ``empty_prefill``, ``cache_control_markers``, ``message_shape`` rather than its name),
+one line in ``_FORMATS`` below (and a line per non-chat endpoint in ``_ENDPOINTS``), its ``provider`` naming an
+``otel_context.providers.Provider`` (a new provider's window rows and model names go there); the
+instrumentation's endpoint table of its SDK then names its URL path (docs/design.md, "Adding a wire format").
 """
 
 from __future__ import annotations
