@@ -22,6 +22,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from otel_context import formats
+
 __all__ = ["MAX_BREAKPOINTS", "looks_volatile", "place_cache_breakpoints"]
 
 #: Anthropic accepts at most four cache_control breakpoints per request.
@@ -61,7 +63,7 @@ def looks_volatile(section: Section, block: Any) -> bool:
 def place_cache_breakpoints(
     body: Mapping[str, Any],
     *,
-    wire_format: str = "anthropic_messages",
+    wire_format: str = formats.ANTHROPIC_MESSAGES.name,
     ttl: Literal["5m", "1h"] | None = None,
     max_breakpoints: int = MAX_BREAKPOINTS,
     volatile: VolatilePredicate | None = None,
@@ -73,7 +75,10 @@ def place_cache_breakpoints(
     default the provider's 5 minutes. ``volatile``: which blocks change between calls (default
     :func:`looks_volatile`). Only the containers on the path to a new marker are copied.
     """
-    if wire_format != "anthropic_messages":
+    fmt = formats.for_format(wire_format) if wire_format in formats.WIRE_FORMATS else None
+    if fmt is not None and not fmt.cache_control_markers and not fmt.automatic_caching:
+        raise ValueError(f"place_cache_breakpoints writes cache_control markers; {wire_format!r} has none")
+    if fmt is None or not fmt.cache_control_markers:
         raise ValueError(
             f"place_cache_breakpoints writes Anthropic cache_control markers; {wire_format!r} is cached by the "
             "provider automatically (keep the prompt's stable part first instead)"

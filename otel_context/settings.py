@@ -25,6 +25,10 @@ from typing import Any, Literal, cast
 
 from otel_context import process_state, store_spec
 
+# The providers a summary model can be named for, and whose model a name is: importable from here, as before.
+from otel_context.providers import SUMMARY_PROVIDERS as SUMMARY_PROVIDERS
+from otel_context.providers import model_owner as model_owner
+
 CaptureMode = Literal["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"]
 CompactionMode = Literal["auto", "observe", "off"]
 
@@ -431,24 +435,6 @@ def resolve(
     return Settings(**values)
 
 
-#: The providers a summary model can be named for, and the chat wire formats each one speaks.
-SUMMARY_PROVIDERS: dict[str, tuple[str, ...]] = {
-    "anthropic": ("anthropic_messages",),
-    "openai": ("openai_chat", "openai_responses"),
-}
-#: Name prefixes that tell whose model a bare summary model name is (others: any provider's).
-_MODEL_OWNERS: tuple[tuple[str, str], ...] = (
-    ("claude-", "anthropic"),
-    ("gpt-", "openai"),
-    ("chatgpt-", "openai"),
-    ("ft:gpt-", "openai"),
-    ("o1", "openai"),
-    ("o3", "openai"),
-    ("o4", "openai"),
-    ("codex-", "openai"),
-)
-
-
 def _split_summary_entry(entry: str) -> tuple[str | None, str]:
     """``"openai:gpt-5-mini"`` -> ("openai", "gpt-5-mini"); a bare name -> (None, name). Only the known
     providers count as a prefix: an OpenAI fine-tune (``ft:gpt-4o-mini:org::id``) keeps its colons."""
@@ -456,15 +442,6 @@ def _split_summary_entry(entry: str) -> tuple[str | None, str]:
     if sep and provider.strip().lower() in SUMMARY_PROVIDERS:
         return provider.strip().lower(), name.strip()
     return None, entry.strip()
-
-
-def model_owner(model: str) -> str | None:
-    """The provider whose model ``model`` is, from its name (None: not known, so any provider's)."""
-    name = model.strip().lower().rsplit("/", 1)[-1]
-    for prefix, owner in _MODEL_OWNERS:
-        if name.startswith(prefix) and (prefix.endswith("-") or name[len(prefix) :][:1] in ("", "-")):
-            return owner
-    return None
 
 
 def _parse_summary_model(raw: Any, where: str) -> str | None:
@@ -494,10 +471,9 @@ def _parse_summary_model(raw: Any, where: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _summary_model_for(setting: str | None, wire_format: str, model: str) -> str:
+def _summary_model_for(setting: str | None, provider: str, model: str) -> str:
     if not setting:
         return model
-    provider = next((p for p, formats in SUMMARY_PROVIDERS.items() if wire_format in formats), None)
     bare: str | None = None
     for entry in setting.split(","):
         named, name = _split_summary_entry(entry)
@@ -508,8 +484,9 @@ def _summary_model_for(setting: str | None, wire_format: str, model: str) -> str
     return bare or model
 
 
-def summary_model_for(settings: Settings, wire_format: str, model: str) -> str:
-    """The model that summarizes a conversation of ``model`` in ``wire_format``: the summary model named for
-    that provider, else a bare name that is that provider's (or whose provider the name does not tell),
-    else the call's own model. So ``claude-haiku-4-5`` alone is never sent to OpenAI."""
-    return _summary_model_for(settings.summary_model, wire_format, model)
+def summary_model_for(settings: Settings, provider: str, model: str) -> str:
+    """The model that summarizes a conversation of ``model`` whose wire format is ``provider``'s (the
+    format's ``provider``): the summary model named for that provider, else a bare name that is that
+    provider's (or whose provider the name does not tell), else the call's own model. So
+    ``claude-haiku-4-5`` alone is never sent to OpenAI."""
+    return _summary_model_for(settings.summary_model, provider, model)

@@ -189,7 +189,7 @@ def _summary_model(job: _Job) -> str:
     if job.settings.summarizer is not None:
         return "the app's summarizer (Settings.summarizer)"
     # No model at all: an explicit Compactor with a summarize function and no model= (it needs none).
-    return summary_model_for(job.settings, job.adapter.name, job.model) or "the app's summarizer"
+    return summary_model_for(job.settings, job.adapter.provider, job.model) or "the app's summarizer"
 
 
 def _root(error: BaseException) -> tuple[BaseException, bool]:

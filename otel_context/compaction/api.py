@@ -40,14 +40,13 @@ from otel_context.conversation import ConversationState, current_conversation_id
 from otel_context.conversation import conversation as named_conversation
 from otel_context.conversation import resolve as resolve_conversation
 from otel_context.flow import SummaryRequest, SummaryResult, adrive, aperform_with, drive, in_summarizer, perform_with
+from otel_context.formats import DEFAULT_WIRE_FORMAT as DEFAULT_WIRE_FORMAT  # documented here, defined there
 from otel_context.formats import (
+    OWN_MESSAGE_KEYS,
     WIRE_FORMATS,
     ChatFormat,
     WireFormatAdapter,
-    anthropic_messages,
     default_for_client,
-    openai_chat,
-    openai_responses,
 )
 from otel_context.formats.too_long import is_too_long
 from otel_context.settings import Settings, resolve
@@ -56,10 +55,6 @@ from otel_context.tokens import estimate_fixed, estimate_items
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-_ANTHROPIC, _CHAT, _RESPONSES = "anthropic_messages", "openai_chat", "openai_responses"
-#: The wire format of a history whose shape fits several (plain ``role``/``content`` strings) when no SDK
-#: client says which: such a history means the same in all of them.
-DEFAULT_WIRE_FORMAT = _ANTHROPIC
 #: Share of ``target_tokens`` the summary is asked to stay within (the kept messages get at most 60 % of it,
 #: ``summary.KEPT_SHARE``; the rest is for the user's messages kept verbatim and the rehydrated files).
 SUMMARY_SHARE = 0.25
@@ -115,54 +110,14 @@ class CompactionResult:
 
 # --- the wire format of a history ------------------------------------------------------------------------
 
-#: The wire formats that accept each content part (block) type, from the formats' own lists.
-_PART_FORMATS: dict[str, frozenset[str]] = {}
-for _fmt, _types in (
-    (_ANTHROPIC, anthropic_messages.KNOWN_BLOCK_TYPES),
-    (_CHAT, openai_chat.KNOWN_PART_TYPES),
-    (_RESPONSES, openai_responses.KNOWN_PART_TYPES),
-):
-    for _type in _types:
-        _PART_FORMATS[_type] = _PART_FORMATS.get(_type, frozenset()) | {_fmt}
-_ALL_FORMATS = frozenset(WIRE_FORMATS)
-_CHAT_ONLY = frozenset({_CHAT})
-_OPENAI = frozenset({_CHAT, _RESPONSES})
-_RESPONSES_ONLY = frozenset({_RESPONSES})
-#: Roles only the OpenAI formats have in their message lists (Anthropic's system prompt is a field).
-_OPENAI_ROLES = frozenset({"system", "developer"})
-#: Keys of an OpenAI chat message that no other format has.
-_CHAT_KEYS = ("tool_calls", "tool_call_id", "function_call")
-
-
-def _formats_of(message: Any) -> frozenset[str]:
-    """The wire formats ``message`` can belong to, by its shape (all of them when it says nothing)."""
-    if not isinstance(message, Mapping):
-        return _ALL_FORMATS  # reported by the format's own check, with its index
-    if message.get("type", "message") != "message":
-        return _RESPONSES_ONLY  # Responses items (function_call, reasoning, ...) carry a type; messages do not
-    fits = _ALL_FORMATS
-    role = message.get("role")
-    if role == "tool" or any(key in message for key in _CHAT_KEYS):
-        fits = _CHAT_ONLY
-    elif role in _OPENAI_ROLES:
-        fits = _OPENAI
-    content = message.get("content")
-    if content is None and "content" in message:
-        fits &= _CHAT_ONLY  # an assistant message that only calls tools
-    elif isinstance(content, (list, tuple)):
-        for part in content:
-            kind = part.get("type") if isinstance(part, Mapping) else getattr(part, "type", None)
-            if isinstance(kind, str) and kind in _PART_FORMATS:
-                fits &= _PART_FORMATS[kind]
-    return fits
-
 
 def infer_wire_format(messages: Sequence[Any], client: Any = None) -> str:
     """The wire format of ``messages``: the one their shape fits (among those ``client``, an SDK client,
     speaks), the client's own when several fit, else :data:`DEFAULT_WIRE_FORMAT` (or ``openai_chat`` when
-    only the two OpenAI formats fit). ``ValueError`` when no format fits."""
+    only the two OpenAI formats fit: :func:`otel_context.formats.preferred_format`); the shapes are the
+    formats' own (:func:`otel_context.formats.formats_fitting`). ``ValueError`` when no format fits."""
     speaks = default_for_client(client) if client is not None else None
-    start = _ALL_FORMATS
+    start = frozenset(WIRE_FORMATS)
     where = "any wire format"
     if speaks is not None:
         provider = formats.for_format(speaks).provider
@@ -170,7 +125,7 @@ def infer_wire_format(messages: Sequence[Any], client: Any = None) -> str:
         where = f"the wire formats an {provider} client speaks"
     fits = start
     for index, message in enumerate(messages):
-        own = _formats_of(message)
+        own = formats.formats_fitting(message)
         narrowed = fits & own
         if not narrowed:
             why = f"it fits {', '.join(sorted(own))} only" if own else "its parts belong to different wire formats"
@@ -185,7 +140,7 @@ def infer_wire_format(messages: Sequence[Any], client: Any = None) -> str:
         return next(iter(fits))
     if speaks is not None and speaks in fits:
         return speaks
-    return DEFAULT_WIRE_FORMAT if DEFAULT_WIRE_FORMAT in fits else _CHAT
+    return formats.preferred_format(fits)
 
 
 def _wire_format(messages: Sequence[Any], client: Any, wire_format: str | None) -> str:
@@ -214,7 +169,7 @@ def _is_empty(message: Any) -> bool:
     only blank text parts): every provider refuses it, and it says nothing a summary could keep."""
     if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant"):
         return False
-    if message.get("type", "message") != "message" or any(key in message for key in _CHAT_KEYS):
+    if message.get("type", "message") != "message" or any(key in message for key in OWN_MESSAGE_KEYS):
         return False
     if "content" not in message:
         return False  # malformed, not empty: the format's check says so
@@ -232,13 +187,13 @@ def _is_empty(message: Any) -> bool:
     return True
 
 
-def _without_empty(messages: Sequence[Any], wire_format: str) -> list[Any]:
-    """``messages`` (a new list) without their empty messages; an Anthropic history's last assistant message
-    may be empty (a prefill the API accepts) and stays."""
+def _without_empty(messages: Sequence[Any], adapter: ChatFormat) -> list[Any]:
+    """``messages`` (a new list) without their empty messages; the last assistant message stays in a format
+    whose API takes an empty one as a prefill (``ChatFormat.empty_prefill``: Anthropic)."""
     last = len(messages) - 1
     kept = []
     for index, message in enumerate(messages):
-        prefill = index == last and wire_format == _ANTHROPIC
+        prefill = adapter.empty_prefill and index == last
         if _is_empty(message) and not (prefill and message.get("role") == "assistant"):
             continue
         kept.append(message)
@@ -532,7 +487,7 @@ class Compactor:
             )
         fmt = _wire_format(messages, self.client if sdk else None, options.get("wire_format"))
         adapter = formats.for_format(fmt)
-        sent = _without_empty(messages, fmt)
+        sent = _without_empty(messages, adapter)
         body = adapter.compactor_body(sent, model, system, tools, max_tokens)
         items = adapter.items(body)
         skip = CompactionResult(messages=list(messages), compacted=False, trigger=trigger, strategy=strategy)
@@ -710,6 +665,6 @@ def should_compact(
         return False
     fmt = _wire_format(messages, None, wire_format)
     adapter = formats.for_format(fmt)
-    body = adapter.compactor_body(_without_empty(messages, fmt), model or "", system, tools, max_tokens)
+    body = adapter.compactor_body(_without_empty(messages, adapter), model or "", system, tools, max_tokens)
     estimated = estimate_fixed(adapter, body) + estimate_items(adapter, adapter.items(body))
     return estimated >= budget.auto_threshold

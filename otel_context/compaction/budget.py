@@ -8,7 +8,7 @@ test window or a cheap 16K model still gets positive, ordered thresholds.
 
 Which window: a per-call-site override, then the app's per-model windows (``model_windows`` /
 ``OTEL_CONTEXT_MODEL_WINDOWS``), then its one window for every model (``auto_compact_window``), then the
-built-in table. A model we do not know, with no window declared, has no budget: the engine then observes
+built-in table (:data:`MODEL_TABLE`, every provider's rows from ``otel_context/providers.py``). A model we do not know, with no window declared, has no budget: the engine then observes
 only and never rewrites (guessing a window could compact a conversation that was nowhere near its real
 limit), and the log says once how to declare its window.
 """
@@ -22,6 +22,9 @@ from typing import Any
 
 from otel_context import semconv, telemetry, tokens
 from otel_context.formats.base import WireFormatAdapter
+from otel_context.providers import CONTEXT_1M_BETA as CONTEXT_1M_BETA  # importable from here, as before
+from otel_context.providers import PROVIDERS, has_1m_beta
+from otel_context.providers import ModelSpec as ModelSpec  # the window table's row, importable from here
 from otel_context.settings import Settings
 
 #: Output reserve for the summary (p99.99 of production summaries is 17,387 tokens).
@@ -31,57 +34,9 @@ WARNING_BUFFER_TOKENS = 20_000
 BLOCKING_BUFFER_TOKENS = 3_000
 #: Window at and above which the buffers apply unscaled.
 REFERENCE_WINDOW = 200_000
-#: The 1M-context beta for Claude models.
-CONTEXT_1M_BETA = "context-1m"
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What the budget needs to know about a model family."""
-
-    window: int
-    max_output: int
-    #: The window when the request carries the 1M-context beta header (Claude), else None.
-    window_1m: int | None = None
-
-
-# Longest prefix wins; dated suffixes (``-20250929``) and ``-latest`` fall under their family.
-MODEL_TABLE: dict[str, ModelSpec] = {
-    # Anthropic
-    "claude-opus-4-6": ModelSpec(200_000, 128_000, 1_000_000),
-    "claude-opus-4-5": ModelSpec(200_000, 64_000),
-    "claude-opus-4-1": ModelSpec(200_000, 32_000),
-    "claude-opus-4": ModelSpec(200_000, 32_000),
-    "claude-sonnet-4-6": ModelSpec(200_000, 64_000, 1_000_000),
-    "claude-sonnet-4-5": ModelSpec(200_000, 64_000, 1_000_000),
-    "claude-sonnet-4": ModelSpec(200_000, 64_000, 1_000_000),
-    "claude-haiku-4-5": ModelSpec(200_000, 64_000),
-    "claude-3-7-sonnet": ModelSpec(200_000, 64_000),
-    "claude-3-5-sonnet": ModelSpec(200_000, 8_192),
-    "claude-3-5-haiku": ModelSpec(200_000, 8_192),
-    "claude-3-opus": ModelSpec(200_000, 4_096),
-    "claude-3-haiku": ModelSpec(200_000, 4_096),
-    "claude-": ModelSpec(200_000, 64_000, 1_000_000),
-    # OpenAI
-    "gpt-5": ModelSpec(400_000, 128_000),
-    "gpt-5-chat": ModelSpec(128_000, 16_384),
-    "gpt-4.1": ModelSpec(1_047_576, 32_768),
-    "gpt-4o": ModelSpec(128_000, 16_384),
-    "chatgpt-4o": ModelSpec(128_000, 16_384),
-    "gpt-4-turbo": ModelSpec(128_000, 4_096),
-    "gpt-4": ModelSpec(8_192, 8_192),
-    "gpt-3.5-turbo": ModelSpec(16_385, 4_096),
-    "o1": ModelSpec(200_000, 100_000),
-    "o1-mini": ModelSpec(128_000, 65_536),
-    "o1-preview": ModelSpec(128_000, 32_768),
-    "o3": ModelSpec(200_000, 100_000),
-    "o3-mini": ModelSpec(200_000, 100_000),
-    "o4-mini": ModelSpec(200_000, 100_000),
-    "codex-mini": ModelSpec(200_000, 100_000),
-    # DeepSeek (OpenAI wire format)
-    "deepseek-chat": ModelSpec(128_000, 8_192),
-    "deepseek-reasoner": ModelSpec(128_000, 65_536),
-}
+#: The built-in window table: every provider's rows (``otel_context/providers.py``, one description per
+#: provider), in the providers' order. Longest prefix wins (:func:`lookup_model`).
+MODEL_TABLE: dict[str, ModelSpec] = {name: spec for provider in PROVIDERS for name, spec in provider.models.items()}
 
 
 def _longest_prefix(model: str, prefixes: Sequence[str]) -> str | None:
@@ -116,14 +71,6 @@ def declared_window(model: str | None, settings: Settings) -> int | None:
     windows = dict(settings.model_windows)
     best = _longest_prefix(model, tuple(windows))
     return windows[best] if best is not None else None
-
-
-def has_1m_beta(headers: Mapping[str, str] | None) -> bool:
-    """Whether the ``anthropic-beta`` header asks for the 1M context window."""
-    if not headers:
-        return False
-    beta = headers.get("anthropic-beta", "")
-    return any(part.strip().startswith(CONTEXT_1M_BETA) for part in beta.split(","))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from otel_context.formats import for_format
+from otel_context.formats import DEFAULT_WIRE_FORMAT, for_format
 from otel_context.formats.base import CLEARED_PLACEHOLDER, Item, ToolResultRef, WireFormatAdapter
 from otel_context.settings import Settings
 from otel_context.tokens import IMAGE_TOKENS, estimate_items, estimate_text
@@ -155,7 +155,7 @@ def microcompact_items(adapter: WireFormatAdapter, items: Sequence[Item], settin
 
 
 def microcompact_messages(
-    messages: Sequence[Mapping[str, Any]], wire_format: str = "anthropic_messages", **options: Any
+    messages: Sequence[Mapping[str, Any]], wire_format: str = DEFAULT_WIRE_FORMAT, **options: Any
 ) -> list[dict[str, Any]]:
     """For apps that manage their own history: a compacted copy of ``messages`` (the caller's list untouched).
 

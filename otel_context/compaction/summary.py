@@ -684,7 +684,7 @@ def plan_summary(task: SummaryTask) -> _Plan:
     kept = select_user_messages(texts, max(0, budget))
     transcript = list(items[anchor_end:cut] if anchor is not None else items[:cut])
     covering = to_cover(adapter, items, kept, anchor_end if anchor is not None else 0, cut, budget)
-    summary_model = summary_model_for(settings, adapter.name, task.model)
+    summary_model = summary_model_for(settings, adapter.provider, task.model)
     spec = budget_mod.lookup_model(summary_model)
     max_output = (
         budget_mod.SUMMARY_RESERVE_TOKENS if spec is None else min(budget_mod.SUMMARY_RESERVE_TOKENS, spec.max_output)

@@ -144,7 +144,7 @@ def aim(call: CallState, budget: Budget, steps: list[tuple[float, int]]) -> Aim 
 
 def summary_model(call: CallState) -> str:
     """The model that writes this call's summaries (their durations are remembered per model)."""
-    return summary_model_for(call.request.settings, call.adapter.name, call.model)
+    return summary_model_for(call.request.settings, call.adapter.provider, call.model)
 
 
 def learn(model: str, seconds: float) -> None:

@@ -12,6 +12,7 @@ from otel_context import process_state
 from otel_context.compaction.budget import Budget, budget_for
 from otel_context.contract import CallRequest
 from otel_context.formats.base import WireFormatAdapter
+from otel_context.providers import BETA_HEADER
 from otel_context.settings import Settings
 
 #: Windows the providers stated in too-long errors, by (provider, model), when smaller than the ones we
@@ -46,7 +47,7 @@ def budget_of(request: CallRequest, adapter: WireFormatAdapter, model: str) -> B
     max_output = adapter.max_output_tokens(request.body)
     settings = request.settings
     window_cap = _learned_windows.get((request.provider, model))
-    key = (model, id(settings), max_output, request.headers.get("anthropic-beta"), window_cap)
+    key = (model, id(settings), max_output, request.headers.get(BETA_HEADER), window_cap)  # the 1M beta is read there
     known = _budgets.get(key)
     if known is not None and known[0] is settings:
         return known[1]

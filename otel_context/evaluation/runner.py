@@ -53,6 +53,7 @@ from otel_context.evaluation.scenarios import (
     answer_matches,
     get_scenario,
 )
+from otel_context.formats import for_format
 from otel_context.settings import resolve, summary_model_for
 from otel_context.span_figures import float_attr, int_attr
 
@@ -150,7 +151,9 @@ class EvalOptions:
         """The one model that summarizes this run: ``--summary-model`` may name one per provider
         (``anthropic:...,openai:...``), read as the library reads it."""
         return summary_model_for(
-            resolve({"summary_model": self.summary_model}, env={}), self.wire_format, self.resolved_model
+            resolve({"summary_model": self.summary_model}, env={}),
+            for_format(self.wire_format).provider,
+            self.resolved_model,
         )
 
     def styles(self) -> tuple[str | None, ...]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from otel_context import semconv
+from otel_context import providers, semconv
 from otel_context.formats._common import (
     FieldRules,
     as_field_list,
@@ -54,6 +54,7 @@ from otel_context.formats.base import (
     Body,
     CapturedInput,
     Item,
+    MessageShape,
     PlainEndpoint,
     PromptLayout,
     ResponseInfo,
@@ -248,8 +249,11 @@ class AnthropicMessagesAdapter:
     name = "anthropic_messages"
     wire_format = "anthropic_messages"
     automatic_caching = False  # only what cache_control marks is cached
+    cache_control_markers = True
+    empty_prefill = True  # a final assistant message may be empty (see has_unknown_content)
+    message_shape = MessageShape(roles=frozenset({"user", "assistant"}), part_types=KNOWN_BLOCK_TYPES)
     default_for_sdk: str | None = "anthropic"
-    provider = semconv.PROVIDER_ANTHROPIC
+    provider = providers.ANTHROPIC.name
 
     # -- body ---------------------------------------------------------------------------------------------
 

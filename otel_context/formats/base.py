@@ -55,6 +55,9 @@ class WireFormatAdapter(Protocol):
     """Read and rewrite request bodies of one wire format."""
 
     name: str  #: "anthropic_messages" | "openai_chat" | "openai_responses"
+    #: The provider whose API this format is (``otel_context.providers``: its models, and the summary model
+    #: named for it); ``gen_ai.provider.name`` of an explicit ``Compactor`` call in this format.
+    provider: str
 
     def items(self, body: Body) -> list[Item]:
         """The conversation items (see module doc); a new list, items shared.
@@ -325,6 +328,27 @@ class PromptLayout(NamedTuple):
     server_state: bool
 
 
+@dataclass(frozen=True)
+class MessageShape:
+    """What tells one format's messages from the other formats' by their shape alone: the explicit API reads
+    a history's format from it when no SDK client says which (:func:`otel_context.formats.formats_fitting`).
+    A message fits a format unless one of these rules out that format."""
+
+    #: The roles its messages may have, of those that tell formats apart (a role no format lists here says
+    #: nothing: OpenAI chat's legacy ``function`` role is not listed).
+    roles: frozenset[str]
+    #: The content part (block) types its messages may carry (a type no format lists says nothing).
+    part_types: frozenset[str]
+    #: Message keys only this format has (OpenAI chat's tool calls and results); a message with one is
+    #: this format's, and never empty.
+    own_keys: frozenset[str] = frozenset()
+    #: A message's content may be null (OpenAI chat: an assistant message that only calls tools).
+    null_content: bool = False
+    #: Its items other than messages carry a ``type`` (Responses: ``function_call``, ``reasoning``, ...):
+    #: an item whose type is not ``message`` is this format's, whatever else it holds.
+    typed_items: bool = False
+
+
 class ChatFormat(EndpointFormat, WireFormatAdapter, Protocol):
     """Everything about one chat wire format (one module each; see the module doc)."""
 
@@ -336,10 +360,16 @@ class ChatFormat(EndpointFormat, WireFormatAdapter, Protocol):
     #: The provider caches prompt prefixes without being asked (OpenAI): everything sent counts as cached
     #: once long enough, and no cache writes are reported.
     automatic_caching: bool
+    #: The provider caches only the prefixes a request marks with ``cache_control`` blocks on its tools,
+    #: system blocks and message blocks (Anthropic): ``otel_context.place_cache_breakpoints`` writes them.
+    cache_control_markers: bool
+    #: A final assistant message may be empty: the API takes it as a prefill (Anthropic), so the explicit
+    #: API keeps it when it leaves out the other empty messages.
+    empty_prefill: bool
     #: The SDK (top-level package of the client class) whose clients speak this format by default, if any.
     default_for_sdk: str | None
-    #: ``gen_ai.provider.name`` of an explicit ``Compactor`` call in this format.
-    provider: str
+    #: How its messages differ from the other formats' (see :class:`MessageShape`).
+    message_shape: MessageShape
 
     def usage(self, raw: Any, provider: str) -> TokenUsage:
         """The response's ``usage`` (SDK object or dict) normalized; ``provider`` picks a compatible API's

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from otel_context import semconv
+from otel_context import providers, semconv
 from otel_context.formats._common import (
     FieldRules,
     as_field_list,
@@ -52,6 +52,7 @@ from otel_context.formats.base import (
     Body,
     CapturedInput,
     Item,
+    MessageShape,
     PlainEndpoint,
     PromptLayout,
     ResponseInfo,
@@ -163,8 +164,16 @@ class OpenAIChatAdapter:
     name = "openai_chat"
     wire_format = "openai_chat"
     automatic_caching = True  # OpenAI caches long prompt prefixes by itself
+    cache_control_markers = False
+    empty_prefill = False
+    message_shape = MessageShape(
+        roles=frozenset({"system", "developer", "user", "assistant", "tool"}),
+        part_types=KNOWN_PART_TYPES,
+        own_keys=frozenset({"tool_calls", "tool_call_id", "function_call"}),
+        null_content=True,
+    )
     default_for_sdk: str | None = "openai"
-    provider = semconv.PROVIDER_OPENAI
+    provider = providers.OPENAI.name
 
     # -- body ---------------------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from otel_context import semconv
+from otel_context import providers, semconv
 from otel_context.formats._common import (
     FieldRules,
     as_field_list,
@@ -53,6 +53,7 @@ from otel_context.formats.base import (
     CapturedInput,
     EndpointFormat,
     Item,
+    MessageShape,
     PlainEndpoint,
     PromptLayout,
     ResponseInfo,
@@ -207,8 +208,13 @@ class OpenAIResponsesAdapter:
     name = "openai_responses"
     wire_format = "openai_responses"
     automatic_caching = True  # OpenAI caches long prompt prefixes by itself
+    cache_control_markers = False
+    empty_prefill = False
+    message_shape = MessageShape(
+        roles=frozenset({"system", "developer", "user", "assistant"}), part_types=KNOWN_PART_TYPES, typed_items=True
+    )
     default_for_sdk: str | None = None  # an openai client means Chat Completions unless told otherwise
-    provider = semconv.PROVIDER_OPENAI
+    provider = providers.OPENAI.name
 
     # -- body ---------------------------------------------------------------------------------------------
 
