@@ -19,6 +19,7 @@ import pytest
 
 from otel_context import semconv
 from otel_context.compaction.prompt import NO_TOOLS_PREAMBLE
+from otel_context.instrumentation import _background
 from otel_context.testing.fleet import ANTHROPIC_TOOLS, OPENAI_TOOLS, SYSTEM
 from tests.compaction.support import Otel
 from tests.values import attrs_of
@@ -125,6 +126,9 @@ def _run(simulated_provider: Any, wire: str, planted: bool) -> None:
         simulated_provider.set_window(model, WINDOW)
         agent = _responses_agent if wire == "openai_responses" else _openai_agent
         agent(simulated_provider.openai(), model, planted)
+    # A background summary still running when the agent stops ends (its span, then its histograms) while
+    # the test reads them: wait for it, so that spans and histograms are read at one moment.
+    assert _background.wait_idle(10)
     assert [e.status for e in simulated_provider.exchanges if e.status != 200] == []
 
 
@@ -157,7 +161,7 @@ def _summarizer_series_are_marked(otel: Otel) -> None:
     compact_ids = {c.context.span_id for c in otel.compact_spans()}
     chats = [s for s in otel.spans() if s.name.startswith(semconv.OP_CHAT)]
     # The app's calls are roots here (the agent opens no span); the summarizer's are children of a compact
-    # span (one of a background summary still running when the agent stops is not exported yet).
+    # span.
     summarizer = [s for s in chats if s.parent is not None]
     app = [s for s in chats if s.parent is None]
     assert summarizer and app
