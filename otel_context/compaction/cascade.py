@@ -32,7 +32,7 @@ from otel_context.compaction import repair as repair_mod
 from otel_context.compaction import retention as retention_mod
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.microcompact import microcompact_items
-from otel_context.compaction.summary import CompactionError, SummaryTask, summarize
+from otel_context.compaction.summary import CompactionError, SummaryOutcome, SummaryTask, summarize
 from otel_context.conversation import ConversationState, pins
 from otel_context.conversation.breaker import MAX_CONSECUTIVE_FAILURES
 from otel_context.flow import SummaryRequest, SummaryResult, drive, perform_with
@@ -670,9 +670,37 @@ def _threshold(job: CompactionJob) -> int | None:
 
 
 def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, CompactionOutcome]:
-    """The summary layer as one compaction attempt: hooks, summarizer, invariant check, span and metrics."""
+    """The summary layer as one compaction attempt: hooks, summarizer, invariant check, span and metrics.
+    Never raises for a failed summary: the outcome says ``failure`` (and why), the span and metrics too."""
     started = time.perf_counter()
     out = CompactionOutcome(strategy=semconv.STRATEGY_SUMMARY, input_tokens=job.estimated_tokens)
+    vetoed, instructions = _pre_compact(job)
+    if vetoed:
+        out.skipped_reason = "vetoed by the pre_compact hook"
+        count_skipped(job.trigger, job.provider, job.model)
+        return out
+    span = _start_span(job, semconv.STRATEGY_SUMMARY)
+    try:
+        _adopt_summary(job, out, (yield from _summarized(job, span, instructions)))
+    except CompactionError as exc:
+        out.items, out.outcome = None, semconv.OUTCOME_FAILURE
+        out.error_type, out.error_message = exc.kind, str(exc)
+        out.finish_reason = exc.finish_reason or out.finish_reason
+        alerts.compaction_failed(job, exc)
+    except GeneratorExit:  # abandoned mid-summary (the caller went away): close the span, propagate
+        _abandoned(job, span)
+        raise
+    except Exception as exc:  # an adapter or hook bug: fail this compaction, never the call
+        telemetry.log_once("cascade.summary", "otel_context: compaction failed unexpectedly", exc_info=True)
+        out.items, out.outcome = None, semconv.OUTCOME_FAILURE
+        out.error_type, out.error_message = type(exc).__module__ + "." + type(exc).__qualname__, str(exc)
+    _finish(job, span, out, started)
+    return out
+
+
+def _pre_compact(job: CompactionJob) -> tuple[bool, str | None]:
+    """The app's ``pre_compact`` hook: whether it vetoed the summary, and the instructions for it (the job's
+    and the hook's)."""
     decision = hooks_mod.run_pre_compact(
         job.settings.pre_compact,
         hooks_mod.PreCompactEvent(
@@ -684,78 +712,70 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
             estimated_tokens=job.estimated_tokens,
         ),
     )
-    if decision.veto:
-        out.skipped_reason = "vetoed by the pre_compact hook"
-        count_skipped(job.trigger, job.provider, job.model)
-        return out
-    instructions = "\n".join(x for x in (job.instructions, decision.instructions) if x) or None
-    span = _start_span(job, semconv.STRATEGY_SUMMARY)
-    try:
-        with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-            steps = summarize(_summary_task(job, instructions))
-            custom = job.settings.summarizer
-            if custom is not None:
-                # Settings(summarizer=fn): the app (or a test, or the alert demo) answers summary requests.
-                result = drive(steps, perform_with(summarizer_function(custom)))
-            else:
-                result = yield from steps
-        head = list(result.head)
-        extra = hooks_mod.run_post_compact(
-            job.settings.post_compact,
-            hooks_mod.PostCompactEvent(
-                trigger=job.trigger,
-                wire_format=job.adapter.name,
-                model=job.model,
-                conversation_id=job.conversation_id,
-                summary=result.summary,
-                messages=tuple([*head, *job.items[result.cut :]]),
-            ),
-        )
-        head += [job.adapter.make_user_item(m) if isinstance(m, str) else m for m in extra]
-        new_items = checked(job.adapter, [*head, *job.items[result.cut :]])
-        # The repair pass may have touched the head; recompute where the kept part starts.
-        out.items = new_items
-        out.cut = result.cut
-        out.head = tuple(new_items[: len(head)]) if new_items[: len(head)] == head else tuple(head)
-        out.summary = result.summary
-        out.summary_tokens = result.summary_tokens
-        out.finish_reason = result.finish_reason
-        out.files_rehydrated = result.files_rehydrated
-        out.user_messages_kept = result.user_messages_kept
-        out.user_messages_dropped = result.user_messages_dropped
-        out.repair = result.repair
-        out.summary_parts = result.parts
-        out.pinned_kept, out.pinned_dropped = result.pinned_kept, result.pinned_dropped
-        out.summary_head = len(result.head)
-        out.messages_compacted = result.cut - job.min_index
-        before = _context_tokens(job.adapter, job.body, job.items)
-        after = _context_tokens(job.adapter, job.body, new_items)
-        if after >= before:
-            # A "summary" as large as what it replaced would only be sent and compacted again.
-            raise CompactionError(
-                "no_progress", f"the result (~{after} tokens) is not smaller than the input (~{before})"
-            )
-        out.input_tokens, out.output_tokens = _reported_sizes(job, before, after, result.calibration)
-        out.outcome = semconv.OUTCOME_SUCCESS
-    except CompactionError as exc:
-        out.items = None
-        out.outcome = semconv.OUTCOME_FAILURE
-        out.error_type, out.error_message = exc.kind, str(exc)
-        out.finish_reason = exc.finish_reason or out.finish_reason
-        alerts.compaction_failed(job, exc)
-    except GeneratorExit:  # abandoned mid-summary (the caller went away): close the span, propagate
-        # A background summary abandoned (uninstrumented, cancelled) is dropped, not a failure.
+    return decision.veto, "\n".join(x for x in (job.instructions, decision.instructions) if x) or None
+
+
+def _summarized(
+    job: CompactionJob, span: Span, instructions: str | None
+) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
+    """The summary itself, its requests made under the ``compact`` span (the summarizer's call is its child):
+    through the call's client, or through the app's own ``Settings(summarizer=fn)`` (the app, a test or the
+    alert demo answers the requests)."""
+    with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+        steps = summarize(_summary_task(job, instructions))
+        custom = job.settings.summarizer
+        if custom is not None:
+            return drive(steps, perform_with(summarizer_function(custom)))
+        return (yield from steps)
+
+
+def _adopt_summary(job: CompactionJob, out: CompactionOutcome, result: SummaryOutcome) -> None:
+    """The summary as the compaction's result: what the app's ``post_compact`` hook adds after it, the
+    pairing checked, the figures on ``out``. Raises :class:`CompactionError` when the result is not smaller
+    than what it replaced (it would only be sent and compacted again)."""
+    head = list(result.head)
+    extra = hooks_mod.run_post_compact(
+        job.settings.post_compact,
+        hooks_mod.PostCompactEvent(
+            trigger=job.trigger,
+            wire_format=job.adapter.name,
+            model=job.model,
+            conversation_id=job.conversation_id,
+            summary=result.summary,
+            messages=tuple([*head, *job.items[result.cut :]]),
+        ),
+    )
+    head += [job.adapter.make_user_item(m) if isinstance(m, str) else m for m in extra]
+    new_items = checked(job.adapter, [*head, *job.items[result.cut :]])
+    out.items = new_items
+    out.cut = result.cut
+    # The repair pass may have touched the head; recompute where the kept part starts.
+    out.head = tuple(new_items[: len(head)]) if new_items[: len(head)] == head else tuple(head)
+    out.summary = result.summary
+    out.summary_tokens = result.summary_tokens
+    out.finish_reason = result.finish_reason
+    out.files_rehydrated = result.files_rehydrated
+    out.user_messages_kept = result.user_messages_kept
+    out.user_messages_dropped = result.user_messages_dropped
+    out.repair = result.repair
+    out.summary_parts = result.parts
+    out.pinned_kept, out.pinned_dropped = result.pinned_kept, result.pinned_dropped
+    out.summary_head = len(result.head)
+    out.messages_compacted = result.cut - job.min_index
+    before = _context_tokens(job.adapter, job.body, job.items)
+    after = _context_tokens(job.adapter, job.body, new_items)
+    if after >= before:
+        raise CompactionError("no_progress", f"the result (~{after} tokens) is not smaller than the input (~{before})")
+    out.input_tokens, out.output_tokens = _reported_sizes(job, before, after, result.calibration)
+    out.outcome = semconv.OUTCOME_SUCCESS
+
+
+def _abandoned(job: CompactionJob, span: Span) -> None:
+    """The summary was abandoned midway (uninstrumented, cancelled): its span ends, as ``discarded`` for a
+    background summary (dropped, not a failure), else as ``failure``; no metric."""
+    if span.is_recording():  # else the interpreter's exit ended it (see engine.background.end_at_exit)
         background = job.mode == semconv.MODE_BACKGROUND
-        if span.is_recording():  # else the interpreter's exit ended it (see engine.background.end_at_exit)
-            span.set_attribute(
-                semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED if background else semconv.OUTCOME_FAILURE
-            )
-            span.end()
-        raise
-    except Exception as exc:  # an adapter or hook bug: fail this compaction, never the call
-        telemetry.log_once("cascade.summary", "otel_context: compaction failed unexpectedly", exc_info=True)
-        out.items = None
-        out.outcome = semconv.OUTCOME_FAILURE
-        out.error_type, out.error_message = type(exc).__module__ + "." + type(exc).__qualname__, str(exc)
-    _finish(job, span, out, started)
-    return out
+        span.set_attribute(
+            semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED if background else semconv.OUTCOME_FAILURE
+        )
+        span.end()
