@@ -221,11 +221,13 @@ def compaction_rows(result: DemoResult) -> list[tuple[str, int, int, int, str]]:
         note = KIND_LABELS.get(kind, "")
         background = [c for c in ok if c.deferred]
         discarded = [c for c in items if c.outcome == semconv.OUTCOME_DISCARDED]
-        if background or discarded:
+        if background:
             applied = len(stats.applications)
             note += f"; {len(background)} prepared in the background, {applied} applied without waiting"
         if discarded:
-            note += f", {len(discarded)} never applied (the history changed below it; not counted)"
+            # Dropped on this kind's path: stale (the history changed below it), or no smaller than what the
+            # call sent already.
+            note += f"{',' if background else ';'} {len(discarded)} dropped unsent (not counted)"
         if kind == KIND_REACTIVE and result.too_long_turn is not None:
             note += f"; turn {result.too_long_turn}: the provider (an injected fault) said 'prompt is too long'"
         rows.append((kind, len(sent), len(failed), saved, note))

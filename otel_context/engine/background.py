@@ -15,9 +15,10 @@ sends, how it is applied, when it is dropped. When one is due and where it cuts 
 (:mod:`otel_context.engine.preparation`), whatever reaches it: the call, the worker thread or loop task, the
 store's forget listener, reset, the interpreter's exit. A prepared summary is a memo entry in waiting: the app's
 items it replaced (kept by reference, compared by value, as strong as the memo's content hash) and the new
-head. At the threshold it is applied at once when it covers a prefix of the call's history and nothing
-newer replaced it: the head replaces that prefix, the turns appended since are kept verbatim, the pairing
-is validated, and the memo remembers it so that the following calls reuse it byte-identically. When it is
+head. At the threshold it is applied at once when it covers a prefix of the call's history, nothing newer
+replaced it, and it makes the request smaller than what the call sends already: the head replaces that
+prefix, the turns appended since are kept verbatim, the pairing is validated, and the memo remembers it so
+that the following calls reuse it byte-identically. When it is
 not ready yet, a request that still fits below the blocking limit goes out unchanged (the summary is
 applied when it lands); one that does not fit waits for it (bounded by ``summarizer_timeout_seconds``),
 then compacts inline. A failed summary counts on the breaker like an inline one, and the threshold then
@@ -543,12 +544,17 @@ def _applied(
 
 def _fits(call: CallState, entry: MemoEntry) -> list[Item] | None:
     """What this call sends with ``entry`` applied; None when the pairing would need a repair (then it is
-    not the byte-identical apply the memo promises)."""
+    not the byte-identical apply the memo promises), or when it would not make the request smaller: what the
+    call sends already (a microcompaction since the summary was made, say) is no larger, and sending it would
+    count as a compaction that saved nothing (on the reactive path, one that does not answer "too long")."""
     sent = entry.apply(call.items)
     try:
-        return sent if cascade.checked(call.adapter, sent) == sent else None
+        if cascade.checked(call.adapter, sent) != sent:
+            return None
     except CompactionError:
         return None
+    adapter = call.adapter
+    return sent if estimate_items(adapter, sent) < estimate_items(adapter, call.sent_items) else None
 
 
 def _use(call: CallState, entry: MemoEntry, sent: list[Item] | None = None) -> bool:

@@ -77,6 +77,8 @@ def test_the_figures_count_only_the_summaries_that_were_sent_and_add_up(backgrou
     stats = result.stats
     ready = [c for c in stats.compactions if c.deferred and c.outcome == semconv.OUTCOME_SUCCESS]
     assert len(ready) >= len(stats.applications) > 0
+    # A summary is sent only when it makes the request smaller (not over a microcompaction that left less).
+    assert all(a.output_tokens < a.input_tokens for a in stats.applications), stats.applications
     rows = compaction_rows(result)
     text = plain_report_text(result)
     last_turn = [line for line in text.splitlines() if line.startswith("turn ")][-1]
