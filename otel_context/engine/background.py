@@ -27,9 +27,9 @@ compacts inline. A summary that is never applied is dropped, its ``compact`` spa
 One prepared summary per conversation state at a time, so never two summaries of one prefix. It is kept
 with the conversation's pace and what is known of the fleet in one record per state, in this module's table
 keyed weakly by state (:data:`_records`), not on the state: the conversation layer keeps only the
-conversation's own state. The record goes with the state, and the process store tells this module as soon as
-it forgets the state (evicted, idle, cleared: its
-:meth:`~otel_context.conversation.store.ConversationStore.on_forget` listeners), which drops its prepared
+conversation's own state. The record goes with the state, and the process's conversation table tells this
+module as soon as it forgets the state (evicted, idle, cleared: its
+:meth:`~otel_context.conversation.table.ConversationTable.on_forget` listeners), which drops its prepared
 summary, ending a ready one's ``compact`` span as ``discarded`` right then.
 
 What the conversation shares with other workers is asked of the call's sync
@@ -70,7 +70,7 @@ from otel_context import process_state, semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.summary import CompactionError
-from otel_context.conversation import STORE, ConversationState
+from otel_context.conversation import CONVERSATIONS, ConversationState
 from otel_context.conversation.memo import MemoEntry, scope_of
 from otel_context.conversation.shared import Published
 from otel_context.conversation.state_store import Lease
@@ -137,7 +137,7 @@ class _Record:
 #: Guards every record's fields, every summary's phase and lease, and the module's tables.
 _lock = new_lock(sys.modules[__name__], "_lock")
 #: Each state's record, made by its first call that concerns background compaction. Keyed weakly: a record
-#: goes with its state (a state the store forgot lives on while a call still holds it, and so does its
+#: goes with its state (a state the conversation table forgot lives on while a call still holds it, and so does its
 #: record, its prepared summary dropped: see :func:`_forgotten`). A call that holds a record across a reset
 #: (it waits for the store) writes only to that record, which the reset took out of the table: nothing of it
 #: reaches the conversation's next calls.
@@ -212,7 +212,7 @@ def _drop(prepared: Prepared, parent: Span | None = None, trigger: str = semconv
 
 
 def _forgotten(state: ConversationState) -> None:
-    """The process store forgot ``state`` (evicted, idle, cleared): its prepared summary can never be applied,
+    """The conversation table forgot ``state`` (evicted, idle, cleared): its prepared summary can never be applied,
     so it is dropped at once (a ready one's ``compact`` span ends as ``discarded`` now). The rest of its record
     stays with the state, for a call that still holds it."""
     with _lock:
@@ -221,7 +221,7 @@ def _forgotten(state: ConversationState) -> None:
         _drop(prepared)
 
 
-STORE.on_forget(_forgotten)
+CONVERSATIONS.on_forget(_forgotten)
 
 
 def enabled(call: CallState) -> bool:
@@ -290,9 +290,9 @@ def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, 
         raced = _prepared_of(state) is not None  # another call of this conversation started one meanwhile
         if not raced:
             _record(state).prepared = prepared
-    # Registered first, then checked: a store that evicts the state after this sees the summary and
+    # Registered first, then checked: a table that evicts the state after this sees the summary and
     # discards it; one that evicted it before is seen here (it would never be applied: not started).
-    if not raced and not STORE.tracks(state):
+    if not raced and not CONVERSATIONS.tracks(state):
         with _lock:
             record = _records.get(state)
             if record is not None and record.prepared is prepared:

@@ -28,7 +28,7 @@ import otel_context
 from otel_context import Settings, TokenMonitor, semconv, token_counters
 from otel_context.conversation import shared
 from otel_context.conversation.state_store import InProcessStore, RedisStore
-from otel_context.conversation.store import STORE
+from otel_context.conversation.table import CONVERSATIONS
 from otel_context.testing import SimulatedProvider
 from tests.compaction.conftest import _fresh_engine
 from tests.fork_support import CHILD_DEADLINE, fork, outcome
@@ -81,7 +81,7 @@ def _locks_of_a_call(monitor: TokenMonitor, settings: Settings) -> dict[str, tup
     from otel_context.instrumentation.anthropic import _spec
 
     locks: dict[str, tuple[Any, str]] = {
-        "the conversation store": (STORE, "_lock"),
+        "the conversation table": (CONVERSATIONS, "_lock"),
         "the token totals": (token_counters, "_lock"),
         "the opened shared stores": (shared, "_opened_lock"),
         "the anthropic body check": (_spec()._native, "_lock"),
@@ -89,7 +89,7 @@ def _locks_of_a_call(monitor: TokenMonitor, settings: Settings) -> dict[str, tup
         "the background summaries": (background, "_lock"),
         "the background summaries' threads": (_background, "_lock"),
     }
-    for state in STORE.states():
+    for state in CONVERSATIONS.states():
         locks[f"conversation {state.key}"] = (state, "lock")
         locks[f"conversation {state.key}: its summaries"] = (state.memo, "_lock")
         if state.detector is not None:

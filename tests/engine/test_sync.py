@@ -18,7 +18,7 @@ from typing import Any
 
 from otel_context import engine, semconv
 from otel_context.contract import CallRequest
-from otel_context.conversation import STORE, shared
+from otel_context.conversation import CONVERSATIONS, shared
 from otel_context.conversation.state_store import InProcessStore
 from otel_context.engine.call import IN_PROCESS, STORE_UNAVAILABLE, CallState, InProcessSync
 from otel_context.engine.fleet import StoreSync, lease_seconds, record_of, sync_for
@@ -182,6 +182,6 @@ def test_the_shared_record_goes_with_its_state(otel: Otel, summarizer: FakeSumma
     state = weakref.ref(plan.state)
     record = weakref.ref(record_of(plan.state))
     del plan
-    STORE.clear()
+    CONVERSATIONS.clear()
     gc.collect()
     assert state() is None and record() is None  # the table holds neither alive
