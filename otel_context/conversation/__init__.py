@@ -8,7 +8,7 @@
   memory of a conversation and its circuit breaker;
 - :mod:`~otel_context.conversation.table`: every tracked conversation of the process, bounded;
 - :mod:`~otel_context.conversation.state_store`: a store shared by many worker processes (a package: the
-  interface, the in-process store, Redis and its background writer).
+  interface, its in-memory implementation, Redis and its background writer).
 
 Two conversations never share state: see docs/conversations.md for the guarantee and how it is kept.
 """
