@@ -34,7 +34,7 @@ summary, ending a ready one's ``compact`` span as ``discarded`` right then.
 
 What the conversation shares with other workers is asked of the call's sync
 (:class:`~otel_context.engine.call.ConversationSync`), never of a store: without one
-(:class:`~otel_context.engine.call.InProcessSync`) this process prepares every summary, nothing is published
+(:class:`~otel_context.engine.call.LocalSync`) this process prepares every summary, nothing is published
 and nothing is read, without a round trip. With a shared store (many workers,
 :class:`~otel_context.engine.fleet.StoreSync`), one worker prepares per conversation: the one that takes the
 store's prepare lock (:meth:`~otel_context.engine.call.ConversationSync.claim`) past the start point. When its

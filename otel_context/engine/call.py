@@ -68,7 +68,7 @@ class ConversationSync(ABC):
     """What one call's conversation shares with, and prepares for, other workers: the one place that knows
     whether there are any. The engine asks it and never tests for a store.
 
-    Two implementations: :class:`InProcessSync` (no shared store: nothing to read or publish, the summary
+    Two implementations: :class:`LocalSync` (no shared store: nothing to read or publish, the summary
     step runs as it is, a preparation is this process's own) and
     :class:`otel_context.engine.fleet.StoreSync` (a :class:`~otel_context.conversation.state_store.StateStore`
     many workers share: the same questions, answered with round trips yielded as
@@ -147,7 +147,7 @@ class ConversationSync(ABC):
         """Let the prepare lock ``lease`` go now, off any flow (reset, the interpreter's exit); never raises."""
 
 
-class InProcessSync(ConversationSync):
+class LocalSync(ConversationSync):
     """No shared store: the conversation is this process's alone. Nothing is read or written, the summary
     step runs as it is, and this process prepares every summary itself: no round trip, no lock."""
 
@@ -219,9 +219,9 @@ class InProcessSync(ConversationSync):
 #: The in-process claim: this process prepares, and holds no lock.
 _PREPARE_HERE = Claim(prepare=True)
 #: No store is configured: the state is this process's (``state.source`` says ``memory``).
-IN_PROCESS = InProcessSync(semconv.STATE_SOURCE_MEMORY)
+IN_PROCESS = LocalSync(semconv.STATE_SOURCE_MEMORY)
 #: A store is configured but could not be opened: the state stays in this process (``state.source`` says so).
-STORE_UNAVAILABLE = InProcessSync(semconv.STATE_SOURCE_FALLBACK)
+STORE_UNAVAILABLE = LocalSync(semconv.STATE_SOURCE_FALLBACK)
 
 
 class CallState(CallPlan):

@@ -2,7 +2,7 @@
 
 :class:`StoreSync` is the store-backed :class:`~otel_context.engine.call.ConversationSync`: the plan picks it
 (:func:`sync_for`) when ``OTEL_CONTEXT_STATE_STORE`` / ``instrument(state_store=...)`` names a store; with the
-in-process default none of this runs (:class:`~otel_context.engine.call.InProcessSync` answers instead). One
+in-process default none of this runs (:class:`~otel_context.engine.call.LocalSync` answers instead). One
 is made per call: it carries the call's store deadline and the name of the state the call read. What a worker
 knows of a conversation's shared value besides its in-process state (its revision, the name of its
 preparations, what it last wrote: :class:`~otel_context.conversation.shared.SharedRecord`) is kept here, in a

@@ -20,7 +20,7 @@ from otel_context import engine, semconv
 from otel_context.contract import CallRequest
 from otel_context.conversation import CONVERSATIONS, shared
 from otel_context.conversation.state_store import MemoryStateStore
-from otel_context.engine.call import IN_PROCESS, STORE_UNAVAILABLE, CallState, InProcessSync
+from otel_context.engine.call import IN_PROCESS, STORE_UNAVAILABLE, CallState, LocalSync
 from otel_context.engine.fleet import StoreSync, lease_seconds, record_of, sync_for
 from otel_context.flow import Step, StoreRequest, SummaryRequest, SummaryResult, drive, perform_with
 from otel_context.settings import Settings, resolve
@@ -90,7 +90,7 @@ def test_in_process_a_compaction_makes_no_round_trip(otel: Otel, summarizer: Fak
     settings = Settings(auto_compact_window=SMALL)
     plan, steps = caller.call(_body(anthropic_agent(12, 8000)), settings, TokenUsage(input_tokens=12_000))
     assert plan.sync is IN_PROCESS
-    assert summarizer.calls == 1  # the summary step ran as it is (InProcessSync.once)
+    assert summarizer.calls == 1  # the summary step ran as it is (LocalSync.once)
     assert steps == ["SummaryRequest"]
     assert plan.attributes[semconv.STATE_SOURCE] == semconv.STATE_SOURCE_MEMORY
 
@@ -100,7 +100,7 @@ def test_in_process_background_preparation_claims_without_a_lock(otel: Otel, sum
     settings = Settings(auto_compact_window=SMALL)
     plan, _ = caller.call(_body(anthropic_agent(2)), settings, None)
     sync = plan.sync
-    assert isinstance(sync, InProcessSync)
+    assert isinstance(sync, LocalSync)
     claim, steps = _drive(sync.claim(plan), summarizer)
     assert steps == []  # nothing to ask anyone
     assert claim.prepare and claim.lease is None and claim.ready is None and claim.stale is None
