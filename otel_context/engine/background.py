@@ -33,11 +33,12 @@ module as soon as it forgets the state (evicted, idle, cleared: its
 summary, ending a ready one's ``compact`` span as ``discarded`` right then.
 
 What the conversation shares with other workers is asked of the call's sync
-(:class:`~otel_context.engine.call.ConversationSync`), never of a store: without one
+(:class:`~otel_context.engine.call.PreparationSync`, and the inline path's one summary of
+:class:`~otel_context.engine.call.ConversationSync`), never of a store: without one
 (:class:`~otel_context.engine.call.LocalSync`) this process prepares every summary, nothing is published
 and nothing is read, without a round trip. With a shared store (many workers,
 :class:`~otel_context.engine.fleet.StoreSync`), one worker prepares per conversation: the one that takes the
-store's prepare lock (:meth:`~otel_context.engine.call.ConversationSync.claim`) past the start point. When its
+store's prepare lock (:meth:`~otel_context.engine.call.PreparationSync.claim`) past the start point. When its
 summary is ready it publishes it in the conversation's ``prepared`` part (the memo entry it makes, verified by
 content hash by any worker, and its ``compact`` span's context), ends that span (the fleet's one background
 compaction) and lets the lock go. At the threshold a worker with no summary of its own reads that part (one
@@ -75,7 +76,7 @@ from otel_context.conversation.memo import MemoEntry, scope_of
 from otel_context.conversation.shared import Published
 from otel_context.conversation.state_store import Lease
 from otel_context.engine import pacing
-from otel_context.engine.call import CallState, ConversationSync
+from otel_context.engine.call import CallState, PreparationSync
 from otel_context.engine.preparation import GIVEN_UP, GONE, IN_FLIGHT, Effect, Event, Lifecycle, Phase
 from otel_context.flow import BackgroundStart, BackgroundWait, Step, StoreRequest, SummaryRequest
 from otel_context.fork_safe import new_lock
@@ -95,7 +96,7 @@ class Prepared:
     #: The memo entry the job's items started with (its head is inside the prepared summary).
     base: MemoEntry | None
     #: What the conversation shares: the sync of the call that started it (it publishes the summary).
-    sync: ConversationSync
+    sync: PreparationSync
     #: The auto threshold of the call that started it (the job aimed below it, for the turns to come).
     threshold: int = 0
     life: Lifecycle = field(default_factory=Lifecycle)
@@ -306,7 +307,7 @@ def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, 
 
 def _claim(span: Span, call: CallState) -> Generator[StoreRequest, Any, tuple[bool, Lease | None]]:
     """Whether this worker prepares the conversation's summary, and the fleet's prepare lock it took for it
-    (see :meth:`ConversationSync.claim`); not when another worker prepares or a published summary covers
+    (see :meth:`PreparationSync.claim`); not when another worker prepares or a published summary covers
     this call already (remembered, so the next calls skip the store)."""
     state, now = call.state, time.monotonic()
     sent = call.entry.prefix_len if call.entry is not None else 0

@@ -1,4 +1,4 @@
-"""What a conversation shares and prepares (:class:`~otel_context.engine.call.ConversationSync`), through the
+"""What a conversation shares and prepares (:class:`~otel_context.engine.call.CallSync`), through the
 engine's public path (``engine.plan`` and the plan's ``on_response``) with the in-process store and real
 summaries of a fake summarizer: the plan picks one sync per call from the settings, the in-process one makes
 no round trip, and the store-backed one makes exactly the round trips it made before it had a name, and keeps
