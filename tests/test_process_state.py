@@ -22,7 +22,7 @@ from otel_context.compaction import alerts, cascade
 from otel_context.contract import CallRequest
 from otel_context.conversation import identity, memo, pins, shared
 from otel_context.conversation.state_store import writer
-from otel_context.conversation.store import STORE
+from otel_context.conversation.table import CONVERSATIONS
 from otel_context.engine import background, pacing, windows
 from otel_context.flow import drive, perform_with
 from otel_context.instrumentation import _background, _call
@@ -176,7 +176,7 @@ def test_the_registrations_that_reset_and_fork_act_on() -> None:
     """What each event did before the registry, as the registry now says it."""
     resets = {(r.module, r.names): r.on_reset for r in process_state.registered() if r.on_reset is not None}
     assert resets == {
-        ("otel_context.conversation.store", ("STORE",)): STORE.clear,
+        ("otel_context.conversation.table", ("CONVERSATIONS",)): CONVERSATIONS.clear,
         ("otel_context.engine.windows", ("_learned_windows",)): windows._learned_windows.clear,
         ("otel_context.engine.pacing", ("_durations",)): pacing.forget_durations,
         ("otel_context.engine.background", ("_records", "_running")): background.discard_all,
@@ -193,7 +193,7 @@ def test_the_registrations_that_reset_and_fork_act_on() -> None:
     assert order.index("otel_context.fork_safe") < min(order.index(m) for m in forks if m != "otel_context.fork_safe")
     # Reset walks down the layers: the background summaries are dropped, their leases given back, before the
     # store forgets their conversations (and tells background compaction of each).
-    assert order.index("otel_context.engine.background") > order.index("otel_context.conversation.store")
+    assert order.index("otel_context.engine.background") > order.index("otel_context.conversation.table")
 
 
 def _a_call() -> None:
@@ -224,7 +224,7 @@ def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
     settings._warned.add("test.process_state")
     memo.scope_of("You are terse.", None, MODEL)
     with background._lock:
-        background._record(STORE.states()[0])
+        background._record(CONVERSATIONS.states()[0])
     kept = {
         "telemetry._logged": set(telemetry._logged),
         "settings._warned": set(settings._warned),
@@ -238,11 +238,11 @@ def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
         "alerts._limiter": dict(alerts._limiter._keys),
         "_call._error_type_hooks": list(_call._error_type_hooks),
     }
-    assert STORE.states() and windows._learned_windows and windows._budgets and identity._derived
+    assert CONVERSATIONS.states() and windows._learned_windows and windows._budgets and identity._derived
 
     engine.reset()
 
-    assert STORE.states() == []
+    assert CONVERSATIONS.states() == []
     assert windows._learned_windows == {}
     assert pacing._durations == {} and len(background._records) == 0
     assert {
@@ -266,7 +266,7 @@ def test_a_forked_child_gets_what_it_got_before() -> None:
     engine.reset()
     _a_call()
     windows.learn_window("anthropic", MODEL, 100_000)
-    parent_keys = sorted(state.key for state in STORE.states())
+    parent_keys = sorted(state.key for state in CONVERSATIONS.states())
     marker = cast(Any, object())
     background._running.add(marker)
     _background._runs.add(marker)
@@ -284,13 +284,13 @@ def test_a_forked_child_gets_what_it_got_before() -> None:
     assert writing.wait(10)
     busy.submit("second", b"2", ())
     with background._lock:
-        background._record(STORE.states()[0])
+        background._record(CONVERSATIONS.states()[0])
     token_counters._lock.acquire()  # held by this thread at the fork: the child's must be free
 
     def child() -> dict[str, Any]:
         return {
             "lock free": not token_counters._lock.locked(),
-            "keys": sorted(state.key for state in STORE.states()),
+            "keys": sorted(state.key for state in CONVERSATIONS.states()),
             "learned": windows._learned_windows.get(("anthropic", MODEL)),
             "running": len(background._running),
             "records": len(background._records),

@@ -6,9 +6,9 @@
   state (compaction memo, circuit breaker, cache-break baseline, estimate factor);
 - :mod:`~otel_context.conversation.memo` and :mod:`~otel_context.conversation.breaker`: the compactor's
   memory of a conversation and its circuit breaker;
-- :mod:`~otel_context.conversation.store`: every tracked conversation of the process, bounded;
+- :mod:`~otel_context.conversation.table`: every tracked conversation of the process, bounded;
 - :mod:`~otel_context.conversation.state_store`: a store shared by many worker processes (a package: the
-  interface, the in-process store, Redis and its background writer).
+  interface, its in-memory implementation, Redis and its background writer).
 
 Two conversations never share state: see docs/conversations.md for the guarantee and how it is kept.
 """
@@ -26,14 +26,14 @@ from otel_context.conversation.state import (
     Snapshot,
     unchanged_prefix,
 )
-from otel_context.conversation.store import STORE, ConversationStore, resolve
+from otel_context.conversation.table import CONVERSATIONS, ConversationTable, resolve
 
 __all__ = [
     "BYTES_PER_TOKEN",
-    "STORE",
+    "CONVERSATIONS",
     "ChainLink",
     "ConversationState",
-    "ConversationStore",
+    "ConversationTable",
     "Resolution",
     "Snapshot",
     "conversation",

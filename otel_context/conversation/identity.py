@@ -4,7 +4,7 @@ Identity (docs/conversations.md): the explicit id when the app names one (``with
 else a key derived from the provider and the first user message. System prompt, tools and model are
 deliberately NOT part of the derived key, so that their changes show up as changes within one
 conversation (cache breaks) rather than as new conversations. A derived key names a family of
-conversations that open the same way; :mod:`otel_context.conversation.store` decides which one a call
+conversations that open the same way; :mod:`otel_context.conversation.table` decides which one a call
 continues.
 """
 

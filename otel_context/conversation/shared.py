@@ -402,7 +402,7 @@ def _take(
     if memo is not None:
         _take_memo(state, memo)
     # A first call's one message, resent with its cache marker moved (apps that mark the newest message): the
-    # history goes on, proven by that message's own content (as the in-process store takes it).
+    # history goes on, proven by that message's own content (as the in-process conversation table takes it).
     reopened = (
         not unchanged
         and bool(anchor)

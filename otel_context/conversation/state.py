@@ -151,7 +151,7 @@ class ConversationState:
     """What this process remembers of one conversation itself (one branch of it, for derived keys); what the
     engine keeps alongside it (shared, prepared) is in the engine's own tables (see the module's docstring).
 
-    Thread- and task-safe: the snapshot is replaced whole (:meth:`ConversationStore.commit`), memo
+    Thread- and task-safe: the snapshot is replaced whole (:meth:`ConversationTable.commit`), memo
     entries are immutable, and the breaker and estimate factor change under :attr:`lock`.
     """
 

@@ -28,17 +28,18 @@ compacts inline. A summary that is never applied is dropped, its ``compact`` spa
 One prepared summary per conversation state at a time, so never two summaries of one prefix. It is kept
 with the conversation's pace and what is known of the fleet in one record per state, in this module's table
 keyed weakly by state (:data:`_records`), not on the state: the conversation layer keeps only the
-conversation's own state. The record goes with the state, and the process store tells this module as soon as
-it forgets the state (evicted, idle, cleared: its
-:meth:`~otel_context.conversation.store.ConversationStore.on_forget` listeners), which drops its prepared
+conversation's own state. The record goes with the state, and the process's conversation table tells this
+module as soon as it forgets the state (evicted, idle, cleared: its
+:meth:`~otel_context.conversation.table.ConversationTable.on_forget` listeners), which drops its prepared
 summary, ending a ready one's ``compact`` span as ``discarded`` right then.
 
 What the conversation shares with other workers is asked of the call's sync
-(:class:`~otel_context.engine.call.ConversationSync`), never of a store: without one
-(:class:`~otel_context.engine.call.InProcessSync`) this process prepares every summary, nothing is published
+(:class:`~otel_context.engine.call.PreparationSync`, and the inline path's one summary of
+:class:`~otel_context.engine.call.ConversationSync`), never of a store: without one
+(:class:`~otel_context.engine.call.LocalSync`) this process prepares every summary, nothing is published
 and nothing is read, without a round trip. With a shared store (many workers,
 :class:`~otel_context.engine.fleet.StoreSync`), one worker prepares per conversation: the one that takes the
-store's prepare lock (:meth:`~otel_context.engine.call.ConversationSync.claim`) past the start point. When its
+store's prepare lock (:meth:`~otel_context.engine.call.PreparationSync.claim`) past the start point. When its
 summary is ready it publishes it in the conversation's ``prepared`` part (the memo entry it makes, verified by
 content hash by any worker, and its ``compact`` span's context), ends that span (the fleet's one background
 compaction) and lets the lock go. At the threshold a worker with no summary of its own reads that part (one
@@ -71,12 +72,12 @@ from otel_context import process_state, semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.summary import CompactionError
-from otel_context.conversation import STORE, ConversationState
+from otel_context.conversation import CONVERSATIONS, ConversationState
 from otel_context.conversation.memo import MemoEntry, scope_of
 from otel_context.conversation.shared import Published
 from otel_context.conversation.state_store import Lease
 from otel_context.engine import pacing
-from otel_context.engine.call import CallState, ConversationSync
+from otel_context.engine.call import CallState, PreparationSync
 from otel_context.engine.preparation import GIVEN_UP, GONE, IN_FLIGHT, Effect, Event, Lifecycle, Phase
 from otel_context.flow import BackgroundStart, BackgroundWait, Step, StoreRequest, SummaryRequest
 from otel_context.fork_safe import new_lock
@@ -96,7 +97,7 @@ class Prepared:
     #: The memo entry the job's items started with (its head is inside the prepared summary).
     base: MemoEntry | None
     #: What the conversation shares: the sync of the call that started it (it publishes the summary).
-    sync: ConversationSync
+    sync: PreparationSync
     #: The auto threshold of the call that started it (the job aimed below it, for the turns to come).
     threshold: int = 0
     life: Lifecycle = field(default_factory=Lifecycle)
@@ -138,7 +139,7 @@ class _Record:
 #: Guards every record's fields, every summary's phase and lease, and the module's tables.
 _lock = new_lock(sys.modules[__name__], "_lock")
 #: Each state's record, made by its first call that concerns background compaction. Keyed weakly: a record
-#: goes with its state (a state the store forgot lives on while a call still holds it, and so does its
+#: goes with its state (a state the conversation table forgot lives on while a call still holds it, and so does its
 #: record, its prepared summary dropped: see :func:`_forgotten`). A call that holds a record across a reset
 #: (it waits for the store) writes only to that record, which the reset took out of the table: nothing of it
 #: reaches the conversation's next calls.
@@ -213,7 +214,7 @@ def _drop(prepared: Prepared, parent: Span | None = None, trigger: str = semconv
 
 
 def _forgotten(state: ConversationState) -> None:
-    """The process store forgot ``state`` (evicted, idle, cleared): its prepared summary can never be applied,
+    """The conversation table forgot ``state`` (evicted, idle, cleared): its prepared summary can never be applied,
     so it is dropped at once (a ready one's ``compact`` span ends as ``discarded`` now). The rest of its record
     stays with the state, for a call that still holds it."""
     with _lock:
@@ -222,7 +223,7 @@ def _forgotten(state: ConversationState) -> None:
         _drop(prepared)
 
 
-STORE.on_forget(_forgotten)
+CONVERSATIONS.on_forget(_forgotten)
 
 
 def enabled(call: CallState) -> bool:
@@ -291,9 +292,9 @@ def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, 
         raced = _prepared_of(state) is not None  # another call of this conversation started one meanwhile
         if not raced:
             _record(state).prepared = prepared
-    # Registered first, then checked: a store that evicts the state after this sees the summary and
+    # Registered first, then checked: a table that evicts the state after this sees the summary and
     # discards it; one that evicted it before is seen here (it would never be applied: not started).
-    if not raced and not STORE.tracks(state):
+    if not raced and not CONVERSATIONS.tracks(state):
         with _lock:
             record = _records.get(state)
             if record is not None and record.prepared is prepared:
@@ -307,7 +308,7 @@ def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, 
 
 def _claim(span: Span, call: CallState) -> Generator[StoreRequest, Any, tuple[bool, Lease | None]]:
     """Whether this worker prepares the conversation's summary, and the fleet's prepare lock it took for it
-    (see :meth:`ConversationSync.claim`); not when another worker prepares or a published summary covers
+    (see :meth:`PreparationSync.claim`); not when another worker prepares or a published summary covers
     this call already (remembered, so the next calls skip the store)."""
     state, now = call.state, time.monotonic()
     sent = call.entry.prefix_len if call.entry is not None else 0

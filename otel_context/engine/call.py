@@ -1,6 +1,7 @@
 """One chat call as the engine sees it: the app's items, what is sent instead, the helpers every path
 of the engine (the plan, the automatic cascade, the reactive retry) uses to run and adopt a compaction, and
-what its conversation shares with other workers (:class:`ConversationSync`).
+what its conversation shares with other workers (:class:`ConversationSync`, and for background preparation
+:class:`PreparationSync`; a call carries both as one :class:`CallSync`).
 
 Why the sync is here, beside the call: every one of its operations is asked by a call and reads the call
 (its state, items, scope, settings), and the call carries the sync its plan picked; one module keeps the
@@ -65,17 +66,11 @@ class Claim(NamedTuple):
 
 
 class ConversationSync(ABC):
-    """What one call's conversation shares with, and prepares for, other workers: the one place that knows
-    whether there are any. The engine asks it and never tests for a store.
-
-    Two implementations: :class:`InProcessSync` (no shared store: nothing to read or publish, the summary
-    step runs as it is, a preparation is this process's own) and
-    :class:`otel_context.engine.fleet.StoreSync` (a :class:`~otel_context.conversation.state_store.StateStore`
-    many workers share: the same questions, answered with round trips yielded as
-    :class:`~otel_context.flow.StoreRequest` steps, so the engine stays sans I/O).
+    """What one call's conversation shares with other workers, asked by every call: its state, read before the
+    request and written after the response, and the one summary of a threshold crossing. With
+    :class:`PreparationSync` the one place that knows whether there are other workers: the engine asks them and
+    never tests for a store.
     """
-
-    # --- the conversation's state: read before the request, written after the response ---------------
 
     @abstractmethod
     def link_of(self, response_id: str) -> Generator[StoreRequest, Any, ChainLink | None]:
@@ -109,7 +104,10 @@ class ConversationSync(ABC):
     def once(self, span: Span, call: CallState, budget: Budget, summary: Steps) -> Steps:
         """Run ``summary`` (the automatic cascade's summary step) as the one summary of this threshold crossing."""
 
-    # --- background preparation: one worker prepares, every worker applies --------------------------
+
+class PreparationSync(ABC):
+    """What a conversation's background preparation asks of other workers, and only it: one worker prepares,
+    every worker applies (see :mod:`otel_context.engine.background`)."""
 
     @abstractmethod
     def claim(self, call: CallState) -> Generator[StoreRequest, Any, Claim]:
@@ -147,7 +145,18 @@ class ConversationSync(ABC):
         """Let the prepare lock ``lease`` go now, off any flow (reset, the interpreter's exit); never raises."""
 
 
-class InProcessSync(ConversationSync):
+class CallSync(ConversationSync, PreparationSync, ABC):
+    """Both: what a call carries (:attr:`CallState.sync`), picked once per call by its plan.
+
+    Two implementations: :class:`LocalSync` (this process alone, no shared store: nothing to read or publish,
+    the summary step runs as it is, a preparation is this process's own) and
+    :class:`otel_context.engine.fleet.StoreSync` (a :class:`~otel_context.conversation.state_store.StateStore`
+    many workers share: the same questions, answered with round trips yielded as
+    :class:`~otel_context.flow.StoreRequest` steps, so the engine stays sans I/O).
+    """
+
+
+class LocalSync(CallSync):
     """No shared store: the conversation is this process's alone. Nothing is read or written, the summary
     step runs as it is, and this process prepares every summary itself: no round trip, no lock."""
 
@@ -219,9 +228,9 @@ class InProcessSync(ConversationSync):
 #: The in-process claim: this process prepares, and holds no lock.
 _PREPARE_HERE = Claim(prepare=True)
 #: No store is configured: the state is this process's (``state.source`` says ``memory``).
-IN_PROCESS = InProcessSync(semconv.STATE_SOURCE_MEMORY)
+IN_PROCESS = LocalSync(semconv.STATE_SOURCE_MEMORY)
 #: A store is configured but could not be opened: the state stays in this process (``state.source`` says so).
-STORE_UNAVAILABLE = InProcessSync(semconv.STATE_SOURCE_FALLBACK)
+STORE_UNAVAILABLE = LocalSync(semconv.STATE_SOURCE_FALLBACK)
 
 
 class CallState(CallPlan):
@@ -241,7 +250,7 @@ class CallState(CallPlan):
     reactive_done = False
     #: What this call's conversation shares and prepares with other workers (the plan picks it once, from the
     #: settings: :func:`otel_context.engine.fleet.sync_for`).
-    sync: ConversationSync = IN_PROCESS
+    sync: CallSync = IN_PROCESS
     #: When the request was ready to go (the cache check measures the gap since the previous call from here).
     started = 0.0
     #: The link of the stored response this call continues (Responses ``previous_response_id``), if known.

@@ -1,8 +1,10 @@
 """The engine's side of a shared state store: many workers serve one conversation as one process would.
 
-:class:`StoreSync` is the store-backed :class:`~otel_context.engine.call.ConversationSync`: the plan picks it
+:class:`StoreSync` is the store-backed :class:`~otel_context.engine.call.CallSync` (both the
+:class:`~otel_context.engine.call.ConversationSync` every call asks and the
+:class:`~otel_context.engine.call.PreparationSync` of background preparation): the plan picks it
 (:func:`sync_for`) when ``OTEL_CONTEXT_STATE_STORE`` / ``instrument(state_store=...)`` names a store; with the
-in-process default none of this runs (:class:`~otel_context.engine.call.InProcessSync` answers instead). One
+in-process default none of this runs (:class:`~otel_context.engine.call.LocalSync` answers instead). One
 is made per call: it carries the call's store deadline and the name of the state the call read. What a worker
 knows of a conversation's shared value besides its in-process state (its revision, the name of its
 preparations, what it last wrote: :class:`~otel_context.conversation.shared.SharedRecord`) is kept here, in a
@@ -53,8 +55,8 @@ from otel_context.engine.call import (
     IN_PROCESS,
     STORE_UNAVAILABLE,
     CallState,
+    CallSync,
     Claim,
-    ConversationSync,
     Steps,
     scope_for,
 )
@@ -92,7 +94,7 @@ def _read_point(adapter: ChatFormat, items: Sequence[Any]) -> int:
     return i or n
 
 
-def sync_for(settings: Settings) -> ConversationSync:
+def sync_for(settings: Settings) -> CallSync:
     """What a call's conversation shares, picked once per call from the settings: the store-backed sync when a
     store is named and opens, else the in-process one (saying ``fallback`` when the named store did not open)."""
     if settings.state_store is None:
@@ -164,7 +166,7 @@ def read_address(
 _WAITED_OUT = float("-inf")
 
 
-class StoreSync(ConversationSync):
+class StoreSync(CallSync):
     """The conversation's state in a store the fleet shares (see the module's docstring): one per call."""
 
     def __init__(self, store: StateStore, deadline: float) -> None:

@@ -33,7 +33,7 @@ from otel_context import cache, semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
 from otel_context.contract import CallPlan, CallRequest
-from otel_context.conversation import STORE, ChainLink, ConversationState, Resolution, Snapshot
+from otel_context.conversation import CONVERSATIONS, ChainLink, ConversationState, Resolution, Snapshot
 from otel_context.conversation import resolve as resolve_conversation
 from otel_context.conversation.memo import MemoEntry
 from otel_context.engine import auto, diagnostics, fleet, reactive, windows
@@ -90,7 +90,7 @@ class EnginePlan(CallState):
         # The state that holds this call's history from now on (a new branch when another history of the
         # same derived key moved the one this call read): the cache check below stays on the state whose
         # detector fingerprinted the request.
-        committed = STORE.commit(self.resolution, snapshot, ended)
+        committed = CONVERSATIONS.commit(self.resolution, snapshot, ended)
         made: ChainLink | None = None
         if response_id and usage is not None and self.adapter.stores_response(self.request.body):
             made = _remember_response(self, committed, response_id, usage)
@@ -153,7 +153,7 @@ def _remember_response(
     else:
         chain, turn = hashlib.sha256(response_id.encode("utf-8", "surrogatepass")).hexdigest()[:32], 1
     link = ChainLink(response_id, committed.key, committed.serial, usage.input_tokens, usage.output_tokens, chain, turn)
-    STORE.link(link)
+    CONVERSATIONS.link(link)
     call.sync.put_link(link, committed.explicit)
     return link
 
@@ -196,7 +196,7 @@ def resolve(
     body = request.body
     # A call that continues a response the provider stored belongs to that response's conversation.
     continued = adapter.continued_response(body)
-    link = STORE.link_of(continued) if continued is not None else None
+    link = CONVERSATIONS.link_of(continued) if continued is not None else None
     if link is None and continued is not None:
         link = yield from sync.link_of(continued)  # another worker may have made that response
     resolution = resolve_conversation(adapter, request.provider, items, request.settings, link)
@@ -260,7 +260,7 @@ class Estimate(NamedTuple):
 
     #: The context tokens the call would send.
     tokens: int
-    #: Estimated tokens of the app's items (what the call's snapshot keeps alive, for the store's byte bound).
+    #: Estimated tokens of the app's items (what the call's snapshot keeps alive, for the table's byte bound).
     history_tokens: int
 
 

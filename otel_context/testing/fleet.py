@@ -54,7 +54,7 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
 
     import otel_context
     from otel_context import semconv
-    from otel_context.conversation import STORE, shared
+    from otel_context.conversation import CONVERSATIONS, shared
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -120,7 +120,7 @@ def _serve(conn: Any, base_url: str, sdk: str, settings: dict[str, Any]) -> None
                 "response": response,
                 "error": error,
                 "source": attributes.get(semconv.STATE_SOURCE),
-                "states": len(STORE),
+                "states": len(CONVERSATIONS),
                 "chat": {
                     name: attributes.get(name)
                     for name in (

@@ -13,7 +13,7 @@ import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from otel_context import semconv
-from otel_context.conversation.state_store import InProcessStore, RedisStore, StateStore, open_store
+from otel_context.conversation.state_store import MemoryStateStore, RedisStore, StateStore, open_store
 from otel_context.testing.redis_server import RedisServer
 from tests.servers import require_binary
 
@@ -89,4 +89,4 @@ def errors(reader: InMemoryMetricReader) -> dict[tuple[str, str], int]:
     return found
 
 
-__all__ = ["InProcessStore", "RedisStore", "errors", "require_redis_binary"]
+__all__ = ["MemoryStateStore", "RedisStore", "errors", "require_redis_binary"]

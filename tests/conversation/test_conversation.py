@@ -10,7 +10,7 @@ import pytest
 import otel_context
 from otel_context.conversation import (
     ConversationState,
-    ConversationStore,
+    ConversationTable,
     Snapshot,
     current_conversation_id,
     derive_key,
@@ -51,7 +51,7 @@ def test_derived_key_depends_on_provider_and_first_user_message_only() -> None:
 
 def test_store_is_lru_bounded() -> None:
     evicted: list[str] = []
-    store = ConversationStore(max_conversations=3)
+    store = ConversationTable(max_conversations=3)
     store.on_forget(lambda s: evicted.append(s.key))
     for key in ["a", "b", "c"]:
         store.get(key, explicit=True)
@@ -64,7 +64,7 @@ def test_store_is_lru_bounded() -> None:
 def test_store_expires_idle_conversations() -> None:
     now = [0.0]
     evicted: list[str] = []
-    store = ConversationStore(idle_seconds=10, clock=lambda: now[0])
+    store = ConversationTable(idle_seconds=10, clock=lambda: now[0])
     store.on_forget(lambda s: evicted.append(s.key))
     first = store.get("a", explicit=True)
     now[0] = 5
@@ -79,7 +79,7 @@ def test_store_expires_idle_conversations() -> None:
 
 def test_store_tells_every_listener_of_each_state_it_forgets_after_releasing_its_lock() -> None:
     told: list[tuple[str, str, bool]] = []
-    store = ConversationStore(max_conversations=2)
+    store = ConversationTable(max_conversations=2)
 
     def listener(name: str) -> Callable[[ConversationState], None]:
         def forgot(state: ConversationState) -> None:

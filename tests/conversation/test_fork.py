@@ -27,8 +27,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_context
 from otel_context import Settings, TokenMonitor, semconv, token_counters
 from otel_context.conversation import shared
-from otel_context.conversation.state_store import InProcessStore, RedisStore
-from otel_context.conversation.store import STORE
+from otel_context.conversation.state_store import MemoryStateStore, RedisStore
+from otel_context.conversation.table import CONVERSATIONS
 from otel_context.testing import SimulatedProvider
 from tests.compaction.conftest import _fresh_engine
 from tests.fork_support import CHILD_DEADLINE, fork, outcome
@@ -81,7 +81,7 @@ def _locks_of_a_call(monitor: TokenMonitor, settings: Settings) -> dict[str, tup
     from otel_context.instrumentation.anthropic import _spec
 
     locks: dict[str, tuple[Any, str]] = {
-        "the conversation store": (STORE, "_lock"),
+        "the conversation table": (CONVERSATIONS, "_lock"),
         "the token totals": (token_counters, "_lock"),
         "the opened shared stores": (shared, "_opened_lock"),
         "the anthropic body check": (_spec()._native, "_lock"),
@@ -89,7 +89,7 @@ def _locks_of_a_call(monitor: TokenMonitor, settings: Settings) -> dict[str, tup
         "the background summaries": (background, "_lock"),
         "the background summaries' threads": (_background, "_lock"),
     }
-    for state in STORE.states():
+    for state in CONVERSATIONS.states():
         locks[f"conversation {state.key}"] = (state, "lock")
         locks[f"conversation {state.key}: its summaries"] = (state.memo, "_lock")
         if state.detector is not None:
@@ -97,8 +97,8 @@ def _locks_of_a_call(monitor: TokenMonitor, settings: Settings) -> dict[str, tup
     opened = shared.store_for(settings)
     if isinstance(opened, RedisStore):
         locks["the Redis store's health"] = (opened, "_health")
-    elif isinstance(opened, InProcessStore):
-        locks["the app's in-process store"] = (opened, "_cond")
+    elif isinstance(opened, MemoryStateStore):
+        locks["the app's state store in memory"] = (opened, "_cond")
     return locks
 
 
@@ -112,7 +112,7 @@ def test_a_child_forked_while_other_threads_hold_our_locks_makes_its_calls(
     if store_kind == "redis":
         store["state_store"] = request.getfixturevalue("redis_url")
     elif store_kind == "store object":
-        store["state_store"] = InProcessStore()
+        store["state_store"] = MemoryStateStore()
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))

@@ -28,7 +28,7 @@ import otel_context
 from otel_context import Settings, SettingsError, semconv
 from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER
 from otel_context.conversation import shared
-from otel_context.conversation.state_store import RETIRE_SECONDS, InProcessStore, StateStore
+from otel_context.conversation.state_store import RETIRE_SECONDS, MemoryStateStore, StateStore
 from otel_context.settings import resolve
 from otel_context.testing import SimulatedProvider
 from otel_context.testing.fleet import Figures, file_content
@@ -298,7 +298,7 @@ def test_the_key_setting(caplog: pytest.LogCaptureFixture) -> None:
     assert any("OTEL_CONTEXT_STATE_STORE_KEY" in m and "not used" in m for m in messages)
     assert not any(short in m for m in messages)
     # A store object made without keys, with a key set: not used rather than written in clear.
-    unsealed = resolve({"state_store": InProcessStore(), "state_store_key": key}, env={})
+    unsealed = resolve({"state_store": MemoryStateStore(), "state_store_key": key}, env={})
     assert shared.store_for(unsealed) is None
-    sealed = resolve({"state_store": InProcessStore(keys=(os.urandom(32),)), "state_store_key": key}, env={})
+    sealed = resolve({"state_store": MemoryStateStore(keys=(os.urandom(32),)), "state_store_key": key}, env={})
     assert shared.store_for(sealed) is not None

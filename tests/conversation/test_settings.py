@@ -8,14 +8,14 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from otel_context.conversation.state_store import InProcessStore, RedisStore, StateStore, open_store
+from otel_context.conversation.state_store import MemoryStateStore, RedisStore, StateStore, open_store
 from otel_context.settings import SettingsError, resolve
 
 
 def test_default_is_this_process() -> None:
     assert resolve(env={}).state_store is None
     assert resolve(env={"OTEL_CONTEXT_STATE_STORE": "memory"}).state_store is None
-    assert isinstance(open_store(resolve(env={}).state_store), InProcessStore)
+    assert isinstance(open_store(resolve(env={}).state_store), MemoryStateStore)
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_a_client_or_a_store_is_kept_as_the_very_object(redis_url: str, make_sto
     assert settings.state_store is client
     assert settings.replace(compaction="observe").state_store is client  # not deep-copied
     assert isinstance(make_store(settings.state_store), RedisStore)
-    store = InProcessStore()
+    store = MemoryStateStore()
     assert resolve({"state_store": store}, env={}).state_store is store
     with pytest.raises(SettingsError, match="state_store"):
         resolve({"state_store": 42}, env={})

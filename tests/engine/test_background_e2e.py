@@ -29,7 +29,7 @@ import otel_context
 from otel_context import engine, semconv
 from otel_context.compaction.budget import budget_for
 from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER
-from otel_context.conversation import STORE, ConversationState
+from otel_context.conversation import CONVERSATIONS, ConversationState
 from otel_context.engine import background, pacing
 from otel_context.instrumentation import _background
 from tests.compaction.support import Otel
@@ -226,7 +226,7 @@ def _threshold() -> int:
 
 
 def background_pending() -> bool:
-    return any(background.pending(state) is not None for state in STORE.states())
+    return any(background.pending(state) is not None for state in CONVERSATIONS.states())
 
 
 def _turns_until_pending(chat: Chat) -> int:
@@ -404,7 +404,7 @@ def _nothing_failed(otel: Otel, caplog: pytest.LogCaptureFixture) -> Conversatio
         assert compact.status.status_code is StatusCode.UNSET
     assert otel.counter_value(semconv.METRIC_COMPACTIONS, **{semconv.COMPACTION_OUTCOME: "failure"}) == 0
     assert [r.getMessage() for r in caplog.records] == []
-    (state,) = STORE.states()
+    (state,) = CONVERSATIONS.states()
     assert state.breaker.consecutive_failures == 0
     return state
 
@@ -757,7 +757,7 @@ def test_a_conversation_evicted_with_a_ready_summary_discards_it_at_once(
     assert attrs_of(ready)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS
     with otel_context.conversation("other"):
         Chat(simulated_provider.anthropic()).turn(1)
-    assert [s.key for s in STORE.states()] == ["other"]
+    assert [s.key for s in CONVERSATIONS.states()] == ["other"]
     # Reported by the eviction itself (no later call of any conversation was needed), in a trace of its own
     # (not under the call of the other conversation that evicted it), linked to the summary's span.
     _, compact = otel.compact_spans()
@@ -776,12 +776,12 @@ def test_a_conversation_the_store_clears_discards_its_ready_summary_and_its_reco
     with otel_context.conversation("cleared"):
         _turns_until_pending(chat)
     _wait_idle()
-    (state,) = STORE.states()  # held, as a call in flight would hold it
+    (state,) = CONVERSATIONS.states()  # held, as a call in flight would hold it
     with background._lock:
         record = background._records[state]
     assert record.prepared is not None and record.pace.steps
 
-    STORE.clear()  # the store alone forgets it (engine.reset() would drop every summary first)
+    CONVERSATIONS.clear()  # the table alone forgets it (engine.reset() would drop every summary first)
 
     # The store told background compaction: the summary is discarded at once, as on an eviction.
     ready, compact = otel.compact_spans()
@@ -807,7 +807,7 @@ def test_reset_forgets_every_background_record_and_drops_their_summaries(
     with otel_context.conversation("reset"):
         _turns_until_pending(chat)
     _wait_idle()
-    (state,) = STORE.states()
+    (state,) = CONVERSATIONS.states()
 
     engine.reset()
 

@@ -17,7 +17,7 @@ from otel_context import engine, semconv
 from otel_context.compaction.hooks import PreCompactDecision
 from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER
 from otel_context.contract import CallPlan, CallRequest
-from otel_context.conversation import STORE
+from otel_context.conversation import CONVERSATIONS
 from otel_context.flow import drive, perform_with
 from otel_context.settings import Settings, resolve
 from otel_context.usage import TokenUsage
@@ -594,7 +594,7 @@ def test_evicted_conversation_with_an_open_breaker_leaves_the_gauge(otel: Otel) 
     with otel_context.conversation("b"):
         caller.call(_body(anthropic_agent(1)), settings)
     assert otel.counter_value(semconv.METRIC_BREAKERS_OPEN) == 0
-    assert len(STORE) == 1
+    assert len(CONVERSATIONS) == 1
 
 
 def test_compaction_metrics_duration_and_tokens_saved(otel: Otel, summarizer: FakeSummarizer) -> None:
@@ -680,7 +680,7 @@ def test_microcompact_when_the_cache_has_gone_cold(otel: Otel, summarizer: FakeS
     history = anthropic_agent(8)
     caller.call(_body(history), settings, usage=TokenUsage(input_tokens=9_000, output_tokens=10))
     assert otel.compact_spans() == []  # far below half the window, cache warm: nothing to do
-    (state,) = STORE.states()
+    (state,) = CONVERSATIONS.states()
     state.last_call_ended = time.monotonic() - 400  # past the 5-minute TTL: clearing is free now
     plan = caller.call(_body([*history, {"role": "user", "content": "back"}]), settings)
     assert "[Old tool result content cleared]" in _sent(plan)

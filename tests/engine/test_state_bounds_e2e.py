@@ -16,7 +16,7 @@ import pytest
 
 import otel_context
 from otel_context import settings as settings_mod
-from otel_context.conversation import STORE
+from otel_context.conversation import CONVERSATIONS
 from otel_context.settings import SettingsError, resolve
 
 HISTORY_MESSAGES = 11
@@ -55,8 +55,8 @@ def test_histories_the_app_dropped_are_released_past_the_byte_bound(
     bound = 2_000_000
     instrumented(max_state_bytes=bound)
     retained = _retained_after_dropping(simulated_provider, 150)  # ~10 MB of histories sent
-    assert STORE.held_bytes <= bound
-    assert len(STORE) < 150
+    assert CONVERSATIONS.held_bytes <= bound
+    assert len(CONVERSATIONS) < 150
     assert retained < bound, f"{retained / 1e6:.1f} MB of dropped histories still held for a {bound / 1e6:.0f} MB bound"
 
 
@@ -66,7 +66,7 @@ def test_without_a_tight_bound_recent_histories_stay_for_exact_anchoring(
     """The control: under the default bound the same run keeps every history (the bound above is what frees)."""
     instrumented()
     retained = _retained_after_dropping(simulated_provider, 150)
-    assert len(STORE) == 151
+    assert len(CONVERSATIONS) == 151
     assert retained > 5 * 2_000_000
 
 
@@ -88,7 +88,7 @@ def test_the_bounds_come_from_the_environment(
             client.messages.create(
                 model="claude-sonnet-4-6", max_tokens=16, messages=[{"role": "user", "content": f"hello {conv}"}]
             )
-    assert len(STORE) == 5
+    assert len(CONVERSATIONS) == 5
 
 
 @pytest.mark.parametrize(

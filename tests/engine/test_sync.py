@@ -1,4 +1,4 @@
-"""What a conversation shares and prepares (:class:`~otel_context.engine.call.ConversationSync`), through the
+"""What a conversation shares and prepares (:class:`~otel_context.engine.call.CallSync`), through the
 engine's public path (``engine.plan`` and the plan's ``on_response``) with the in-process store and real
 summaries of a fake summarizer: the plan picks one sync per call from the settings, the in-process one makes
 no round trip, and the store-backed one makes exactly the round trips it made before it had a name, and keeps
@@ -18,9 +18,9 @@ from typing import Any
 
 from otel_context import engine, semconv
 from otel_context.contract import CallRequest
-from otel_context.conversation import STORE, shared
-from otel_context.conversation.state_store import InProcessStore
-from otel_context.engine.call import IN_PROCESS, STORE_UNAVAILABLE, CallState, InProcessSync
+from otel_context.conversation import CONVERSATIONS, shared
+from otel_context.conversation.state_store import MemoryStateStore
+from otel_context.engine.call import IN_PROCESS, STORE_UNAVAILABLE, CallState, LocalSync
 from otel_context.engine.fleet import StoreSync, lease_seconds, record_of, sync_for
 from otel_context.flow import Step, StoreRequest, SummaryRequest, SummaryResult, drive, perform_with
 from otel_context.settings import Settings, resolve
@@ -72,7 +72,7 @@ def test_the_plan_picks_the_sync_from_the_settings() -> None:
     # A store is named but cannot be used (a key is set for a store made without one): the state stays in
     # this process, and the span says so.
     key = base64.b64encode(os.urandom(32)).decode()
-    unusable = resolve({"state_store": InProcessStore(), "state_store_key": key}, env={})
+    unusable = resolve({"state_store": MemoryStateStore(), "state_store_key": key}, env={})
     assert sync_for(unusable) is STORE_UNAVAILABLE
     assert IN_PROCESS.source == semconv.STATE_SOURCE_MEMORY
     assert STORE_UNAVAILABLE.source == semconv.STATE_SOURCE_FALLBACK
@@ -90,7 +90,7 @@ def test_in_process_a_compaction_makes_no_round_trip(otel: Otel, summarizer: Fak
     settings = Settings(auto_compact_window=SMALL)
     plan, steps = caller.call(_body(anthropic_agent(12, 8000)), settings, TokenUsage(input_tokens=12_000))
     assert plan.sync is IN_PROCESS
-    assert summarizer.calls == 1  # the summary step ran as it is (InProcessSync.once)
+    assert summarizer.calls == 1  # the summary step ran as it is (LocalSync.once)
     assert steps == ["SummaryRequest"]
     assert plan.attributes[semconv.STATE_SOURCE] == semconv.STATE_SOURCE_MEMORY
 
@@ -100,7 +100,7 @@ def test_in_process_background_preparation_claims_without_a_lock(otel: Otel, sum
     settings = Settings(auto_compact_window=SMALL)
     plan, _ = caller.call(_body(anthropic_agent(2)), settings, None)
     sync = plan.sync
-    assert isinstance(sync, InProcessSync)
+    assert isinstance(sync, LocalSync)
     claim, steps = _drive(sync.claim(plan), summarizer)
     assert steps == []  # nothing to ask anyone
     assert claim.prepare and claim.lease is None and claim.ready is None and claim.stale is None
@@ -109,7 +109,7 @@ def test_in_process_background_preparation_claims_without_a_lock(otel: Otel, sum
 
 
 def test_with_a_store_one_read_before_and_one_write_after_each_call(otel: Otel, summarizer: FakeSummarizer) -> None:
-    store = InProcessStore()
+    store = MemoryStateStore()
     settings = Settings(state_store=store, auto_compact_window=SMALL)
     caller = Caller(otel, summarizer)
     history = [*anthropic_agent(2), {"role": "user", "content": "next?"}]
@@ -135,7 +135,7 @@ def test_with_a_store_one_read_before_and_one_write_after_each_call(otel: Otel, 
 def test_with_a_store_a_crossing_takes_the_lock_and_writes_before_letting_go(
     otel: Otel, summarizer: FakeSummarizer
 ) -> None:
-    store = InProcessStore()
+    store = MemoryStateStore()
     settings = Settings(state_store=store, auto_compact_window=SMALL)
     plan, steps = Caller(otel, summarizer).call(
         _body(anthropic_agent(12, 8000)), settings, TokenUsage(input_tokens=12_000)
@@ -149,7 +149,7 @@ def test_with_a_store_a_crossing_takes_the_lock_and_writes_before_letting_go(
 
 
 def test_with_a_store_one_worker_claims_the_preparation(otel: Otel, summarizer: FakeSummarizer) -> None:
-    store = InProcessStore()
+    store = MemoryStateStore()
     settings = Settings(state_store=store, auto_compact_window=SMALL)
     plan, _ = Caller(otel, summarizer).call(_body(anthropic_agent(2)), settings, TokenUsage(input_tokens=900))
     mine = plan.sync
@@ -177,11 +177,11 @@ def test_a_state_without_a_store_has_no_shared_record(otel: Otel, summarizer: Fa
 
 
 def test_the_shared_record_goes_with_its_state(otel: Otel, summarizer: FakeSummarizer) -> None:
-    settings = Settings(state_store=InProcessStore())
+    settings = Settings(state_store=MemoryStateStore())
     plan, _ = Caller(otel, summarizer).call(_body(anthropic_agent(2)), settings, TokenUsage(input_tokens=900))
     state = weakref.ref(plan.state)
     record = weakref.ref(record_of(plan.state))
     del plan
-    STORE.clear()
+    CONVERSATIONS.clear()
     gc.collect()
     assert state() is None and record() is None  # the table holds neither alive

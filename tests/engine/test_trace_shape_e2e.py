@@ -92,7 +92,7 @@ from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from otel_context.conversation import STORE
+from otel_context.conversation import CONVERSATIONS
 from otel_context.engine import background
 from otel_context.testing import SimulatedProvider
 
@@ -112,7 +112,7 @@ def turn(history, number):
 
 
 def ready(key):
-    state = next(s for s in STORE.states() if s.key == key)
+    state = next(s for s in CONVERSATIONS.states() if s.key == key)
     prepared = background.pending(state)
     return prepared is not None and prepared.entry is not None
 

@@ -29,7 +29,7 @@ above a size cap are not stored (said once), keys have a prefix (default ``otel_
 Keys are hashes of the conversation key, so an app's explicit conversation ids do not show in the store.
 
 One module per concept: :mod:`~.base` (the interface, :class:`Loaded`, :class:`Lease`, key names),
-:mod:`~.memory` (:class:`InProcessStore`), :mod:`~.redis_store` (:class:`RedisStore`), :mod:`~.connections`
+:mod:`~.memory` (:class:`MemoryStateStore`), :mod:`~.redis_store` (:class:`RedisStore`), :mod:`~.connections`
 (the Redis store's own connections, routed by slot on a Cluster), :mod:`~.clients` (the redis-py
 clients for one server, a Cluster, Sentinel) and :mod:`~.writer` (the thread that writes ``put_later`` values). Every
 public name of the single module this package was stays importable from here (the constants too, re-exported
@@ -76,7 +76,7 @@ from otel_context.conversation.state_store.base import (
 from otel_context.conversation.state_store.base import (
     Source as Source,
 )
-from otel_context.conversation.state_store.memory import InProcessStore
+from otel_context.conversation.state_store.memory import MemoryStateStore
 from otel_context.conversation.state_store.redis_store import (
     DEFAULT_RETRY_AFTER_SECONDS as DEFAULT_RETRY_AFTER_SECONDS,
 )
@@ -89,11 +89,15 @@ from otel_context.conversation.state_store.redis_store import (
 from otel_context.conversation.state_store.writer import EXIT_FLUSH_SECONDS as EXIT_FLUSH_SECONDS
 from otel_context.store_spec import StateStoreConfigError, validate_spec
 
+#: The name :class:`MemoryStateStore` had before issue 40 (``InProcessStore``): still importable from here, as
+#: every public name of the former module is, outside ``__all__``.
+InProcessStore = MemoryStateStore
+
 __all__ = [
     "SCHEMA_VERSION",
-    "InProcessStore",
     "Lease",
     "Loaded",
+    "MemoryStateStore",
     "RedisStore",
     "StateStore",
     "StateStoreConfigError",
@@ -106,7 +110,7 @@ def open_store(spec: Any = None, **options: Any) -> StateStore:
     """The store ``spec`` names (see :func:`validate_spec`), with ``options`` for the store's constructor."""
     spec = validate_spec(spec)
     if spec is None:
-        return InProcessStore(**options)
+        return MemoryStateStore(**options)
     if isinstance(spec, StateStore):
         return spec
     if isinstance(spec, str):

@@ -1,4 +1,4 @@
-"""The in-process store: the default when no shared store is named, and the app's own ``InProcessStore()``."""
+"""The state store in memory: the default when no shared store is named, and the app's own ``MemoryStateStore()``."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from otel_context.conversation.state_store.base import RETIRE_SECONDS, Lease, So
 from otel_context.fork_safe import new_condition
 
 
-class InProcessStore(StateStore):
+class MemoryStateStore(StateStore):
     """The default: a bounded LRU with idle expiry in this process. Nothing to install.
 
-    Values are kept encoded, so that the in-process store has the Redis store's semantics (a caller never
+    Values are kept encoded, so that the store in memory has the Redis store's semantics (a caller never
     shares an object with the store, oversized and non-JSON values are refused the same way).
     """
 

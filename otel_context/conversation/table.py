@@ -1,12 +1,12 @@
 """Every tracked conversation of this process: bounded in count and in bytes, with idle expiry.
 
-Memory does not grow with the number of conversations an app has ever had. The process-wide store
-(:data:`STORE`) is shared by the engine (transparent mode) and the explicit ``Compactor`` API, so both see
+Memory does not grow with the number of conversations an app has ever had. The process-wide table
+(:data:`CONVERSATIONS`) is shared by the engine (transparent mode) and the explicit ``Compactor`` API, so both see
 one breaker and one memo per conversation.
 
 What the layers above keep of a conversation (the engine's background record: a prepared summary, the pace)
-is theirs, in tables of their own keyed weakly by state, never on the state. The store tells them when it
-forgets a state (evicted, idle, cleared: :meth:`ConversationStore.on_forget`), so that what can never be
+is theirs, in tables of their own keyed weakly by state, never on the state. The table tells them when it
+forgets a state (evicted, idle, cleared: :meth:`ConversationTable.on_forget`), so that what can never be
 used again is dropped at once, without this layer knowing what they keep.
 """
 
@@ -35,7 +35,7 @@ from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings
 
 
-class ConversationStore:
+class ConversationTable:
     """The states of every tracked conversation: bounded in count and in bytes, with idle expiry.
 
     An explicit id has one state. A derived key can have several, one per history that shares the key
@@ -62,7 +62,7 @@ class ConversationStore:
         self.idle_seconds = idle_seconds
         self.max_bytes = max_bytes
         self._clock = clock
-        #: Told of every state this store forgets, in the order they subscribed (see :meth:`on_forget`).
+        #: Told of every state this table forgets, in the order they subscribed (see :meth:`on_forget`).
         self._forget_listeners: list[Callable[[ConversationState], None]] = []
         self._followed: Settings | None = None
         #: Provider-stored responses this process made (Responses ``previous_response_id``) -> their
@@ -88,8 +88,8 @@ class ConversationStore:
         self._followed = settings
 
     def on_forget(self, listener: Callable[[ConversationState], None]) -> None:
-        """Call ``listener`` with every state this store forgets from now on (evicted, idle, cleared), once
-        the store's lock is released: a layer above drops what it keeps for the state (which a call may
+        """Call ``listener`` with every state this table forgets from now on (evicted, idle, cleared), once
+        the table's lock is released: a layer above drops what it keeps for the state (which a call may
         still hold) the moment nothing can use it any more. Subscribed once, at the listener's import."""
         self._forget_listeners.append(listener)
 
@@ -99,7 +99,7 @@ class ConversationStore:
             return list(self._states.values())
 
     def tracks(self, state: ConversationState) -> bool:
-        """Whether ``state`` is still tracked (a call may hold one the store evicted meanwhile)."""
+        """Whether ``state`` is still tracked (a call may hold one the table evicted meanwhile)."""
         with self._lock:
             return self._states.get(state.ident) is state
 
@@ -369,11 +369,11 @@ def _close_breaker_gauge(state: ConversationState) -> None:
 LINKS_PER_CONVERSATION = 4
 
 #: Every conversation this process tracks (LRU + idle expiry, sized from the settings of the calls).
-STORE = ConversationStore()
-STORE.on_forget(_close_breaker_gauge)
+CONVERSATIONS = ConversationTable()
+CONVERSATIONS.on_forget(_close_breaker_gauge)
 # Reset: every conversation is forgotten. A fork's child: inherited (it goes on with its parent's
 # conversations; their locks are renewed by fork_safe).
-process_state.register(__name__, ("STORE",), on_reset=STORE.clear, in_forked_child=None)
+process_state.register(__name__, ("CONVERSATIONS",), on_reset=CONVERSATIONS.clear, in_forked_child=None)
 
 
 def resolve(
@@ -387,11 +387,11 @@ def resolve(
 
     An explicit id names the conversation. Without one, a call that continues a stored response (``link``)
     belongs to that response's conversation; else the derived key names a family of conversations that open
-    the same way, and the items decide which one of them this call continues (see :class:`ConversationStore`).
+    the same way, and the items decide which one of them this call continues (see :class:`ConversationTable`).
     """
     explicit = current_conversation_id()
-    STORE.follow(settings)
+    CONVERSATIONS.follow(settings)
     if explicit is None and link is not None and link.key:
-        return STORE.resolve_link(link)
+        return CONVERSATIONS.resolve_link(link)
     key = explicit if explicit is not None else derive_key(provider, first_user_text(adapter, items))
-    return STORE.resolve(key, items, explicit=explicit is not None)
+    return CONVERSATIONS.resolve(key, items, explicit=explicit is not None)
