@@ -145,8 +145,11 @@ def per_call(
             ]
             + "</summary>"
         )
-    # A longer summary comes from a longer history (else the summary alone would fill the window).
-    base = anthropic_agent(n_messages // 4 + 1, result_chars=300 + 150 * summary_kb)[: n_messages - 1]
+    # A longer summary comes from a longer history (else the summary alone would fill the window). Never
+    # below the 8 KB case's history: the window is the history's own size, and below ~8,000 tokens the
+    # summarizer's request leaves no room for a summary (the compaction fails, the breaker opens, and every
+    # call measured would be an uncompacted one).
+    base = anthropic_agent(n_messages // 4 + 1, result_chars=300 + 150 * max(summary_kb, 8))[: n_messages - 1]
     settings = Settings(auto_compact_window=estimate_items(A, base), state_store=url, state_store_key=keys)
     history = list(base)
     opened = shared.store_for(settings)
