@@ -136,7 +136,8 @@ class Lifecycle:
 
     def abandon(self) -> None:
         """The flow was closed midway. Taken without the lock, as one store: this runs as the generator's
-        finaliser, maybe on a thread that holds the lock. A transition racing it can only be a drop (the
-        flow is gone, so nothing lands), and either order leaves the summary out of use: a dropped one is
-        out of its record already, an abandoned one is dropped by the next call that finds it."""
+        finaliser, maybe on a thread that holds the lock. A transition racing it can only be a drop or the
+        interpreter's exit (the flow is gone, so nothing lands), and either order leaves the summary out of
+        use: a dropped one is out of its record already, an abandoned one is dropped by the next call that
+        finds it, and at exit nothing follows."""
         self.phase = ABANDONED_AS.get(self.phase, self.phase)
