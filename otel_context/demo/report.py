@@ -177,8 +177,7 @@ def compaction_count_note(result: DemoResult) -> str:
     stats = result.stats
     compactions = stats.compactions
     ready = [c for c in compactions if c.outcome == semconv.OUTCOME_SUCCESS and c.deferred]
-    sent = sum(1 for c in compactions if c.outcome == semconv.OUTCOME_SUCCESS and not c.deferred)
-    sent += len(stats.applications)
+    sent = sum(len(t.kinds) for t in stats.turns)  # what the turn lines count
     unsent = max(0, len(ready) - len(stats.applications))
     discarded = sum(1 for c in compactions if c.outcome == semconv.OUTCOME_DISCARDED)
     failed = sum(1 for c in compactions if c.outcome == semconv.OUTCOME_FAILURE)

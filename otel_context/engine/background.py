@@ -179,8 +179,7 @@ def _move(prepared: Prepared, event: Event) -> Effect | None:
 def _carry_out(
     prepared: Prepared, effect: Effect | None, parent: Span | None = None, trigger: str = semconv.TRIGGER_AUTO
 ) -> None:
-    """What a transition asks for about the summary's ``compact`` span (``SEND`` and ``PUBLISH`` are the
-    caller's own). ``parent``: the chat span of the call that dropped it (None: no call did, so the report is
+    """What a transition asks for about the summary's ``compact`` span (``SEND`` is the caller's own). ``parent``: the chat span of the call that dropped it (None: no call did, so the report is
     a trace of its own); ``trigger``: the path that dropped it."""
     out = prepared.out
     if effect is Effect.END_SUCCESS or effect is Effect.END_DISCARDED:
@@ -238,20 +237,31 @@ def pending(state: ConversationState) -> Prepared | None:
         return _prepared_of(state)
 
 
-def _observe(call: CallState) -> list[tuple[float, int]]:
-    """One sample of the conversation's pace (see :meth:`pacing.Pace.observe`); the pace's steps so far."""
+def _observe(call: CallState) -> None:
+    """One sample of the conversation's pace (see :meth:`pacing.Pace.observe`)."""
     # Wall time (the summarizer's duration is wall time too), not the cache's clock, which a test may drive.
     now = time.monotonic()
     with _lock:
-        pace = _record(call.state).pace
-        pace.observe(now, call.estimated_tokens)
-        return list(pace.steps)
+        _record(call.state).pace.observe(now, call.estimated_tokens)
+
+
+def _steps_of(state: ConversationState) -> pacing.Steps:
+    """A reader of the conversation's pace for the policy: a copy of its steps, taken under the lock only
+    when the policy needs them (most calls past a quarter of the threshold do not)."""
+
+    def steps() -> list[tuple[float, int]]:
+        with _lock:
+            record = _records.get(state)
+            return list(record.pace.steps) if record is not None else []
+
+    return steps
 
 
 def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, Any, None]:
     """Below the threshold: start the summary in the background when the start point is passed."""
-    steps = _observe(call)
+    _observe(call)
     state = call.state
+    steps = _steps_of(state)
     if not pacing.due(call, budget, steps):
         return
     if state.breaker.open:
@@ -504,10 +514,13 @@ def _apply_published(
     span: Span, call: CallState, got: Published, waited: float, budget: Budget, trigger: str = semconv.TRIGGER_AUTO
 ) -> bool:
     """Send a summary another worker published (already verified to cover this call); False when its
-    pairing with the turns appended since would need a repair. ``trigger``: the path that applies it."""
-    before = call.estimated_tokens
-    if not _use(call, got.entry):
+    pairing with the turns appended since would need a repair, or it would not make the request smaller (see
+    :func:`_fits`). ``trigger``: the path that applies it."""
+    fitted = _fits(call, got.entry)
+    if fitted is None:
         return False
+    before = call.estimated_tokens
+    _use(call, got.entry, fitted)
     _applied(span, call, _link_context(got.link), before, budget, trigger)
     cascade.record_wait(waited, trigger, semconv.MODE_BACKGROUND)
     return True
@@ -543,7 +556,15 @@ def _applied(
         cascade.announce(span, state, call.request.provider, call.model)
 
 
-def _fits(call: CallState, entry: MemoEntry) -> list[Item] | None:
+@dataclass(frozen=True)
+class _Fitted:
+    """What a call sends with a summary applied, and the item tokens that saves against what it sent."""
+
+    sent: list[Item]
+    saved: int
+
+
+def _fits(call: CallState, entry: MemoEntry) -> _Fitted | None:
     """What this call sends with ``entry`` applied; None when the pairing would need a repair (then it is
     not the byte-identical apply the memo promises), or when it would not make the request smaller: what the
     call sends already (a microcompaction since the summary was made, say) is no larger, and sending it would
@@ -555,19 +576,14 @@ def _fits(call: CallState, entry: MemoEntry) -> list[Item] | None:
     except CompactionError:
         return None
     adapter = call.adapter
-    return sent if estimate_items(adapter, sent) < estimate_items(adapter, call.sent_items) else None
-
-
-def _use(call: CallState, entry: MemoEntry, sent: list[Item] | None = None) -> bool:
-    """Send ``entry`` on this call and remember it in the memo (the estimate drops by what it saves)."""
-    sent = sent if sent is not None else _fits(call, entry)
-    if sent is None:
-        return False
-    adapter = call.adapter
     saved = estimate_items(adapter, call.sent_items) - estimate_items(adapter, sent)
-    call.send(entry, sent, remember=True)
-    call.compacted(max(0, call.estimated_tokens - int(saved * call.state.estimate_factor)))
-    return True
+    return _Fitted(sent, saved) if saved > 0 else None
+
+
+def _use(call: CallState, entry: MemoEntry, fitted: _Fitted) -> None:
+    """Send ``entry`` on this call and remember it in the memo (the estimate drops by what it saves)."""
+    call.send(entry, fitted.sent, remember=True)
+    call.compacted(max(0, call.estimated_tokens - int(fitted.saved * call.state.estimate_factor)))
 
 
 def apply_ready(span: Span, call: CallState, budget: Budget) -> Generator[StoreRequest, Any, bool]:
@@ -604,11 +620,11 @@ def apply(
         return False
     if not _covers(prepared, call):
         return False
-    sent = _fits(call, entry)
-    if sent is None or _move(prepared, Event.APPLY) is not Effect.SEND:
+    fitted = _fits(call, entry)
+    if fitted is None or _move(prepared, Event.APPLY) is not Effect.SEND:
         return False
     before = call.estimated_tokens
-    _use(call, entry, sent)
+    _use(call, entry, fitted)
     _applied(span, call, out.open_span.get_span_context(), before, budget, trigger)
     cascade.record_wait(waited, trigger, semconv.MODE_BACKGROUND)
     return True

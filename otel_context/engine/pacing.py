@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from otel_context import process_state
@@ -55,6 +56,10 @@ class Pace:
         self.last = (now, estimate)
 
 
+#: How the policy reads a conversation's pace: (seconds, tokens) between its last calls, asked for only
+#: when a decision needs them (the caller copies them under its own lock).
+Steps = Callable[[], Sequence[tuple[float, int]]]
+
 #: Guards :data:`_durations`.
 _lock = new_lock(sys.modules[__name__], "_lock")
 #: Seconds a background summary took, per summary model (a moving average).
@@ -73,7 +78,7 @@ def watching(call: CallState, budget: Budget) -> bool:
     return call.estimated_tokens >= budget.auto_threshold // WATCH_FRACTION
 
 
-def due(call: CallState, budget: Budget, steps: list[tuple[float, int]]) -> bool:
+def due(call: CallState, budget: Budget, steps: Steps) -> bool:
     """Whether to start now: past the start point, or (earlier) when the summary, at the pace ``steps`` say
     this conversation grows and as long as summaries take, would land after the history reached the blocking
     limit (a call would then wait for it). Never below half the threshold: it would summarize too little."""
@@ -86,7 +91,7 @@ def due(call: CallState, budget: Budget, steps: list[tuple[float, int]]) -> bool
     return growth is not None and estimate + growth >= budget.blocking_limit
 
 
-def projected_growth(call: CallState, steps: list[tuple[float, int]]) -> int | None:
+def projected_growth(call: CallState, steps: Steps) -> int | None:
     """How much the estimate grows while a summary runs (with a margin); None until the pace is known.
 
     The summary's duration is the one measured for this summary model (the last background summaries);
@@ -94,10 +99,13 @@ def projected_growth(call: CallState, steps: list[tuple[float, int]]) -> int | N
     that pause between turns, and a summary started early covers less)."""
     with _lock:
         seconds = _durations.get(summary_model(call))
-    if len(steps) < 2 or seconds is None:
+    if seconds is None:
         return None
-    elapsed = sum(s for s, _ in steps)
-    grown = sum(g for _, g in steps)
+    pace = steps()
+    if len(pace) < 2:
+        return None
+    elapsed = sum(s for s, _ in pace)
+    grown = sum(g for _, g in pace)
     if elapsed <= 0:
         return None
     return int(grown / elapsed * seconds * SAFETY)
@@ -113,7 +121,7 @@ class Aim:
     rehydrate_room: int
 
 
-def aim(call: CallState, budget: Budget, steps: list[tuple[float, int]]) -> Aim | None:
+def aim(call: CallState, budget: Budget, steps: Steps) -> Aim | None:
     """Aim the prepared summary so that the context it leaves when applied at the threshold is about what an
     inline compaction there would leave. Else that context is larger, and the next compaction comes sooner
     (more summaries, more tokens billed). None: nothing to summarize yet.

@@ -76,8 +76,6 @@ class Effect(enum.Enum):
     REPORT_DISCARDED = "report_discarded"
     #: Send it on the call that asked.
     SEND = "send"
-    #: Store it for the fleet.
-    PUBLISH = "publish"
 
 
 P, E, X = Phase, Event, Effect
