@@ -2,7 +2,8 @@
 that this script starts on loopback (no persistence) and stops.
 
 1. Per operation and per call, side by side in one run: the store on one primary vs on the cluster (named
-   by one node's URL, as a user names it): ``get``, ``put``, ``acquire + release``, ``aget``; and ``plan`` +
+   by one node's URL, as a user names it) and behind Sentinel (a primary, a replica, three Sentinels, named
+   ``redis+sentinel://…/service``): ``get``, ``put``, ``acquire + release``, ``aget``; and ``plan`` +
    ``on_response`` of an appended turn of a compacted conversation at the engine (``benchmarks/state_store.py``'s
    harness), with the writer idle and back to back. Target: the cluster within +200 µs per call of one primary.
 2. ``--conversations`` conversations (default 1,000) of ``--turns`` turns each, every turn of a conversation
@@ -19,6 +20,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from state_store import _fmt, _state, measure, per_call
 from otel_context.conversation.state_store import open_store
 from otel_context.testing import SimulatedProvider, SummarizerStyle
 from otel_context.testing.fleet import Figures, Fleet, file_content
-from otel_context.testing.redis_server import RedisClusterServers, RedisServer
+from otel_context.testing.redis_server import RedisClusterServers, RedisSentinelServers, RedisServer
 
 MODEL = "claude-sonnet-4-6"
 WINDOW = 14_000
@@ -77,40 +79,53 @@ def main() -> None:
     args = parser.parse_args()
     value = _state(8)
     lines: list[str] = []
-    with RedisServer() as server, RedisClusterServers() as cluster:
+    with RedisServer() as server, RedisClusterServers() as cluster, RedisSentinelServers() as sentinel:
+        setups: dict[str, tuple[str, Callable[[], list[RedisServer]]]] = {
+            "one primary": (server.url, lambda: [server]),
+            "cluster (3 + 3)": (cluster.url, cluster.primaries),
+            "sentinel (1 + 1, 3 sentinels)": (sentinel.url, lambda: [sentinel.current_primary()]),
+        }
         ops = {}
-        for label, url in (("one primary", server.url), ("cluster (3 + 3)", cluster.url)):
+        for label, (url, _) in setups.items():
             store = _ready(url)
             ops[label] = measure(store, value, args.n)
             store.close()
         calls = {}
-        for label, url in (("one primary", server.url), ("cluster (3 + 3)", cluster.url)):
+        for label, (url, primaries) in setups.items():
             for settle in (True, False):
                 calls[(label, settle)] = per_call(url, settle=settle)
-                for node in [server] if url == server.url else cluster.primaries():
+                for node in primaries():
                     node.call("FLUSHALL")
+        others = [label for label in setups if label != "one primary"]
         lines += [
             f"Value: a state with an 8 KB summary; {args.n} samples per operation; median (p90), wall clock.",
             "",
-            "| operation | one primary | cluster (3 + 3) | added |",
-            "|---|---|---|---|",
+            "| operation | one primary | " + " | ".join(f"{o} | added" for o in others) + " |",
+            "|---|---|" + "---|---|" * len(others),
         ]
         for op in ops["one primary"]:
-            one, many = ops["one primary"][op], ops["cluster (3 + 3)"][op]
-            added = statistics.median(many) - statistics.median(one)
-            lines.append(f"| {op} | {_fmt(one)} | {_fmt(many)} | {added:+.0f} µs |")
+            one = ops["one primary"][op]
+            cells = [
+                f"{_fmt(ops[o][op])} | {statistics.median(ops[o][op]) - statistics.median(one):+.0f} µs" for o in others
+            ]
+            lines.append(f"| {op} | {_fmt(one)} | " + " | ".join(cells) + " |")
         lines += [
             "",
-            "Per call at the engine (plan + on_response, an appended turn of a compacted 60-message conversation):",
+            "Per call at the engine (plan + on_response, an appended turn of a compacted 60-message conversation);"
+            " added: wall clock, and the calling thread's CPU:",
             "",
-            "| writer | one primary | cluster (3 + 3) | added | added, the calling thread's CPU |",
-            "|---|---|---|---|---|",
+            "| writer | one primary | " + " | ".join(f"{o} | added (CPU)" for o in others) + " |",
+            "|---|---|" + "---|---|" * len(others),
         ]
         for settle, writer in ((True, "idle (as after a real request)"), (False, "back to back")):
-            (one, one_cpu), (many, many_cpu) = calls[("one primary", settle)], calls[("cluster (3 + 3)", settle)]
-            added = statistics.median(many) - statistics.median(one)
-            added_cpu = statistics.median(many_cpu) - statistics.median(one_cpu)
-            lines.append(f"| {writer} | {_fmt(one)} | {_fmt(many)} | {added:+.0f} µs | {added_cpu:+.0f} µs |")
+            one, one_cpu = calls[("one primary", settle)]
+            cells = []
+            for o in others:
+                many, many_cpu = calls[(o, settle)]
+                added = statistics.median(many) - statistics.median(one)
+                added_cpu = statistics.median(many_cpu) - statistics.median(one_cpu)
+                cells.append(f"{_fmt(many)} | {added:+.0f} µs ({added_cpu:+.0f} µs)")
+            lines.append(f"| {writer} | {_fmt(one)} | " + " | ".join(cells) + " |")
         if not args.skip_fleet:
             for node in cluster.primaries():
                 node.call("FLUSHALL")
