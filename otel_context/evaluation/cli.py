@@ -1,7 +1,8 @@
 """``otel-context eval``: options in, tables or JSON out, and the exit status CI checks.
 
 Exit status: 0 when every fact the user stated reached every request after each compaction, no reversed
-constraint went without its reversal and no superseded value went as if current; 1 when one did not, when
+constraint went without its reversal, no superseded value went as if current and no repair added more than
+its budget; 1 when one did not, when
 no compaction happened (the evaluation then measured nothing), or when the provider failed a request; 2 for
 bad options, a missing key or a refused live run; 130 when interrupted.
 """

@@ -9,6 +9,8 @@ every fact's state and every probe's answers.
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -23,6 +25,8 @@ __all__ = [
     "fact_grid",
     "kept_summary_table",
     "kept_table",
+    "repair_figures",
+    "repair_table",
     "retention_table",
     "summary_rows",
     "to_json",
@@ -79,6 +83,38 @@ def verbatim_curve(result: RunResult) -> list[float | None]:
     return [c.verbatim_share for c in result.compactions]
 
 
+def _nearest_rank(values: Sequence[float], share: float) -> float:
+    """The ``share`` quantile of ``values`` by nearest rank: a value the run had (no interpolation)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+def _spread(values: Sequence[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "p95": _nearest_rank(values, 0.95), "max": max(values)}
+
+
+def repair_figures(compactions: Sequence[tuple[CompactionRecord, int]]) -> dict[str, Any] | None:
+    """What the repair added to the summaries of ``compactions`` (each with its run's window): the tokens
+    (median, 95th percentile by nearest rank, largest), the same against the summary the summarizer wrote (its
+    output tokens) and against the window, and the largest budget it had; None when no compaction was
+    repaired (a span without the repair's figures)."""
+    repaired = [(c, window) for c, window in compactions if c.repair_tokens is not None]
+    if not repaired:
+        return None
+    tokens = [float(c.repair_tokens or 0) for c, _ in repaired]
+    of_summary = [(c.repair_tokens or 0) / c.summary_output_tokens for c, _ in repaired if c.summary_output_tokens]
+    return {
+        "compactions": len(repaired),
+        "tokens": _spread(tokens),
+        "of_summary": _spread(of_summary) if of_summary else None,
+        "of_window": _spread([(c.repair_tokens or 0) / window for c, window in repaired]),
+        "budget": max((c.repair_budget or 0) for c, _ in repaired),
+        "within_budget": all(
+            c.repair_budget is not None and (c.repair_tokens or 0) <= c.repair_budget for c, _ in repaired
+        ),
+    }
+
+
 def summary_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
     """One row per run: the published table (docs/eval.md)."""
     rows = []
@@ -123,6 +159,12 @@ def summary_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                 "spared_tokens": sum(c.spared_tokens for c in r.compactions),
                 "summary_cost": None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
                 "spared_cost": None if any(c is None for c in spared) else sum(c for c in spared if c is not None),
+                "repair": repair_figures([(c, r.window) for c in r.compactions]),
+                "repair_over_budget": sum(
+                    1
+                    for c in r.compactions
+                    if c.repair_tokens is not None and c.repair_budget is not None and c.repair_tokens > c.repair_budget
+                ),
                 "passed": not r.failures() and bool(r.compactions),
             }
         )
@@ -159,6 +201,7 @@ def _record_json(c: CompactionRecord) -> dict[str, Any]:
         },
         "retention_before_repair": c.retention_before_repair,
         "repair_tokens": c.repair_tokens,
+        "repair_budget": c.repair_budget,
         "facts": [
             {
                 "id": s.fact.id,
@@ -203,6 +246,7 @@ def to_json(options: EvalOptions, results: Sequence[RunResult]) -> dict[str, Any
         "passed": not failures and all(r.compactions for r in results),
         "failures": failures,
         "summary": summary_rows(results),
+        "repair": repair_figures([(c, r.window) for r in results for c in r.compactions]),
         "runs": [
             {
                 "scenario": r.scenario.name,
@@ -282,6 +326,10 @@ class RunPrinter:
         self._print(retention_table(results, self.width, self.colour))
         self._print()
         self._print(kept_summary_table(results, self.width, self.colour))
+        repair = repair_table(results, self.width, self.colour)
+        if repair:
+            self._print()
+            self._print(repair)
         curve = curve_table(results, self.width, self.colour)
         if curve:
             self._print()
@@ -467,6 +515,58 @@ def kept_summary_table(results: Sequence[RunResult], width: int, colour: bool = 
         title="Kept, over every (compaction, fact) pair",
         caption="stale: a superseded value sent as if current (a failure); old sent: the superseded value still "
         "in the request, in order or marked",
+        styles=styles,
+        colour=colour,
+    )
+
+
+def _tokens_cells(figures: dict[str, float]) -> str:
+    return f"{figures['median']:,.0f} / {figures['p95']:,.0f} / {figures['max']:,.0f}"
+
+
+def _share_cells(figures: dict[str, float] | None) -> str:
+    if figures is None:
+        return "-"
+    return f"{100 * figures['median']:.0f} / {100 * figures['p95']:.0f} / {100 * figures['max']:.0f}"
+
+
+def repair_table(results: Sequence[RunResult], width: int, colour: bool = False) -> list[str]:
+    """A row per run and one for them all: the tokens the repair added, against the summary and the window
+    (see :func:`repair_figures`); nothing when no compaction was repaired."""
+    columns = [Column("run", "left", key=True)]
+    columns += [
+        Column(n)
+        for n in ("compactions", "tokens added", "% of the summary", "% of the window", "budget", "within budget")
+    ]
+    rows: list[list[str]] = []
+    styles: dict[tuple[int, int], str] = {}
+    labelled = [(r.label, repair_figures([(c, r.window) for c in r.compactions])) for r in results]
+    labelled.append(("all", repair_figures([(c, r.window) for r in results for c in r.compactions])))
+    for label, figures in labelled:
+        if figures is None:
+            continue
+        if not figures["within_budget"]:
+            styles[(len(rows), 6)] = "red"
+        rows.append(
+            [
+                label,
+                str(figures["compactions"]),
+                _tokens_cells(figures["tokens"]),
+                _share_cells(figures["of_summary"]),
+                _share_cells(figures["of_window"]),
+                f"{figures['budget']:,}",
+                "yes" if figures["within_budget"] else "NO",
+            ]
+        )
+    if not rows:
+        return []
+    return render(
+        columns,
+        rows,
+        width,
+        title="What the repair added",
+        caption="median / 95th percentile / largest over the compactions; the summary: the tokens its summarizer "
+        "wrote; budget: the largest the repair had (scaled with the window)",
         styles=styles,
         colour=colour,
     )

@@ -212,11 +212,11 @@ class CompactionRecord:
     user_messages: int = 0
     user_messages_verbatim: int = 0
     user_messages_quoted: int = 0
-    #: Filled from the compact span once the compactor repairs its summaries (issue 39): the retention
-    #: before the repair and the tokens the repair added. None while the span carries no such figure; the
-    #: span attributes are looked up in semconv by name in :func:`_record` (``REPAIR_ATTRIBUTES``).
+    #: From the compact span: the retention before the repair, the tokens the repair added and its budget.
+    #: None when the span carries no such figure (a compaction the repair did not run on).
     retention_before_repair: float | None = None
     repair_tokens: int | None = None
+    repair_budget: int | None = None
 
     @property
     def tokens_saved(self) -> int:
@@ -300,7 +300,8 @@ class RunResult:
 
     def failures(self) -> list[str]:
         """One line per failing fact: a user fact lost, a constraint sent without its reversal, or a superseded
-        value sent as if current, with the first compaction where it happened and how many it happened in."""
+        value sent as if current, with the first compaction where it happened and how many it happened in; and
+        one per compaction whose repair added more than its budget."""
         found: dict[tuple[str, str], list[CompactionRecord]] = {}
         for record in self.compactions:
             for status in record.facts:
@@ -325,6 +326,13 @@ class RunResult:
                 out.append(f"{self.label}: a reversed constraint sent without its reversal at {where}: {fact.text}")
             else:
                 out.append(f"{self.label}: a superseded value sent as if current at {where}: {fact.text}")
+        for record in self.compactions:
+            added, budget = record.repair_tokens, record.repair_budget
+            if added is not None and budget is not None and added > budget:
+                out.append(
+                    f"{self.label}: the repair at compaction {record.number} (turn {record.turn}) added "
+                    f"{added:,} tokens, over its budget of {budget:,}"
+                )
         return out
 
 
@@ -692,8 +700,6 @@ def _record(
     summary_out = sum(int_attr(s.attributes or {}, semconv.GEN_AI_USAGE_OUTPUT_TOKENS) for s in summarizer_calls)
     last = done[-1] if done else None
     attrs = (last.attributes or {}) if last is not None else {}
-    retention_name = getattr(semconv, "COMPACTION_RETENTION", None)
-    before_name, repair_name = (getattr(semconv, name, None) for name in REPAIR_ATTRIBUTES)
     return CompactionRecord(
         number=number,
         turn=turn,
@@ -703,18 +709,20 @@ def _record(
         summary_input_tokens=summary_in,
         summary_output_tokens=summary_out,
         summary_cost=summary_price.cost(summary_in, summary_out) if summary_price is not None else None,
-        retention=float_attr(attrs, retention_name) if isinstance(retention_name, str) else None,
+        retention=float_attr(attrs, semconv.COMPACTION_RETENTION),
         facts=assess(planted, sent_messages),
         retention_before_repair=(
-            float_attr(attrs, before_name) if isinstance(before_name, str) and before_name in attrs else None
+            float_attr(attrs, semconv.COMPACTION_RETENTION_BEFORE_REPAIR)
+            if semconv.COMPACTION_RETENTION_BEFORE_REPAIR in attrs
+            else None
         ),
-        repair_tokens=int_attr(attrs, repair_name) if isinstance(repair_name, str) and repair_name in attrs else None,
+        repair_tokens=(
+            int_attr(attrs, semconv.COMPACTION_REPAIR_TOKENS) if semconv.COMPACTION_REPAIR_TOKENS in attrs else None
+        ),
+        repair_budget=(
+            int_attr(attrs, semconv.COMPACTION_REPAIR_BUDGET) if semconv.COMPACTION_REPAIR_BUDGET in attrs else None
+        ),
     )
-
-
-#: The semconv names of the compact span's repair figures (retention before the repair, tokens the repair
-#: added), read when semconv defines them; rename here if the compactor's change names them otherwise.
-REPAIR_ATTRIBUTES = ("COMPACTION_RETENTION_BEFORE_REPAIR", "COMPACTION_REPAIR_TOKENS")
 
 
 def _probe(

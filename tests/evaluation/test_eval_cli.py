@@ -4,7 +4,9 @@ the real transparent compaction; and the guard rails of a live run (never run li
 from __future__ import annotations
 
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -60,7 +62,9 @@ def _consistent(payload: dict[str, Any]) -> None:
             assert said["said"] == c["turn"] and 0 < said["verbatim"] + said["quoted_in_summary"] <= said["said"]
             assert said["share"] == pytest.approx((said["verbatim"] + said["quoted_in_summary"]) / said["said"])
             # The repair: within its budget (at most an eighth of the effective window), never worse.
-            assert c["repair_tokens"] is not None and 0 <= c["repair_tokens"] <= run["window"] // 8
+            assert (
+                c["repair_tokens"] is not None and 0 <= c["repair_tokens"] <= c["repair_budget"] <= run["window"] // 8
+            )
             assert c["retention_before_repair"] is not None and c["retention_before_repair"] <= c["retention"]
         assert run["peak_request_tokens"] <= run["window"]
 
@@ -85,7 +89,7 @@ def test_the_gate_measures_every_run_and_exits_1_for_each_kind_of_failure(
     failing = {
         (r["scenario"], r["summarizer"])
         for r in payload["summary"]
-        if r["user_facts_lost"] or r["without_reversal"] or r["stale_values"]
+        if r["user_facts_lost"] or r["without_reversal"] or r["stale_values"] or r["repair_over_budget"]
     }
     assert {(r["scenario"], r["summarizer"]) for r in payload["summary"] if not r["passed"]} == failing
     assert payload["passed"] == (not failing) == (not payload["failures"])
@@ -111,6 +115,48 @@ def test_the_tool_result_artifacts_reach_90_percent_with_every_fact_blind_summar
     for row in payload["summary"]:
         kept, checked = row["artifacts"]
         assert kept >= 0.9 * checked, row
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {"median": statistics.median(values), "p95": ordered[math.ceil(0.95 * len(ordered)) - 1], "max": ordered[-1]}
+
+
+def test_the_gate_reports_what_the_repair_added_against_the_summary_and_the_window(
+    gate: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
+    """Issue 39 item 6: the tokens the repair adds (median, p95, max), against the summary's size and the
+    window, per run and over all runs, computed from the compactions the JSON lists, and printed."""
+    proc, payload = gate
+    everything: list[tuple[dict[str, Any], int]] = []
+    for run, row in zip(payload["runs"], payload["summary"], strict=True):
+        pairs = [(c, run["window"]) for c in run["compactions"]]
+        everything += pairs
+        assert row["repair"] == _figures(pairs)
+        assert row["repair_over_budget"] == 0 and row["repair"]["within_budget"]
+    overall = payload["repair"]
+    assert overall == _figures(everything) and overall["compactions"] == len(everything) >= 36
+    assert 0 < overall["tokens"]["median"] <= overall["tokens"]["p95"] <= overall["tokens"]["max"] <= overall["budget"]
+    assert overall["of_window"]["max"] <= 1 / 8
+    assert "What the repair added" in proc.stdout
+    last = proc.stdout[proc.stdout.index("What the repair added") :].splitlines()
+    tokens = overall["tokens"]
+    assert any(
+        line.startswith("all ") and f"{tokens['median']:,.0f} / {tokens['p95']:,.0f} / {tokens['max']:,.0f}" in line
+        for line in last
+    )
+
+
+def _figures(pairs: list[tuple[dict[str, Any], int]]) -> dict[str, Any]:
+    """What the report should say of ``pairs`` (compaction, window), from the JSON's own per-compaction figures."""
+    return {
+        "compactions": len(pairs),
+        "tokens": _spread([float(c["repair_tokens"]) for c, _ in pairs]),
+        "of_summary": _spread([c["repair_tokens"] / c["summary_output_tokens"] for c, _ in pairs]),
+        "of_window": _spread([c["repair_tokens"] / window for c, window in pairs]),
+        "budget": max(c["repair_budget"] for c, _ in pairs),
+        "within_budget": all(c["repair_tokens"] <= c["repair_budget"] for c, _ in pairs),
+    }
 
 
 def test_a_run_on_the_openai_sdk_prints_its_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -178,6 +224,31 @@ def _crafted(stale: bool) -> Any:
     result = RunResult(billing, "start", "crafted", "simulated", "m", "m", 12_000, 60)
     result.compactions.append(_record(assess([old, new], messages)))
     return result
+
+
+def test_a_repair_over_its_budget_fails_the_run_and_the_exit_status(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The repair must stay within its budget (issue 39's "done when"): a compaction whose span says it added
+    more fails the run with one line, and the exit status is 1; at the budget it passes."""
+    from otel_context.evaluation import cli as eval_cli
+
+    for added, code_expected in ((601, 1), (600, 0)):
+        result = _crafted(stale=False)
+        result.compactions[0].repair_tokens, result.compactions[0].repair_budget = added, 600
+
+        def run(options: Any, on_run: Any = None, result: Any = result) -> list[Any]:
+            on_run(result)
+            return [result]
+
+        monkeypatch.setattr(eval_cli, "run", run)
+        code = main(["eval", "--scenario", "billing", "--summarizer", "start", "--json", "-"])
+        printed = capsys.readouterr()
+        payload = json.loads(printed.out)
+        assert code == code_expected and payload["summary"][0]["repair_over_budget"] == code_expected
+        line = "billing/start: the repair at compaction 1 (turn 30) added 601 tokens, over its budget of 600"
+        assert (line in printed.err) == bool(code_expected)
+        assert payload["repair"]["tokens"] == {"median": added, "p95": added, "max": added}
 
 
 @pytest.mark.parametrize("stale", [True, False])
