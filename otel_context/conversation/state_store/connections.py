@@ -1,5 +1,5 @@
-"""The Redis store's own connections (see :class:`_Connections`), and their routing over the primaries of a
-Redis Cluster (see :class:`_ClusterConnections`)."""
+"""The Redis store's own connections (see :class:`_Connections`: to one server, or to the primary that
+Sentinel names), and their routing over the primaries of a Redis Cluster (see :class:`_ClusterConnections`)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ class _Connections:
     pool's check also finds, a connection the server closed while it was idle (a restart), shows here as a
     connection error of a reused connection: the idle ones are dropped and the commands (a ``GET``, a
     ``SET``, ``PEXPIRE``s: all idempotent) sent once more on a new connection.
+
+    Behind Sentinel the connections are the Sentinel pool's kind: each asks the Sentinels for the primary
+    when it connects, and turns a demoted primary's ``READONLY`` reply into a connection error, so after a
+    failover the commands go once more, to the primary the Sentinels name then.
     """
 
     def __init__(self, pool: Any, connection_error: type[Exception]) -> None:
@@ -39,22 +43,26 @@ class _Connections:
         try:
             conn = self._idle.pop()  # atomic: no lock
         except IndexError:
-            return self._send(self._make(), commands)
+            return self._send(self._make(), commands, fresh=True)
         try:
             return self._send(conn, commands)
         except self._connection_error:
             stale, self._idle = self._idle, []
             for old in stale:
                 old.disconnect()
-            return self._send(self._make(), commands)
+            return self._send(self._make(), commands, fresh=True)
 
     def close(self) -> None:
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.disconnect()
 
-    def _send(self, conn: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+    def _send(self, conn: Any, commands: tuple[tuple[Any, ...], ...], fresh: bool = False) -> list[Any]:
         try:
+            if fresh:
+                # As the pool does: a Sentinel connection finds the primary in its connect(), which sending
+                # on a connection without a socket does not call (it connects to its own host and port).
+                conn.connect()
             if len(commands) == 1:
                 conn.send_command(*commands[0])
             else:

@@ -139,8 +139,10 @@ class RedisStore(StateStore):
             self.topology = (
                 "sentinel" if clients.is_sentinel_url(url) else "server" if url.startswith("unix:") else None
             )
-            if self.topology != "sentinel":  # Sentinel's pool asks the Sentinels for the primary: used as it is
-                self._route = _Connections(client.connection_pool, exceptions.ConnectionError)
+            # Behind Sentinel too: the pool's connection class asks the Sentinels for the primary when it
+            # connects, and turns a demoted primary's READONLY into a connection error, after which our
+            # connections reconnect (to the primary the Sentinels name then) and send the commands once more.
+            self._route = _Connections(client.connection_pool, exceptions.ConnectionError)
         pool = getattr(client, "connection_pool", None) or getattr(client, "nodes_manager", None)
         kwargs = getattr(pool, "connection_kwargs", {})
         if url is None and kwargs.get("socket_timeout") is None:
