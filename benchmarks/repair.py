@@ -19,7 +19,10 @@ Target (issue 39): the check at most 2 ms for the ~1,400-message case, the repai
 
 from __future__ import annotations
 
+import random
+import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from retention import PREFIX_TOKENS, RUNS, _summary, _time, before, session  # type: ignore[import-not-found]
 
 from otel_context.compaction import repair, retention
+from otel_context.compaction.summary import user_messages
 from otel_context.formats import for_format
 from otel_context.settings import Settings
 from otel_context.tokens import estimate_text
@@ -36,19 +40,22 @@ from otel_context.tokens import estimate_text
 WINDOW = 200_000
 
 
-def _repaired(module: Any, adapter: Any, body: Any, dropped: Any, summary: Any, kept: Any, budget: int) -> Any:
+def _repaired(
+    module: Any, adapter: Any, body: Any, dropped: Any, summary: Any, kept: Any, budget: int, said: Any = None
+) -> Any:
     """One repair with ``module`` (this tree's or main's), its remembered ranks forgotten first: every
     timed run is a first compaction of these sentences (see :func:`_warm`)."""
-    forget = getattr(module._sentence_priority, "cache_clear", None)
-    if forget is not None:
-        forget()
-    return module.repair(adapter, body, dropped, [summary], kept, budget)
+    for remembered in ("_sentence_priority", "_cut_and_ranked_kept"):  # the ranks, the user messages' sentences
+        forget = getattr(getattr(module, remembered, None), "cache_clear", None)
+        if forget is not None:
+            forget()
+    return module.repair(adapter, body, dropped, [summary], kept, budget, said=said)
 
 
-def _warm(adapter: Any, body: Any, dropped: Any, summary: Any, kept: Any, budget: int) -> Any:
+def _warm(adapter: Any, body: Any, dropped: Any, summary: Any, kept: Any, budget: int, said: Any = None) -> Any:
     """One repair with the ranks of the span's sentences remembered (a compaction after one that ranked them:
     the whole conversation in transparent mode, the restored lines and verbatim messages otherwise)."""
-    return repair.repair(adapter, body, dropped, [summary], kept, budget)
+    return repair.repair(adapter, body, dropped, [summary], kept, budget, said=said)
 
 
 def _cell(after: tuple[float, float], then: tuple[float, float] | None) -> str:
@@ -116,6 +123,80 @@ def main() -> None:
             f"| {r_half.tokens:,} / {r_nothing.tokens:,} (summary {summary_tokens:,}) "
             f"| {r_nothing.before.retention or 0:.2f} → {r_nothing.after.retention or 0:.2f} |"
         )
+
+    _session_growth(budget, on_main)
+    _corrections(on_main)
+
+
+def _session_growth(budget: int, on_main: Any) -> None:
+    """Transparent mode's repair reads every message of the user's in the conversation (``said``), not only
+    the replaced span's: the k-th compaction of a session of spans like this one reads k spans' messages."""
+    fmt = "anthropic_messages"
+    adapter = for_format(fmt)
+    items, cut = session(fmt, PREFIX_TOKENS, 900)
+    dropped, kept = items[:cut], items[cut:]
+    half = adapter.make_user_item(_summary(adapter, dropped, keep=True))
+    body = adapter.with_items({"model": "m", "max_tokens": 1024}, [half, *kept])
+    long_session, _ = session(fmt, PREFIX_TOKENS * 10, 900)
+    print(
+        "\nThe k-th compaction of a session (transparent mode: the repair reads the user's messages of the whole "
+        "conversation so far, `said`), anthropic_messages, results of 900 chars, summary keeping half; check + "
+        f"repair, CPU ms, median of {RUNS} runs (fastest){', main → this tree' if on_main is not None else ''}; "
+        "each run forgets what is remembered first, then with it remembered (the compactions before met the same "
+        "messages):\n"
+    )
+    print("| compaction | the user's messages read | first meeting | remembered |\n|---:|---:|---:|---:|")
+    for k in (1, 5, 10):
+        said = user_messages(adapter, long_session[: len(long_session) * k // 10])
+        now = repair.repair(adapter, body, dropped, [half], kept, budget, said=said)
+        first = _time(_repaired, repair, adapter, body, dropped, half, kept, budget, said)
+        warm = _time(_warm, adapter, body, dropped, half, kept, budget, said)
+        then = then_warm = None
+        if on_main is not None:
+            old = on_main.repair.repair(on_main.adapters[fmt], body, dropped, [half], kept, budget, said=said)
+            assert (old.text, old.restored, old.left_out, old.superseded) == (
+                now.text,
+                now.restored,
+                now.left_out,
+                now.superseded,
+            )
+            then = _time(_repaired, on_main.repair, on_main.adapters[fmt], body, dropped, half, kept, budget, said)
+            then_warm = _time(on_main.repair.repair, on_main.adapters[fmt], body, dropped, [half], kept, budget, said)
+        print(f"| {k} | {len(said):,} | {_cell(first, then)} | {_cell(warm, then_warm)} |")
+
+
+def _corrections(on_main: Any) -> None:
+    """A span of 2,000 of the user's corrections ("Now the ... instead."), each quoted by the summary: every
+    one is found in the request and asks whether an earlier statement it replaces is there too, and the block,
+    over its budget, is rendered again as it shrinks."""
+    adapter = for_format("anthropic_messages")
+    rng = random.Random(1)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(7)) for _ in range(20_000)]
+    items: list[dict[str, Any]] = []
+    for _ in range(2_000):
+        w = rng.sample(words, 4)
+        items.append({"role": "user", "content": f"Now the {w[0]} should call {w[1]} with {w[2]} and {w[3]} instead."})
+        items.append({"role": "assistant", "content": "ok"})
+    dropped, kept = items[:-10], items[-10:]
+    quoted = "Summary:\n" + "\n".join(m["content"] for m in dropped if m["role"] == "user")
+    summary = adapter.make_user_item(quoted)
+    body = adapter.with_items({"model": "m", "max_tokens": 10}, [summary, *kept])
+    runs = 5
+
+    def timed(module: Any, fmt_adapter: Any) -> tuple[float, float]:
+        cpu = []
+        for _ in range(runs):
+            start = time.thread_time()
+            _repaired(module, fmt_adapter, body, dropped, summary, kept, 10_000)
+            cpu.append(time.thread_time() - start)
+        return statistics.median(cpu) * 1000.0, min(cpu) * 1000.0
+
+    now = timed(repair, adapter)
+    then = timed(on_main.repair, on_main.adapters["anthropic_messages"]) if on_main is not None else None
+    print(
+        "\n2,000 of the user's corrections in the replaced span, each quoted by the summary (check + repair, "
+        f"budget 10,000; CPU ms, median of {runs} runs (fastest)): {_cell(now, then)}"
+    )
 
 
 if __name__ == "__main__":

@@ -34,15 +34,20 @@ candidates (:func:`.retention.walk`); every sentence of the user's is cut and ra
 forms of the ranking's patterns that say the same (lower case, case-sensitive, the words grouped by first
 letter; :data:`_VALUE` one literal-led alternative at a time), a rank remembered by the sentence's text
 (:func:`_sentence_priority`); the figure after the repair is the one before plus the lost items looked up in
-the block alone (:func:`.retention.lookup_added`). What is left is ~5 µs of regex per sentence ranked, a
-full scan of the request per lost candidate, and the check's extraction (benchmarks/README.md).
+the block alone (:func:`.retention.lookup_added`). A user message's sentences and their ranks are remembered
+by its text (:func:`_user_sentences`): in transparent mode every compaction reads the user's messages of the
+whole conversation, so without it the cost grew with the session. Which statement replaces which is worked
+out once per repair (:class:`_Subjects`), not again for every render of the block nor for every correction
+found. What is left is ~5 µs of regex per sentence met for the first time, a full scan of the request per
+lost candidate, and the check's extraction (benchmarks/README.md).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -378,6 +383,33 @@ def _sentence_priority(sentence: str) -> int:
     return _PRIORITY_CHATTER
 
 
+#: User messages whose sentences and ranks are remembered (:func:`_user_sentences`), and the longest one
+#: remembered: typed messages, not pastes (at most ~16 MB held in all, ~1 MB for messages of 200 characters).
+USER_MESSAGES_KEPT = 4096
+USER_MESSAGE_KEPT_CHARS = 2_000
+
+
+def _cut_and_ranked(text: str) -> tuple[tuple[str, int, bool], ...]:
+    """The sentences of a user message as the repair ranks them, in order: its prose's sentences with their
+    rank, then its pasted lines' as pastes; each ``(sentence, rank, is_paste)``."""
+    prose, paste = prose_and_paste(text)
+    out = [(s, _sentence_priority(s), False) for s in sentences("\n".join(prose))]
+    out += [(s, _PRIORITY_PASTE, True) for s in sentences("\n".join(paste))]
+    return tuple(out)
+
+
+_cut_and_ranked_kept = functools.lru_cache(maxsize=USER_MESSAGES_KEPT)(_cut_and_ranked)
+
+
+def _user_sentences(text: str) -> tuple[tuple[str, int, bool], ...]:
+    """:func:`_cut_and_ranked`, remembered by the message's text for a typed message: in transparent mode the
+    repair reads every message of the user's in the conversation at every compaction (``said``), so without
+    it the cost of a compaction grew with the session, not with what it replaces (48 ms at the tenth
+    compaction of a ~1,400-message span, 11 at the first). A pure function of an immutable string, so an app
+    that edits its messages cannot make it wrong."""
+    return _cut_and_ranked_kept(text) if len(text) <= USER_MESSAGE_KEPT_CHARS else _cut_and_ranked(text)
+
+
 def message_priority(text: str) -> int:
     """A user message's rank (the scale of :func:`candidates`, lower first): that of its most important sentence; a
     message of pasted lines only ranks as a paste."""
@@ -440,14 +472,11 @@ def candidates(
     position = 0
     if walked is None:
         walked = retention_mod.walk(adapter, dropped)  # one walk of the span: the user's texts and the model's
+    instruction = semconv.RETENTION_KIND_INSTRUCTION
     for text in _user_texts([user for _, _, user in walked if user], said):
-        prose, paste = prose_and_paste(text)
-        for lines, is_paste in ((prose, False), (paste, True)):
-            for sentence in sentences("\n".join(lines)):
-                position += 1
-                priority = _PRIORITY_PASTE if is_paste else _sentence_priority(sentence)
-                key = (semconv.RETENTION_KIND_INSTRUCTION, sentence)
-                found[key] = _Candidate(semconv.RETENTION_KIND_INSTRUCTION, sentence, position, priority, is_paste)
+        for sentence, priority, is_paste in _user_sentences(text):
+            position += 1
+            found[instruction, sentence] = _Candidate(instruction, sentence, position, priority, is_paste)
     ranks = {
         semconv.RETENTION_KIND_ERROR: _PRIORITY_ERROR,
         semconv.RETENTION_KIND_PATH: _PRIORITY_PATH,
@@ -513,68 +542,102 @@ def _line(candidate: _Candidate) -> str:
     return f"- {candidate.text}"
 
 
-def _said_block(
-    chosen: Sequence[_Candidate], said_all: Sequence[_Candidate], newer: Sequence[str]
-) -> tuple[list[str], int]:
-    """The user lines of the block, oldest first, each restored sentence marked when a later statement of the
-    user (restored, kept verbatim, or in the kept turns: ``newer``) replaces it, or naming the earlier one it
-    replaces when that one reaches the model outside the block. Only sentences with a word of change can
-    replace another, so only they are compared (their words computed once)."""
-    cache: dict[str, set[str]] = {}
+class _Subjects:
+    """Which of the user's statements replace which, for one repair: a later statement with a word of change
+    replaces an earlier one when they share :data:`SAME_SUBJECT_WORDS` content words. Asked for the same
+    sentences many times (the block is rendered again while it is over its budget, and every correction
+    found in the request asks whether an earlier statement it replaces is there too), so each answer is
+    worked out once: each sentence's words once, whether a sentence is replaced once, and the earlier
+    statements a correction replaces scanned for only as far as a question needs (newest first). Without
+    this the checks were redone for every render, each one over every statement of the conversation: a
+    repair of 2,000 corrections took seconds."""
 
-    def words(text: str) -> set[str]:
-        found = cache.get(text)
+    def __init__(self, ranked: Sequence[_Candidate], newer: Callable[[], Sequence[str]]) -> None:
+        self._ranked = ranked
+        self._newer = newer  #: the sentences of the user's in the kept turns (read when first needed)
+        self._words: dict[str, set[str]] = {}
+        self._superseded: dict[int, bool] = {}
+        #: Per correction (by identity): the earlier statements it replaces found so far (newest first), and
+        #: how far back in ``said_all`` the scan has read.
+        self._replaced: dict[int, tuple[list[_Candidate], list[int]]] = {}
+
+    @functools.cached_property
+    def said_all(self) -> list[_Candidate]:
+        """Every sentence of the user's among the candidates, by position (oldest first)."""
+        return sorted(
+            (c for c in self._ranked if c.kind == semconv.RETENTION_KIND_INSTRUCTION), key=lambda c: c.position
+        )
+
+    @functools.cached_property
+    def _changes(self) -> tuple[list[_Candidate], list[int], list[str]]:
+        """The corrections among them, their positions, and the kept turns' sentences with a word of change."""
+        changes = [c for c in self.said_all if c.priority == _PRIORITY_CORRECTION]
+        return changes, [c.position for c in changes], [s for s in self._newer() if _CHANGE.search(s)]
+
+    def words(self, text: str) -> set[str]:
+        found = self._words.get(text)
         if found is None:
-            found = cache[text] = _words(text)
+            found = self._words[text] = _words(text)
         return found
 
-    changes = [c for c in said_all if c.priority == _PRIORITY_CORRECTION]
-    newer_changes = [s for s in newer if _CHANGE.search(s)]
+    def replaces(self, later: str, earlier: str) -> bool:
+        return len(self.words(later) & self.words(earlier)) >= SAME_SUBJECT_WORDS
+
+    def superseded(self, candidate: _Candidate) -> bool:
+        """Whether a later statement of the user's (a correction among the candidates, or one in the kept turns:
+        ``newer``) replaces ``candidate``."""
+        key = id(candidate)
+        known = self._superseded.get(key)
+        if known is None:
+            changes, positions, newer_changes = self._changes
+            later = changes[bisect.bisect_right(positions, candidate.position) :]
+            known = any(self.replaces(c.text, candidate.text) for c in later) or any(
+                self.replaces(s, candidate.text) for s in newer_changes
+            )
+            self._superseded[key] = known
+        return known
+
+    def replaced_by(self, candidate: _Candidate) -> Iterator[_Candidate]:
+        """The earlier statements ``candidate`` replaces, newest first (scanned for as far as the caller reads)."""
+        found, scan = self._replaced.setdefault(id(candidate), ([], [len(self.said_all)]))
+        yield from list(found)
+        while scan[0] > 0:
+            scan[0] -= 1
+            earlier = self.said_all[scan[0]]
+            if earlier.position < candidate.position and self.replaces(candidate.text, earlier.text):
+                found.append(earlier)
+                yield earlier
+
+    def restates_a_change(self, candidate: _Candidate, haystack: str) -> bool:
+        """Whether a correction of the user's, found in the request, is restated in the block all the same: when
+        an earlier statement it replaces reaches the model too, the block (the end of the summary message)
+        says which is the latest, so that the old value is never the last word (a summary or the verbatim list
+        may hold it after, or without, the change)."""
+        if candidate.priority != _PRIORITY_CORRECTION:
+            return False
+        return any(earlier.text in haystack for earlier in self.replaced_by(candidate))
+
+
+def _said_block(chosen: Sequence[_Candidate], subjects: _Subjects) -> tuple[list[str], int]:
+    """The user lines of the block, oldest first, each restored sentence marked when a later statement of the
+    user (restored, kept verbatim, or in the kept turns) replaces it, or naming the earlier one it replaces
+    when that one reaches the model outside the block (see :class:`_Subjects`)."""
     chosen_texts = {c.text for c in chosen}
-
-    def replaces(later: str, earlier: str) -> bool:
-        return len(words(later) & words(earlier)) >= SAME_SUBJECT_WORDS
-
     lines: list[str] = []
     superseded = 0
     for candidate in chosen:
-        if any(c.position > candidate.position and replaces(c.text, candidate.text) for c in changes) or any(
-            replaces(s, candidate.text) for s in newer_changes
-        ):
+        if subjects.superseded(candidate):
             lines.append(f"- {SUPERSEDED_MARK} {candidate.text}")
             superseded += 1
             continue
         if candidate.priority == _PRIORITY_CORRECTION:
-            earlier = next(
-                (
-                    c.text
-                    for c in reversed(said_all)
-                    if c.position < candidate.position
-                    and c.text not in chosen_texts
-                    and replaces(candidate.text, c.text)
-                ),
-                None,
-            )
+            earlier = next((c.text for c in subjects.replaced_by(candidate) if c.text not in chosen_texts), None)
             if earlier is not None:
                 lines.append(f'- {candidate.text} (the latest: it replaces the earlier "{earlier[:160]}")')
                 superseded += 1
                 continue
         lines.append(_line(candidate))
     return lines, superseded
-
-
-def _restates_a_change(candidate: _Candidate, said: Sequence[_Candidate], haystack: str) -> bool:
-    """Whether a correction of the user's, found in the request, is restated in the block all the same: when
-    an earlier statement it replaces reaches the model too, the block (the end of the summary message) says
-    which is the latest, so that the old value is never the last word (a summary or the verbatim list may
-    hold it after, or without, the change)."""
-    if candidate.priority != _PRIORITY_CORRECTION:
-        return False
-    later = _words(candidate.text)
-    return any(
-        c.position < candidate.position and len(later & _words(c.text)) >= SAME_SUBJECT_WORDS and c.text in haystack
-        for c in said
-    )
 
 
 def repair(
@@ -604,7 +667,7 @@ def repair(
     ranked = candidates(adapter, dropped, said, retention_mod.sample(every, retention_mod.REPAIR_CAPS), walked)
     chosen: list[_Candidate] = []
     left_out: dict[str, int] = {}
-    earlier_said = [c for c in ranked if c.kind == semconv.RETENTION_KIND_INSTRUCTION]
+    subjects = _Subjects(ranked, lambda: [s for text in adapter.user_text_items(kept) for s in sentences(text)])
     restored_text = ""  # what is chosen so far: an artifact inside a restored sentence needs no line of its own
     # The request's lines, cut where sentences are cut (a verbatim message, a quoted line): a candidate that is
     # one of them is found by a set lookup instead of a scan of the request. Each is a part of the request, so
@@ -621,7 +684,7 @@ def repair(
             found = candidate.text in whole or candidate.text in haystack
         if found and not retention_mod.stands_alone(candidate.kind, candidate.text):
             found = False  # an error line known by its context: only the block carries it to the next check
-        if found and not _restates_a_change(candidate, earlier_said, haystack):
+        if found and not subjects.restates_a_change(candidate, haystack):
             continue
         if candidate.kind != semconv.RETENTION_KIND_INSTRUCTION and candidate.text in restored_text:
             continue
@@ -632,11 +695,11 @@ def repair(
         used += cost
         chosen.append(candidate)
         restored_text += "\n" + candidate.text
-    text, superseded = _render(adapter, chosen, ranked, kept)
+    text, superseded = _render(chosen, subjects)
     while chosen and estimate_text(text) > budget:  # the estimate of the whole may round above the parts'
         dropped_last = chosen.pop()  # the lowest in rank (chosen in rank order)
         left_out[dropped_last.kind] = left_out.get(dropped_last.kind, 0) + 1
-        text, superseded = _render(adapter, chosen, ranked, kept)
+        text, superseded = _render(chosen, subjects)
     if not chosen:
         return Repair(before, before, budget=budget, left_out=left_out, checked=tuple(checked))
     restored: dict[str, int] = {}
@@ -655,9 +718,7 @@ def repair(
     )
 
 
-def _render(
-    adapter: WireFormatAdapter, chosen: Sequence[_Candidate], ranked: Sequence[_Candidate], kept: Sequence[Item]
-) -> tuple[str, int]:
+def _render(chosen: Sequence[_Candidate], subjects: _Subjects) -> tuple[str, int]:
     """The block of ``chosen``, in the order of the conversation (the latest statement last), and how many of
     its sentences it marks as replaced; "" when nothing is chosen."""
     if not chosen:
@@ -668,9 +729,7 @@ def _render(
     lines = [RESTORED_HEADER]
     superseded = 0
     if said:
-        said_all = sorted((c for c in ranked if c.kind == semconv.RETENTION_KIND_INSTRUCTION), key=lambda c: c.position)
-        newer = [s for text in adapter.user_text_items(kept) for s in sentences(text)]
-        said_lines, superseded = _said_block(said, said_all, newer)
+        said_lines, superseded = _said_block(said, subjects)
         lines += [RESTORED_USER_LINE, *said_lines]
     if work:
         lines += [RESTORED_ARTIFACTS_LINE, *(_line(c) for c in work)]

@@ -17,6 +17,7 @@ from otel_context import Compactor, semconv
 from otel_context.compaction import repair as repair_mod
 from otel_context.compaction.prompt import RESTORED_HEADER, SUMMARY_MESSAGE_HEADER, SUPERSEDED_MARK, restored_user_lines
 from otel_context.compaction.summary import select_user_messages, verbatim_form
+from otel_context.formats import for_format
 from otel_context.settings import Settings
 from tests.compaction.support import Otel
 from tests.values import attrs_of
@@ -535,3 +536,88 @@ def test_a_paste_line_is_told_as_by_the_character_tables(line: str) -> None:
     symbols = len(others.translate(repair_mod._DIGITS))
     expected = symbols + (len(others) - symbols) / 2 > 0.3 * len(line) and bool(line.strip())
     assert repair_mod._is_paste_line(line) == expected
+
+
+# -- who replaces whom: worked out once per repair, the same answers as the definition --------------------------
+
+
+def _reference_words(text: str) -> set[str]:
+    return {w.lower() for w in repair_mod._WORD.findall(text)} - repair_mod._STOP
+
+
+def _reference_replaces(later: str, earlier: str) -> bool:
+    return len(_reference_words(later) & _reference_words(earlier)) >= repair_mod.SAME_SUBJECT_WORDS
+
+
+def _reference_said_block(chosen: list[Any], said_all: list[Any], newer: list[str]) -> tuple[list[str], int]:
+    """The block's user lines by the definition, every statement against every other (how it was written
+    before the answers were remembered: seconds for a repair of 2,000 corrections)."""
+    changes = [c for c in said_all if c.priority == repair_mod._PRIORITY_CORRECTION]
+    newer_changes = [s for s in newer if repair_mod._CHANGE.search(s)]
+    chosen_texts = {c.text for c in chosen}
+    lines: list[str] = []
+    marked = 0
+    for candidate in chosen:
+        if any(c.position > candidate.position and _reference_replaces(c.text, candidate.text) for c in changes) or any(
+            _reference_replaces(s, candidate.text) for s in newer_changes
+        ):
+            lines.append(f"- {SUPERSEDED_MARK} {candidate.text}")
+            marked += 1
+            continue
+        if candidate.priority == repair_mod._PRIORITY_CORRECTION:
+            earlier = next(
+                (
+                    c.text
+                    for c in reversed(said_all)
+                    if c.position < candidate.position
+                    and c.text not in chosen_texts
+                    and _reference_replaces(candidate.text, c.text)
+                ),
+                None,
+            )
+            if earlier is not None:
+                lines.append(f'- {candidate.text} (the latest: it replaces the earlier "{earlier[:160]}")')
+                marked += 1
+                continue
+        lines.append(f"- {candidate.text}")
+    return lines, marked
+
+
+_SUBJECT_WORDS = ["timeout", "retries", "database", "cache", "port", "region", "logger", "queue"]
+_STATEMENT = st.builds(
+    lambda change, words, value: f"{change}the {words[0]} and {words[1]} use {value} for {words[2]}.",
+    st.sampled_from(["", "Now ", "Actually, ", "Instead, ", "From now on ", "Please "]),
+    st.lists(st.sampled_from(_SUBJECT_WORDS), min_size=3, max_size=3),
+    st.integers(1, 99),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    statements=st.lists(_STATEMENT, min_size=1, max_size=30),
+    newer=st.lists(_STATEMENT, max_size=3),
+    picks=st.lists(st.booleans(), min_size=30, max_size=30),
+    in_request=st.lists(st.booleans(), min_size=30, max_size=30),
+)
+def test_who_replaces_whom_is_the_definitions_answer_however_often_it_is_asked(
+    statements: list[str], newer: list[str], picks: list[bool], in_request: list[bool]
+) -> None:
+    """The block's marks, and whether a correction found in the request is restated, as the definition says
+    (every statement against every other), asked again and again as the block is rendered while it shrinks."""
+    messages = [{"role": "user", "content": s} for s in statements]
+    ranked = repair_mod.candidates(for_format("anthropic_messages"), messages)
+    said_all = sorted((c for c in ranked if c.kind == semconv.RETENTION_KIND_INSTRUCTION), key=lambda c: c.position)
+    subjects = repair_mod._Subjects(ranked, lambda: newer)
+    haystack = "\n".join(c.text for c, keep in zip(said_all, in_request, strict=False) if keep)
+    chosen = [c for c, pick in zip(said_all, picks, strict=False) if pick]
+    while True:  # the block rendered again with one fewer each time, as the repair does when it is over budget
+        assert repair_mod._said_block(chosen, subjects) == _reference_said_block(chosen, said_all, newer)
+        if not chosen:
+            break
+        chosen.pop()
+    for candidate in said_all:
+        expected = candidate.priority == repair_mod._PRIORITY_CORRECTION and any(
+            c.position < candidate.position and _reference_replaces(candidate.text, c.text) and c.text in haystack
+            for c in said_all
+        )
+        assert subjects.restates_a_change(candidate, haystack) == expected
