@@ -413,9 +413,7 @@ def _user_sentences(text: str) -> tuple[tuple[str, int, bool], ...]:
 def message_priority(text: str) -> int:
     """A user message's rank (the scale of :func:`candidates`, lower first): that of its most important sentence; a
     message of pasted lines only ranks as a paste."""
-    prose, _ = prose_and_paste(text)
-    ranks = [_sentence_priority(s) for s in sentences("\n".join(prose))]
-    return min(ranks, default=_PRIORITY_PASTE)
+    return min((rank for _, rank, is_paste in _user_sentences(text) if not is_paste), default=_PRIORITY_PASTE)
 
 
 def _user_texts(user_texts: Sequence[str], said: Sequence[str] | None) -> list[str]:
