@@ -3,7 +3,7 @@
 
 One thread ticks (``time.sleep(0.0002)`` in a loop, each overshoot recorded) while this one runs
 :func:`otel_context.compaction.repair.repair` back to back on ``benchmarks/retention.py``'s ~1,400-message
-prefix (a summary that keeps nothing: every candidate looked at), the remembered ranks forgotten before each.
+prefix (the summary that keeps half of its salient items), the remembered ranks forgotten before each.
 The overshoot is the time the ticking thread waited for the interpreter; the idle row is the same with this
 thread asleep instead. The waits are bounded by CPython's switch interval (``sys.getswitchinterval()``, 5 ms
 by default), the app's to set, plus the longest call into C that holds the GIL.
@@ -20,10 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from retention import PREFIX_TOKENS, _summary, session  # type: ignore[import-not-found]
+from retention import PREFIX_TOKENS, _case  # type: ignore[import-not-found]
 
 from otel_context.compaction import repair
-from otel_context.formats import for_format
 
 ROUNDS = 50
 TICK = 0.0002
@@ -53,12 +52,9 @@ def waits(work: Callable[[], object]) -> tuple[float, list[float]]:
 
 
 def main() -> None:
-    fmt = "anthropic_messages"
-    adapter = for_format(fmt)
-    items, cut = session(fmt, PREFIX_TOKENS, 900)
-    dropped, kept = items[:cut], items[cut:]
-    summary = adapter.make_user_item(_summary(adapter, dropped, keep=False))
-    body = adapter.with_items({"model": "m", "max_tokens": 1024}, [summary, *kept])
+    case = _case("anthropic_messages", PREFIX_TOKENS, 900)
+    adapter, body, dropped = case["adapter"], case["body"], case["dropped"]
+    summary, *kept = case["after"]
 
     def repaired() -> None:
         repair._sentence_priority.cache_clear()

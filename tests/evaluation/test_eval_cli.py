@@ -226,25 +226,31 @@ def _crafted(stale: bool) -> Any:
     return result
 
 
+def _eval_of(result: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, Any]:
+    """``otel-context eval --json -`` whose one run is ``result`` (the runner replaced by one that reports it;
+    the rest is the command's own): the exit status, what it printed, the JSON."""
+    from otel_context.evaluation import cli as eval_cli
+
+    def run(options: Any, on_run: Any = None) -> list[Any]:
+        on_run(result)
+        return [result]
+
+    monkeypatch.setattr(eval_cli, "run", run)
+    code = main(["eval", "--scenario", "billing", "--summarizer", "start", "--json", "-"])
+    printed = capsys.readouterr()
+    return code, printed, json.loads(printed.out)
+
+
 def test_a_repair_over_its_budget_fails_the_run_and_the_exit_status(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The repair must stay within its budget (issue 39's "done when"): a compaction whose span says it added
     more fails the run with one line, and the exit status is 1; at the budget it passes."""
-    from otel_context.evaluation import cli as eval_cli
-
     for added, code_expected in ((601, 1), (600, 0)):
         result = _crafted(stale=False)
         result.compactions[0].repair_tokens, result.compactions[0].repair_budget = added, 600
 
-        def run(options: Any, on_run: Any = None, result: Any = result) -> list[Any]:
-            on_run(result)
-            return [result]
-
-        monkeypatch.setattr(eval_cli, "run", run)
-        code = main(["eval", "--scenario", "billing", "--summarizer", "start", "--json", "-"])
-        printed = capsys.readouterr()
-        payload = json.loads(printed.out)
+        code, printed, payload = _eval_of(result, monkeypatch, capsys)
         assert code == code_expected and payload["summary"][0]["repair_over_budget"] == code_expected
         line = "billing/start: the repair at compaction 1 (turn 30) added 601 tokens, over its budget of 600"
         assert (line in printed.err) == bool(code_expected)
@@ -257,19 +263,10 @@ def test_a_stale_value_fails_the_run_and_the_exit_status(
 ) -> None:
     """The exit status of ``otel-context eval`` for a run whose request carried a superseded value as current:
     the run is the crafted one (the runner replaced by one that reports it), the rest is the command's own."""
-    from otel_context.evaluation import cli as eval_cli
-
     result = _crafted(stale)
     assert [s.stale for s in result.compactions[0].facts] == [stale, False]
 
-    def run(options: Any, on_run: Any = None) -> list[Any]:
-        on_run(result)
-        return [result]
-
-    monkeypatch.setattr(eval_cli, "run", run)
-    code = main(["eval", "--scenario", "billing", "--summarizer", "start", "--json", "-"])
-    printed = capsys.readouterr()
-    payload = json.loads(printed.out)
+    code, printed, payload = _eval_of(result, monkeypatch, capsys)
     assert payload["summary"][0]["stale_values"] == int(stale)
     if stale:
         assert code == 1 and not payload["passed"]
