@@ -2,9 +2,8 @@
 
 Exit status: 0 when every fact the user stated reached every request after each compaction, no reversed
 constraint went without its reversal, no superseded value went as if current and no repair added more than
-its budget; 1 when one did not, when
-no compaction happened (the evaluation then measured nothing), or when the provider failed a request; 2 for
-bad options, a missing key or a refused live run; 130 when interrupted.
+its budget; 1 when one did not, when no compaction happened (the evaluation then measured nothing), or when
+the provider failed a request; 2 for bad options, a missing key or a refused live run; 130 when interrupted.
 """
 
 from __future__ import annotations

@@ -96,8 +96,9 @@ def _spread(values: Sequence[float]) -> dict[str, float]:
 def repair_figures(compactions: Sequence[tuple[CompactionRecord, int]]) -> dict[str, Any] | None:
     """What the repair added to the summaries of ``compactions`` (each with its run's window): the tokens
     (median, 95th percentile by nearest rank, largest), the same against the summary the summarizer wrote (its
-    output tokens) and against the window, and the largest budget it had; None when no compaction was
-    repaired (a span without the repair's figures)."""
+    output tokens) and against the window, the largest budget it had, and whether every repair stayed within
+    its own (a span without a budget is not held to one); None when no compaction was repaired (a span
+    without the repair's figures)."""
     repaired = [(c, window) for c, window in compactions if c.repair_tokens is not None]
     if not repaired:
         return None
@@ -109,9 +110,7 @@ def repair_figures(compactions: Sequence[tuple[CompactionRecord, int]]) -> dict[
         "of_summary": _spread(of_summary) if of_summary else None,
         "of_window": _spread([(c.repair_tokens or 0) / window for c, window in repaired]),
         "budget": max((c.repair_budget or 0) for c, _ in repaired),
-        "within_budget": all(
-            c.repair_budget is not None and (c.repair_tokens or 0) <= c.repair_budget for c, _ in repaired
-        ),
+        "within_budget": all(c.repair_budget is None or (c.repair_tokens or 0) <= c.repair_budget for c, _ in repaired),
     }
 
 
