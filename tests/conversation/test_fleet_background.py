@@ -162,10 +162,17 @@ def _until_published(chat: _Chat, store: StateStore) -> shared.Published:
 
 
 def _until_a_summary_is_in_flight(chat: _Chat) -> None:
+    """Turns until a background summary runs, then until its request reaches the provider: a client closed
+    before the request was on a connection of the pool is not what these tests close it under (under load,
+    the summary's thread may not have sent it yet)."""
     turn = 0
     while not _background.running():
         turn += 1
         chat.turn(turn)
+    deadline = time.monotonic() + 10
+    while not chat.sim.in_flight and time.monotonic() < deadline:  # the turns' own requests have all returned
+        chat.pause(0.01)
+    assert chat.sim.in_flight, "the summary's request never reached the provider"
 
 
 @pytest.fixture
