@@ -179,8 +179,9 @@ def _move(prepared: Prepared, event: Event) -> Effect | None:
 def _carry_out(
     prepared: Prepared, effect: Effect | None, parent: Span | None = None, trigger: str = semconv.TRIGGER_AUTO
 ) -> None:
-    """What a transition asks for about the summary's ``compact`` span (``SEND`` is the caller's own). ``parent``: the chat span of the call that dropped it (None: no call did, so the report is
-    a trace of its own); ``trigger``: the path that dropped it."""
+    """What a transition asks for about the summary's ``compact`` span (``SEND`` is the caller's own).
+    ``parent``: the chat span of the call that dropped it (None: no call did, so the report is a trace of its
+    own); ``trigger``: the path that dropped it."""
     out = prepared.out
     if effect is Effect.END_SUCCESS or effect is Effect.END_DISCARDED:
         if out is not None and out.open_span is not None:

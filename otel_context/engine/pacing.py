@@ -17,6 +17,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from otel_context import process_state
 from otel_context.compaction.budget import Budget
@@ -141,11 +142,12 @@ def aim(call: CallState, budget: Budget, steps: Steps) -> Aim | None:
     # Until the threshold at least; until the summary lands when that is later (a known pace and duration).
     growth = max(budget.auto_threshold - call.estimated_tokens, projected_growth(call, steps) or 0, 0)
     growth = int(growth / max(call.state.estimate_factor, 1.0))
-    sizes = [estimate_item(adapter, item) for item in items]
-    inline_kept = sum(sizes[inline:])
+    # from_index[i]: the tokens of the items from i on (one pass, not a sum per boundary tried).
+    from_index = list(accumulate((estimate_item(adapter, item) for item in reversed(items)), initial=0))[::-1]
+    inline_kept = from_index[inline]
     later = [b for b in adapter.round_boundaries(items) if inline <= b < len(items)]
-    cut = next((b for b in later if sum(sizes[b:]) + growth <= inline_kept), later[-1] if later else inline)
-    excess = max(0, sum(sizes[cut:]) + growth - inline_kept)
+    cut = next((b for b in later if from_index[b] + growth <= inline_kept), later[-1] if later else inline)
+    excess = max(0, from_index[cut] + growth - inline_kept)
     room = max(0, rehydrate_most(call.request.settings, budget.window) - excess)
     return Aim(cut, growth, room)
 

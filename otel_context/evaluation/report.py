@@ -110,7 +110,7 @@ def repair_figures(compactions: Sequence[tuple[CompactionRecord, int]]) -> dict[
         "of_summary": _spread(of_summary) if of_summary else None,
         "of_window": _spread([(c.repair_tokens or 0) / window for c, window in repaired]),
         "budget": max((c.repair_budget or 0) for c, _ in repaired),
-        "within_budget": all(c.repair_budget is None or (c.repair_tokens or 0) <= c.repair_budget for c, _ in repaired),
+        "within_budget": not any(c.repair_over_budget for c, _ in repaired),
     }
 
 
@@ -159,11 +159,7 @@ def summary_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                 "summary_cost": None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
                 "spared_cost": None if any(c is None for c in spared) else sum(c for c in spared if c is not None),
                 "repair": repair_figures([(c, r.window) for c in r.compactions]),
-                "repair_over_budget": sum(
-                    1
-                    for c in r.compactions
-                    if c.repair_tokens is not None and c.repair_budget is not None and c.repair_tokens > c.repair_budget
-                ),
+                "repair_over_budget": sum(1 for c in r.compactions if c.repair_over_budget),
                 "passed": not r.failures() and bool(r.compactions),
             }
         )

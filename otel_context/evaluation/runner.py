@@ -222,6 +222,12 @@ class CompactionRecord:
     def tokens_saved(self) -> int:
         return max(self.tokens_before - self.tokens_after, 0)
 
+    @property
+    def repair_over_budget(self) -> bool:
+        """Whether the repair added more than its budget (a span without both figures is not held to one)."""
+        added, budget = self.repair_tokens, self.repair_budget
+        return added is not None and budget is not None and added > budget
+
     def count(self, state: str) -> int:
         return sum(1 for s in self.facts if s.state == state and not (s.superseded and state == ABSENT))
 
@@ -327,11 +333,10 @@ class RunResult:
             else:
                 out.append(f"{self.label}: a superseded value sent as if current at {where}: {fact.text}")
         for record in self.compactions:
-            added, budget = record.repair_tokens, record.repair_budget
-            if added is not None and budget is not None and added > budget:
+            if record.repair_over_budget:
                 out.append(
                     f"{self.label}: the repair at compaction {record.number} (turn {record.turn}) added "
-                    f"{added:,} tokens, over its budget of {budget:,}"
+                    f"{record.repair_tokens:,} tokens, over its budget of {record.repair_budget:,}"
                 )
         return out
 
