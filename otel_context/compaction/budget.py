@@ -8,9 +8,10 @@ test window or a cheap 16K model still gets positive, ordered thresholds.
 
 Which window: a per-call-site override, then the app's per-model windows (``model_windows`` /
 ``OTEL_CONTEXT_MODEL_WINDOWS``), then its one window for every model (``auto_compact_window``), then the
-built-in table (:data:`MODEL_TABLE`, every provider's rows from ``otel_context/providers.py``). A model we do not know, with no window declared, has no budget: the engine then observes
-only and never rewrites (guessing a window could compact a conversation that was nowhere near its real
-limit), and the log says once how to declare its window.
+built-in table (:data:`MODEL_TABLE`, every provider's rows from ``otel_context/providers.py``). A model we
+do not know, with no window declared, has no budget: the engine then observes only and never rewrites
+(guessing a window could compact a conversation that was nowhere near its real limit), and the log says once
+how to declare its window.
 """
 
 from __future__ import annotations
