@@ -157,6 +157,9 @@ COMPACTION_REPAIR_LEFT_OUT_PREFIX: Final = "otel_context.compaction.repair.left_
 COMPACTION_REPAIR_SUPERSEDED: Final = "otel_context.compaction.repair.superseded"
 COMPACTION_USER_MESSAGES_DROPPED: Final = "otel_context.compaction.user_messages_dropped"
 COMPACTION_SUMMARY_PARTS: Final = "otel_context.compaction.summary_parts"
+# The summary model the settings name and the provider said it does not know (a 404 ``not_found_error`` /
+# ``model_not_found``): the compaction summarized with the call's own model instead.
+COMPACTION_SUMMARY_MODEL_REJECTED: Final = "otel_context.compaction.summary_model_rejected"
 # The app's pins (otel_context.pin) kept verbatim before the summary, and those over their cap.
 COMPACTION_PINNED_KEPT: Final = "otel_context.compaction.pinned_kept"
 COMPACTION_PINNED_DROPPED: Final = "otel_context.compaction.pinned_dropped"
@@ -328,6 +331,9 @@ METRIC_COMPACTION_RETENTION_BEFORE_REPAIR: Final = "otel_context.compaction.rete
 #: Calls whose response carried the provider's cache diagnosis, by detector reason, provider reason and
 #: agreement (and provider, model): the detector's agreement with the provider over time.
 METRIC_CACHE_DIAGNOSES: Final = "otel_context.cache_diagnoses"
+#: Summaries made with the call's own model because the provider does not know the configured summary model
+#: (by provider and the call's model).
+METRIC_SUMMARY_MODEL_FALLBACKS: Final = "otel_context.compaction.summary_model_fallbacks"
 
 
 # Prometheus-side names (after the OTLP/Prometheus exporters' translation), used by dashboards and rules.

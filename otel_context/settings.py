@@ -19,6 +19,7 @@ import difflib
 import functools
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -39,6 +40,16 @@ COMPACTION_MODES: tuple[CompactionMode, ...] = ("auto", "observe", "off")
 CAPTURE_BOOLEANS: dict[bool, CaptureMode] = {True: "EVENT_ONLY", False: "NO_CONTENT"}
 
 log = logging.getLogger("otel_context")
+
+#: The smallest context window compaction can work in: a summary is asked with at least 1,024 tokens of room
+#: and its prompt takes about 700 more, so a smaller window cannot hold a summary request beside anything to
+#: summarize (every compaction would fail, the breaker open, and the provider refuse the conversation). A
+#: declared window under it is refused (``claude-sonnet-4-6=10``, a slip of the keyboard, was taken at its word).
+MIN_WINDOW_TOKENS = 4_096
+#: A model name as the providers and gateways spell them: a letter or digit first, then letters, digits and
+#: ``. _ - : / @ +`` (``claude-haiku-4-5``, ``ft:gpt-4o-mini:org::id``, ``anthropic/claude-3.5-sonnet``,
+#: ``claude-3-5-sonnet-v2@20241022``, ``llama3:8b``). Anything else (``:::``, a space) is no model's name.
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}")
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -170,7 +181,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_CACHE_DIAGNOSTICS": ("cache_diagnostics", "bool"),
     "OTEL_CONTEXT_COMPACTION": ("compaction", "compaction"),
     "OTEL_CONTEXT_MICROCOMPACT": ("microcompact", "bool"),
-    "OTEL_CONTEXT_AUTO_COMPACT_WINDOW": ("auto_compact_window", "posint"),
+    "OTEL_CONTEXT_AUTO_COMPACT_WINDOW": ("auto_compact_window", "window"),
     "OTEL_CONTEXT_MODEL_WINDOWS": ("model_windows", "windows"),
     "OTEL_CONTEXT_AUTOCOMPACT_PCT_OVERRIDE": ("autocompact_pct_override", "pct"),
     "OTEL_CONTEXT_BLOCKING_LIMIT_OVERRIDE": ("blocking_limit_override", "posint"),
@@ -253,6 +264,11 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
         if value < minimum:
             raise SettingsError(f"{where}={raw!r} must be at least {minimum}")
         return value
+    if kind == "window":
+        window = _parse("posint", raw, where)
+        if window is not None and window < MIN_WINDOW_TOKENS:
+            raise SettingsError(_window_too_small(where, raw))
+        return window
     if kind == "pct":
         if raw is None:
             return None
@@ -295,6 +311,13 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
     raise AssertionError(kind)
 
 
+def _window_too_small(where: str, raw: Any) -> str:
+    return (
+        f"{where}={raw!r} is too small a context window: compaction needs at least {MIN_WINDOW_TOKENS:,} tokens "
+        "(a summary request alone takes about 1,700)"
+    )
+
+
 def _parse_windows(raw: Any, where: str) -> tuple[tuple[str, int], ...]:
     """``model=tokens`` pairs from a string (env: a bad entry is warned about and skipped) or a mapping
     (code: a bad entry is a :class:`SettingsError`). Names are kept lower-case, as the table matches."""
@@ -319,6 +342,17 @@ def _parse_windows(raw: Any, where: str) -> tuple[tuple[str, int], ...]:
                     entry.strip(),
                 )
                 continue
+            if window < MIN_WINDOW_TOKENS:
+                _warn_once(
+                    f"windows:{entry.strip()}",
+                    "otel_context: %s: ignoring %r; %s tokens is too small a context window: compaction needs at "
+                    "least %s (the model's known window applies, if any)",
+                    where,
+                    entry.strip(),
+                    f"{window:,}",
+                    f"{MIN_WINDOW_TOKENS:,}",
+                )
+                continue
             pairs.append((name.strip().lower(), window))
         return tuple(pairs)
     items = raw.items() if isinstance(raw, Mapping) else raw
@@ -330,7 +364,7 @@ def _parse_windows(raw: Any, where: str) -> tuple[tuple[str, int], ...]:
     for name, window in entries:
         if not isinstance(name, str) or not name.strip():
             raise SettingsError(f"{where}: {name!r} is not a model name")
-        result.append((name.strip().lower(), _parse("posint", window, f"{where}[{name!r}]")))
+        result.append((name.strip().lower(), _parse("window", window, f"{where}[{name!r}]")))
     return tuple(result)
 
 
@@ -462,6 +496,8 @@ def _parse_summary_model(raw: Any, where: str) -> str | None:
         provider, name = _split_summary_entry(entry)
         if not name:
             raise SettingsError(f"{where}={raw!r} has an empty model name; use {allowed}")
+        if _MODEL_NAME.fullmatch(name) is None:
+            raise SettingsError(f"{where}={raw!r}: {name!r} is not a model name; use {allowed}")
         owner = provider or model_owner(name) or "*"
         if owner in seen:
             raise SettingsError(f"{where}={raw!r} names more than one model for a provider; use {allowed}")
@@ -484,9 +520,38 @@ def _summary_model_for(setting: str | None, provider: str, model: str) -> str:
     return bare or model
 
 
-def summary_model_for(settings: Settings, provider: str, model: str) -> str:
-    """The model that summarizes a conversation of ``model`` whose wire format is ``provider``'s (the
-    format's ``provider``): the summary model named for that provider, else a bare name that is that
-    provider's (or whose provider the name does not tell), else the call's own model. So
+def configured_summary_model(settings: Settings, provider: str, model: str) -> str:
+    """The model the settings name to summarize a conversation of ``model`` whose wire format is
+    ``provider``'s (the format's ``provider``): the summary model named for that provider, else a bare name
+    that is that provider's (or whose provider the name does not tell), else the call's own model. So
     ``claude-haiku-4-5`` alone is never sent to OpenAI."""
     return _summary_model_for(settings.summary_model, provider, model)
+
+
+def summary_model_for(settings: Settings, provider: str, model: str) -> str:
+    """The model that summarizes a conversation of ``model`` (:func:`configured_summary_model`), unless the
+    provider said it does not know that model (:func:`reject_summary_model`): then the call's own model."""
+    chosen = _summary_model_for(settings.summary_model, provider, model)
+    if chosen != model and (provider, chosen) in _rejected_summary_models:
+        return model
+    return chosen
+
+
+#: (provider, model) of the summary models a provider said it does not know (a typo in
+#: OTEL_CONTEXT_SUMMARY_MODEL, a model the account cannot use): their conversations summarize with their own
+#: model instead, so a mistyped setting costs no compaction.
+_rejected_summary_models: set[tuple[str, str]] = set()
+# Reset: forgotten (a test, or an app that starts afresh, tries the setting again). A fork's child: kept (the
+# provider's answer holds there too).
+process_state.register(
+    __name__, ("_rejected_summary_models",), on_reset=_rejected_summary_models.clear, in_forked_child=None
+)
+
+
+def reject_summary_model(provider: str, name: str) -> bool:
+    """Remember that ``provider`` does not know the summary model ``name``; True the first time."""
+    key = (provider, name)
+    if key in _rejected_summary_models:
+        return False
+    _rejected_summary_models.add(key)
+    return True

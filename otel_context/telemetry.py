@@ -38,6 +38,7 @@ class Instruments:
     breakers_open: UpDownCounter
     cache_breaks: Counter
     cache_diagnoses: Counter
+    summary_model_fallbacks: Counter
     context_utilization: Histogram
     state_store_errors: Counter
     compaction_wait: Histogram
@@ -90,6 +91,11 @@ def _instruments(meter: Meter, legacy: bool) -> Instruments:
             semconv.METRIC_CACHE_DIAGNOSES,
             unit="{diagnosis}",
             description="Calls with the provider's cache diagnosis, by our reason, the provider's and agreement",
+        ),
+        summary_model_fallbacks=meter.create_counter(
+            semconv.METRIC_SUMMARY_MODEL_FALLBACKS,
+            unit="{compaction}",
+            description="Summaries made with the call's own model: the provider does not know the configured one",
         ),
         context_utilization=meter.create_histogram(
             semconv.METRIC_CONTEXT_UTILIZATION,

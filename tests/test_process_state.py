@@ -181,6 +181,7 @@ def test_the_registrations_that_reset_and_fork_act_on() -> None:
         ("otel_context.engine.pacing", ("_durations",)): pacing.forget_durations,
         ("otel_context.engine.background", ("_records", "_running")): background.discard_all,
         ("otel_context.conversation.pins", ("_pins", "_unpinned")): pins._clear,
+        ("otel_context.settings", ("_rejected_summary_models",)): settings._rejected_summary_models.clear,
     }
     forks = {r.module: r.in_forked_child for r in process_state.registered() if r.in_forked_child is not None}
     assert forks == {
@@ -220,6 +221,7 @@ def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
     _a_call()
     windows.learn_window("anthropic", MODEL, 100_000)
     pacing._durations["a-summary-model"] = 3.0
+    settings.reject_summary_model("anthropic", "claude-nonexistent-9")
     telemetry.log_once("test.process_state", "otel_context: a test line")
     settings._warned.add("test.process_state")
     memo.scope_of("You are terse.", None, MODEL)
@@ -245,6 +247,7 @@ def test_reset_clears_what_it_cleared_before_and_keeps_the_rest() -> None:
     assert CONVERSATIONS.states() == []
     assert windows._learned_windows == {}
     assert pacing._durations == {} and len(background._records) == 0
+    assert settings._rejected_summary_models == set()  # the setting is tried again
     assert {
         "telemetry._logged": telemetry._logged,
         "settings._warned": settings._warned,

@@ -125,6 +125,29 @@ def compaction_failed(job: _Job, error: BaseException) -> None:
         log.debug("otel_context: could not log a compaction failure", exc_info=True)
 
 
+def summary_model_rejected(provider: str, model: str, error: BaseException) -> None:
+    """The provider does not know the configured summary model: said once, as the conversations of that
+    provider now summarize with their own model."""
+    try:
+        cause, _ = _cause(error)
+        log.warning(
+            "otel_context: the provider does not know the summary model %r (%s), so %s conversations summarize "
+            "with their own model instead; set OTEL_CONTEXT_SUMMARY_MODEL to a model it serves, per provider if "
+            "need be (anthropic:claude-haiku-4-5,openai:gpt-5-mini)",
+            model,
+            cause,
+            provider,
+        )
+    except Exception:  # a warning must never fail a compaction
+        log.debug("otel_context: could not log a rejected summary model", exc_info=True)
+
+
+def unknown_model(error: BaseException) -> bool:
+    """Whether ``error`` (a failed compaction, its cause the summarizer's error) is the provider saying it does
+    not know the model (Anthropic ``404 not_found_error`` "model: NAME", OpenAI ``model_not_found``)."""
+    return _cause(error)[1]
+
+
 def breaker_opened(conversation_id: str | None, model: str, consecutive_failures: int, threshold: int) -> None:
     """A conversation's circuit breaker opened: automatic compaction stops for it."""
     family = conversation_id or "(no conversation id)"

@@ -37,7 +37,7 @@ from otel_context.conversation import ConversationState, pins
 from otel_context.conversation.breaker import MAX_CONSECUTIVE_FAILURES
 from otel_context.flow import SummaryRequest, SummaryResult, drive, perform_with
 from otel_context.formats.base import WireFormatAdapter
-from otel_context.settings import Settings
+from otel_context.settings import Settings, configured_summary_model, reject_summary_model, summary_model_for
 from otel_context.tokens import estimate_fixed, estimate_items
 
 Item = Mapping[str, Any]
@@ -681,7 +681,14 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         return out
     span = _start_span(job, semconv.STRATEGY_SUMMARY)
     try:
-        _adopt_summary(job, out, (yield from _summarized(job, span, instructions)))
+        _note_fallback(job, span)
+        try:
+            result = yield from _summarized(job, span, instructions)
+        except CompactionError as exc:
+            if not _falls_back(job, span, exc):
+                raise
+            result = yield from _summarized(job, span, instructions)  # now with the call's own model
+        _adopt_summary(job, out, result)
     except CompactionError as exc:
         out.items, out.outcome = None, semconv.OUTCOME_FAILURE
         out.error_type, out.error_message = exc.kind, str(exc)
@@ -696,6 +703,37 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.error_type, out.error_message = type(exc).__module__ + "." + type(exc).__qualname__, str(exc)
     _finish(job, span, out, started)
     return out
+
+
+def _falls_back(job: CompactionJob, span: Span, error: CompactionError) -> bool:
+    """Whether a summary that failed because the provider does not know the configured summary model is to be
+    asked again of the call's own model: a mistyped ``OTEL_CONTEXT_SUMMARY_MODEL`` must not cost the app its
+    compactions (they would all fail, the breaker open, and the provider end the conversation as too long).
+    The model is remembered as unknown to that provider (no conversation tries it again) and said once."""
+    if job.settings.summarizer is not None or not alerts.unknown_model(error):
+        return False
+    configured = configured_summary_model(job.settings, job.adapter.provider, job.model)
+    if configured == job.model:
+        return False  # the call's own model: nothing to fall back to
+    if reject_summary_model(job.adapter.provider, configured):
+        alerts.summary_model_rejected(job.adapter.provider, configured, error)
+    _note_fallback(job, span)
+    return True
+
+
+def _note_fallback(job: CompactionJob, span: Span) -> None:
+    """The span attribute and the count of a summary made with the call's own model because the provider
+    rejected the configured one."""
+    if job.settings.summarizer is not None:
+        return
+    provider = job.adapter.provider
+    configured = configured_summary_model(job.settings, provider, job.model)
+    if configured == summary_model_for(job.settings, provider, job.model):
+        return
+    span.set_attribute(semconv.COMPACTION_SUMMARY_MODEL_REJECTED, configured)
+    telemetry.get().instruments.summary_model_fallbacks.add(
+        1, {semconv.GEN_AI_PROVIDER_NAME: job.provider, semconv.GEN_AI_REQUEST_MODEL: job.model}
+    )
 
 
 def _pre_compact(job: CompactionJob) -> tuple[bool, str | None]:

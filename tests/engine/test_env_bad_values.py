@@ -100,3 +100,56 @@ def test_capture_content_true_and_false_as_upstream_means_them(
         assert event.name == semconv.EVENT_GEN_AI_CLIENT_INFERENCE_DETAILS
         sent = json.loads(str((event.attributes or {})[semconv.GEN_AI_INPUT_MESSAGES]))
         assert sent[0]["parts"][0]["content"] == "Say hello words:3"
+
+
+IMPOSSIBLE = {
+    # No model is named ":::": refused, rather than sent to the provider at every compaction.
+    "OTEL_CONTEXT_SUMMARY_MODEL": ":::",
+    # A window no compaction can work in (a slip of the keyboard for 100000): refused, the table's applies.
+    "OTEL_CONTEXT_MODEL_WINDOWS": "claude-sonnet-4-6=10,my-local-llama=32768",
+    "OTEL_CONTEXT_AUTO_COMPACT_WINDOW": "10",
+}
+
+
+def test_impossible_names_and_windows_are_refused_at_start_with_one_line_each() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(IMPOSSIBLE, OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none")
+    app = (
+        "import otel_context.auto\n"
+        "from otel_context.compaction.budget import budget_for\n"
+        "s = otel_context.auto.settings\n"
+        "print('settings', s.summary_model, s.model_windows, s.auto_compact_window)\n"
+        "print('window', budget_for('claude-sonnet-4-6', s).window)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", app], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "settings None (('my-local-llama', 32768),) None" in proc.stdout
+    assert "window 200000" in proc.stdout  # the table's window, not 10
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 3, proc.stderr
+    (model,) = [line for line in lines if "OTEL_CONTEXT_SUMMARY_MODEL" in line]
+    assert "':::' is not a model name" in model and "using the default (none) instead" in model
+    (windows,) = [line for line in lines if "OTEL_CONTEXT_MODEL_WINDOWS" in line]
+    assert "ignoring 'claude-sonnet-4-6=10'; 10 tokens is too small a context window" in windows
+    assert "needs at least 4,096" in windows
+    (window,) = [line for line in lines if "OTEL_CONTEXT_AUTO_COMPACT_WINDOW" in line]
+    assert "'10' is too small a context window" in window and "using the default (none)" in window
+
+
+def test_from_code_an_impossible_name_or_window_is_an_error() -> None:
+    with pytest.raises(otel_context.SettingsError, match="':::' is not a model name"):
+        otel_context.Settings().replace(summary_model=":::")
+    with pytest.raises(otel_context.SettingsError, match="'a b' is not a model name"):
+        otel_context.Settings().replace(summary_model="anthropic:a b")
+    with pytest.raises(otel_context.SettingsError, match="too small a context window"):
+        otel_context.Settings().replace(model_windows={"claude-sonnet-4-6": 10})
+    with pytest.raises(otel_context.SettingsError, match="auto_compact_window=10 is too small"):
+        otel_context.Settings().replace(auto_compact_window=10)
+    # Real names of every shape pass: fine-tunes, gateways, Vertex, local models.
+    for name in (
+        "ft:gpt-4o-mini:org::abc123",
+        "anthropic/claude-3.5-sonnet",
+        "claude-3-5-sonnet-v2@20241022",
+        "llama3:8b",
+    ):
+        assert otel_context.Settings().replace(summary_model=name).summary_model == name

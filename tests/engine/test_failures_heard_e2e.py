@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 import otel_context
-from otel_context import semconv
+from otel_context import engine, semconv
 from otel_context.compaction import alerts
-from otel_context.testing import SimulatedProvider
+from otel_context.instrumentation import _background
+from otel_context.testing import Fault, SimulatedProvider
 from tests.compaction.support import Otel
-from tests.engine.agents import run_anthropic_agent, run_openai_chat_agent
+from tests.engine.agents import long_history, run_anthropic_agent, run_openai_chat_agent
 from tests.values import attrs_of
 
 SECRET = "FACT-7f3a-do-not-log"
@@ -29,9 +30,11 @@ SECRET = "FACT-7f3a-do-not-log"
 def strict_provider() -> Iterator[SimulatedProvider]:
     """The simulated provider answering 404 for a model it does not know, as Anthropic and OpenAI do."""
     alerts.reset()
+    engine.reset()  # no summary model remembered as unknown by an earlier test
     with SimulatedProvider(strict_models=True) as sim:
         yield sim
     alerts.reset()
+    engine.reset()
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -46,14 +49,84 @@ def _summary_models(sim: SimulatedProvider) -> set[str]:
     }
 
 
-def test_an_unknown_summary_model_is_reported_once_then_the_breaker(
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+@pytest.mark.parametrize(
+    ("sdk", "model", "setting"),
+    [
+        ("anthropic", "claude-sonnet-4-6", "claude-nonexistent-9"),
+        ("openai", "gpt-4o", "anthropic:claude-haiku-4-5,openai:gpt-nonexistent-9"),
+    ],
+)
+def test_a_summary_model_the_provider_does_not_know_falls_back_to_the_calls_own_model(
+    strict_provider: SimulatedProvider,
+    otel: Otel,
+    instrumented: Callable[..., Any],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    sdk: str,
+    model: str,
+    setting: str,
+    background: bool,
+) -> None:
+    # The provider serves exactly the compaction window: without compactions the session dies on its
+    # "prompt is too long" (as it did, once the breaker had opened on three failed summaries).
+    strict_provider.set_window(model, 12_000)
+    monkeypatch.setenv("OTEL_CONTEXT_SUMMARY_MODEL", setting)
+    instrumented(auto_compact_window=12_000, background_compaction=background)
+    rejected = setting.rsplit(":", 1)[-1]
+    with caplog.at_level(logging.WARNING, logger="otel_context"):
+        if sdk == "anthropic":
+            history = run_anthropic_agent(strict_provider.anthropic(), model, 30)
+        else:
+            history = run_openai_chat_agent(strict_provider.openai(), model, 30)
+        otel_context.uninstrument()  # a background summary still running ends here (and its span)
+        assert _background.wait_idle(10)
+    assert len(history) > 100  # the whole session ran: 30 turns of tool calls
+    compactions = [attrs_of(s) for s in otel.compact_spans()]
+    summaries = [a for a in compactions if a[semconv.COMPACTION_STRATEGY] == semconv.STRATEGY_SUMMARY]
+    assert {a[semconv.COMPACTION_OUTCOME] for a in summaries} <= {semconv.OUTCOME_SUCCESS, semconv.OUTCOME_DISCARDED}
+    # Every summary made says so (a background one dropped unsent has a second span, of no summary: not counted).
+    made = [a for a in summaries if a[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SUCCESS]
+    assert len(made) >= 3
+    assert all(a[semconv.COMPACTION_SUMMARY_MODEL_REJECTED] == rejected for a in made)
+    noted = [a for a in summaries if semconv.COMPACTION_SUMMARY_MODEL_REJECTED in a]
+    # Asked of the provider once: remembered, never tried again; every summary after it with the call's model.
+    assert _summary_models(strict_provider) == {rejected, model}
+    tried = [e for e in strict_provider.exchanges if isinstance(e.body, dict) and e.body.get("model") == rejected]
+    assert len(tried) == 1
+    assert otel.counter_value(semconv.METRIC_SUMMARY_MODEL_FALLBACKS) == len(noted)
+    warnings = _warnings(caplog)
+    said = [w for w in warnings if f"does not know the summary model {rejected!r}" in w]
+    assert len(said) == 1, warnings
+    assert f"so {sdk} conversations summarize with their own model instead" in said[0]
+    assert not [w for w in warnings if "a compaction failed" in w or "circuit breaker" in w], warnings
+
+
+def test_the_explicit_compactor_falls_back_too(strict_provider: SimulatedProvider, otel: Otel) -> None:
+    history = long_history()
+    settings = otel_context.Settings(summary_model="anthropic:claude-nonexistent-9")
+    compactor = otel_context.Compactor(strict_provider.anthropic(), settings=settings)
+    for _ in range(2):
+        result = compactor.compact(history, model="claude-sonnet-4-6", target_tokens=20_000)
+        assert result.compacted and result.error is None
+    assert _summary_models(strict_provider) == {"claude-nonexistent-9", "claude-sonnet-4-6"}
+    spans = [attrs_of(s) for s in otel.compact_spans()]
+    assert [a[semconv.COMPACTION_SUMMARY_MODEL_REJECTED] for a in spans] == ["claude-nonexistent-9"] * 2
+
+
+def test_a_summarizer_the_provider_refuses_otherwise_is_reported_once_then_the_breaker(
     strict_provider: SimulatedProvider,
     otel: Otel,
     instrumented: Callable[..., Any],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Any other refusal of the summary (here a 403 on every summary request) has no model to fall back to: one
+    warning per conversation and cause, and the breaker after three failures."""
     strict_provider.set_window("claude-sonnet-4-6", 200_000)
-    instrumented(auto_compact_window=12_000, summary_model="anthropic:claude-haiku-typo", background_compaction=False)
+    strict_provider.inject(
+        Fault(status=403, message="not allowed to summarize", summaries=True, times=None, path="/messages")
+    )
+    instrumented(auto_compact_window=12_000, summary_model="anthropic:claude-haiku-4-5", background_compaction=False)
     client = strict_provider.anthropic()
     with caplog.at_level(logging.WARNING, logger="otel_context"):
         history = run_anthropic_agent(client, "claude-sonnet-4-6", 6)
@@ -61,11 +134,12 @@ def test_an_unknown_summary_model_is_reported_once_then_the_breaker(
         client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=history)
     failed = [s for s in otel.compact_spans() if attrs_of(s)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_FAILURE]
     assert len(failed) == 3  # three failures, then the breaker stops the attempts
+    assert not any(semconv.COMPACTION_SUMMARY_MODEL_REJECTED in attrs_of(s) for s in failed)
     warnings = _warnings(caplog)
     failures = [w for w in warnings if "a compaction failed" in w]
     assert len(failures) == 1, warnings  # one per conversation and cause, not one per failure
-    assert "the provider does not know the summary model 'claude-haiku-typo'" in failures[0]
-    assert "HTTP 404" in failures[0] and "not_found_error" in failures[0]
+    assert "summary model claude-haiku-4-5" in failures[0] and "does not know" not in failures[0]
+    assert "HTTP 403" in failures[0] and "permission_error" in failures[0]
     assert "trigger auto" in failures[0]
     opened = [w for w in warnings if "circuit breaker opened" in w]
     assert len(opened) == 1 and "3 compactions in a row failed" in opened[0]
