@@ -27,9 +27,9 @@ OPENAI_RESPONSES_400 = _CONTRIB + "test_responses_create_api_error[content_mode0
 @pytest.mark.parametrize("name", [ANTHROPIC_404, OPENAI_CHAT_404, OPENAI_RESPONSES_400])
 def test_the_recorded_unknown_model_errors_read_as_an_unknown_model(name: str) -> None:
     (interaction,) = load(name).interactions
-    with ReplayServer([interaction]) as server:
-        with pytest.raises((anthropic.APIStatusError, openai.APIStatusError)) as info:
-            call_sync(make_client(interaction.provider, server.base_url), interaction)
+    errors = (anthropic.APIStatusError, openai.APIStatusError)
+    with ReplayServer([interaction]) as server, pytest.raises(errors) as info:
+        call_sync(make_client(interaction.provider, server.base_url), interaction)
     assert alerts.unknown_model(info.value)
 
 
