@@ -24,10 +24,11 @@ changed), then their constraints, preferences and pending tasks, then statements
 a number, an identifier), then error lines, paths and identifiers of the work, then the rest of what the user
 said, pasted lines last; newest first within a rank. What did not fit is counted on the span by kind.
 
-A user who changes a value leaves the model one current value: when a restored or kept sentence with a word
-of change ("now", "instead", "no longer", ...) shares its subject with an earlier one, the earlier is shown as
-replaced (``(replaced by a later message)``), or, when it is not in the block (kept verbatim before the summary),
-the later one says which statement it replaces.
+A user who changes a value leaves the model one current value: when a restored or kept sentence really changes
+what an earlier one states (:func:`replaces`: a statement with a word of change, on the same subject, giving a
+value another or naming a choice as replaced; never a request of the moment such as "Run the tests for X now."),
+the earlier is shown as replaced (``(replaced by a later message)``), or, when it is not in the block (kept
+verbatim before the summary), the later one says which statement it replaces. In doubt, both stand unmarked.
 
 Its cost (it holds the GIL, like the check): the span is walked once for the check's extraction and for the
 candidates (:func:`.retention.walk`); every sentence of the user's is cut and ranked, an ASCII one by fast
@@ -161,7 +162,8 @@ _VALUE_PARTS = (
     # ``\b[A-Z]{2,}``: a capital that no word character precedes, then one or more.
     re.compile(r"[A-Z](?<![\w][A-Z])[A-Z]+[-_][A-Z0-9]+\b"),
 )
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]{3,}")
+#: A content word: four letters or more, or an acronym (``API``, ``CI``).
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]{3,}|\b[A-Z]{2,3}\b")
 _STOP = frozenset(
     [
         "this",
@@ -216,9 +218,35 @@ _STOP = frozenset(
         "doing",
     ]
 )
-#: Shared content words that make two statements one subject (the later, which has a word of change, may
-#: replace the earlier).
+#: Shared content words that make two statements one subject (the later may then replace the earlier, when it
+#: changes a value or a choice the earlier states: :func:`replaces`).
 SAME_SUBJECT_WORDS = 2
+#: The values of a statement, as :func:`replaces` compares them: a number with what is glued to it (``3``,
+#: ``v2``, ``8443``, ``2024-03-11``), a code span, a quote, a path, an upper-case id, a snake_case name.
+_VALUE_TOKENS = re.compile(
+    r"`[^`]+`|\"[^\"]+\"|[\w.:/-]*\d[\w.:/%-]*|[\w/-]+\.[a-z]{1,5}\b|\b[A-Z]{2,}[-_][A-Z0-9]+\b|\b\w+_\w+\b"
+)
+#: What a changed choice names as replaced: "instead of X", "rather than X", "no longer (use) X", "switch from
+#: X", "replace X".
+_REPLACED_CHOICE = re.compile(
+    r"\b(?:instead of|rather than|no longer(?: uses?| using| with)?|(?:switch|switched|move|moved|migrate|"
+    r"migrated|change|changed|go|went) from|replace|replaced|drop|dropped)\s+(?:the |a |an |our |your )?([\w.@/-]+)",
+    re.IGNORECASE,
+)
+#: A statement that withdraws an earlier one without a new value ("we no longer need ...").
+_WITHDRAWN = re.compile(r"\b(?:no longer|any ?more|scratch that|never mind|forget about)\b", re.IGNORECASE)
+#: What may lead a request of the moment before its verb ("Now run the tests", "OK, open it").
+_LEAD_IN = re.compile(
+    r"^(?:(?:now|ok|okay|so|then|and|also|alright|right|actually|please|next|first|great|good|thanks)\b[,:;.!]?\s*)+",
+    re.IGNORECASE,
+)
+#: Words that are no subject of their own: the words of change (two statements do not share a subject by saying
+#: "instead") and units ("the cache timeout is now 30 seconds" is not about "the request timeout of 10 seconds").
+_NOT_SUBJECT = frozenset(
+    {"instead", "anymore", "longer", "changed", "switched", "actually", "updated", "replaced", "rather", "correction"}
+    | {"seconds", "second", "minutes", "minute", "hours", "hour", "days", "weeks", "months", "years", "attempts"}
+    | {"attempt", "times", "percent", "bytes", "tokens", "lines", "items", "records", "entries", "words"}
+)
 
 _PRIORITY_CORRECTION = 0
 _PRIORITY_DURABLE = 1
@@ -521,7 +549,71 @@ def _restored_item(line: str) -> tuple[str, str]:
 
 
 def _words(sentence: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(sentence)} - _STOP
+    return {w.lower() for w in _WORD.findall(sentence)} - _STOP - _NOT_SUBJECT
+
+
+def _values(sentence: str) -> frozenset[str]:
+    return frozenset(v.rstrip(".,;:").lower() for v in _VALUE_TOKENS.findall(sentence))
+
+
+def request_of_the_moment(sentence: str) -> bool:
+    """A question, or a request to do something now ("Run the tests for X now.", "Now open src/a.py."): it
+    changes no standing value, whatever word of change it holds."""
+    if sentence.rstrip().endswith("?"):
+        return True
+    rest = _LEAD_IN.sub("", sentence, count=1)
+    return _ACTION_START.match(rest) is not None
+
+
+def can_replace(sentence: str) -> bool:
+    """Whether ``sentence`` may replace an earlier statement: it has a word of change ("now", "instead", "no
+    longer", ...) and is a statement, not a request of the moment (:func:`request_of_the_moment`)."""
+    return _CHANGE.search(sentence) is not None and not request_of_the_moment(sentence)
+
+
+@dataclass(frozen=True)
+class _Statement:
+    """What :func:`replaces` reads of a sentence, worked out once."""
+
+    words: frozenset[str]
+    values: frozenset[str]
+    replaced: frozenset[str]  #: what it names as replaced (:data:`_REPLACED_CHOICE`), lower case
+    withdraws: bool
+    can_replace: bool
+
+
+def _statement(sentence: str) -> _Statement:
+    return _Statement(
+        frozenset(_words(sentence)),
+        _values(sentence),
+        frozenset(m.lower().rstrip(".,;:") for m in _REPLACED_CHOICE.findall(sentence)),
+        _WITHDRAWN.search(sentence) is not None,
+        can_replace(sentence),
+    )
+
+
+def _replaces(later: _Statement, earlier: _Statement) -> bool:
+    if not later.can_replace:
+        return False
+    shared = len(later.words & earlier.words)
+    if shared < SAME_SUBJECT_WORDS:
+        return False
+    if earlier.values and later.values - earlier.values:
+        return True  # a value of the subject changed: "the retry limit is now 5" after "... at 3"
+    if later.replaced & (earlier.words | earlier.values):
+        return True  # a choice changed: "date-fns instead of moment" after "use moment"
+    return later.withdraws and shared > SAME_SUBJECT_WORDS  # withdrawn: "we no longer need to ..."
+
+
+def replaces(later: str, earlier: str) -> bool:
+    """Whether the user's statement ``later`` replaces ``earlier`` (marked as replaced, never read back as
+    theirs): the later is a statement with a word of change (:func:`can_replace`), the two share their subject
+    (:data:`SAME_SUBJECT_WORDS` content words), and the later changes what the earlier states: a value of
+    the earlier's that the later gives another (``3`` -> ``5``), a choice it names as replaced ("instead of
+    moment"), or the whole statement withdrawn ("we no longer need ...", on a subject of one more word).
+    Two requests that share a subject and a word of change replace nothing ("Run the tests for X now." after
+    "Make duplicate requests harmless in X."): when in doubt, both are shown, unmarked."""
+    return _replaces(_statement(later), _statement(earlier))
 
 
 #: How a restored decision of the assistant is labelled in the block (artifacts need no label: an error line,
@@ -541,8 +633,7 @@ def _line(candidate: _Candidate) -> str:
 
 
 class _Subjects:
-    """Which of the user's statements replace which, for one repair: a later statement with a word of change
-    replaces an earlier one when they share :data:`SAME_SUBJECT_WORDS` content words. Asked for the same
+    """Which of the user's statements replace which, for one repair (:func:`replaces`). Asked for the same
     sentences many times (the block is rendered again while it is over its budget, and every correction
     found in the request asks whether an earlier statement it replaces is there too), so each answer is
     worked out once: each sentence's words once, whether a sentence is replaced once, and the earlier
@@ -553,7 +644,7 @@ class _Subjects:
     def __init__(self, ranked: Sequence[_Candidate], newer: Callable[[], Sequence[str]]) -> None:
         self._ranked = ranked
         self._newer = newer  #: the sentences of the user's in the kept turns (read when first needed)
-        self._words: dict[str, set[str]] = {}
+        self._statements: dict[str, _Statement] = {}
         self._superseded: dict[int, bool] = {}
         #: Per correction (by identity): the earlier statements it replaces found so far (newest first), and
         #: how far back in ``said_all`` the scan has read.
@@ -569,17 +660,19 @@ class _Subjects:
     @functools.cached_property
     def _changes(self) -> tuple[list[_Candidate], list[int], list[str]]:
         """The corrections among them, their positions, and the kept turns' sentences with a word of change."""
-        changes = [c for c in self.said_all if c.priority == _PRIORITY_CORRECTION]
-        return changes, [c.position for c in changes], [s for s in self._newer() if _CHANGE.search(s)]
+        changes = [
+            c for c in self.said_all if c.priority == _PRIORITY_CORRECTION and self.statement(c.text).can_replace
+        ]
+        return changes, [c.position for c in changes], [s for s in self._newer() if self.statement(s).can_replace]
 
-    def words(self, text: str) -> set[str]:
-        found = self._words.get(text)
+    def statement(self, text: str) -> _Statement:
+        found = self._statements.get(text)
         if found is None:
-            found = self._words[text] = _words(text)
+            found = self._statements[text] = _statement(text)
         return found
 
     def replaces(self, later: str, earlier: str) -> bool:
-        return len(self.words(later) & self.words(earlier)) >= SAME_SUBJECT_WORDS
+        return _replaces(self.statement(later), self.statement(earlier))
 
     def superseded(self, candidate: _Candidate) -> bool:
         """Whether a later statement of the user's (a correction among the candidates, or one in the kept turns:

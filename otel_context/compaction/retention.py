@@ -18,9 +18,12 @@ Salient items, by kind (:data:`otel_context.semconv.RETENTION_KINDS`):
   sentence; whole, where the subject comes first: ``deploy-preview failed: ...`` and ``Failed: ...`` (not in
   a quoted string: that is code), a log record of level error (``level=error msg=...``,
   ``"level":"error"``), ``500 Internal Server Error``; after its prefix, pytest's ``E   ...`` (its first
-  level); and a Python traceback's exception line, whatever the exception's name
-  (``decimal.InvalidOperation: ...``). Not prose that mentions an error (``the error handling``, ``errors:
-  0``), nor code (``except ValueError:``, ``log.error(...)``);
+  level); a linter's row whole (eslint's ``12:5  error  'x' is never used  no-unused-vars``); and a Python
+  traceback's exception line, whatever the exception's name (``decimal.InvalidOperation: ...``). Not prose
+  that mentions an error (``the error handling``, ``errors: 0``), nor code (``except ValueError:``,
+  ``log.error(...)``), nor per-line noise: a progress line (pytest's ``FAILED   [ 44%]``, a bar), a spinner's
+  frame, a report's heading (``____ ERROR at setup of test_x ____``), an expected failure (``XFAIL``), what
+  follows a carriage return;
 - ``identifier``: identifiers in inline code spans (`` `parse_config` ``) of what the user and the model wrote;
 - ``number``: numbers with units (``250 ms``, ``4 GiB``, ``95%``) of what the user and the model wrote;
 - ``instruction``: the sentences of the user's own messages (three words or more), not tool results and
@@ -150,12 +153,21 @@ _ERROR_ANCHORS = (
     re.compile(r"ERR(?:!|OR\b)"),
     re.compile(r"FAIL(?:ED)?[: ]"),
     re.compile(r"ailed(?:(?P<said>(?<=[Ff]ailed):)|(?<=Failed) to (?<![A-Za-z]Failed to )(?<![a-z.,;!?] Failed to ))"),
-    # One pass for the rarer ``...rror`` forms: the character after the word rejects most at once.
+    # One pass for the rarer ``...rror`` forms: the character after the word rejects most at once. A linter's
+    # row (eslint's ``12:5  error  'x' is never used  no-unused-vars``) is the whole line: its position first.
     re.compile(
         r'rror(?:[ "\n.](?:(?<=rror )[A-Z]{1,4}\d{1,6}:|'
-        r'(?P<line>(?<=level=error )|(?<="level":"error")|(?<="level": "error")))|(?P<whole>(?<=Server Error)(?![\w-])))'
+        r'(?P<line>(?<=level=error )|(?<="level":"error")|(?<="level": "error")|'
+        r"(?:(?<=\d  error )|(?<=\d   error )|(?<=\d    error )|(?<=\d     error ))(?= )))"
+        r"|(?P<whole>(?<=Server Error)(?![\w-])))"
     ),
 )
+#: A progress line: a test runner's per-test line (pytest's ``FAILED   [ 44%]``), a bar (``[=====>   ]``),
+#: a spinner's frame (a braille character first): noise that says again what the run's summary says.
+_PROGRESS = re.compile(r"\[\s*\d{1,3}%\]\s*$|\[[ .>~-]*[=#]{2,}[=#>~. -]*\]")
+_SPINNERS = range(0x2800, 0x2900)
+#: A section rule of a report (pytest's ``____ ERROR at setup of test_x ____``): a heading, not an error.
+_RULES = ("___", "===", "---")
 #: pytest's explanation of a failure: ``E   `` then the line (its first level; a nested line is indented
 #: further); the item is the line after the prefix.
 _PYTEST_E = re.compile(r"E   (?<=\nE   )(?=\S)")
@@ -292,10 +304,21 @@ def _error_lines(text: str, found: dict[str, None]) -> None:
         if end < 0:
             end = len(text)
         escaped = text.find("\\n", pos, end)  # a line break written as ``\n`` (JSON, a repr) ends it too
-        item = text[pos : end if escaped < 0 else escaped].strip()
-        word = len(item.split(None, 1)[0]) if item else 0
-        if len(item) >= word + 4:  # an error word with a message after it
-            found[item[:MAX_ITEM_CHARS]] = None
+        if escaped >= 0:
+            end = escaped
+        ret = text.find("\r", pos, end)  # a carriage return too: what follows overwrote the line on a terminal
+        item = text[pos : end if ret < 0 else ret].strip()
+        word = item.split(None, 1)[0] if item else ""
+        if len(item) < len(word) + 4:  # an error word with a message after it
+            continue
+        if (
+            _PROGRESS.search(item)
+            or item.endswith(_RULES)
+            or word == "XFAIL"
+            or ord(text[line : line + 1] or " ") in _SPINNERS
+        ):
+            continue  # per-line noise: a progress line, a heading, an expected failure, a spinner
+        found[item[:MAX_ITEM_CHARS]] = None
 
 
 def stands_alone(kind: str, text: str) -> bool:

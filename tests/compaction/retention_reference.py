@@ -5,7 +5,8 @@ with, item for item, on random histories. Not used by the package.
 Since then, the extractors learnt more forms (issue 39, tool-result artifacts), written here the plain way:
 compiler locations in paths (``Legend.tsx(41,7)``) and a denser path sample (:data:`PATH_HITS_PER_WINDOW`);
 error lines of ``Failed to``, ``failed:``, coded diagnostics, log levels, ``Server Error`` (whole lines where the
-subject comes first), pytest's ``E   `` lines and a traceback's exception line."""
+subject comes first), pytest's ``E   `` lines and a traceback's exception line; then (issue 48) a linter's row
+(eslint's ``12:5  error  ...``) whole, and per-line noise left out (progress lines, spinners, headings, XFAIL)."""
 
 # ruff: noqa
 
@@ -71,7 +72,8 @@ _ERROR_ANCHORS = (
     re.compile(r"ailed(?:(?P<said>(?<=[Ff]ailed):)|(?<=Failed) to (?<![A-Za-z]Failed to )(?<![a-z.,;!?] Failed to ))"),
     re.compile(
         r'rror(?:[ "\n.](?:(?<=rror )[A-Z]{1,4}\d{1,6}:|'
-        r'(?P<line>(?<=level=error )|(?<="level":"error")|(?<="level": "error")))|(?P<whole>(?<=Server Error)(?![\w-])))'
+        r'(?P<line>(?<=level=error )|(?<="level":"error")|(?<="level": "error")|(?<=\d  error )(?= )|(?<=\d   error )(?= )|'
+        r"(?<=\d    error )(?= )|(?<=\d     error )(?= )))|(?P<whole>(?<=Server Error)(?![\w-])))"
     ),
 )
 _PYTEST_E = re.compile(r"(?<=\n)E   (?=\S)")
@@ -173,10 +175,15 @@ def _error_lines(text: str, found: dict[str, None]) -> None:
             while pos > line and text[pos - 1] in _WORD_CHARS:
                 pos -= 1
         end = text.find("\n", pos)
-        item = text[pos : end if end >= 0 else len(text)].split("\\n", 1)[0].strip()
-        word = len(item.split(None, 1)[0]) if item else 0
-        if len(item) >= word + 4:  # an error word with a message after it
-            found[item[:MAX_ITEM_CHARS]] = None
+        item = text[pos : end if end >= 0 else len(text)].split("\\n", 1)[0].split("\r", 1)[0].strip()
+        word = item.split(None, 1)[0] if item else ""
+        if len(item) < len(word) + 4:  # an error word with a message after it
+            continue
+        progress = re.search(r"\[\s*\d{1,3}%\]\s*$", item) or re.search(r"\[[ .>~-]*[=#]{2,}[=#>~. -]*\]", item)
+        spinner = 0x2800 <= ord(text[line]) < 0x2900 if line < len(text) else False
+        if progress or spinner or word == "XFAIL" or item.endswith(("___", "===", "---")):
+            continue  # per-line noise (issue 48): a progress line, a spinner, an expected failure, a heading
+        found[item[:MAX_ITEM_CHARS]] = None
 
 
 def _identifiers(text: str, found: dict[str, None]) -> None:

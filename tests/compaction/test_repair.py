@@ -541,12 +541,8 @@ def test_a_paste_line_is_told_as_by_the_character_tables(line: str) -> None:
 # -- who replaces whom: worked out once per repair, the same answers as the definition --------------------------
 
 
-def _reference_words(text: str) -> set[str]:
-    return {w.lower() for w in repair_mod._WORD.findall(text)} - repair_mod._STOP
-
-
 def _reference_replaces(later: str, earlier: str) -> bool:
-    return len(_reference_words(later) & _reference_words(earlier)) >= repair_mod.SAME_SUBJECT_WORDS
+    return repair_mod.replaces(later, earlier)  # the definition, read afresh each time
 
 
 def _reference_said_block(chosen: list[Any], said_all: list[Any], newer: list[str]) -> tuple[list[str], int]:
@@ -585,10 +581,17 @@ def _reference_said_block(chosen: list[Any], said_all: list[Any], newer: list[st
 
 _SUBJECT_WORDS = ["timeout", "retries", "database", "cache", "port", "region", "logger", "queue"]
 _STATEMENT = st.builds(
-    lambda change, words, value: f"{change}the {words[0]} and {words[1]} use {value} for {words[2]}.",
+    lambda change, words, value, form: form.format(change=change, w=words, value=value),
     st.sampled_from(["", "Now ", "Actually, ", "Instead, ", "From now on ", "Please "]),
     st.lists(st.sampled_from(_SUBJECT_WORDS), min_size=3, max_size=3),
     st.integers(1, 99),
+    st.sampled_from(
+        [
+            "{change}the {w[0]} and {w[1]} use {value} for {w[2]}.",  # a value, changed or not
+            "{change}run the checks of the {w[0]} and {w[1]} for {w[2]} now.",  # a request of the moment
+            "{change}the {w[0]} and {w[1]} use {w[2]} instead of the {w[1]}.",  # a choice
+        ]
+    ),
 )
 
 
@@ -621,3 +624,64 @@ def test_who_replaces_whom_is_the_definitions_answer_however_often_it_is_asked(
             for c in said_all
         )
         assert subjects.restates_a_change(candidate, haystack) == expected
+
+
+# -- issue 48: a statement is replaced only by one that changes what it states -------------------------------
+
+REPLACES = [
+    # (later, earlier, replaced)
+    (
+        "Run the tests for payments/idempotency.py now.",
+        "Make duplicate requests harmless in payments/idempotency.py.",
+        False,
+    ),
+    ("Now run the ledger tests again with the slow ones.", "The ledger tests must stay under 2 seconds.", False),
+    ("The ledger tests pass now.", "Make the ledger tests pass before the release.", False),
+    ("Is the payment gateway retry limit now 5?", "Keep the payment gateway retry limit at 3 attempts.", False),
+    ("Actually, the cache timeout is now 30 seconds.", "The request timeout is 10 seconds.", False),
+    (
+        "Change of plan: the payment gateway retry limit is now 5 attempts, the gateway team asked for it.",
+        "keep the payment gateway retry limit at 3 attempts.",
+        True,
+    ),
+    ("From now on the API version is v3, not v2.", "The API version is v2 for every client.", True),
+    ("The cache timeout is now 30 seconds.", "The cache timeout is 10 seconds.", True),
+    ("For date handling we now use date-fns instead of moment.", "Use moment for all date handling in the app.", True),
+    ("We no longer need to keep the legacy export endpoint alive.", "Keep the legacy export endpoint alive.", True),
+    ("Keep the legacy export endpoint alive.", "We no longer need to keep the legacy export endpoint alive.", False),
+]
+
+
+@pytest.mark.parametrize(("later", "earlier", "replaced"), REPLACES)
+def test_a_statement_is_replaced_only_by_one_that_changes_a_value_or_a_choice_it_states(
+    later: str, earlier: str, replaced: bool
+) -> None:
+    assert repair_mod.replaces(later, earlier) is replaced
+
+
+def test_requests_of_the_moment_leave_every_instruction_live_in_the_block() -> None:
+    """The issue's case, through the compactor: the user's tasks and their requests of the moment ("Run the tests
+    for X now.") share subjects and a word of change; nothing is marked replaced, every sentence is restored as
+    the user's, and a real change of value in the same session is still marked."""
+    said = [
+        "Make duplicate requests harmless in payments/idempotency.py.",
+        "Keep the payment gateway retry limit at 3 attempts.",
+        "Run the tests for payments/idempotency.py now.",
+        "Now open payments/webhooks.py and check the signature handling.",
+        "The webhook signatures must be checked before parsing the body.",
+        "Now run the webhook tests.",
+        "The payment gateway retry limit is now 5 attempts.",
+    ]
+    history = _history(len(said) + 6, rule_at=99)
+    for index, sentence in enumerate(said):
+        history[4 * index]["content"] = sentence
+    result = Compactor(lambda body: UNHELPFUL, settings=Settings(user_messages_budget=0)).compact(
+        history, model=MODEL, wire_format="anthropic_messages"
+    )
+    assert result.compacted, result.error
+    summary = _summary_message(result.messages)
+    assert summary.count(SUPERSEDED_MARK) == 1
+    assert f"{SUPERSEDED_MARK} Keep the payment gateway retry limit at 3 attempts." in summary
+    live = restored_user_lines(summary)
+    for sentence in said[:1] + said[2:]:
+        assert sentence in live

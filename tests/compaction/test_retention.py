@@ -265,6 +265,12 @@ FRAGMENTS = (
     "500 Internal Server Error",
     "Traceback (most recent call last):",
     '  File "a.py", line 1',
+    "tests/t.py::test_a FAILED   [ 44%]",
+    "12:5   error  'x' is never used  no-unused-vars",
+    "\u280b FAILED spinning",
+    "ERROR at setup of test_z ____",
+    "XFAIL tests/t.py::x - known",
+    "error: cut\r[===>  ] 3/9",
     "- x failed: y",
     "250 ms",
     "3.5s",
@@ -542,3 +548,43 @@ def test_the_lookup_of_an_added_block_is_the_lookup_of_the_joined_text(
     the same result as the whole lookup, items with a line break (which could cross the join) included."""
     before = retention.lookup(items, text)
     assert retention.lookup_added(items, before, text, added) == retention.lookup(items, text + "\n" + added)
+
+
+def test_real_tool_output_gives_its_errors_and_none_of_its_progress_lines() -> None:
+    """Issue 48: per-line noise is not an error (pytest -v's ``FAILED   [ 44%]`` beside the ``FAILED tests/...``
+    line that says the same, a heading, an expected failure, cargo's ``Compiling``, a bar, a spinner), and what
+    the tools report as errors is (eslint's rows included)."""
+    from tests.compaction import tool_outputs as out
+
+    assert _errors(out.PYTEST_V) == [
+        "KeyError: 'LEDGER_URL'",
+        "AssertionError: assert <Refund id=2> is <Refund id=1>",
+        "FAILED tests/test_refunds.py::test_prorate_by_days - decimal.InvalidOperation: "
+        "[<class 'decimal.DivisionUndefined'>]",
+        "FAILED tests/test_refunds.py::test_idempotent_retry - AssertionError: assert <Refund id=2> is <Refund id=1>",
+        "ERROR tests/test_refunds.py::test_zero_amount - KeyError: 'LEDGER_URL'",
+    ]
+    assert _errors(out.CARGO) == [
+        "error[E0308]: mismatched types",
+        "error: could not compile `ledger` (lib) due to 1 previous error; 1 warning emitted",
+    ]
+    assert _errors(out.CARGO_TEST) == ["error: test failed, to rerun pass `--lib`"]
+    assert _errors(out.TSC) == [
+        "error TS2345: Argument of type 'number' is not assignable to parameter of type 'string'.",
+        "error TS2322: Type 'undefined' is not assignable to type 'Session'.",
+    ]
+    assert _errors(out.ESLINT) == [
+        "12:5   error    'legendItems' is assigned a value but never used  @typescript-eslint/no-unused-vars",
+        '7:1  error  React Hook "useEffect" is called conditionally  react-hooks/rules-of-hooks',
+    ]
+    assert _errors(out.TRACEBACK) == ["ValueError: invalid literal for int() with base 10: 'three'"]
+    assert _errors(out.NPM) == [
+        "ERR! code ERESOLVE",
+        "ERR! ERESOLVE unable to resolve dependency tree",
+        "ERR! Found: react@18.2.0",
+    ]
+    assert _errors(out.JEST) == ["FAIL  src/components/Chart.test.tsx"]
+    # A line a terminal overwrote: the part before the carriage return; a spinner's frame is none.
+    assert _errors("error: cannot reach the registry\r[=====>    ] 3/9\n\u280b FAILED to spin up, retrying") == [
+        "error: cannot reach the registry"
+    ]
