@@ -58,7 +58,7 @@ def time_once(body: dict[str, Any]) -> float:
     try:
         started = time.perf_counter()
         capture = Capture("SPAN_ONLY", CAP, "anthropic_messages", body)
-        text = fit_json(capture.input, CAP)
+        text = fit_json(capture.input, CAP).text
         elapsed = time.perf_counter() - started
     finally:
         gc.enable()

@@ -66,6 +66,11 @@ ERROR_TYPE: Final = "error.type"
 
 # Content-capture events (EVENT_ONLY / SPAN_AND_EVENT)
 EVENT_GEN_AI_CLIENT_INFERENCE_DETAILS: Final = "gen_ai.client.inference.operation.details"
+#: What the size cap of captured content (OTEL_CONTEXT_CAPTURE_MAX_CHARS) took out, next to the content (on the
+#: span or the details event), only when it took something: the oldest messages (or system-instruction parts)
+#: left out, and the texts cut (each cut text ends with ``...[truncated N characters]``).
+CAPTURE_MESSAGES_OMITTED: Final = "otel_context.capture.messages_omitted"
+CAPTURE_TEXTS_CUT: Final = "otel_context.capture.texts_cut"
 
 # Finish reasons, normalized as OpenTelemetry's own instrumentations do.
 FINISH_REASON_MAP: Final[dict[str, str]] = {

@@ -193,6 +193,24 @@ def not_recording(span: Span) -> None:
         log_once("tracing.no_provider", NO_TRACER_PROVIDER)
 
 
+#: Marks a text cut to a size cap (captured content, a summary shown on the ``compact`` span), followed by how
+#: many characters were cut: ``...[truncated 1,234 characters]``.
+TRUNCATED = "...[truncated"
+
+
+def cut_text(text: str, max_bytes: int) -> tuple[str, bool]:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes (never inside a character), marked with what was cut,
+    and whether it was cut."""
+    if len(text) <= max_bytes // 4:  # at most 4 bytes per character: fits whatever the script
+        return text, False
+    head = text[:max_bytes]  # a character is at least one byte: the cut lies within these
+    encoded = head.encode("utf-8", "surrogatepass")
+    if len(encoded) <= max_bytes and len(head) == len(text):
+        return text, False
+    kept = encoded[:max_bytes].decode("utf-8", "ignore")
+    return f"{kept}{TRUNCATED} {len(text) - len(kept):,} characters]", True
+
+
 def emit_event(span: Span, name: str, attributes: Mapping[str, AttributeValue]) -> None:
     """Emit a project event. One helper, so the project can move to log-based events (OTEP 4430)."""
     span.add_event(name, attributes)

@@ -502,7 +502,17 @@ class OpenAIResponsesAdapter:
         return [m for item in as_list(raw) if (m := _captured_item(item)) is not None], system
 
     def capture_output(self, response: Any) -> list[Any]:
-        return [m for item in _get(response, "output") or () if (m := _captured_item(item)) is not None]
+        # One output message of every item's parts (the conventions' one message per candidate), with the
+        # finish reason the schema requires of an output message: a viewer that validates the schema drops
+        # the whole output otherwise.
+        items = [m for item in _get(response, "output") or () if (m := _captured_item(item)) is not None]
+        if not items:
+            return []
+        message: dict[str, Any] = {"role": "assistant", "parts": [p for m in items for p in m["parts"]]}
+        reasons = _finish_reasons(response)
+        if reasons:
+            message["finish_reason"] = reasons[0]
+        return [message]
 
     # -- the Compactor API, summary requests, the prompt cache -------------------------------------------
 

@@ -231,6 +231,8 @@ def test_responses_capture_and_tool_calls(simulated_provider: Any, spans: Any) -
     output = json.loads(attrs(span)[semconv.GEN_AI_OUTPUT_MESSAGES])
     [call] = [p for m in output for p in m["parts"] if p["type"] == "tool_call"]
     assert call["name"] == "read_file" and call["arguments"] == {"path": "a.py"}
+    # One output message with the finish reason the schema requires (viewers drop the output without it).
+    assert [(m["role"], m["finish_reason"]) for m in output] == [("assistant", "tool_call")]
     assert attrs(span)[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_call",)
     assert len(span.events) == 1
 
