@@ -207,6 +207,23 @@ OUTCOMES: Final = (OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_SKIPPED)
 #: compaction replaced it, the conversation was forgotten, or the instrumentation was removed).
 OUTCOME_DISCARDED: Final = "discarded"
 
+# --- foreign conventions on the compact span, for GenAI-aware trace viewers (compaction/viewers.py) ----------
+# OpenInference's names (Arize Phoenix, and the tools built on its conventions): the span's kind, and its input
+# and output in words. Foreign because the GenAI conventions have no operation for a compaction (none of the
+# registry's gen_ai.operation.name values fits, and a custom one would have GenAI backends count the span as a
+# model call), and such viewers read these. Only on the compact span; never message text unless content capture
+# is on.
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+#: A summary (or the provider's compaction): a step that calls a model itself (its summarizer's chat span).
+OPENINFERENCE_KIND_CHAIN: Final = "CHAIN"
+#: A microcompaction (or a truncation): the request rewritten by rule, no model call.
+OPENINFERENCE_KIND_PROMPT: Final = "PROMPT"
+INPUT_VALUE: Final = "input.value"
+INPUT_MIME_TYPE: Final = "input.mime_type"
+OUTPUT_VALUE: Final = "output.value"
+OUTPUT_MIME_TYPE: Final = "output.mime_type"
+MIME_TEXT_PLAIN: Final = "text/plain"
+
 # --- where a compaction prepared in the background went (events on the chat span) ---------------------------
 #: On the chat span of the call that sends a summary prepared in the background (this worker's, or one the
 #: fleet published), with a span link to that summary's ``compact`` span: that span ended when the summary was

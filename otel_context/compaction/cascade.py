@@ -26,7 +26,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
 
 from otel_context import process_state, semconv, telemetry
-from otel_context.compaction import alerts
+from otel_context.compaction import alerts, viewers
 from otel_context.compaction import hooks as hooks_mod
 from otel_context.compaction import repair as repair_mod
 from otel_context.compaction import retention as retention_mod
@@ -265,6 +265,7 @@ def _start_span(job: CompactionJob, strategy: str) -> Span:
     threshold = job.budget.auto_threshold if job.budget is not None else None
     span = _open_span(job.parent, job.trigger, strategy, job.conversation_id, threshold, job.mode, job.links)
     span.set_attribute(semconv.COMPACTION_INPUT_TOKENS, job.estimated_tokens)
+    viewers.describe_input(span, strategy, job.trigger, job.mode, job.estimated_tokens)
     job.span = span
     return span
 
@@ -342,7 +343,19 @@ def settle(job: CompactionJob, span: Span, out: CompactionOutcome) -> None:
                 _count_on_breaker(job, out, state)
         if out.changed and out.outcome != semconv.OUTCOME_DISCARDED and not job.deferred and state.detector is not None:
             announce(span, state, job.provider, job.model)
-    _close_span(span, out, state, job.trigger, job.provider, job.model, timed=True, mode=job.mode)
+    shown = out.summary if job.settings.capture_content != "NO_CONTENT" else None  # message text: capture only
+    _close_span(
+        span,
+        out,
+        state,
+        job.trigger,
+        job.provider,
+        job.model,
+        timed=True,
+        mode=job.mode,
+        summary=shown,
+        max_bytes=job.settings.capture_max_chars,
+    )
 
 
 def _close_span(
@@ -355,10 +368,13 @@ def _close_span(
     *,
     timed: bool,
     mode: str = semconv.MODE_INLINE,
+    summary: str | None = None,
+    max_bytes: int = 0,
 ) -> None:
     """The figures of an attempt on its ``compact`` span, the span ended, and the compaction metrics.
 
-    ``timed``: whether we measured the attempt's duration (a compaction the provider did was not ours to time).
+    ``timed``: whether we measured the attempt's duration (a compaction the provider did was not ours to time);
+    ``summary``: the summary's text for the span's output, only with content capture on (cut to ``max_bytes``).
     """
     span.set_attribute(semconv.COMPACTION_OUTCOME, out.outcome)
     span.set_attribute(semconv.COMPACTION_INPUT_TOKENS, out.input_tokens)  # a summary may have measured it
@@ -385,6 +401,19 @@ def _close_span(
     if out.outcome == semconv.OUTCOME_FAILURE:
         span.set_attribute(semconv.ERROR_TYPE, out.error_type or "compaction_failed")
         span.set_status(Status(StatusCode.ERROR, out.error_message or out.error_type))
+    viewers.describe_input(span, out.strategy, trigger, mode, out.input_tokens)
+    viewers.describe_output(
+        span,
+        out.outcome,
+        input_tokens=out.input_tokens,
+        output_tokens=out.output_tokens if out.changed else out.input_tokens,
+        messages_compacted=out.messages_compacted,
+        summary_tokens=out.summary_tokens,
+        retention=out.retention.retention if out.retention is not None else None,
+        error_type=out.error_type,
+        summary=summary if out.outcome == semconv.OUTCOME_SUCCESS else None,
+        max_bytes=max_bytes,
+    )
     span.end()
     out.spans.append(span)
     instruments = telemetry.get().instruments
@@ -813,7 +842,7 @@ def _abandoned(job: CompactionJob, span: Span) -> None:
     background summary (dropped, not a failure), else as ``failure``; no metric."""
     if span.is_recording():  # else the interpreter's exit ended it (see engine.background.end_at_exit)
         background = job.mode == semconv.MODE_BACKGROUND
-        span.set_attribute(
-            semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED if background else semconv.OUTCOME_FAILURE
-        )
+        outcome = semconv.OUTCOME_DISCARDED if background else semconv.OUTCOME_FAILURE
+        span.set_attribute(semconv.COMPACTION_OUTCOME, outcome)
+        viewers.describe_output(span, outcome, error_type="abandoned")
         span.end()

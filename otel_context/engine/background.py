@@ -69,7 +69,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, TraceFlags
 
 from otel_context import process_state, semconv, telemetry
-from otel_context.compaction import cascade
+from otel_context.compaction import cascade, viewers
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.summary import CompactionError
 from otel_context.conversation import CONVERSATIONS, ConversationState
@@ -193,6 +193,7 @@ def _carry_out(
         span = prepared.job.span
         if span is not None and span.is_recording():
             span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED)
+            viewers.describe_output(span, semconv.OUTCOME_DISCARDED)
             span.end()
     elif effect is Effect.REPORT_DISCARDED and out is not None and out.open_span is not None:
         cascade.record_discarded(

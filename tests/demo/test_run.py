@@ -12,6 +12,7 @@ from otel_context.demo import DemoOptions, DemoResult, run
 from otel_context.demo.report import cost_rows, header, legend, span_tree
 from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, TurnStats
 from tests.demo.support import plain_report_text
+from tests.values import attrs_of
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +80,28 @@ def test_the_span_tree_shows_chat_compact_chat(full_run: tuple[DemoResult, list[
     summaries = [n for n in compacted_chats[-1].children if n.label.startswith("compact ") and "/summary" in n.label]
     assert summaries
     assert any(n.label.startswith("chat ") for n in summaries[0].children)  # the summarizer's own call
+
+
+def test_every_compaction_has_a_kind_and_reads_in_words_in_a_genai_viewer(
+    full_run: tuple[DemoResult, list[int]],
+) -> None:
+    """What Arize Phoenix shows of a ``compact`` span (docs/viewing.md): a microcompaction and a reactive summary
+    told apart by their kind and their input, the figures in the output, no message text (capture is off)."""
+    result, _ = full_run
+    compacts = [s for s in result.spans if s.name == semconv.COMPACT_SPAN]
+    seen = set()
+    for span in compacts:
+        a = attrs_of(span)
+        strategy, trigger = a[semconv.COMPACTION_STRATEGY], a[semconv.COMPACTION_TRIGGER_SOURCE]
+        kind = semconv.OPENINFERENCE_KIND_PROMPT if strategy == "microcompact" else semconv.OPENINFERENCE_KIND_CHAIN
+        assert a[semconv.OPENINFERENCE_SPAN_KIND] == kind
+        assert a[semconv.INPUT_VALUE] == (
+            f"{strategy} ({trigger}, {a[semconv.COMPACTION_MODE]}): {a[semconv.COMPACTION_INPUT_TOKENS]:,} tokens"
+        )
+        assert a[semconv.OUTPUT_VALUE].startswith(f"{a[semconv.COMPACTION_OUTPUT_TOKENS]:,} tokens (")
+        assert "\n" not in a[semconv.OUTPUT_VALUE]
+        seen.add((strategy, trigger))
+    assert {("microcompact", "auto"), ("summary", "auto"), ("summary", "reactive")} <= seen
 
 
 def test_the_plain_report_has_every_section(full_run: tuple[DemoResult, list[int]]) -> None:
