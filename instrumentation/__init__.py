@@ -42,9 +42,12 @@ def instrument_all(settings: Settings, tracer_provider: Any = None, meter_provid
         inst.instrument(
             settings=settings, tracer_provider=tracer_provider, meter_provider=meter_provider, skip_dep_check=True
         )
-    from ._background import register_exit
+    from opentelemetry import trace
+
+    from ._background import register_exit, watch_provider
 
     register_exit()  # before the exit hook of a tracer provider set until now: its spans are ended first
+    watch_provider(tracer_provider if tracer_provider is not None else trace.get_tracer_provider())
 
 
 def uninstrument_all() -> None:

@@ -14,13 +14,20 @@ the fleet's prepare locks of their summaries back at once (a shared store); a su
 that had to share the app's client (:mod:`._summary_client`) and whose request fails because the app closed
 that client is abandoned the same way (the app withdrew it: not a compaction failure, and a later call of
 the conversation may prepare one again); at
-interpreter exit everything is abandoned silently (daemon threads, no span ended after the exporters shut
-down; the prepare locks given back), but first the spans of the summaries in flight are ended (their
-``compact`` span as ``discarded``, the summarizer's request span as it stands) so that the tracer provider's
-own exit hook exports them: no span of ours is left unexported, and none arrives without its parent. For
-that, our exit hook must run before the provider's: :func:`register_exit` (called by ``instrument()``)
-registers it again after a provider set before ``instrument()``. A forked child forgets its parent's
-summaries (registered in :mod:`otel_context.process_state`).
+interpreter exit the summaries in flight get a short, bounded wait (:data:`EXIT_WAIT_SECONDS`: most land in it,
+and end their spans as they would have), then everything is abandoned silently (daemon threads, no span
+ended after the exporters shut down; the prepare locks given back), but first the spans of the summaries
+still in flight are ended (their ``compact`` span as ``discarded``, the summarizer's request span as it
+stands) so that the tracer provider's own exit hook exports them: no span of ours is left unexported, and
+none arrives without its parent. For that, our exit hook must run before the provider's:
+:func:`register_exit` (called by ``instrument()``) registers it again after a provider set before
+``instrument()``. A forked child forgets its parent's summaries (registered in
+:mod:`otel_context.process_state`).
+
+An app that shuts its tracer provider down itself waits for them first with :func:`wait_idle`
+(``otel_context.wait_for_summaries``) or :func:`await_idle` (``wait_for_summaries_async``). One that does not
+loses the spans of those still in flight (the SDK's processors take nothing after their shutdown): a
+processor of ours on the provider (:func:`watch_provider`) is shut down with it and says so, once.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import contextvars
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
@@ -43,7 +51,9 @@ from otel_context.fork_safe import new_lock
 from ._summary_client import SummaryClient
 
 __all__ = [
+    "EXIT_WAIT_SECONDS",
     "THREAD_NAME",
+    "await_idle",
     "register_exit",
     "running",
     "shutdown",
@@ -51,10 +61,15 @@ __all__ = [
     "start_thread",
     "track",
     "wait_idle",
+    "watch_provider",
 ]
 
 #: Name of the worker threads (tests look for leaks by it).
 THREAD_NAME = "otel-context-summary"
+#: The most the interpreter's exit waits for the summaries in flight before ending their spans as they stand.
+EXIT_WAIT_SECONDS = 2.0
+#: How often a wait looks again.
+_POLL_SECONDS = 0.01
 
 #: A summary's flow of I/O steps (``_core.Interceptor._with_summarizer`` over the engine's steps).
 Flow = Generator[Any, Any, Any]
@@ -111,13 +126,50 @@ def running() -> int:
 
 
 def wait_idle(timeout: float) -> bool:
-    """Block until no background summary is in flight, at most ``timeout`` seconds; whether none is. For a
-    thread that is not the loop of an async client's summaries (tests, the soak): ``uninstrument()`` abandons
-    them without waiting, and each ends (and ends its span) when its current step returns."""
+    """Block until no background summary is in flight, at most ``timeout`` seconds; whether none is (each has
+    ended its spans then). ``uninstrument()`` abandons them without waiting, and each ends (and ends its span)
+    when its current step returns. Refused (``RuntimeError``) on the thread of an event loop that runs some of
+    them: they could not go on while it blocks (:func:`await_idle` is for that loop)."""
+    loop = _loop_of_this_thread()
+    if loop is not None:
+        with _lock:
+            blocked = any(run.loop is loop for run in _runs)
+        if blocked:
+            raise RuntimeError(
+                "otel_context.wait_for_summaries() was called on the event loop that runs the summaries it would "
+                "wait for, which cannot go on while it blocks: use `await otel_context.wait_for_summaries_async()`"
+            )
     deadline = time.monotonic() + timeout
     while running() and time.monotonic() < deadline:
-        time.sleep(0.01)
+        time.sleep(_POLL_SECONDS)
     return running() == 0
+
+
+async def await_idle(timeout: float) -> bool:
+    """:func:`wait_idle` for a coroutine: the summaries on its own loop go on while it waits."""
+    deadline = time.monotonic() + timeout
+    while running() and time.monotonic() < deadline:
+        await asyncio.sleep(_POLL_SECONDS)
+    return running() == 0
+
+
+def _loop_of_this_thread() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _wait_at_exit(timeout: float) -> None:
+    """The interpreter exits: wait (bounded) for the summaries whose thread still runs, so that they land and
+    end their spans as they would have. A loop task cannot go on (its loop is not running any more)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with _lock:
+            alive = any(run.thread is not None and run.thread.is_alive() for run in _runs)
+        if not alive:
+            return
+        time.sleep(_POLL_SECONDS)
 
 
 def _register(run: _Run) -> bool:
@@ -248,11 +300,14 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
 
 
 def _at_exit() -> None:
-    """Interpreter exit: end the spans of the summaries in flight, so that the tracer provider's exit hook
-    (which runs after this one, see :func:`register_exit`) exports them, then abandon everything silently,
+    """Interpreter exit: wait a little for the summaries in flight (:data:`EXIT_WAIT_SECONDS`), end the spans
+    of those still running, so that the tracer provider's exit hook (which runs after this one, see
+    :func:`register_exit`) exports them, then abandon everything silently,
     giving the fleet's prepare locks back (a worker stopped by a deployment must not keep the others from
     preparing its conversations' summaries until the leases run out)."""
     global _exiting
+    with contextlib.suppress(Exception):  # nothing may be said at exit
+        _wait_at_exit(EXIT_WAIT_SECONDS)
     with _lock:
         _exiting = True
         runs = list(_runs)
@@ -267,6 +322,52 @@ def _at_exit() -> None:
         engine_background.end_at_exit()
     with contextlib.suppress(Exception):  # the leases then run out as before
         engine_background.release_leases()
+
+
+#: The SDK tracer providers :func:`watch_provider` watches (each gets one processor of ours, once).
+_watched: weakref.WeakSet[Any] = weakref.WeakSet()
+
+LOST_AT_SHUTDOWN = (
+    "otel_context: the tracer provider was shut down while %d summary(ies) prepared in the background were in "
+    "flight: their compact spans and their summarizer's chat spans will not be exported. Call "
+    "otel_context.wait_for_summaries() (or await otel_context.wait_for_summaries_async()) before shutting the "
+    "tracer provider down"
+)
+
+
+def watch_provider(provider: Any) -> None:
+    """Give an SDK tracer provider (one with ``add_span_processor``) a processor of ours, once: it does nothing
+    with spans, and when the provider shuts down while summaries are in flight it says once that their spans
+    are lost (the SDK's processors take nothing after their shutdown: a batch processor drops them silently).
+    Another tracer provider (the API's placeholder, a vendor's) is left alone."""
+    add = getattr(provider, "add_span_processor", None)
+    if add is None:
+        return
+    with _lock:
+        if provider in _watched:
+            return
+        _watched.add(provider)
+    try:
+        add(_shutdown_watch())
+    except Exception:
+        telemetry.log_once("background.watch", "otel_context: could not watch the tracer provider", exc_info=True)
+
+
+def _shutdown_watch() -> Any:
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class ShutdownWatch(SpanProcessor):
+        """Shut down with its tracer provider (after the app's processors): says what is lost then, once."""
+
+        said = False
+
+        def shutdown(self) -> None:
+            in_flight = running()
+            if in_flight and not _exiting and not self.said:
+                self.said = True
+                telemetry.log.warning(LOST_AT_SHUTDOWN, in_flight)
+
+    return ShutdownWatch()
 
 
 def register_exit() -> None:

@@ -36,7 +36,39 @@ def uninstrument() -> None:
     uninstrument_all()
 
 
+#: How long :func:`wait_for_summaries` waits at most when not told.
+DEFAULT_SUMMARY_WAIT_SECONDS = 30.0
+
+
+def wait_for_summaries(timeout: float = DEFAULT_SUMMARY_WAIT_SECONDS) -> bool:
+    """Wait until no summary prepared in the background is in flight, at most ``timeout`` seconds; True when
+    none is left (each has then ended its ``compact`` span and its summarizer's ``chat`` span).
+
+    Call it before shutting your tracer provider down (``provider.shutdown()``): a summary still in flight
+    ends its spans later, when no processor takes them any more, and they are lost (the log says so once).
+    The interpreter's exit waits on its own, briefly, before the provider's exit hook runs. From the event
+    loop that runs an async client's summaries, use :func:`wait_for_summaries_async` instead (this one would
+    block them: it raises ``RuntimeError`` there)."""
+    from otel_context.instrumentation._background import wait_idle
+
+    return wait_idle(_wait_seconds(timeout))
+
+
+async def wait_for_summaries_async(timeout: float = DEFAULT_SUMMARY_WAIT_SECONDS) -> bool:
+    """:func:`wait_for_summaries` for async code: the summaries on the running loop go on while it waits."""
+    from otel_context.instrumentation._background import await_idle
+
+    return await await_idle(_wait_seconds(timeout))
+
+
+def _wait_seconds(timeout: Any) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < float("inf"):
+        raise ValueError(f"timeout must be a number of seconds, 0 or more, got {timeout!r}")
+    return float(timeout)
+
+
 __all__ = ["Settings", "SettingsError", "TokenUsage", "__version__", "instrument", "uninstrument"]
+__all__ += ["wait_for_summaries", "wait_for_summaries_async"]
 __all__ += ["CompactionResult", "Compactor", "conversation", "microcompact", "pin", "should_compact", "unpin"]
 __all__ += ["TokenMonitor", "place_cache_breakpoints"]
 

@@ -52,6 +52,8 @@ MAX_TOKENS = 1_024
 SUMMARY_LATENCY_FACTOR = 6
 MAX_LATENCY = 60.0
 CONVERSATION_ID = "otel-context-demo"
+#: After Ctrl-C, the most the demo waits for a summary in flight before it shuts down.
+INTERRUPTED_WAIT_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -272,6 +274,17 @@ def _facts_kept(sim: Any) -> int | None:
     return sum(1 for fact in FACTS if fact in text)
 
 
+def _wait_for_summaries(interrupted: bool) -> None:
+    """Let the summaries still in flight land before the providers shut down, as an app should: their spans
+    are then exported whole (a ready one never applied is dropped by the uninstrumentation, as ``discarded``).
+    Briefly after Ctrl-C: the user asked to stop."""
+    import otel_context
+
+    otel_context.wait_for_summaries(
+        INTERRUPTED_WAIT_SECONDS if interrupted else otel_context.DEFAULT_SUMMARY_WAIT_SECONDS
+    )
+
+
 def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult:
     """Run the demo session (see the module docstring)."""
     options.check()
@@ -312,9 +325,11 @@ def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult
     finally:
         ended = len(tel.finished_spans())
         if undo is not None:
+            _wait_for_summaries(result.interrupted)
             undo()
-        # A background summary still waiting to be applied is dropped now; its compact span ends here.
-        result.stats.after_last_turn = turn_stats(0, tel.finished_spans()[ended:]).compactions
+        # A background summary in flight lands now, and one waiting to be applied is dropped: their spans end here.
+        after = turn_stats(0, tel.finished_spans()[ended:])
+        result.stats.after_last_turn, result.stats.calls_after_last_turn = after.compactions, after.calls
         result.metrics = tel.metric_totals()
         saved = tel.histogram_by(semconv.METRIC_COMPACTION_TOKENS_SAVED, semconv.COMPACTION_TRIGGER_SOURCE)
         result.metrics[semconv.METRIC_COMPACTION_TOKENS_SAVED] = sum(total for _, total in saved.values())

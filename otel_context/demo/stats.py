@@ -272,13 +272,15 @@ class RunStats:
     #: Compactions settled after the last turn: background summaries prepared but never applied, dropped
     #: (``outcome=discarded``) when the instrumentation was removed.
     after_last_turn: list[CompactionFigures] = field(default_factory=list)
+    #: Calls that ended after the last turn: the summarizer's, of background summaries that landed then.
+    calls_after_last_turn: list[CallFigures] = field(default_factory=list)
 
     def add(self, turn: TurnStats) -> None:
         self.turns.append(turn)
 
     @property
     def calls(self) -> list[CallFigures]:
-        return [c for t in self.turns for c in t.calls]
+        return [c for t in self.turns for c in t.calls] + self.calls_after_last_turn
 
     @property
     def compactions(self) -> list[CompactionFigures]:

@@ -677,6 +677,8 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
             except KeyboardInterrupt:
                 result.interrupted = True
     finally:
+        # The summaries still in flight land first: their spans are exported whole, none after the shutdown.
+        otel_context.wait_for_summaries()
         otel_context.uninstrument()
         tracer_provider.shutdown()
         meter_provider.shutdown()

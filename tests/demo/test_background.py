@@ -4,6 +4,8 @@ waited for compactions, by mode."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from otel_context import semconv
@@ -13,9 +15,38 @@ from otel_context.demo.stats import KIND_AUTO
 from tests.demo.support import plain_report_text
 
 
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(f"{record.name}: {record.getMessage()}")
+
+
+#: What the OpenTelemetry SDK logged during the module's background run (it warns about a span ended after
+#: its processor shut down).
+_sdk_log = _Records()
+
+
 @pytest.fixture(scope="module")
 def background_run() -> DemoResult:
-    return run(DemoOptions(background=True, latency=0.02))
+    sdk = logging.getLogger("opentelemetry")
+    sdk.addHandler(_sdk_log)
+    try:
+        return run(DemoOptions(background=True, latency=0.02))
+    finally:
+        sdk.removeHandler(_sdk_log)
+
+
+def test_the_run_ends_with_every_span_exported_whole_and_no_sdk_warning(background_run: DemoResult) -> None:
+    """Issue 49 item 5: the summaries still in flight at the end land before the providers shut down."""
+    spans = background_run.spans
+    ids = {s.context.span_id for s in spans}
+    assert [s.name for s in spans if s.parent is not None and s.parent.span_id not in ids] == []
+    compacts = [s for s in spans if s.name == semconv.COMPACT_SPAN]
+    assert compacts and all(semconv.COMPACTION_OUTCOME in (s.attributes or {}) for s in compacts)
+    assert [m for m in _sdk_log.messages if "shutdown" in m.lower()] == []
 
 
 def test_a_summary_is_prepared_then_applied_without_running_the_summarizer_inline(
