@@ -15,33 +15,65 @@ set. What it honours:
 Exporters are found through the ``opentelemetry_{traces,metrics}_exporter`` entry points, as the SDK's
 own auto-configuration does, so a third-party exporter name works too.
 
-A collector on this machine that is not running (the first try on a laptop: OTLP to ``localhost:4318`` by
-default) would otherwise print a "Transient error ... Connection refused" line per export attempt and hold
-the app's exit for about ten seconds of retries per signal. So an OTLP exporter whose endpoint is a
-loopback address first checks that something listens there (a local TCP connect, well under a
-millisecond); when nothing does, the batch is dropped at once and one warning line says so and how to get
-a first look without a collector (``OTEL_TRACES_EXPORTER=console``). Remote endpoints keep the
-exporter's own retries: there, a refused connection is an outage worth retrying through.
+The OTLP exporters set up here (and by ``otel-context demo``, which shares :func:`guarded`) are guarded
+against the three ways a first try goes wrong, each said in one line rather than a stream of the
+exporter's own retries:
+
+- **no collector running** on this machine (OTLP to ``localhost:4318`` by default): the exporter would print
+  a "Transient error ... Connection refused" line per attempt and hold the app's exit for about ten seconds
+  of retries per signal. So an exporter whose endpoint is a loopback address first checks that something
+  listens there (a local TCP connect, well under a millisecond); when nothing does, the batch is dropped at
+  once and one warning says so and how to get a first look without a collector. Remote endpoints keep the
+  exporter's own retries: there, a refused connection is an outage worth retrying through;
+- **a collector that accepts and never answers** (a hung proxy, a stopped container's port still
+  forwarded): each export waits the exporter's timeout (10 s) and retries. While the app runs that happens on
+  the SDK's own threads; at exit, it would hold the exit for each signal in turn. So once the app exits, the
+  exports still to make get :data:`EXIT_SECONDS` in all (:class:`ExitBudget`), and what the collector did
+  not take by then is dropped, said in one line;
+- **an endpoint or protocol that is no such thing** (``OTEL_EXPORTER_OTLP_ENDPOINT=notaurl``,
+  ``OTEL_EXPORTER_OTLP_PROTOCOL=bogus``): one warning naming the variable, the value and what would do
+  (:func:`otlp_protocol`, :func:`endpoint_problem`), rather than the exporter's error at every export.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextvars
 import ipaddress
 import logging
 import os
 import socket
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from opentelemetry import metrics, trace
 
-__all__ = ["configure_from_env", "meter_provider_is_set", "tracer_provider_is_set"]
+__all__ = [
+    "EXIT_SECONDS",
+    "ExitBudget",
+    "ExportTally",
+    "configure_from_env",
+    "endpoint_problem",
+    "guarded",
+    "meter_provider_is_set",
+    "otlp_protocol",
+    "tracer_provider_is_set",
+]
 
 log = logging.getLogger("otel_context")
 
 _PROTOCOLS = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
+#: Where each signal's OTLP exporter sends by default (the specification's).
+_DEFAULT_ENDPOINTS = {"grpc": "http://localhost:4317", "http/protobuf": "http://localhost:4318"}
+#: Seconds the exports still to make at exit may take, all together (a collector answers in milliseconds).
+EXIT_SECONDS = 2.0
+
+_Result = TypeVar("_Result")
 
 
 def tracer_provider_is_set() -> bool:
@@ -52,68 +84,118 @@ def meter_provider_is_set() -> bool:
     return type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"
 
 
+def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if env is None else env
+
+
+def otlp_protocol(signal: str, env: Mapping[str, str] | None = None, *, strict: bool = False) -> str:
+    """The OTLP protocol of ``signal`` (``traces`` or ``metrics``): ``OTEL_EXPORTER_OTLP_{SIGNAL}_PROTOCOL``,
+    else ``OTEL_EXPORTER_OTLP_PROTOCOL``, else ``http/protobuf``. A value that is not a protocol is said once
+    and the default used (a telemetry setting never stops the app); ``strict`` (a command line): ValueError."""
+    env = _env(env)
+    for var in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        raw = env.get(var, "").strip()
+        if not raw:
+            continue
+        if raw.lower() in _PROTOCOLS:
+            return raw.lower()
+        problem = f"{var}={raw!r} is not supported; use one of {', '.join(_PROTOCOLS)}"
+        if strict:
+            raise ValueError(problem)
+        from otel_context import telemetry
+
+        telemetry.log_once(
+            f"sdk_setup.protocol:{var}={raw}", "otel_context: %s; using the default (http/protobuf) instead", problem
+        )
+        break
+    return "http/protobuf"
+
+
+def endpoint_of(signal: str, protocol: str, env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(variable, URL) of the endpoint ``signal``'s OTLP exporter sends to (the variable ``""`` for the
+    default)."""
+    env = _env(env)
+    for var in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        value = env.get(var, "").strip()
+        if value:
+            return var, value
+    return "", _DEFAULT_ENDPOINTS[protocol]
+
+
+def endpoint_problem(signal: str, protocol: str, env: Mapping[str, str] | None = None) -> str | None:
+    """What is wrong with the endpoint ``signal``'s OTLP exporter would send to, in one line with what would
+    do; None when it is a URL the exporter can use. OTLP/HTTP needs ``http://`` or ``https://`` and a host;
+    gRPC takes that or a bare ``host:port``."""
+    var, url = endpoint_of(signal, protocol, env)
+    try:
+        parts = urlsplit(url if "://" in url or protocol != "grpc" else f"http://{url}")
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname) and " " not in url
+        _ = parts.port  # raises ValueError for a port that is not a number in range
+    except ValueError:
+        usable = False
+    if usable:
+        return None
+    example = _DEFAULT_ENDPOINTS[protocol]
+    return f"{var}={url!r} is not an OTLP endpoint: with {protocol} it is the collector's URL, such as {example}"
+
+
 def _exporter_names(signal: str) -> list[str]:
     raw = os.environ.get(f"OTEL_{signal.upper()}_EXPORTER", "otlp")
     names = [n.strip() for n in raw.split(",") if n.strip()]
     if not names or names == ["none"]:
         return []
-    protocol = (
-        os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
-        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    ).strip()
     resolved = []
     for name in names:
         if name == "none":
             continue
         if name == "otlp":
-            if protocol not in _PROTOCOLS:
-                # A telemetry setting never stops the app: warn, and use the specification's default.
-                log.warning(
-                    "otel_context: OTEL_EXPORTER_OTLP_PROTOCOL=%r is not supported (use one of %s); using the "
-                    "default (http/protobuf) instead",
-                    protocol,
-                    ", ".join(_PROTOCOLS),
-                )
-                protocol = "http/protobuf"
+            protocol = otlp_protocol(signal)
+            problem = endpoint_problem(signal, protocol)
+            if problem is not None:
+                from otel_context import telemetry
+
+                telemetry.log_once(f"sdk_setup.endpoint:{problem}", "otel_context: %s; nothing is sent there", problem)
+                continue
             name = _PROTOCOLS[protocol]
         resolved.append(name)
     return resolved
 
 
-def _load_exporter(group: str, name: str) -> Any:
+def _load_exporter(group: str, name: str, budget: ExitBudget) -> Any:
     found = [ep for ep in entry_points(group=group) if ep.name == name]
     if not found:
         raise ValueError(f"no OpenTelemetry exporter named {name!r} is installed (entry point group {group})")
     exporter = found[0].load()()
     if name in _PROTOCOLS.values():
         signal = "traces" if group == "opentelemetry_traces_exporter" else "metrics"
-        endpoint = _local_endpoint(signal, grpc=name == _PROTOCOLS["grpc"])
-        if endpoint is not None:
-            return _gate(exporter, endpoint, signal)
+        return guarded(
+            exporter, signal, protocol="grpc" if name == _PROTOCOLS["grpc"] else "http/protobuf", budget=budget
+        )
     return exporter
 
 
 #: Seconds to wait for a loopback connect (a listening port answers in microseconds).
 _CONNECT_TIMEOUT = 0.25
 _NO_COLLECTOR = (
-    "otel_context: no OpenTelemetry collector listens at %s (%s), so spans and metrics are dropped until one "
-    "does; start one, or for a first look without one set OTEL_TRACES_EXPORTER=console OTEL_METRICS_EXPORTER=none"
+    "otel_context: no OpenTelemetry collector listens at %s (%s), so spans and metrics are dropped until one does; %s"
+)
+#: What to do about it, for an app (the advice of :func:`guarded`'s callers may differ: the demo's does).
+NO_COLLECTOR_ADVICE = (
+    "start one, or for a first look without one set OTEL_TRACES_EXPORTER=console OTEL_METRICS_EXPORTER=none"
+)
+_NO_ANSWER = (
+    "otel_context: the OpenTelemetry collector at %s did not answer within %g s of the exit, so the spans and "
+    "metrics it had not taken are dropped (OTEL_EXPORTER_OTLP_ENDPOINT names the collector)"
 )
 
 
-def _local_endpoint(signal: str, *, grpc: bool) -> tuple[str, int, str] | None:
-    """(host, port, url) of the OTLP endpoint when it is a loopback address (the only ones gated), else None."""
-    url = (
-        os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
-        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        or ("http://localhost:4317" if grpc else "http://localhost:4318")
-    ).strip()
+def _local_address(url: str) -> tuple[str, int] | None:
+    """(host, port) of ``url`` when it is a loopback address (the only ones checked), else None."""
     try:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
-        return None  # the exporter reports a malformed endpoint itself
+        return None
     if host is None:
         return None
     if host != "localhost":
@@ -121,46 +203,153 @@ def _local_endpoint(signal: str, *, grpc: bool) -> tuple[str, int, str] | None:
             if not ipaddress.ip_address(host).is_loopback:
                 return None
         except ValueError:
-            return None  # a host name other than localhost: not gated
-    return host, port, url
+            return None  # a host name other than localhost: not checked
+    return host, port
 
 
-def _listening(host: str, port: int, url: str) -> bool:
-    """Whether something accepts connections at host:port; the first refusal is logged once."""
+def _listening(address: tuple[str, int], url: str, advice: str) -> bool:
+    """Whether something accepts connections at ``address``; the first refusal is logged once."""
     try:
-        with socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT):
+        with socket.create_connection(address, timeout=_CONNECT_TIMEOUT):
             return True
     except OSError as exc:
         from otel_context import telemetry
 
-        telemetry.log_once("sdk_setup.no_collector", _NO_COLLECTOR, url, exc.strerror or type(exc).__name__)
+        reason = exc.strerror or type(exc).__name__
+        telemetry.log_once("sdk_setup.no_collector", _NO_COLLECTOR, url, reason, advice)
         return False
 
 
-def _gate(exporter: Any, endpoint: tuple[str, int, str], signal: str) -> Any:
-    """``exporter`` behind the loopback check (see the module doc)."""
+@dataclass
+class ExportTally:
+    """What became of a guarded exporter's exports (the demo's closing line reads it)."""
+
+    sent: int = 0
+    #: The collector refused or failed them (the exporter logged why).
+    failed: int = 0
+    #: Dropped at once: nothing listened at the (loopback) endpoint.
+    no_collector: int = 0
+    #: Dropped at exit: the collector had not answered within :data:`EXIT_SECONDS`.
+    unanswered: int = 0
+
+
+class ExitBudget:
+    """The time the exports of one setup may still take once its app exits: :data:`EXIT_SECONDS` in all,
+    from :meth:`start` (at exit for ``import otel_context.auto``; the demo's end for the demo).
+
+    Every export of a guarded exporter runs on a thread of its own that the exporting thread waits for: until
+    it ends while the app runs (as the exporter alone), until the budget's end once the exit has begun, also
+    for an export already under way then. An export still running at the end is left to finish or die with
+    the process (a daemon thread), and reported as unanswered.
+    """
+
+    def __init__(self, seconds: float = EXIT_SECONDS) -> None:
+        self.seconds = seconds
+        self._changed = threading.Condition()
+        self._deadline: float | None = None
+
+    def start(self) -> None:
+        """The exit has begun: from now on exports get what is left of :attr:`seconds`."""
+        with self._changed:
+            if self._deadline is None:
+                self._deadline = time.monotonic() + self.seconds
+                self._changed.notify_all()
+
+    def run(self, export: Callable[[], _Result]) -> tuple[bool, _Result | None]:
+        """(whether it ended in time, its result) of ``export``, run as the class doc says."""
+        with self._changed:
+            if self._deadline is not None and self._deadline <= time.monotonic():
+                return False, None
+        outcome: list[Any] = []
+        context = contextvars.copy_context()  # the SDK's "suppress instrumentation" key goes with the export
+
+        def work() -> None:
+            try:
+                value: Any = (True, context.run(export))
+            except BaseException as exc:
+                value = (False, exc)
+            with self._changed:
+                outcome.append(value)
+                self._changed.notify_all()
+
+        threading.Thread(target=work, name="otel-context-export", daemon=True).start()
+        with self._changed:
+            while not outcome:
+                left = None if self._deadline is None else self._deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False, None
+                self._changed.wait(left)
+        finished, value = outcome[0]
+        if not finished:
+            raise value
+        return True, value
+
+
+class _Guard:
+    """The checks shared by a guarded span exporter and a guarded metric exporter (see the module doc)."""
+
+    def __init__(self, url: str, budget: ExitBudget, tally: ExportTally, advice: str) -> None:
+        self.url = url
+        self.advice = advice
+        self.local = _local_address(url)
+        self.budget = budget
+        self.tally = tally
+        self.abandoned = False
+
+    def export(self, send: Callable[[], _Result], success: _Result, failure: _Result) -> _Result:
+        if self.local is not None and not _listening(self.local, self.url, self.advice):
+            self.tally.no_collector += 1
+            return failure
+        ended, result = self.budget.run(send)
+        if not ended:
+            from otel_context import telemetry
+
+            self.abandoned = True
+            self.tally.unanswered += 1
+            telemetry.log_once("sdk_setup.no_answer", _NO_ANSWER, self.url, self.budget.seconds)
+            return failure
+        if result == success:
+            self.tally.sent += 1
+        else:
+            self.tally.failed += 1
+        return result if result is not None else failure
+
+
+def guarded(
+    exporter: Any,
+    signal: str,
+    *,
+    protocol: str,
+    budget: ExitBudget,
+    tally: ExportTally | None = None,
+    env: Mapping[str, str] | None = None,
+    advice: str = NO_COLLECTOR_ADVICE,
+) -> Any:
+    """``exporter``, an OTLP exporter of ``signal`` (``traces`` or ``metrics``) over ``protocol``, behind the
+    collector checks of the module doc, its exports counted in ``tally``; ``advice``: what the warning says to
+    do when no collector listens."""
+    url = endpoint_of(signal, protocol, env)[1]
+    guard = _Guard(url, budget, tally if tally is not None else ExportTally(), advice)
     if signal == "traces":
         from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-        class GatedSpanExporter(SpanExporter):
+        class GuardedSpanExporter(SpanExporter):
             def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-                if not _listening(*endpoint):
-                    return SpanExportResult.FAILURE
-                result: SpanExportResult = exporter.export(spans)
-                return result
+                return guard.export(lambda: exporter.export(spans), SpanExportResult.SUCCESS, SpanExportResult.FAILURE)
 
             def shutdown(self) -> None:
-                exporter.shutdown()
+                if not guard.abandoned:  # an export still waiting on the collector would only log its failure
+                    exporter.shutdown()
 
             def force_flush(self, timeout_millis: int = 30_000) -> bool:
                 return bool(exporter.force_flush(timeout_millis))
 
-        return GatedSpanExporter()
+        return GuardedSpanExporter()
 
     from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 
-    class GatedMetricExporter(MetricExporter):
+    class GuardedMetricExporter(MetricExporter):
         def __init__(self) -> None:
             super().__init__(
                 preferred_temporality=exporter._preferred_temporality,
@@ -170,18 +359,20 @@ def _gate(exporter: Any, endpoint: tuple[str, int, str], signal: str) -> Any:
         def export(
             self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
         ) -> MetricExportResult:
-            if not _listening(*endpoint):
-                return MetricExportResult.FAILURE
-            result: MetricExportResult = exporter.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
-            return result
+            return guard.export(
+                lambda: exporter.export(metrics_data, timeout_millis=timeout_millis, **kwargs),
+                MetricExportResult.SUCCESS,
+                MetricExportResult.FAILURE,
+            )
 
         def force_flush(self, timeout_millis: float = 10_000) -> bool:
             return bool(exporter.force_flush(timeout_millis))
 
         def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-            exporter.shutdown(timeout_millis=timeout_millis, **kwargs)
+            if not guard.abandoned:
+                exporter.shutdown(timeout_millis=timeout_millis, **kwargs)
 
-    return GatedMetricExporter()
+    return GuardedMetricExporter()
 
 
 def configure_from_env() -> tuple[bool, bool]:
@@ -191,6 +382,7 @@ def configure_from_env() -> tuple[bool, bool]:
     from opentelemetry.sdk.resources import Resource
 
     resource = Resource.create()
+    budget = ExitBudget()
     traces_done = metrics_done = False
     if not tracer_provider_is_set():
         from opentelemetry.sdk.trace import TracerProvider
@@ -200,7 +392,7 @@ def configure_from_env() -> tuple[bool, bool]:
         for name in _exporter_names("traces"):
             try:
                 tracer_provider.add_span_processor(
-                    BatchSpanProcessor(_load_exporter("opentelemetry_traces_exporter", name))
+                    BatchSpanProcessor(_load_exporter("opentelemetry_traces_exporter", name, budget))
                 )
             except Exception as exc:  # a missing exporter must not stop the app
                 log.warning("otel_context: trace exporter %r not configured: %s", name, exc)
@@ -213,7 +405,7 @@ def configure_from_env() -> tuple[bool, bool]:
         readers: list[MetricReader] = []
         for name in _exporter_names("metrics"):
             try:
-                exporter = _load_exporter("opentelemetry_metrics_exporter", name)
+                exporter = _load_exporter("opentelemetry_metrics_exporter", name, budget)
                 readers.append(
                     exporter if isinstance(exporter, MetricReader) else PeriodicExportingMetricReader(exporter)
                 )
@@ -221,4 +413,7 @@ def configure_from_env() -> tuple[bool, bool]:
                 log.warning("otel_context: metric exporter %r not configured: %s", name, exc)
         metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
         metrics_done = True
+    # After the providers, whose own exit handlers (flush, then shut down) run after this one (last in, first
+    # out): their final exports get what is left of the budget.
+    atexit.register(budget.start)
     return traces_done, metrics_done

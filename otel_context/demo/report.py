@@ -30,6 +30,7 @@ from otel_context.demo.agent import TurnOutcome
 from otel_context.demo.pricing import PRICES
 from otel_context.demo.run import SUMMARY_LATENCY_FACTOR, DemoOptions, DemoResult
 from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, AppliedFigures, CompactionFigures, TurnStats
+from otel_context.sdk_setup import EXIT_SECONDS
 
 __all__ = ["PlainReport", "Report", "RichReport", "make_report", "span_tree"]
 
@@ -269,14 +270,31 @@ def price_note(result: DemoResult) -> str:
 def _export_note(result: DemoResult) -> str:
     """Where the spans and metrics went, by what the collector answered (not by what was asked)."""
     assert result.otlp is not None
-    where = f"{result.otlp[0]} over OTLP ({result.otlp[1]})"
-    sent = [name for name, (ok, failed) in result.exports.items() if ok and not failed]
+    endpoint, protocol = result.otlp
+    where = f"{endpoint} over OTLP ({protocol})"
+    exports = result.exports
+    sent = [name for name, t in exports.items() if t.sent and not (t.failed or t.no_collector or t.unanswered)]
     notes = [f"{' and '.join(sent)} exported to {where}"] if sent else []
-    for name, (ok, failed) in result.exports.items():
-        if failed:
+    absent = [name for name, t in exports.items() if t.no_collector]
+    if absent:
+        notes.append(
+            f"no collector listened at {endpoint}, so the {' and '.join(absent)} were dropped (start it before "
+            "the demo; the demo sends only to a collector that is already running)"
+        )
+    silent = [name for name, t in exports.items() if t.unanswered]
+    if silent:
+        notes.append(
+            f"the collector at {endpoint} did not answer within {EXIT_SECONDS:g} s of the end, so the "
+            f"{' and '.join(silent)} it had not taken were dropped"
+        )
+    for name, tally in exports.items():
+        if tally.failed:
+            total = tally.sent + tally.failed
+            note = f"{tally.failed} of {total} {name[:-1]} exports to {where} failed (see the exporter's errors above"
+            traces_only = name == "metrics" and "spans" in sent
             notes.append(
-                f"{failed} of {ok + failed} {name[:-1]} exports to {where} failed (see the exporter's errors "
-                f"above; an endpoint that takes traces only wants OTEL_METRICS_EXPORTER=none)"
+                note
+                + ("; an endpoint that takes traces only wants OTEL_METRICS_EXPORTER=none)" if traces_only else ")")
             )
     return "; ".join(notes) or f"nothing was exported to {where}"
 

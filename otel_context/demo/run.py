@@ -37,6 +37,7 @@ from otel_context.demo.pricing import PRICES, CostEstimate, estimate
 from otel_context.demo.scenario import FACTS, build_script
 from otel_context.demo.stats import KIND_REACTIVE, RunStats, TurnStats, turn_stats
 from otel_context.demo.tools import ToolResult, Workspace
+from otel_context.sdk_setup import ExportTally
 from otel_context.settings import Settings
 from otel_context.testing.tokens import WireFormat
 
@@ -115,8 +116,8 @@ class DemoResult:
     facts_kept: int | None = None
     facts_total: int = 0
     otlp: tuple[str, str] | None = None
-    #: OTLP exports by signal: [succeeded, failed] (the lists the exporters count into).
-    exports: dict[str, list[int]] = field(default_factory=dict)
+    #: OTLP exports by signal ("spans", "metrics"): what became of them (the tallies the exporters count into).
+    exports: dict[str, ExportTally] = field(default_factory=dict)
     #: Counter totals by metric name (the in-memory metric reader, read at the end of the run), and the sum
     #: of ``otel_context.compaction.tokens_saved`` under its name.
     metrics: dict[str, float] = field(default_factory=dict)

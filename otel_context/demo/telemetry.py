@@ -23,17 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    InMemoryMetricReader,
-    MetricExporter,
-    MetricExportResult,
-    MetricReader,
-    PeriodicExportingMetricReader,
-)
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_context import sdk_setup
 
 __all__ = ["DemoTelemetry", "TelemetrySetupError", "otlp_target", "preflight", "setup", "span_to_dict"]
 
@@ -50,20 +46,31 @@ class TelemetrySetupError(ValueError):
 
 
 def otlp_target(env: Mapping[str, str]) -> tuple[str, str] | None:
-    """(endpoint, protocol) when the environment asks for OTLP export, else None.
-
-    Protocol: ``OTEL_EXPORTER_OTLP_PROTOCOL`` (``http/protobuf``, the specification's default, or ``grpc``),
-    as ``import otel_context.auto`` reads it.
+    """(endpoint, protocol) when the environment asks for OTLP export, else None; raises
+    :class:`TelemetrySetupError` for a protocol or an endpoint the exporters cannot use (one line saying what
+    would do), as ``import otel_context.auto`` reads them (:mod:`otel_context.sdk_setup`).
     """
     endpoint = next((env[v].strip() for v in _ENDPOINT_VARS if env.get(v, "").strip()), None)
     if endpoint is None:
         return None
-    protocol = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip().lower() or "http/protobuf"
-    if protocol not in ("grpc", "http/protobuf"):
-        raise TelemetrySetupError(
-            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported; use http/protobuf or grpc"
-        )
-    return endpoint, protocol
+    protocols = [_protocol(signal, env) for signal in _SIGNALS]
+    for signal, protocol in zip(_SIGNALS, protocols, strict=True):
+        problem = sdk_setup.endpoint_problem(signal, protocol, env)
+        if problem is not None:
+            raise TelemetrySetupError(problem)
+    return endpoint, protocols[0]
+
+
+_SIGNALS = ("traces", "metrics")
+#: What to do when no collector listens at the endpoint (the warning's last words).
+_ADVICE = "start it first, or leave OTEL_EXPORTER_OTLP_ENDPOINT unset: the demo prints its own summary"
+
+
+def _protocol(signal: str, env: Mapping[str, str]) -> str:
+    try:
+        return sdk_setup.otlp_protocol(signal, env, strict=True)
+    except ValueError as exc:
+        raise TelemetrySetupError(str(exc)) from None
 
 
 @dataclass
@@ -77,9 +84,11 @@ class DemoTelemetry:
     otlp: tuple[str, str] | None = None
     json_path: Path | None = None
     _closed: bool = field(default=False, repr=False)
-    #: OTLP exports by signal ("spans", "metrics"): [succeeded, failed], so that the last line does not say
-    #: "exported" when the collector refused every batch (a traces-only endpoint answers metrics with 405).
-    exports: dict[str, list[int]] = field(default_factory=dict)
+    #: OTLP exports by signal ("spans", "metrics"), so that the last line does not say "exported" when the
+    #: collector refused every batch (a traces-only endpoint answers metrics with 405) or was not there.
+    exports: dict[str, sdk_setup.ExportTally] = field(default_factory=dict)
+    #: The time the exports may still take once the run is over (a collector that never answers).
+    budget: sdk_setup.ExitBudget = field(default_factory=sdk_setup.ExitBudget)
 
     def metric_totals(self) -> dict[str, float]:
         """Sum of every counter's data points by metric name, read from the in-memory reader now."""
@@ -120,6 +129,7 @@ class DemoTelemetry:
         if self._closed:
             return
         self._closed = True
+        self.budget.start()
         try:
             self.tracer_provider.force_flush()
             self.meter_provider.force_flush()
@@ -142,55 +152,22 @@ def write_json(path: Path, spans: Sequence[ReadableSpan]) -> None:
     path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
 
 
-class _CountedSpans(SpanExporter):
-    """An OTLP span exporter that tallies its exports' results."""
-
-    def __init__(self, inner: SpanExporter, tally: list[int]) -> None:
-        self.inner, self.tally = inner, tally
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        result = self.inner.export(spans)
-        self.tally[0 if result == SpanExportResult.SUCCESS else 1] += 1
-        return result
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
-
-class _CountedMetrics(MetricExporter):
-    """An OTLP metric exporter that tallies its exports' results."""
-
-    def __init__(self, inner: MetricExporter, tally: list[int]) -> None:
-        super().__init__(
-            preferred_temporality=inner._preferred_temporality, preferred_aggregation=inner._preferred_aggregation
-        )
-        self.inner, self.tally = inner, tally
-
-    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        result = self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
-        self.tally[0 if result == MetricExportResult.SUCCESS else 1] += 1
-        return result
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        self.inner.shutdown(timeout_millis=timeout_millis, **kwargs)
-
-
-def _otlp_exporters(protocol: str) -> tuple[Any, Any]:
+def _otlp_exporter(signal: str, protocol: str) -> Any:
     if protocol == "grpc":
+        if signal == "traces":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
+
+            return GrpcSpans()
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetrics
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
 
-        return GrpcSpans(), GrpcMetrics()
+        return GrpcMetrics()
+    if signal == "traces":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
+
+        return HttpSpans()
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetrics
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
 
-    return HttpSpans(), HttpMetrics()
+    return HttpMetrics()
 
 
 def preflight(json_path: Path | None = None, env: Mapping[str, str] | None = None) -> None:
@@ -214,16 +191,28 @@ def setup(json_path: Path | None = None, env: Mapping[str, str] | None = None) -
     metrics = InMemoryMetricReader()
     readers: list[MetricReader] = [metrics]
     target = otlp_target(env)
-    exports: dict[str, list[int]] = {}
-    if target is not None:
-        span_exporter, metric_exporter = _otlp_exporters(target[1])
+    exports: dict[str, sdk_setup.ExportTally] = {}
+    budget = sdk_setup.ExitBudget()
+    for signal in _SIGNALS if target is not None else ():
         # OTEL_{TRACES,METRICS}_EXPORTER=none: that signal stays here (a viewer that takes traces only).
-        if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() != "none":
-            exports["spans"] = [0, 0]
-            tracer_provider.add_span_processor(BatchSpanProcessor(_CountedSpans(span_exporter, exports["spans"])))
-        if env.get("OTEL_METRICS_EXPORTER", "").strip().lower() != "none":
-            exports["metrics"] = [0, 0]
-            counted = _CountedMetrics(metric_exporter, exports["metrics"])
-            readers.append(PeriodicExportingMetricReader(counted, export_interval_millis=5_000))
+        if env.get(f"OTEL_{signal.upper()}_EXPORTER", "").strip().lower() == "none":
+            continue
+        protocol = _protocol(signal, env)
+        tally = exports.setdefault("spans" if signal == "traces" else "metrics", sdk_setup.ExportTally())
+        exporter = sdk_setup.guarded(
+            _otlp_exporter(signal, protocol),
+            signal,
+            protocol=protocol,
+            budget=budget,
+            tally=tally,
+            env=env,
+            advice=_ADVICE,
+        )
+        if signal == "traces":
+            tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+        else:
+            readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=5_000))
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
-    return DemoTelemetry(tracer_provider, meter_provider, spans, metrics, target, json_path, exports=exports)
+    return DemoTelemetry(
+        tracer_provider, meter_provider, spans, metrics, target, json_path, exports=exports, budget=budget
+    )
