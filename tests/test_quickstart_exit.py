@@ -130,7 +130,7 @@ def test_a_collector_that_never_answers_holds_the_exit_two_seconds(silent_collec
 
 
 def test_a_bad_protocol_is_said_once(collector: str) -> None:
-    delay, stderr = _run(collector, OTEL_EXPORTER_OTLP_PROTOCOL="bogus")
+    _, stderr = _run(collector, OTEL_EXPORTER_OTLP_PROTOCOL="bogus")
     assert stderr == [
         "otel_context: OTEL_EXPORTER_OTLP_PROTOCOL='bogus' is not supported; use one of http/protobuf, grpc; using "
         "the default (http/protobuf) instead"
