@@ -89,8 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_eval_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from otel_context.evaluation.runner import DEFAULT_WINDOW, SUMMARIZERS
-    from otel_context.evaluation.scenarios import SCENARIOS
+    from otel_context.evaluation.runner import SUMMARIZERS
+    from otel_context.evaluation.scenarios import DEFAULT_SCENARIOS, SCENARIOS
 
     ev = commands.add_parser(
         "eval",
@@ -99,9 +99,11 @@ def _add_eval_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
             "Drive scripted long coding-agent conversations with planted facts through otel-context's transparent "
             "compaction and report, after each compaction, which facts reached the next request (verbatim, in the "
             "summary, absent), how the model answers probe questions from the compacted request and from the full "
-            "history, and what the summaries cost against what they spared. Offline on the simulated provider by "
-            "default. Exit status 1 when a fact the user stated is lost, a reversed constraint goes out without its "
-            "reversal, or a superseded value goes out as if current (docs/eval.md)."
+            "history, what of the agent's own work (files, errors, commands, decisions) reached it, and what the "
+            "summaries cost against what they spared. Offline on the simulated provider by default. Exit status 1 "
+            "when a fact the user stated is lost, a reversed constraint goes out without its reversal, a superseded "
+            "value goes out as if current, or, in a scenario gated on the agent's work, a changed file, an open error "
+            "or a decision is lost (docs/eval.md)."
         ),
     )
     ev.add_argument(
@@ -119,7 +121,8 @@ def _add_eval_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     ev.add_argument("--model", help="the model (default: claude-sonnet-4-6 / gpt-4.1)")
     ev.add_argument("--summary-model", help="the summarizer's model (default: the model)")
     ev.add_argument(
-        "--scenario", default="all", help=f"{', '.join(SCENARIOS)} (several: comma-separated), or all (default: all)"
+        "--scenario",
+        help=f"{', '.join(SCENARIOS)} (several: comma-separated), or all (default: {','.join(DEFAULT_SCENARIOS)})",
     )
     ev.add_argument(
         "--summarizer",
@@ -130,8 +133,7 @@ def _add_eval_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     ev.add_argument(
         "--window",
         type=_whole,
-        default=DEFAULT_WINDOW,
-        help=f"the compaction window in tokens (default: {DEFAULT_WINDOW:,})",
+        help="the compaction window in tokens (default: each scenario's own, 12,000; long: 30,000)",
     )
     ev.add_argument(
         "--turns", type=_whole, help="cut every scenario to this many turns (default: each one's full length)"

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_context.compaction.prompt import NO_TOOLS_PREAMBLE, SUMMARY_MESSAGE_HEADER
-from otel_context.evaluation.scenarios import Fact, answer_matches
+from otel_context.evaluation.script import Fact, answer_matches
 
 __all__ = [
     "ABSENT",
@@ -51,6 +51,7 @@ __all__ = [
     "request_messages",
     "stale_value",
     "user_messages_kept",
+    "work_texts",
 ]
 
 VERBATIM = "verbatim"
@@ -79,6 +80,8 @@ class SentMessage:
     role: str
     text: str
     summary: bool = False
+    #: A tool's result (a ``tool_result`` block, a ``tool`` message, a ``function_call_output``).
+    tool_result: bool = False
 
 
 def _text_of(content: Any) -> str:
@@ -102,8 +105,12 @@ def _text_of(content: Any) -> str:
     return "\n".join(parts)
 
 
-def _message(role: str, text: str) -> SentMessage:
-    return SentMessage(role, text, summary=SUMMARY_MESSAGE_HEADER in text)
+def _message(role: str, text: str, tool_result: bool = False) -> SentMessage:
+    return SentMessage(role, text, summary=SUMMARY_MESSAGE_HEADER in text, tool_result=tool_result)
+
+
+def _holds_tool_result(content: Any) -> bool:
+    return isinstance(content, list) and any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
 
 
 def request_messages(body: Mapping[str, Any], wire_format: str) -> list[SentMessage]:
@@ -115,7 +122,8 @@ def request_messages(body: Mapping[str, Any], wire_format: str) -> list[SentMess
             out.append(SentMessage("system", _text_of(system)))
         for msg in body.get("messages") or []:
             if isinstance(msg, Mapping):
-                out.append(_message(str(msg.get("role")), _text_of(msg.get("content"))))
+                content = msg.get("content")
+                out.append(_message(str(msg.get("role")), _text_of(content), _holds_tool_result(content)))
         return out
     if wire_format == "openai_chat":
         for msg in body.get("messages") or []:
@@ -127,7 +135,10 @@ def request_messages(body: Mapping[str, Any], wire_format: str) -> list[SentMess
                 if isinstance(function, Mapping):
                     text += "\n" + str(function.get("arguments", ""))
             role = str(msg.get("role"))
-            out.append(SentMessage(role, text) if role in ("system", "developer") else _message(role, text))
+            if role in ("system", "developer"):
+                out.append(SentMessage(role, text))
+            else:
+                out.append(_message(role, text, tool_result=role == "tool"))
         return out
     if wire_format == "openai_responses":
         if isinstance(body.get("instructions"), str):
@@ -147,9 +158,24 @@ def request_messages(body: Mapping[str, Any], wire_format: str) -> list[SentMess
                 out.append(SentMessage("assistant", str(item.get("arguments", ""))))
             elif itype == "function_call_output":
                 output = item.get("output")
-                out.append(_message("tool", output if isinstance(output, str) else _text_of(output)))
+                out.append(_message("tool", output if isinstance(output, str) else _text_of(output), True))
         return out
     raise ValueError(f"unknown wire format {wire_format!r}: one of {', '.join(WIRE_FORMATS)}")
+
+
+def work_texts(messages: Sequence[SentMessage]) -> list[str]:
+    """The texts the agent's work is looked for in (:mod:`otel_context.evaluation.work`): every message but the
+    system prompt, a tool's result joined to the message that called the tool, as a reader takes them together
+    (the call names the file, the result shows its code)."""
+    texts: list[str] = []
+    for m in messages:
+        if m.role in ("system", "developer"):
+            continue
+        if m.tool_result and texts:
+            texts[-1] += "\n" + m.text
+        else:
+            texts.append(m.text)
+    return texts
 
 
 def is_summarizer_request(body: Mapping[str, Any], wire_format: str) -> bool:

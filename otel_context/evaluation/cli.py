@@ -1,9 +1,11 @@
 """``otel-context eval``: options in, tables or JSON out, and the exit status CI checks.
 
 Exit status: 0 when every fact the user stated reached every request after each compaction, no reversed
-constraint went without its reversal, no superseded value went as if current and no repair added more than
-its budget; 1 when one did not, when no compaction happened (the evaluation then measured nothing), or when
-the provider failed a request; 2 for bad options, a missing key or a refused live run; 130 when interrupted.
+constraint went without its reversal, no superseded value went as if current, no repair added more than its
+budget, and, in a scenario gated on the agent's work, every changed file, open error and decision reached every
+request after it appeared; 1 when one did not, when no compaction happened (the evaluation then measured
+nothing), or when the provider failed a request; 2 for bad options, a missing key or a refused live run; 130
+when interrupted.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import IO
 
 from otel_context.evaluation.prices import price_of
 from otel_context.evaluation.runner import SUMMARIZERS, EvalOptions, RunResult, estimate_live, run
-from otel_context.evaluation.scenarios import SCENARIOS
+from otel_context.evaluation.scenarios import DEFAULT_SCENARIOS, SCENARIOS, get_scenario
 
 __all__ = ["EXIT_LOST", "run_command"]
 
@@ -49,7 +51,7 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
         )
     if not live and args.yes:
         raise ValueError("--yes confirms a live run: it does not apply to the simulated provider")
-    scenarios = _choices(args.scenario, tuple(SCENARIOS))
+    scenarios = DEFAULT_SCENARIOS if args.scenario is None else _choices(args.scenario, tuple(SCENARIOS))
     summarizers = _choices(args.summarizer, tuple(SUMMARIZERS))
     options = EvalOptions(
         provider=args.provider,
@@ -65,6 +67,12 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
     options.check()
     options.resolved_summary_model  # noqa: B018 -- a malformed --summary-model is a usage error, said now
     return options
+
+
+def _windows(options: EvalOptions) -> str:
+    """The window(s) the runs use: ``--window``, else each scenario's own."""
+    windows = sorted({options.window_for(get_scenario(name)) for name in options.scenarios})
+    return " / ".join(f"{w:,}" for w in windows)
 
 
 def _confirm_live(options: EvalOptions, args: argparse.Namespace, env: Mapping[str, str], stdin: IO[str]) -> bool:
@@ -85,7 +93,7 @@ def _confirm_live(options: EvalOptions, args: argparse.Namespace, env: Mapping[s
     )
     _err(
         f"otel-context eval runs {len(options.scenarios)} scenario(s) against the real {options.provider} API "
-        f"(model {options.resolved_model}, summarizer {options.resolved_summary_model}, window {options.window:,}). "
+        f"(model {options.resolved_model}, summarizer {options.resolved_summary_model}, window {_windows(options)}). "
         f"It may send up to about {tokens_in:,} input and {tokens_out:,} output tokens ({cost}); usually less."
     )
     if args.yes:
@@ -153,5 +161,5 @@ def run_command(args: argparse.Namespace, env: Mapping[str, str], stdin: IO[str]
         _err(line)
     silent = [r.label for r in results if not r.compactions]
     if silent:
-        _err(f"otel-context eval: no compaction in {', '.join(silent)}: lower --window (it is {options.window:,}).")
+        _err(f"otel-context eval: no compaction in {', '.join(silent)}: lower --window (it is {_windows(options)}).")
     return EXIT_OK if payload["passed"] else EXIT_LOST

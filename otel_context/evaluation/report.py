@@ -17,6 +17,7 @@ from typing import IO, Any
 from otel_context.evaluation.classify import ABSENT, SUMMARY, VERBATIM
 from otel_context.evaluation.runner import CompactionRecord, EvalOptions, RunResult
 from otel_context.evaluation.table import Column, output_width, paint, render, use_colour, wrap
+from otel_context.evaluation.work import GATED_KINDS, KIND_LABELS, WORK_KINDS, WorkItem, count_work
 
 __all__ = [
     "RunPrinter",
@@ -31,6 +32,9 @@ __all__ = [
     "summary_rows",
     "to_json",
     "verbatim_curve",
+    "work_figures",
+    "work_summary_table",
+    "work_table",
 ]
 
 _MARK = {VERBATIM: "V", SUMMARY: "S", ABSENT: "-"}
@@ -114,6 +118,20 @@ def repair_figures(compactions: Sequence[tuple[CompactionRecord, int]]) -> dict[
     }
 
 
+def work_figures(results: Sequence[RunResult]) -> dict[str, list[int]]:
+    """kind -> [kept, checked] of the agent's work over every (compaction, item) pair of ``results``."""
+    return count_work(w for r in results for c in r.compactions for w in c.work)
+
+
+def _work_lost(r: RunResult) -> dict[str, list[str]]:
+    """kind -> the items lost at one compaction at least, in the order they were first lost."""
+    lost: dict[str, dict[str, None]] = {}
+    for c in r.compactions:
+        for w in c.work_lost():
+            lost.setdefault(w.kind, {})[w.tracked.item.id] = None
+    return {kind: list(lost[kind]) for kind in WORK_KINDS if kind in lost}
+
+
 def summary_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
     """One row per run: the published table (docs/eval.md)."""
     rows = []
@@ -160,6 +178,10 @@ def summary_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                 "spared_cost": None if any(c is None for c in spared) else sum(c for c in spared if c is not None),
                 "repair": repair_figures([(c, r.window) for c in r.compactions]),
                 "repair_over_budget": sum(1 for c in r.compactions if c.repair_over_budget),
+                "work": work_figures([r]),
+                "work_lost": _work_lost(r),
+                "work_gated": r.scenario.work_gated,
+                "work_failed": bool(r.work_failures()),
                 "passed": not r.failures() and bool(r.compactions),
             }
         )
@@ -197,6 +219,10 @@ def _record_json(c: CompactionRecord) -> dict[str, Any]:
         "retention_before_repair": c.retention_before_repair,
         "repair_tokens": c.repair_tokens,
         "repair_budget": c.repair_budget,
+        "work": c.work_counts,
+        "work_lost": {
+            kind: [w.tracked.item.id for w in c.work_lost((kind,))] for kind in WORK_KINDS if c.work_lost((kind,))
+        },
         "facts": [
             {
                 "id": s.fact.id,
@@ -230,6 +256,12 @@ def _record_json(c: CompactionRecord) -> dict[str, Any]:
     }
 
 
+def _common_window(results: Sequence[RunResult]) -> int | None:
+    """The window every run used (each scenario's own when ``--window`` did not say), None when they differ."""
+    windows = {r.window for r in results}
+    return windows.pop() if len(windows) == 1 else None
+
+
 def to_json(options: EvalOptions, results: Sequence[RunResult]) -> dict[str, Any]:
     """Everything the tables show, and more, as one JSON-ready dict."""
     failures = [line for r in results for line in r.failures()]
@@ -237,11 +269,12 @@ def to_json(options: EvalOptions, results: Sequence[RunResult]) -> dict[str, Any
         "provider": options.provider,
         "model": options.resolved_model,
         "summary_model": options.resolved_summary_model,
-        "window": options.window,
+        "window": options.window if options.window is not None else _common_window(results),
         "passed": not failures and all(r.compactions for r in results),
         "failures": failures,
         "summary": summary_rows(results),
         "repair": repair_figures([(c, r.window) for r in results for c in r.compactions]),
+        "work": work_figures(results),
         "runs": [
             {
                 "scenario": r.scenario.name,
@@ -269,6 +302,15 @@ def to_json(options: EvalOptions, results: Sequence[RunResult]) -> dict[str, Any
                         "reverses": f.reverses,
                     }
                     for f in r.scenario.facts
+                ],
+                "work_items": [
+                    {
+                        "id": t.item.id,
+                        "family": t.item.family,
+                        "appears_turn": t.appears + 1,
+                        "shifts_turn": None if t.shifts is None else t.shifts + 1,
+                    }
+                    for t in r.timeline
                 ],
                 "failures": r.failures(),
                 "interrupted": r.interrupted,
@@ -314,6 +356,8 @@ class RunPrinter:
         self._print()
         self._print(kept_table(r, self.width, self.colour))
         self._print()
+        self._print(work_table(r, self.width, self.colour))
+        self._print()
         self._print(fact_grid(r, self.width, self.colour))
         self._print()
 
@@ -321,6 +365,8 @@ class RunPrinter:
         self._print(retention_table(results, self.width, self.colour))
         self._print()
         self._print(kept_summary_table(results, self.width, self.colour))
+        self._print()
+        self._print(work_summary_table(results, self.width, self.colour))
         repair = repair_table(results, self.width, self.colour)
         if repair:
             self._print()
@@ -584,5 +630,78 @@ def curve_table(results: Sequence[RunResult], width: int, colour: bool = False) 
         title="Verbatim user messages, %",
         caption="the share of the user's messages so far that reach the model verbatim (a message of its own, or "
         "quoted whole in the summary), by compaction number",
+        colour=colour,
+    )
+
+
+def _kind_header(kind: str) -> str:
+    return KIND_LABELS[kind]
+
+
+def work_table(r: RunResult, width: int, colour: bool = False) -> list[str]:
+    """A row per compaction of one run: the agent's work that reached the request, by kind, and how many items
+    this compaction lost that the one before kept (or that appeared since)."""
+    columns = [Column("#", key=True), Column("turn", key=True)]
+    columns += [Column(_kind_header(kind)) for kind in WORK_KINDS]
+    columns.append(Column("newly lost"))
+    rows = []
+    styles = {}
+    before_checked: set[WorkItem] = set()
+    before_kept: set[WorkItem] = set()
+    for n, rec in enumerate(r.compactions):
+        counts = rec.work_counts
+        cells = []
+        for i, kind in enumerate(WORK_KINDS):
+            kept, checked = counts[kind]
+            cells.append(_score(kept, checked))
+            if r.scenario.work_gated and kind in GATED_KINDS and kept < checked:
+                styles[(n, 2 + i)] = "red"
+        ids = {w.tracked.item: w.kept for w in rec.work}
+        newly = sum(1 for i, kept in ids.items() if not kept and (i in before_kept or i not in before_checked))
+        before_checked, before_kept = set(ids), {i for i, kept in ids.items() if kept}
+        rows.append([str(rec.number), str(rec.turn), *cells, str(newly)])
+    gate = (
+        "a lost changed file, open error or decision fails the run" if r.scenario.work_gated else "measured, not gated"
+    )
+    return render(
+        columns,
+        rows,
+        width,
+        title="The agent's work after each compaction",
+        caption=f"kept / appeared so far, by the kind each item had then ({gate}); newly lost: items the compaction "
+        "before kept, or that appeared since, which this one lost",
+        styles=styles,
+        colour=colour,
+    )
+
+
+def work_summary_table(results: Sequence[RunResult], width: int, colour: bool = False) -> list[str]:
+    """A row per run and one for them all: the agent's work kept over every (compaction, item) pair, by kind,
+    and the verdict of the gate on changed files, open errors and decisions."""
+    columns = [Column("run", "left", key=True)]
+    columns += [Column(_kind_header(kind)) for kind in WORK_KINDS]
+    columns.append(Column("gate"))
+    rows = []
+    styles = {}
+    labelled: list[tuple[str, dict[str, list[int]], RunResult | None]] = [
+        (r.label, work_figures([r]), r) for r in results
+    ]
+    labelled.append(("all", work_figures(results), None))
+    for n, (label, figures, run) in enumerate(labelled):
+        gate = ""
+        if run is not None:
+            gate = ("FAIL" if run.work_failures() else "pass") if run.scenario.work_gated else "not gated"
+            if gate == "FAIL":
+                styles[(n, 1 + len(WORK_KINDS))] = "red"
+        rows.append([label, *(_kept(tuple(figures[kind])) for kind in WORK_KINDS), gate])  # type: ignore[arg-type]
+    return render(
+        columns,
+        rows,
+        width,
+        title="The agent's work, over every (compaction, item) pair",
+        caption="kept / checked: an item is checked at every compaction after it appears, under the kind it had "
+        "then (a file read, then changed; an error open, then closed); kept: in the request anywhere (verbatim, "
+        "the summary, a restored block)",
+        styles=styles,
         colour=colour,
     )

@@ -10,8 +10,10 @@ patched.
 After each compaction (a new summary message in the request sent):
 
 a. every fact planted so far is classified in that request (verbatim / summary / absent, reversals
-   applied, stale values found; :mod:`otel_context.evaluation.classify`), and the user's messages so far are
-   counted that reach it verbatim;
+   applied, stale values found; :mod:`otel_context.evaluation.classify`), the user's messages so far are
+   counted that reach it verbatim, and every piece of the agent's work so far (files read and changed,
+   definitions, errors open and closed, commands, decisions) is looked for in it
+   (:mod:`otel_context.evaluation.work`);
 b. the model answers the probe questions of those facts twice, from the compacted request and from the
    full history, each as one extra request outside the instrumentation (OpenTelemetry's
    ``suppress_instrumentation``: no span, no compaction, no effect on the conversation's state);
@@ -39,20 +41,21 @@ from otel_context.evaluation.classify import (
     parse_answers,
     request_messages,
     user_messages_kept,
+    work_texts,
 )
 from otel_context.evaluation.prices import price_of
-from otel_context.evaluation.scenarios import (
+from otel_context.evaluation.scenarios import DEFAULT_SCENARIOS, get_scenario
+from otel_context.evaluation.script import (
+    DEFAULT_WINDOW,
     KIND_DECISION,
     MIN_TURNS,
-    SCENARIOS,
     SOURCE_ASSISTANT,
-    TOOLS,
     Fact,
     Scenario,
     ScriptedTurn,
     answer_matches,
-    get_scenario,
 )
+from otel_context.evaluation.work import GATED_KINDS, KIND_LABELS, Tracked, WorkStatus, assess_work, count_work
 from otel_context.formats import for_format
 from otel_context.settings import resolve, summary_model_for
 from otel_context.span_figures import float_attr, int_attr
@@ -76,7 +79,6 @@ PROVIDERS = ("simulated", "anthropic", "openai")
 APIS = ("anthropic", "openai")
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1"}
 WIRE_FORMATS = {"anthropic": "anthropic_messages", "openai": "openai_chat"}
-DEFAULT_WINDOW = 12_000
 MIN_WINDOW = 6_000
 #: The model's reply to each turn is dropped (the history is scripted): a short one is enough.
 MAX_TOKENS = 256
@@ -122,10 +124,11 @@ class EvalOptions:
     sdk: str = "anthropic"
     model: str | None = None
     summary_model: str | None = None
-    scenarios: tuple[str, ...] = tuple(SCENARIOS)
+    scenarios: tuple[str, ...] = DEFAULT_SCENARIOS
     #: Simulated provider only: the summarizer styles to run (each scenario once per style).
     summarizers: tuple[str, ...] = tuple(SUMMARIZERS)
-    window: int = DEFAULT_WINDOW
+    #: None: each scenario's own (its standard configuration: 12,000, the long one 30,000).
+    window: int | None = None
     #: None: each scenario's shipped length; else every scenario is cut (its facts planted proportionally).
     turns: int | None = None
     background: bool = False
@@ -156,6 +159,10 @@ class EvalOptions:
             self.resolved_model,
         )
 
+    def window_for(self, scenario: Scenario) -> int:
+        """The compaction window of a run of ``scenario``: ``--window``, else the scenario's own."""
+        return self.window if self.window is not None else scenario.window
+
     def styles(self) -> tuple[str | None, ...]:
         """The summarizer styles to run: the simulated ones, or the live model's own (None)."""
         return (None,) if self.live else self.summarizers
@@ -171,7 +178,7 @@ class EvalOptions:
         for style in self.summarizers:
             if style not in SUMMARIZERS:
                 raise ValueError(f"--summarizer {style!r}: choose one of {', '.join(SUMMARIZERS)} or all")
-        if self.window < MIN_WINDOW:
+        if self.window is not None and self.window < MIN_WINDOW:
             raise ValueError(f"--window {self.window}: must be at least {MIN_WINDOW:,} tokens")
         if self.turns is not None and self.turns < MIN_TURNS:
             raise ValueError(f"--turns {self.turns}: must be at least {MIN_TURNS}")
@@ -217,6 +224,17 @@ class CompactionRecord:
     retention_before_repair: float | None = None
     repair_tokens: int | None = None
     repair_budget: int | None = None
+    #: Every piece of the agent's work that had appeared by this request: its kind then, and whether it reached it.
+    work: list[WorkStatus] = field(default_factory=list)
+
+    @property
+    def work_counts(self) -> dict[str, list[int]]:
+        """kind -> [kept, checked] of the agent's work in this request."""
+        return count_work(self.work)
+
+    def work_lost(self, kinds: Sequence[str] | None = None) -> list[WorkStatus]:
+        """The pieces of work that did not reach this request (of ``kinds``, every kind by default)."""
+        return [w for w in self.work if not w.kept and (kinds is None or w.kind in kinds)]
 
     @property
     def tokens_saved(self) -> int:
@@ -299,6 +317,8 @@ class RunResult:
     probe_input_tokens: int = 0
     probe_output_tokens: int = 0
     interrupted: bool = False
+    #: The agent's work in the script: every item, when it appears and when its kind changes.
+    timeline: list[Tracked] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -332,11 +352,36 @@ class RunResult:
                 out.append(f"{self.label}: a reversed constraint sent without its reversal at {where}: {fact.text}")
             else:
                 out.append(f"{self.label}: a superseded value sent as if current at {where}: {fact.text}")
+        out += self.work_failures()
         for record in self.compactions:
             if record.repair_over_budget:
                 out.append(
                     f"{self.label}: the repair at compaction {record.number} (turn {record.turn}) added "
                     f"{record.repair_tokens:,} tokens, over its budget of {record.repair_budget:,}"
+                )
+        return out
+
+    def work_failures(self) -> list[str]:
+        """A gated scenario (``Scenario.work_gated``): one line per kind of :data:`GATED_KINDS` that lost an item
+        after a compaction, naming each item lost and the first compaction that lost one; none otherwise."""
+        if not self.scenario.work_gated:
+            return []
+        out = []
+        for kind in GATED_KINDS:
+            lost: dict[str, CompactionRecord] = {}
+            seen: set[str] = set()
+            for record in self.compactions:
+                for status in record.work:
+                    if status.kind != kind:
+                        continue
+                    seen.add(status.tracked.item.id)
+                    if not status.kept:
+                        lost.setdefault(status.tracked.item.id, record)
+            if lost:
+                first = min(lost.values(), key=lambda r: r.number)
+                out.append(
+                    f"{self.label}: {len(lost)} of {len(seen)} {KIND_LABELS[kind]} lost after a compaction (the first "
+                    f"at compaction {first.number}, turn {first.turn}): {', '.join(lost)}"
                 )
         return out
 
@@ -355,13 +400,30 @@ class _Wire:
 
     api = "anthropic"
 
-    def __init__(self, client: Any, model: str, system: str) -> None:
+    def __init__(self, client: Any, model: str, system: str, tools: Sequence[Mapping[str, Any]]) -> None:
         self.client = client
         self.model = model
         self.system = system
+        self.tools = [dict(t) for t in tools]
 
     def turn(self, turn: ScriptedTurn, index: int) -> list[dict[str, Any]]:
+        """The turn's messages: the user's (when it has one), the tool call and its result."""
         raise NotImplementedError
+
+    def join(self, reply: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
+        """The assistant's reply text and its next tool call as one message, as a model writes them."""
+        raise NotImplementedError
+
+    def extend(self, history: Sequence[Any], turn: ScriptedTurn, index: int) -> list[Any]:
+        """``history`` with ``turn`` added: its messages; for a turn that continues the agent's work (no user
+        message), its tool call joined to the assistant's reply that ends the history."""
+        new = self.turn(turn, index)
+        if turn.user:
+            return [*history, *new]
+        last = history[-1] if history else None
+        if not isinstance(last, dict) or last.get("role") != "assistant":
+            raise ValueError(f"turn {index} continues the agent's work, but the history does not end with its reply")
+        return [*history[:-1], self.join(last, new[0]), *new[1:]]
 
     def reply(self, text: str) -> dict[str, Any]:
         return {"role": "assistant", "content": text}
@@ -381,7 +443,7 @@ class _AnthropicWire(_Wire):
     api = "anthropic"
 
     def turn(self, turn: ScriptedTurn, index: int) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = [{"role": "user", "content": turn.user}]
+        out: list[dict[str, Any]] = [{"role": "user", "content": turn.user}] if turn.user else []
         if turn.tool is not None:
             call_id = f"toolu_eval_{index:04d}"
             out.append(
@@ -400,6 +462,9 @@ class _AnthropicWire(_Wire):
             )
         return out
 
+    def join(self, reply: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "content": [{"type": "text", "text": reply["content"]}, *call["content"]]}
+
     def send(self, messages: Sequence[Any], max_tokens: int, probe: bool = False) -> tuple[str, int, int]:
         from anthropic.types import Message
 
@@ -407,7 +472,7 @@ class _AnthropicWire(_Wire):
             "model": self.model,
             "max_tokens": max_tokens,
             "system": self.system,
-            "tools": [dict(t) for t in TOOLS],
+            "tools": self.tools,
             "messages": list(messages),
         }
         if probe:
@@ -429,7 +494,7 @@ class _OpenAIWire(_Wire):
     api = "openai"
 
     def turn(self, turn: ScriptedTurn, index: int) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = [{"role": "user", "content": turn.user}]
+        out: list[dict[str, Any]] = [{"role": "user", "content": turn.user}] if turn.user else []
         if turn.tool is not None:
             call_id = f"call_eval_{index:04d}"
             out.append(
@@ -451,13 +516,16 @@ class _OpenAIWire(_Wire):
     def messages_of(self, body: Mapping[str, Any]) -> list[Any]:
         return [m for m in body.get("messages") or [] if not (isinstance(m, Mapping) and m.get("role") == "system")]
 
+    def join(self, reply: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
+        return {**call, "content": reply["content"]}
+
     def send(self, messages: Sequence[Any], max_tokens: int, probe: bool = False) -> tuple[str, int, int]:
         tools = [
             {
                 "type": "function",
                 "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]},
             }
-            for t in TOOLS
+            for t in self.tools
         ]
         from openai.types.chat import ChatCompletion
 
@@ -522,14 +590,14 @@ def _client(options: EvalOptions, sim: Any, capture: _Capture) -> Any:
 
 
 @contextmanager
-def _provider(options: EvalOptions, style: str | None) -> Iterator[Any]:
+def _provider(options: EvalOptions, style: str | None, window: int) -> Iterator[Any]:
     if options.live:
         yield None
         return
     from otel_context.testing import SimulatedProvider, SummarizerStyle
 
     assert style is not None  # a simulated run always has a style
-    kwargs = SUMMARIZERS[style](options.window)[1]
+    kwargs = SUMMARIZERS[style](window)[1]
     # The model's own window stays the built-in one (200,000 for the default models): the compactor works
     # to the small --window, and the full-history probe still fits.
     with SimulatedProvider(summarizer=SummarizerStyle(**kwargs)) as sim:
@@ -538,18 +606,24 @@ def _provider(options: EvalOptions, style: str | None) -> Iterator[Any]:
 
 class _Sizes:
     """Tokens of a growing history, counted by the simulated tokenizer one message at a time (the count is
-    a sum over messages, and recounting a 100,000-token history every turn would be quadratic)."""
+    a sum over messages, and recounting a 100,000-token history every turn would be quadratic). A message
+    replaced in place (the assistant's reply a continuing turn joins its tool call to) is counted again."""
 
     def __init__(self, wire_format: str) -> None:
         self.wire_format = wire_format
-        self.sizes: list[int] = []
+        self.counted: list[tuple[Any, int]] = []
 
     def of(self, messages: Sequence[Any]) -> int:
         from otel_context.testing import count_request_tokens
 
-        for message in messages[len(self.sizes) :]:
-            self.sizes.append(count_request_tokens({"messages": [message]}, self.wire_format))  # type: ignore[arg-type]
-        return sum(self.sizes[: len(messages)])
+        same = 0
+        while same < min(len(messages), len(self.counted)) and self.counted[same][0] is messages[same]:
+            same += 1
+        del self.counted[same:]
+        for message in messages[same:]:
+            size = count_request_tokens({"messages": [message]}, self.wire_format)  # type: ignore[arg-type]
+            self.counted.append((message, size))
+        return sum(size for _, size in self.counted)
 
 
 def _summary_text(messages: Sequence[Any]) -> str | None:
@@ -577,7 +651,9 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
 
     script = scenario.script(options.turns)
     plant = scenario.plant_turns(len(script))
-    note = SUMMARIZERS[style](options.window)[0] if style else f"{options.provider} API, summaries written by the model"
+    timeline = scenario.work(options.turns)
+    window = options.window_for(scenario)
+    note = SUMMARIZERS[style](window)[0] if style else f"{options.provider} API, summaries written by the model"
     result = RunResult(
         scenario=scenario,
         summarizer=style,
@@ -585,8 +661,9 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
         provider=options.provider,
         model=options.resolved_model,
         summary_model=options.resolved_summary_model,
-        window=options.window,
+        window=window,
         turns=len(script),
+        timeline=timeline,
     )
     summary_price = price_of(result.summary_model)
     model_price = price_of(result.model)
@@ -600,17 +677,17 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
     otel_context.instrument(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
-        auto_compact_window=options.window,
+        auto_compact_window=window,
         summary_model=result.summary_model,  # the one the report names, whatever the environment says
         background_compaction=options.background,
         compaction="auto",
         microcompact=False,
     )
     try:
-        with _provider(options, style) as sim:
+        with _provider(options, style, window) as sim:
             client = _client(options, sim, capture)
             wire: _Wire = (_AnthropicWire if options.api == "anthropic" else _OpenAIWire)(
-                client, result.model, scenario.system
+                client, result.model, scenario.system, scenario.tools
             )
             history: list[Any] = []
             sizes = _Sizes(wire_format)
@@ -620,8 +697,7 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
             try:
                 with otel_context.conversation(f"otel-context-eval-{scenario.name}"):
                     for index, turn in enumerate(script):
-                        new = wire.turn(turn, index)
-                        messages = history + new
+                        messages = wire.extend(history, turn, index)
                         capture.bodies.clear()  # only this turn's requests are needed
                         _, used_in, used_out = wire.send(messages, MAX_TOKENS)
                         result.model_input_tokens += used_in
@@ -656,7 +732,8 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
                                 sent_messages,
                                 summary_price,
                             )
-                            said = [t.user for t in script[: index + 1]]
+                            current.work = assess_work(timeline, index, work_texts(sent_messages), scenario.root)
+                            said = [t.user for t in script[: index + 1] if t.user]
                             verbatim, quoted = user_messages_kept(said, sent_messages)
                             current.user_messages = len(said)
                             current.user_messages_verbatim = verbatim
@@ -797,20 +874,22 @@ def estimate_live(options: EvalOptions) -> tuple[int, int]:
     for name in options.scenarios:
         scenario = get_scenario(name)
         script = scenario.script(options.turns)
+        window = options.window_for(scenario)
         system_tokens = count_request_tokens(
-            {"system": scenario.system, "tools": [dict(t) for t in TOOLS], "messages": []}, "anthropic_messages"
+            {"system": scenario.system, "tools": [dict(t) for t in scenario.tools], "messages": []},
+            "anthropic_messages",
         )
-        wire = _AnthropicWire(None, "", scenario.system)
+        wire = _AnthropicWire(None, "", scenario.system, scenario.tools)
         counter = _Sizes("anthropic_messages")
         history: list[Any] = []
         sizes: list[int] = []
         for index, turn in enumerate(script):
-            history += wire.turn(turn, index)
+            history = wire.extend(history, turn, index)
             sizes.append(system_tokens + counter.of(history))
             history.append(wire.reply(turn.reply))
         full = sizes[-1] if sizes else 0
-        compactions = max(1, math.ceil(full / (options.window / 2)))
-        total_in += sum(min(s, options.window) for s in sizes)
-        total_in += compactions * (options.window + options.window + full)
+        compactions = max(1, math.ceil(full / (window / 2)))
+        total_in += sum(min(s, window) for s in sizes)
+        total_in += compactions * (window + window + full)
         total_out += len(script) * MAX_TOKENS + compactions * (SUMMARY_ESTIMATE_TOKENS + 2 * PROBE_MAX_TOKENS)
     return total_in, total_out

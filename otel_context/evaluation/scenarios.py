@@ -1,160 +1,50 @@
-"""The scripted conversations of ``otel-context eval``: long coding-agent sessions with planted facts.
+"""The scripted conversations of ``otel-context eval``: coding-agent sessions with planted facts.
 
-Every turn is scripted, the assistant's replies and the tool results included, so the history is the same
-for every provider and model: what differs between two runs is only what the compaction kept. The model's
-own reply to each request is read for its usage and then dropped, as a replay would.
+What a scenario is made of is in :mod:`otel_context.evaluation.script`. Three short-artifact sessions
+(``billing``, ``frontend``, ``pipeline``) fill the turns between their facts with filler that looks like a
+coding agent's work (files read, tests run, searches, renames), generated from a fixed seed per scenario; the
+long one (``long``, :mod:`otel_context.evaluation.long_session`) is a 200-turn session with seventy-odd
+look-alike files, edits, errors fixed and left open, and decisions.
 
-Each scenario plants eleven facts at fixed fractions of the conversation, so a shorter run (``--turns``)
-still plants them all: seven the user states (a constraint; a second constraint, a value the user later
-changes; a file path; an identifier; a preference; a pending task; the change of that value), three
-artifacts a tool result prints (a file path, an identifier, an error line) and one decision of the
-assistant. Each is written as a user, a tool or the assistant would write it, inside an ordinary message:
-nothing marks it as planted, so a summarizer (simulated or real) cannot tell it from the filler around it.
-Every fact has a *key*, a phrase found in its text and in no other line of the scenario, and a short
-*answer* that its probe question expects (an artifact's answer, the path or identifier itself, is found in
-no other line either); both are checked when the script is built.
-
-The rest of each conversation is filler that looks like a coding agent's work (files read, tests run,
-searches, edits), generated from a fixed seed per scenario, so it is identical on every run.
+Issue 48's gate (a changed file, an open error or a decision lost fails a run) holds for the long scenario; the
+short ones are measured but not yet gated, and the long one is not yet in the default set: today's compactor
+does not keep the agent's work, and CI runs the default set. :data:`TRAIL_GATE` turns both on.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
-__all__ = [
-    "KINDS",
-    "SCENARIOS",
-    "SOURCES",
-    "TOOLS",
-    "Fact",
-    "Scenario",
-    "ScriptedTurn",
-    "ToolStep",
-    "answer_matches",
-    "get_scenario",
-]
-
-KIND_CONSTRAINT = "constraint"
-KIND_PREFERENCE = "preference"
-KIND_FILE_PATH = "file_path"
-KIND_IDENTIFIER = "identifier"
-KIND_ERROR = "error_message"
-KIND_DECISION = "decision"
-KIND_PENDING = "pending_task"
-KIND_REVERSAL = "reversal"
-KINDS = (
+from otel_context.evaluation.long_session import LONG
+from otel_context.evaluation.script import (
     KIND_CONSTRAINT,
-    KIND_PREFERENCE,
+    KIND_DECISION,
+    KIND_ERROR,
     KIND_FILE_PATH,
     KIND_IDENTIFIER,
-    KIND_ERROR,
-    KIND_DECISION,
     KIND_PENDING,
+    KIND_PREFERENCE,
     KIND_REVERSAL,
+    KINDS,
+    SOURCE_ASSISTANT,
+    SOURCE_TOOL,
+    SOURCE_USER,
+    Fact,
+    Scenario,
+    ScriptedTurn,
+    ToolStep,
 )
+from otel_context.evaluation.work import CHANGES, PATH, PHRASE, Needle, WorkEvent, command, error, file
 
-SOURCE_USER = "user"
-SOURCE_ASSISTANT = "assistant"
-SOURCE_TOOL = "tool"
-SOURCES = (SOURCE_USER, SOURCE_ASSISTANT, SOURCE_TOOL)
+__all__ = ["DEFAULT_SCENARIOS", "SCENARIOS", "TRAIL_GATE", "get_scenario"]
 
-
-@dataclass(frozen=True)
-class Fact:
-    """One planted fact: the exact line planted, and the probe question that checks it."""
-
-    id: str
-    kind: str
-    source: str  #: who states it: user, assistant or tool (a tool result)
-    text: str  #: the exact text planted (a sentence of the user's or assistant's message, a line of a tool result)
-    key: str  #: a phrase of ``text`` found in no other line of the scenario (the reversal shares its constraint's)
-    question: str
-    answer: str  #: the short answer the probe expects (a word-bounded, case-insensitive match)
-    at: float  #: where it is planted, as a fraction of the conversation's turns
-    lead: str  #: what the message says before the fact (user, assistant) or the tool's argument (tool)
-    reverses: str | None = None  #: for a reversal: the id of the constraint it reverses
-    tool: str = "run_command"  #: a tool fact: the tool whose result prints it (``run_command`` or ``grep``)
-    before: tuple[str, ...] = ()  #: a tool fact: the result's lines before it (a test run's, by default)
-    after: tuple[str, ...] = ()  #: a tool fact: the result's lines after it
-
-    @property
-    def artifact(self) -> bool:
-        """Whether a tool result printed it (a path, an identifier, an error line): an artifact is kept when
-        its answer, the artifact itself, reaches the request, even in a bare list of artifacts."""
-        return self.source == SOURCE_TOOL
-
-    @property
-    def user_fact(self) -> bool:
-        """Whether the user stated it: losing it fails the evaluation (the exit status CI checks)."""
-        return self.source == SOURCE_USER
-
-    def probe_line(self) -> str:
-        """The question as asked: the ``probe:`` suffix is how the simulated model finds what to answer."""
-        return f"{self.question} (probe: {self.key})"
-
-
-@dataclass(frozen=True)
-class ToolStep:
-    """A tool call the assistant makes in a turn, and its scripted result."""
-
-    name: str
-    arguments: Mapping[str, Any]
-    result: str
-
-
-@dataclass(frozen=True)
-class ScriptedTurn:
-    """One turn: the user's message, optionally a tool call and its result, and the assistant's reply.
-
-    The request of the turn is the history, the user's message and the tool round; the scripted reply is
-    appended to the history afterwards (the model's own reply is not kept).
-    """
-
-    user: str
-    reply: str
-    tool: ToolStep | None = None
-    planted: tuple[str, ...] = ()  #: ids of the facts this turn plants
-
-    def lines(self) -> list[str]:
-        """Every line of text the turn carries (for the uniqueness check of the keys)."""
-        parts = [self.user, self.reply]
-        if self.tool is not None:
-            parts += [self.tool.result, json.dumps(dict(self.tool.arguments))]
-        return [line for part in parts for line in part.splitlines()]
-
-
-TOOLS: tuple[Mapping[str, Any], ...] = (
-    {
-        "name": "read_file",
-        "description": "Read a file of the repository.",
-        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-    },
-    {
-        "name": "run_command",
-        "description": "Run a shell command in the repository and return its output.",
-        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
-    },
-    {
-        "name": "grep",
-        "description": "Search the repository for a regular expression.",
-        "input_schema": {"type": "object", "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]},
-    },
-    {
-        "name": "edit_file",
-        "description": "Replace a string in a file.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
-            "required": ["path", "old", "new"],
-        },
-    },
-)
+#: Issue 48, the one line to flip when the work trail keeps the agent's work: True puts the long scenario in the
+#: default set (what ``make eval`` and CI run) and gates every scenario on its changed files, open errors and
+#: decisions. False (today): the long scenario runs when asked for (``--scenario long`` or ``all``) and is gated;
+#: the short ones are measured, not gated.
+TRAIL_GATE = False
 
 
 @dataclass(frozen=True)
@@ -168,109 +58,12 @@ class Codebase:
     verbs: tuple[str, ...]
     topics: tuple[str, ...]  #: what the user asks about
 
-
-@dataclass(frozen=True)
-class Scenario:
-    """A scripted session: its system prompt, its planted facts and its filler."""
-
-    name: str
-    title: str
-    turns: int  #: the shipped length
-    system: str
-    facts: tuple[Fact, ...]
-    codebase: Codebase
-    _cache: dict[int, tuple[ScriptedTurn, ...]] = field(default_factory=dict, compare=False, repr=False)
-
-    def fact(self, fact_id: str) -> Fact:
-        return next(f for f in self.facts if f.id == fact_id)
-
-    def plant_turns(self, turns: int) -> dict[str, int]:
-        """The turn (0-based) each fact is planted at in a conversation of ``turns`` turns."""
-        taken: set[int] = set()
-        where: dict[str, int] = {}
-        for fact in sorted(self.facts, key=lambda f: f.at):
-            index = min(max(1, round(fact.at * turns)), turns - 2)
-            while index in taken:
-                index += 1
-            taken.add(index)
-            where[fact.id] = index
-        return where
-
-    def script(self, turns: int | None = None) -> tuple[ScriptedTurn, ...]:
-        """The turns of the conversation (the shipped length by default), the same on every call."""
-        turns = self.turns if turns is None else turns
-        if turns < MIN_TURNS:
-            raise ValueError(f"a scenario needs at least {MIN_TURNS} turns to plant its facts, got {turns}")
-        cached = self._cache.get(turns)
-        if cached is not None:
-            return cached
-        where = {index: fact_id for fact_id, index in self.plant_turns(turns).items()}
-        filler = _Filler(self.codebase, random.Random(f"otel-context-eval/{self.name}"))
-        script = tuple(
-            _fact_turn(self.fact(where[i])) if i in where else filler.turn(i, opening=i == 0) for i in range(turns)
-        )
-        self._check_keys(script)
-        self._cache[turns] = script
-        return script
-
-    def _check_keys(self, script: Sequence[ScriptedTurn]) -> None:
-        """Every key is in its fact's text and in no line without it (an artifact's answer neither); no fact
-        carries a marker that would tell a summarizer it is planted."""
-        for fact in self.facts:
-            owners = [fact] + [f for f in self.facts if f.key == fact.key and f.id != fact.id]
-            if "FACT:" in fact.text or "\n" in fact.text:
-                raise ValueError(f"{self.name}/{fact.id}: a fact is one line of ordinary text, without a marker")
-            if fact.key.lower() not in fact.text.lower():
-                raise ValueError(f"{self.name}/{fact.id}: the key {fact.key!r} is not in its text")
-            if not answer_matches(fact.answer, fact.text):
-                raise ValueError(f"{self.name}/{fact.id}: the answer {fact.answer!r} is not in its text")
-            needles = [fact.key.lower()] + ([fact.answer.lower()] if fact.artifact else [])
-            for turn in script:
-                for line in turn.lines():
-                    lowered = line.lower()
-                    for needle in needles:
-                        if needle in lowered and not any(o.text in line for o in owners):
-                            raise ValueError(f"{self.name}/{fact.id}: {needle!r} also appears in {line!r}")
-
-
-def answer_matches(answer: str, text: str) -> bool:
-    """Exact-match scoring: ``answer`` occurs in ``text`` as a whole (any case, not inside a longer word)."""
-    return re.search(rf"(?<!\w){re.escape(answer)}(?!\w)", text, re.IGNORECASE) is not None
-
-
-MIN_TURNS = 24
-
-_ACKS = (
-    "Understood, I will keep that in mind for the rest of the session.",
-    "Noted. I will follow that from now on.",
-    "Got it; that changes nothing in the current step, and I will apply it to the next ones.",
-)
-
-
-def _fact_turn(fact: Fact) -> ScriptedTurn:
-    """The turn that plants ``fact``: in the user's message, the assistant's reply or a tool result."""
-    if fact.source == SOURCE_USER:
-        ack = _ACKS[len(fact.id) % len(_ACKS)]
-        return ScriptedTurn(user=f"{fact.lead} {fact.text}", reply=ack, planted=(fact.id,))
-    if fact.source == SOURCE_ASSISTANT:
-        reply = f"{fact.lead} {fact.text} I will apply it in the next edits."
-        return ScriptedTurn(user="How do you want to handle this? Decide and tell me.", reply=reply, planted=(fact.id,))
-    if fact.tool == "grep":
-        return ScriptedTurn(
-            user="Search the repository for that.",
-            tool=ToolStep("grep", {"pattern": fact.lead}, "\n".join([*fact.before, fact.text, *fact.after])),
-            reply="Found it; I will read that file next.",
-            planted=(fact.id,),
-        )
-    before = fact.before or ("collected 14 items", "", "FAILURES", "_" * 20)
-    after = fact.after if fact.before else ("", "1 failed, 13 passed")
-    output = "\n".join([f"$ {fact.lead}", *before, fact.text, *after])
-    return ScriptedTurn(
-        user="Run that again and show me what it prints.",
-        tool=ToolStep("run_command", {"command": fact.lead}, output),
-        reply="The output above says what went wrong. I will look at it next.",
-        planted=(fact.id,),
-    )
+    def turns(self, rng: random.Random) -> Iterator[ScriptedTurn]:
+        """The filler, turn after turn (the first one opens the session)."""
+        filler = _Filler(self, rng)
+        yield filler.turn(0, opening=True)
+        for index in range(1, 1_000_000):
+            yield filler.turn(index)
 
 
 class _Filler:
@@ -355,6 +148,7 @@ class _Filler:
                 user=f"Let's get started on {self._pick(cb.topics)}. Give me an overview of {path} first.",
                 tool=ToolStep("read_file", {"path": path}, self._code(5)),
                 reply=self._prose(4),
+                work=(WorkEvent(file(path)),),
             )
         roll = self.rng.random()
         path = self._pick(cb.files)
@@ -363,17 +157,19 @@ class _Filler:
                 user=f"Open {path} and check how it deals with {self._pick(cb.topics)}.",
                 tool=ToolStep("read_file", {"path": path}, self._code(self.rng.randint(3, 7))),
                 reply=self._prose(self.rng.randint(2, 4)),
+                work=(WorkEvent(file(path)),),
             )
         if roll < 0.55:
             target = path.rsplit("/", 1)[-1].split(".")[0]
-            command = cb.test_command.format(target=target)
+            command_line = cb.test_command.format(target=target)
             passed = self.rng.randint(4, 30)
-            lines = [f"$ {command}"] + [f"ok   {target} case {k}: {self._name()}" for k in range(1, passed + 1)]
+            lines = [f"$ {command_line}"] + [f"ok   {target} case {k}: {self._name()}" for k in range(1, passed + 1)]
             lines.append(f"{passed} passed in 0.{self.rng.randint(10, 99)}s")
             return ScriptedTurn(
                 user=f"Run the tests for {target}.",
-                tool=ToolStep("run_command", {"command": command}, "\n".join(lines)),
+                tool=ToolStep("run_command", {"command": command_line}, "\n".join(lines)),
                 reply=f"All {passed} tests pass. " + self._prose(1),
+                work=(WorkEvent(command(command_line)),),
             )
         if roll < 0.70:
             name = self._name()
@@ -391,6 +187,7 @@ class _Filler:
                 user=f"Rename {old} to {new} in {path}.",
                 tool=ToolStep("edit_file", {"path": path, "old": old, "new": new}, f"Applied 1 edit to {path}."),
                 reply=f"Renamed {old} to {new} in {path}. " + self._prose(1),
+                work=(WorkEvent(file(path), CHANGES),),
             )
         return ScriptedTurn(
             user=f"What do you think of {self._pick(cb.topics)} in {path}?",
@@ -409,11 +206,12 @@ _BILLING = Scenario(
     name="billing",
     title="Invoice rounding bug and refund rework in a Python billing service",
     turns=200,
+    work_gated=TRAIL_GATE,
     system=(
         "You are a coding agent working in the billing-service repository (Python 3.12, pytest). "
         "Keep replies short: one or two sentences."
     ),
-    codebase=Codebase(
+    source=Codebase(
         language="python",
         files=(
             "billing/invoices.py",
@@ -487,6 +285,11 @@ _BILLING = Scenario(
             "DivisionUndefined",
             0.27,
             "pytest -q tests/test_refunds.py",
+            error=error(
+                "DivisionUndefined in prorate_refund",
+                where=(Needle("billing/refunds.py:88", PATH),),
+                what=(Needle("DivisionUndefined"),),
+            ),
         ),
         Fact(
             "proration-file",
@@ -567,11 +370,12 @@ _FRONTEND = Scenario(
     name="frontend",
     title="Migrating a React dashboard to TypeScript",
     turns=220,
+    work_gated=TRAIL_GATE,
     system=(
         "You are a coding agent migrating the ops-dashboard React app to TypeScript (Vite, Vitest). "
         "Keep replies short: one or two sentences."
     ),
-    codebase=Codebase(
+    source=Codebase(
         language="typescript",
         files=(
             "src/App.tsx",
@@ -647,6 +451,11 @@ _FRONTEND = Scenario(
             "npx tsc --noEmit",
             before=("Found 1 error.", ""),
             after=("", "Process exited with code 2."),
+            error=error(
+                "TS2322 in Legend.tsx",
+                where=(Needle("src/charts/Legend.tsx(41,7)"), Needle("src/charts/Legend.tsx:41", PATH)),
+                what=(Needle("TS2322"),),
+            ),
         ),
         Fact(
             "theme-hook",
@@ -726,11 +535,12 @@ _PIPELINE = Scenario(
     name="pipeline",
     title="Hardening a Go ingestion pipeline",
     turns=160,
+    work_gated=TRAIL_GATE,
     system=(
         "You are a coding agent working on the orders ingestion pipeline (Go 1.22). "
         "Keep replies short: one or two sentences."
     ),
-    codebase=Codebase(
+    source=Codebase(
         language="go",
         files=(
             "ingest/reader.go",
@@ -806,6 +616,11 @@ _PIPELINE = Scenario(
             "go test ./ingest/ -run TestReplay",
             before=("=== RUN   TestReplay",),
             after=("FAIL\tgithub.com/acme/orders/ingest\t0.311s",),
+            error=error(
+                "checksum mismatch in segment 0042",
+                where=(Needle("ingest/segment.go:133", PATH),),
+                what=(Needle("checksum mismatch", PHRASE),),
+            ),
         ),
         Fact(
             "compactor-file",
@@ -881,7 +696,9 @@ _PIPELINE = Scenario(
     ),
 )
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (_BILLING, _FRONTEND, _PIPELINE)}
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (_BILLING, _FRONTEND, _PIPELINE, LONG)}
+#: What runs when ``--scenario`` does not say: the short ones, and the long one once :data:`TRAIL_GATE` is on.
+DEFAULT_SCENARIOS: tuple[str, ...] = tuple(SCENARIOS) if TRAIL_GATE else ("billing", "frontend", "pipeline")
 
 
 def get_scenario(name: str) -> Scenario:

@@ -11,7 +11,8 @@ import pytest
 
 from otel_context.compaction.prompt import NO_TOOLS_PREAMBLE, build_prompt
 from otel_context.evaluation.runner import DEFAULT_WINDOW, SUMMARIZERS
-from otel_context.evaluation.scenarios import SCENARIOS, Fact, ScriptedTurn, get_scenario
+from otel_context.evaluation.scenarios import SCENARIOS, get_scenario
+from otel_context.evaluation.script import Fact, ScriptedTurn
 from otel_context.testing import SummarizerStyle, count_tokens, summarize
 from otel_context.testing.scripted import UNHELPFUL_SUMMARY, Turn
 

@@ -21,7 +21,8 @@ from otel_context.evaluation.classify import (
     stale_value,
     user_messages_kept,
 )
-from otel_context.evaluation.scenarios import KINDS, SCENARIOS, answer_matches, get_scenario
+from otel_context.evaluation.scenarios import SCENARIOS, get_scenario
+from otel_context.evaluation.script import KINDS, answer_matches
 
 BILLING = get_scenario("billing")
 ACCOUNT = BILLING.fact("account")  # a user identifier

@@ -16,6 +16,7 @@ import pytest
 
 from otel_context.cli import main
 from otel_context.evaluation.classify import is_summarizer_request
+from otel_context.evaluation.scenarios import DEFAULT_SCENARIOS, get_scenario
 
 SCRIPT = Path(sys.executable).parent / "otel-context"
 
@@ -45,7 +46,7 @@ def _consistent(payload: dict[str, Any]) -> None:
         assert len(run["compactions"]) >= 3, run["scenario"]
         for c in run["compactions"]:
             asked = len(c["probes"]["answers"])
-            assert asked >= 5
+            assert asked == sum(1 for f in c["facts"] if not f["superseded"]) >= 1  # every fact in force
             hit, total = c["probes"]["compacted"]
             assert total == asked and hit <= _kept(run, c)
             assert hit >= _kept(run, c) - sum(1 for f in c["facts"] if f["source"] == "tool")
@@ -59,7 +60,8 @@ def _consistent(payload: dict[str, Any]) -> None:
             assert c["stale_values"] == [f["id"] for f in c["facts"] if f["stale"]]
             assert all(kinds[i]["reverses"] is None and kinds[i]["kind"] == "constraint" for i in c["stale_values"])
             said = c["user_messages"]
-            assert said["said"] == c["turn"] and 0 < said["verbatim"] + said["quoted_in_summary"] <= said["said"]
+            spoke = sum(1 for t in get_scenario(run["scenario"]).script(run["turns"])[: c["turn"]] if t.user)
+            assert said["said"] == spoke and 0 < said["verbatim"] + said["quoted_in_summary"] <= said["said"]
             assert said["share"] == pytest.approx((said["verbatim"] + said["quoted_in_summary"]) / said["said"])
             # The repair: within its budget (at most an eighth of the effective window), never worse.
             assert (
@@ -83,14 +85,19 @@ def test_the_gate_measures_every_run_and_exits_1_for_each_kind_of_failure(
 ) -> None:
     proc, payload = gate
     assert [(r["scenario"], r["summarizer"]) for r in payload["runs"]] == [
-        (s, style) for s in ("billing", "frontend", "pipeline") for style in ("start", "end", "sample", "unhelpful")
+        (s, style) for s in DEFAULT_SCENARIOS for style in ("start", "end", "sample", "unhelpful")
     ]
     _consistent(payload)
     failing = {
         (r["scenario"], r["summarizer"])
         for r in payload["summary"]
-        if r["user_facts_lost"] or r["without_reversal"] or r["stale_values"] or r["repair_over_budget"]
+        if r["user_facts_lost"]
+        or r["without_reversal"]
+        or r["stale_values"]
+        or r["repair_over_budget"]
+        or r["work_failed"]
     }
+    assert all(r["work_gated"] == get_scenario(r["scenario"]).work_gated for r in payload["summary"])
     assert {(r["scenario"], r["summarizer"]) for r in payload["summary"] if not r["passed"]} == failing
     assert payload["passed"] == (not failing) == (not payload["failures"])
     assert proc.returncode == (0 if payload["passed"] else 1), proc.stderr[-3000:]
@@ -273,6 +280,100 @@ def test_a_stale_value_fails_the_run_and_the_exit_status(
         assert "billing/start: a superseded value sent as if current at compaction 1 (turn 30)" in printed.err
     else:
         assert code == 0 and payload["passed"] and payload["summary"][0]["old_value_sent"] == 1
+
+
+def _work_run(scenario: Any, lost: str | None) -> Any:
+    """A run of ``scenario`` whose one compaction (turn 30) carried the agent's work but ``lost``: a file changed,
+    one only read, an open error, a closed one, a decision, a definition, a command (or nothing lost)."""
+    from otel_context.evaluation.runner import RunResult
+    from otel_context.evaluation.work import (
+        CHANGES,
+        FAILS,
+        FIXES,
+        Needle,
+        WorkEvent,
+        assess_work,
+        command,
+        decision,
+        definition,
+        error,
+        file,
+        track,
+    )
+
+    items = {
+        "changed": file("src/orders/handlers/refund.py"),
+        "read": file("src/orders/handlers/refunds.py"),
+        "open_error": error("E0308 in money.rs", (Needle("money.rs:9"),), (Needle("E0308"),)),
+        "closed_error": error("TS2322 in Form.tsx", (Needle("Form.tsx:41"),), (Needle("TS2322"),)),
+        "decision": decision("money", "We will store money as i128 minor units, never f64.", "i128", "minor units"),
+        "definition": definition("RefundPolicy", "src/orders/handlers/refund_policy.py"),
+        "command": command("cargo test -p ledger-core"),
+    }
+    timeline = track(
+        [
+            [WorkEvent(items["read"]), WorkEvent(items["definition"]), WorkEvent(items["changed"])],
+            [WorkEvent(items["changed"], CHANGES), WorkEvent(items["command"])],
+            [WorkEvent(items["open_error"], FAILS), WorkEvent(items["closed_error"], FAILS)],
+            [WorkEvent(items["closed_error"], FIXES), WorkEvent(items["decision"], in_reply=True)],
+        ]
+    )
+    lines = {
+        "changed": "changed src/orders/handlers/refund.py",
+        "read": "read src/orders/handlers/refunds.py",
+        "definition": "RefundPolicy in src/orders/handlers/refund_policy.py",
+        "open_error": "open: E0308 at money.rs:9",
+        "closed_error": "fixed: TS2322 at Form.tsx:41",
+        "decision": "We will store money as i128 minor units, never f64.",
+        "command": "ran cargo test -p ledger-core",
+    }
+    text = "\n".join(line for kind, line in lines.items() if kind != lost)
+    result = RunResult(scenario, "start", "crafted", "simulated", "m", "m", 30_000, 60, timeline=timeline)
+    record = _record([])
+    record.work = assess_work(timeline, 29, [text], None)
+    result.compactions.append(record)
+    return result
+
+
+@pytest.mark.parametrize(
+    ("lost", "label"),
+    [("changed", "files changed"), ("open_error", "open errors"), ("decision", "decisions")],
+)
+def test_a_lost_changed_file_open_error_or_decision_fails_a_gated_run(
+    lost: str, label: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 48's gate: in a gated scenario, a changed file, an open error or a decision absent from a request
+    after a compaction fails the run with one line naming it (exit 1); in a scenario not gated, the same loss is
+    measured and the run passes."""
+    import dataclasses
+
+    long = get_scenario("long")
+    code, printed, payload = _eval_of(_work_run(long, lost), monkeypatch, capsys)
+    assert code == 1 and not payload["passed"]
+    (line,) = payload["failures"]
+    assert line.startswith(f"long/start: 1 of 1 {label} lost after a compaction (the first at compaction 1, turn 30)")
+    assert line in printed.err
+    (row,) = payload["summary"]
+    assert row["work_failed"] and row["work"][lost] == [0, 1]
+    assert payload["runs"][0]["compactions"][0]["work_lost"] == {lost: [row["work_lost"][lost][0]]}
+
+    measured = dataclasses.replace(long, work_gated=False)
+    code, printed, payload = _eval_of(_work_run(measured, lost), monkeypatch, capsys)
+    assert code == 0 and payload["passed"] and payload["failures"] == []
+    assert payload["summary"][0]["work"][lost] == [0, 1] and not payload["summary"][0]["work_failed"]
+
+
+@pytest.mark.parametrize("lost", [None, "read", "definition", "closed_error", "command"])
+def test_nothing_lost_or_a_loss_the_gate_does_not_hold_passes(
+    lost: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Files only read, definitions, closed errors and commands are measured, not gated."""
+    code, printed, payload = _eval_of(_work_run(get_scenario("long"), lost), monkeypatch, capsys)
+    assert code == 0 and payload["passed"] and payload["failures"] == [] and "lost after" not in printed.err
+    (row,) = payload["summary"]
+    kept = {kind: figures for kind, figures in row["work"].items() if figures[1]}
+    assert kept == {kind: [0 if kind == lost else 1, 1] for kind in kept}
+    assert set(kept) == {"read", "changed", "definition", "open_error", "closed_error", "command", "decision"}
 
 
 def test_the_live_path_against_a_provider_at_the_sdks_base_url_skips_a_full_history_over_its_window(
