@@ -19,8 +19,9 @@ and now and then; in between the agent works on its own, a tool call per turn (a
 Everything is generated from the compact data below: each file's text from its language's templates (seeded by its
 path; the definitions that matter are written out), kept as a model that the edits change, so a file read after
 an edit shows the edit and a test run's output names the tests its file holds. Each turn records what it does to
-the agent's work (:class:`~otel_context.evaluation.work.WorkEvent`). The story is about 190 turns; a longer
-``--turns`` continues with the agent re-reading and re-running what it worked on, a shorter one cuts it.
+the agent's work (:class:`~otel_context.evaluation.work.WorkEvent`). The story is 179 turns (190 with the facts'
+turns); a longer ``--turns`` continues with the agent re-reading and re-running what it worked on, in the
+repository as the story left it, and a shorter one cuts it.
 """
 
 from __future__ import annotations
@@ -1682,9 +1683,8 @@ def _vitest(path: str, tests: int) -> str:
     )
 
 
-def _story() -> list[ScriptedTurn]:
-    """The session, task by task (about 190 turns)."""
-    s = _Story()
+def _story(s: _Story) -> None:
+    """The session, task by task (179 turns), told into ``s``."""
     d = {name: item.sentence or "" for name, item in DECISIONS.items()}
     py_tests = "python -m pytest -q"
 
@@ -2594,7 +2594,6 @@ async fn a_negative_amount_is_refused() {
         "Refund creation is idempotent. Open: the webhook replay test, the reversal test in ledger-core, the TS2345 "
         "in refunds.ts, the exhaustive-deps error in useRefunds.ts, and the backfill's rows without a currency."
     )
-    return s.turns
 
 
 _USER_AGAIN = (
@@ -2609,15 +2608,17 @@ class _LongSession:
     """The story, then (for a longer ``--turns``) the agent re-reading and re-running what it worked on."""
 
     def turns(self, rng: random.Random) -> Iterator[ScriptedTurn]:
-        yield from _story()
         s = _Story()
-        for path in _REPO:  # the repository as the story left it: re-reads show the same text
-            s.text(path)
+        _story(s)
+        yield from list(s.turns)
+        # Then the repository as the story left it: a re-read shows its edits, a run its open failures.
+        paths = sorted(set(_REPO) | set(s.files))
         open_python, open_rust = ["webhook"], ["reversal"]
+        first = True
         while True:
-            path = _REPO[rng.randrange(len(_REPO))]
+            path = paths[rng.randrange(len(paths))]
             roll = rng.random()
-            if not s.turns or roll < 0.15:
+            if first or roll < 0.15:  # the story ended with the agent's summary: the user speaks next
                 s.ask(rng.choice(_USER_AGAIN).format(path=path))
             if roll < 0.7:
                 s.read(path, f"Re-read {path}: it agrees with the changes.")
@@ -2635,6 +2636,7 @@ class _LongSession:
                     "Same state: the reversal test fails.",
                     fails=open_rust,
                 )
+            first = False
             yield s.turns[-1]
 
 

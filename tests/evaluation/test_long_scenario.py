@@ -167,6 +167,27 @@ def test_the_lines_an_error_names_are_those_a_read_of_the_file_shows() -> None:
         assert code in shown[path][int(match.group(1))], (path, match.group(1))
 
 
+def test_a_file_read_after_its_last_edit_shows_the_edit() -> None:
+    """The files are a model the edits change: a whole-file Read after a file's last Edit shows its new text,
+    in the story and in the re-reads past its end."""
+    script = LONG.script(400)
+    last_edit: dict[str, tuple[int, str]] = {}
+    for n, turn in enumerate(script):
+        if turn.tool is not None and turn.tool.name == "Edit":
+            last_edit[turn.tool.arguments["file_path"]] = (n, turn.tool.arguments["new_string"])
+    checked = 0
+    for n, turn in enumerate(script):
+        tool = turn.tool
+        if tool is None or tool.name != "Read" or "offset" in tool.arguments:
+            continue
+        edited = last_edit.get(tool.arguments["file_path"])
+        if edited is not None and edited[0] < n:
+            shown = "\n".join(line.partition("\t")[2] for line in tool.result.splitlines())
+            assert edited[1] in shown, (n, tool.arguments["file_path"])
+            checked += 1
+    assert checked >= 10
+
+
 def test_decisions_are_phrased_as_people_write_them_inside_ordinary_replies() -> None:
     decided = [e.item for t in SCRIPT for e in t.work if e.item.family == "decision"]
     assert len(decided) >= 12
