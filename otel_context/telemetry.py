@@ -7,6 +7,7 @@ from the global ones (OpenTelemetry's proxies, so an app that sets its providers
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -161,6 +162,16 @@ NO_TRACER_PROVIDER = (
     "instrument(tracer_provider=...)), or use `import otel_context.auto` instead, which sets the SDK up from "
     "the OTEL_* variables (OTEL_TRACES_EXPORTER=console for a first look)."
 )
+#: The same under ``opentelemetry-instrument`` (zero-code: no code to set a provider in), which sets the SDK up
+#: only through a distro.
+NO_TRACER_PROVIDER_ZERO_CODE = (
+    "otel_context: opentelemetry-instrument set no OpenTelemetry SDK up (it does so only through a distro, and "
+    "none is installed), so the instrumented LLM calls make no spans (compaction works all the same). Install "
+    "otel-context's instrument extra, which brings one: pip install 'otel-context[instrument]'; then "
+    "OTEL_TRACES_EXPORTER=console for a first look, or OTEL_EXPORTER_OTLP_ENDPOINT for a collector."
+)
+#: Imported by ``opentelemetry-instrument``'s sitecustomize before the app runs.
+_ZERO_CODE_MODULE = "opentelemetry.instrumentation.auto_instrumentation"
 
 
 def configure(
@@ -190,7 +201,8 @@ def not_recording(span: Span) -> None:
     if _explicit_provider or "tracing.no_provider" in _logged:
         return
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        log_once("tracing.no_provider", NO_TRACER_PROVIDER)
+        zero_code = _ZERO_CODE_MODULE in sys.modules
+        log_once("tracing.no_provider", NO_TRACER_PROVIDER_ZERO_CODE if zero_code else NO_TRACER_PROVIDER)
 
 
 #: Marks a text cut to a size cap (captured content, a summary shown on the ``compact`` span), followed by how

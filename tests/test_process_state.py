@@ -82,6 +82,7 @@ CONSTANTS = {
     "otel_context.formats.openai_responses._INCOMPLETE",
     "otel_context.formats.openai_responses._DIAGNOSIS_STATUS",
     "otel_context.sdk_setup._PROTOCOLS",
+    "otel_context.sdk_setup._DEFAULT_ENDPOINTS",
     "otel_context.semconv.FINISH_REASON_MAP",
     "otel_context.settings.CAPTURE_BOOLEANS",
     "otel_context.settings.ENV_VARS",

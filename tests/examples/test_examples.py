@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -161,7 +162,7 @@ def test_every_example_has_a_row_naming_its_extras() -> None:
 
 
 def test_the_extras_named_for_opentelemetry_instrument_bring_a_distro() -> None:
-    # Without a distro, opentelemetry-instrument runs the app with no span and no warning.
+    # Without a distro, opentelemetry-instrument sets no SDK up (test_zero_code_without_a_distro_says_so_once).
     assert "opentelemetry-distro" in user_install.distributions_for(EXTRAS["zero_code.py"])
     assert "opentelemetry-distro" not in user_install.distributions_for(["anthropic"])
 
@@ -181,3 +182,53 @@ def test_the_guard_hides_what_the_extras_do_not_install(tmp_path: Path) -> None:
 def test_failing_summarizer_metrics_serves_metrics(example: Callable[[str], str]) -> None:
     out = example("failing_summarizer_metrics.py")
     assert out.startswith("metrics on http://127.0.0.1:")
+
+
+def _zero_code(**variables: str) -> tuple[int, list[str], list[str], float]:
+    """(exit status, stdout lines, stderr lines, seconds from the reply to the exit) of examples/zero_code.py
+    under opentelemetry-instrument, with the standard defaults (no exporter flags: OTLP)."""
+    env = {**_env(), **variables}
+    proc = subprocess.Popen(
+        [str(BIN / "opentelemetry-instrument"), sys.executable, str(EXAMPLES / "zero_code.py")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=EXAMPLES.parent,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    replied = time.monotonic()
+    out = []
+    for line in proc.stdout:
+        out.append(line.rstrip("\n"))
+        replied = time.monotonic()
+    err = [line for line in proc.stderr.read().splitlines() if line.strip()]
+    status = proc.wait(timeout=120)
+    return status, out, err, time.monotonic() - replied
+
+
+def test_zero_code_without_a_distro_says_so_once_and_names_the_extra() -> None:
+    # No distro: OTEL_PYTHON_DISTRO and OTEL_PYTHON_CONFIGURATOR name none of those installed, so the loader
+    # sets nothing up, as without opentelemetry-distro (it says that it skipped the one it found).
+    status, out, err, _ = _zero_code(OTEL_PYTHON_DISTRO="absent", OTEL_PYTHON_CONFIGURATOR="absent")
+    assert status == 0, err
+    assert out[0].startswith("reply: Simulated reply")
+    ours = [line for line in err if line.startswith("otel_context:")]
+    assert len(ours) == 1, err
+    assert "opentelemetry-instrument set no OpenTelemetry SDK up" in ours[0]
+    assert "pip install 'otel-context[instrument]'" in ours[0]
+    assert "trace.set_tracer_provider" not in ours[0] and "otel_context.auto" not in ours[0]  # no code to change
+    assert [line for line in err if line not in ours] == [
+        "Configuration of configurator not loaded because absent is set by OTEL_PYTHON_CONFIGURATOR"
+    ]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])  # the distro's default, and the other
+def test_zero_code_with_the_distro_and_no_collector_one_line_and_a_prompt_exit(protocol: str) -> None:
+    endpoint = f"http://127.0.0.1:{_free_port()}"
+    status, out, err, end = _zero_code(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_PROTOCOL=protocol)
+    assert status == 0, err
+    assert out[0].startswith("reply: Simulated reply")
+    assert len(err) == 1, err  # before: "Transient error ... retrying" and "Failed to export" lines, 12 s
+    assert err[0].startswith(f"otel_context: no OpenTelemetry collector listens at {endpoint}")
+    assert end < 4.0, f"the exit took {end:.1f} s after the reply"
