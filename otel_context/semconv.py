@@ -231,6 +231,21 @@ MIME_TEXT_PLAIN: Final = "text/plain"
 #: the context before and after on this call (``COMPACTION_INPUT_TOKENS`` / ``COMPACTION_OUTPUT_TOKENS``) and
 #: the threshold that applied.
 COMPACTION_APPLIED_EVENT: Final = "otel_context.compaction.applied"
+#: A background summary's calls and its ``compact`` span name each other's trace and span (hex, as viewers show
+#: them), besides the span links: a viewer that stores no links (Arize Phoenix) still leads from one to the
+#: other, and any viewer finds one from the other's id with a search. On the chat span of the call that
+#: started the summary (``started``) and of the call that sends it (``applied``): the summary's compact span;
+#: on that compact span: the call that started it (``started_by``; it ended before any call applied it, so the
+#: applying call is found by searching for its ``applied.trace_id``); on the ``discarded`` record of a summary
+#: dropped unapplied: the summary's compact span.
+COMPACTION_STARTED_TRACE_ID: Final = "otel_context.compaction.started.trace_id"
+COMPACTION_STARTED_SPAN_ID: Final = "otel_context.compaction.started.span_id"
+COMPACTION_APPLIED_TRACE_ID: Final = "otel_context.compaction.applied.trace_id"
+COMPACTION_APPLIED_SPAN_ID: Final = "otel_context.compaction.applied.span_id"
+COMPACTION_STARTED_BY_TRACE_ID: Final = "otel_context.compaction.started_by.trace_id"
+COMPACTION_STARTED_BY_SPAN_ID: Final = "otel_context.compaction.started_by.span_id"
+COMPACTION_DISCARDED_TRACE_ID: Final = "otel_context.compaction.discarded.trace_id"
+COMPACTION_DISCARDED_SPAN_ID: Final = "otel_context.compaction.discarded.span_id"
 
 # --- a request the provider rejected as too long (the call then compacts and retries it once) ---------------
 #: On the chat span, before the retry: what the provider said, so the retried span still shows the rejection.

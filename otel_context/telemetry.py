@@ -14,7 +14,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import Counter, Histogram, Meter, MeterProvider, ObservableCounter, UpDownCounter
-from opentelemetry.trace import Span, Tracer, TracerProvider
+from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
 from otel_context import process_state, semconv, token_counters
@@ -221,6 +221,15 @@ def cut_text(text: str, max_bytes: int) -> tuple[str, bool]:
         return text, False
     kept = encoded[:max_bytes].decode("utf-8", "ignore")
     return f"{kept}{TRUNCATED} {len(text) - len(kept):,} characters]", True
+
+
+def name_span(span: Span, trace_key: str, span_key: str, other: SpanContext | None) -> None:
+    """Name ``other`` (its trace and span id, in the hex viewers show) on ``span``: the span link's content as
+    attributes, for viewers that store no links. Nothing when ``other`` is not sampled (no backend has it)."""
+    if other is not None and other.is_valid and other.trace_flags.sampled:
+        span.set_attributes(
+            {trace_key: trace.format_trace_id(other.trace_id), span_key: trace.format_span_id(other.span_id)}
+        )
 
 
 def emit_event(span: Span, name: str, attributes: Mapping[str, AttributeValue]) -> None:

@@ -266,8 +266,20 @@ def _start_span(job: CompactionJob, strategy: str) -> Span:
     span = _open_span(job.parent, job.trigger, strategy, job.conversation_id, threshold, job.mode, job.links)
     span.set_attribute(semconv.COMPACTION_INPUT_TOKENS, job.estimated_tokens)
     viewers.describe_input(span, strategy, job.trigger, job.mode, job.estimated_tokens)
+    if job.mode == semconv.MODE_BACKGROUND and job.links:  # the call that started it, named for any viewer
+        telemetry.name_span(
+            span, semconv.COMPACTION_STARTED_BY_TRACE_ID, semconv.COMPACTION_STARTED_BY_SPAN_ID, job.links[0]
+        )
     job.span = span
     return span
+
+
+def start_background_span(job: CompactionJob) -> SpanContext:
+    """Open the ``compact`` span of a summary prepared in the background, on the thread of the call that
+    starts it (the summary then runs elsewhere): that call names it (see ``engine.background``), and it
+    names that call. :func:`run_summary` takes the span over (or ends it as ``skipped`` when the
+    ``pre_compact`` hook vetoes)."""
+    return _start_span(job, semconv.STRATEGY_SUMMARY).get_span_context()
 
 
 def _open_span(
@@ -509,6 +521,9 @@ def record_discarded(
             span.add_link(published_by)
         except Exception:
             telemetry.log_once("cascade.link", "otel_context: could not link a compaction", exc_info=True)
+        telemetry.name_span(
+            span, semconv.COMPACTION_DISCARDED_TRACE_ID, semconv.COMPACTION_DISCARDED_SPAN_ID, published_by
+        )
     out = CompactionOutcome(outcome=semconv.OUTCOME_DISCARDED)
     _close_span(span, out, state, trigger, provider, model, timed=False, mode=semconv.MODE_BACKGROUND)
 
@@ -707,8 +722,10 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
     if vetoed:
         out.skipped_reason = "vetoed by the pre_compact hook"
         count_skipped(job.trigger, job.provider, job.model)
+        if job.span is not None:  # a background summary's, opened when a call started it (and named there)
+            _end_skipped(job.span, out.skipped_reason)
         return out
-    span = _start_span(job, semconv.STRATEGY_SUMMARY)
+    span = job.span if job.span is not None else _start_span(job, semconv.STRATEGY_SUMMARY)
     try:
         _note_fallback(job, span)
         try:
@@ -835,6 +852,14 @@ def _adopt_summary(job: CompactionJob, out: CompactionOutcome, result: SummaryOu
         raise CompactionError("no_progress", f"the result (~{after} tokens) is not smaller than the input (~{before})")
     out.input_tokens, out.output_tokens = _reported_sizes(job, before, after, result.calibration)
     out.outcome = semconv.OUTCOME_SUCCESS
+
+
+def _end_skipped(span: Span, reason: str) -> None:
+    """End an open ``compact`` span whose compaction did not run (no figures, no metric: counted as skipped)."""
+    span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_SKIPPED)
+    span.set_attribute(semconv.CONTEXT_COMPACTION_SKIPPED_REASON, reason)
+    viewers.describe_output(span, semconv.OUTCOME_SKIPPED, error_type=reason)
+    span.end()
 
 
 def _abandoned(job: CompactionJob, span: Span) -> None:

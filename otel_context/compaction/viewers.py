@@ -64,12 +64,15 @@ def describe_output(
     summary: str | None = None,
     max_bytes: int = 0,
 ) -> None:
-    """The output in words: what the compaction left (or why it left nothing); ``summary`` (None unless
-    content capture is on) is appended, cut to ``max_bytes``."""
+    """The output in words: what the compaction left, or why it left nothing (``error_type``: the failure's
+    type, or why it was skipped); ``summary`` (None unless content capture is on) is appended, cut to
+    ``max_bytes``."""
     if outcome == semconv.OUTCOME_FAILURE:
         text = f"failed: {error_type or 'compaction_failed'}"
     elif outcome == semconv.OUTCOME_DISCARDED:
         text = "discarded: prepared in the background, never sent"
+    elif outcome == semconv.OUTCOME_SKIPPED:
+        text = f"skipped: {error_type}"
     else:
         text = f"{output_tokens:,} tokens ({input_tokens - output_tokens:,} fewer), {messages_compacted:,} messages compacted"
         if summary_tokens:

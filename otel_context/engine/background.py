@@ -315,6 +315,10 @@ def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, 
     if raced:
         yield from _let_go(prepared)
         return
+    # Its compact span opens now, while this call's span is open, so that each names the other (any viewer
+    # then leads from one to the other, links or not); the summary runs on (see _run, _end_unstarted).
+    compact = cascade.start_background_span(job)
+    telemetry.name_span(span, semconv.COMPACTION_STARTED_TRACE_ID, semconv.COMPACTION_STARTED_SPAN_ID, compact)
     yield BackgroundStart(_run(prepared, call))
 
 
@@ -345,6 +349,8 @@ def _run(prepared: Prepared, call: CallState) -> Generator[SummaryRequest | Stor
     (with a shared store: published for the fleet, then the prepare lock is let go). Its ``compact`` span
     ends when the summary is ready: ``success``, or ``discarded`` when it can never be applied."""
     with _lock:
+        if prepared.landed.is_set():
+            return  # closed before it started (uninstrument(), the interpreter's exit): its span ended then
         _running.add(prepared)
     try:
         out = yield from cascade.run_summary(prepared.job)
@@ -541,6 +547,7 @@ def _applied(
             span.add_link(compact)
         except Exception:
             telemetry.log_once("background.link", "otel_context: could not link a compaction", exc_info=True)
+    telemetry.name_span(span, semconv.COMPACTION_APPLIED_TRACE_ID, semconv.COMPACTION_APPLIED_SPAN_ID, compact)
     telemetry.emit_event(
         span,
         semconv.COMPACTION_APPLIED_EVENT,
@@ -669,7 +676,23 @@ def discard_all() -> None:
     pacing.forget_durations()  # reset does too (pacing's own registration); uninstrument() only here
     for prepared in every:
         _drop(prepared)
+        _end_unstarted(prepared)
         _give_back(prepared)
+
+
+def _end_unstarted(prepared: Prepared) -> None:
+    """End the ``compact`` span of a summary whose flow never started (its task cancelled first, or the
+    interpreter exiting), as ``discarded``: the span opened when the call started it (see :func:`maybe_start`)
+    and nothing else would end it. Its flow, if it starts after all, ends at once (see :func:`_run`)."""
+    with _lock:
+        if prepared in _running or prepared.landed.is_set():
+            return  # running (it ends its span) or ended
+        prepared.landed.set()
+    span = prepared.job.span
+    if span is not None and span.is_recording():
+        span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED)
+        viewers.describe_output(span, semconv.OUTCOME_DISCARDED)
+        span.end()
 
 
 def release_leases() -> None:
@@ -687,8 +710,11 @@ def end_at_exit() -> None:
     provider shuts down. Nothing else: no metric, no breaker; the summary is given up."""
     with _lock:
         running = list(_running)
+        every = _every_prepared()
     for prepared in running:
         _carry_out(prepared, _move(prepared, Event.EXIT))
+    for prepared in every:
+        _end_unstarted(prepared)
 
 
 def forget_all() -> None:

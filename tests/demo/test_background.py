@@ -5,14 +5,17 @@ waited for compactions, by mode."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
+from opentelemetry import trace
 
 from otel_context import semconv
 from otel_context.demo import DemoOptions, DemoResult, run
 from otel_context.demo.report import compaction_rows, summary_rows
 from otel_context.demo.stats import KIND_AUTO
 from tests.demo.support import plain_report_text
+from tests.values import attrs_of
 
 
 class _Records(logging.Handler):
@@ -126,3 +129,61 @@ def test_the_figures_count_only_the_summaries_that_were_sent_and_add_up(backgrou
         parts = f"{sum(row[1] for row in rows)} sent + {unsent} prepared and never sent + {discarded} discarded"
         assert parts in " ".join(metrics.note.split())
     assert sum(row[1] for row in rows) + unsent + discarded == result.metrics[semconv.METRIC_COMPACTIONS]
+
+
+def _hex(context: Any) -> tuple[str, str]:
+    return trace.format_trace_id(context.trace_id), trace.format_span_id(context.span_id)
+
+
+def _named(attrs: dict[str, Any], trace_key: str, span_key: str) -> tuple[str, str] | None:
+    return (attrs[trace_key], attrs[span_key]) if trace_key in attrs else None
+
+
+def test_a_background_summary_and_the_calls_around_it_name_each_others_traces(background_run: DemoResult) -> None:
+    """A viewer that stores no span links (Arize Phoenix) still leads from the turn to the summary's trace and
+    back (docs/viewing.md): the ids of the span links are attributes too."""
+    spans = {_hex(s.context): s for s in background_run.spans}
+    summaries = [
+        s
+        for s in background_run.spans
+        if s.name == semconv.COMPACT_SPAN
+        and s.parent is None
+        and s.links
+        and _hex(s.links[0].context) in spans
+        and spans[_hex(s.links[0].context)].name.startswith(f"{semconv.OP_CHAT} ")
+    ]
+    assert summaries
+    applied = 0
+    for summary in summaries:
+        a = attrs_of(summary)
+        assert a[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
+        # The compact span names the call that started it, and that call names the compact span.
+        starter = spans[_hex(summary.links[0].context)]
+        assert _named(a, semconv.COMPACTION_STARTED_BY_TRACE_ID, semconv.COMPACTION_STARTED_BY_SPAN_ID) == _hex(
+            starter.context
+        )
+        assert _named(
+            attrs_of(starter), semconv.COMPACTION_STARTED_TRACE_ID, semconv.COMPACTION_STARTED_SPAN_ID
+        ) == _hex(summary.context)
+        # The call that sends it names it (and links to it); a summary never sent has a discarded record that does.
+        for s in background_run.spans:
+            if not any(_hex(link.context) == _hex(summary.context) for link in s.links):
+                continue
+            if s.name == semconv.COMPACT_SPAN:
+                keys = (semconv.COMPACTION_DISCARDED_TRACE_ID, semconv.COMPACTION_DISCARDED_SPAN_ID)
+            else:
+                keys = (semconv.COMPACTION_APPLIED_TRACE_ID, semconv.COMPACTION_APPLIED_SPAN_ID)
+                applied += 1
+            assert _named(attrs_of(s), *keys) == _hex(summary.context), s.name
+    assert applied
+    # The other way round, with attributes alone: every id named is a span of the run, in another trace.
+    for s in background_run.spans:
+        for keys in (
+            (semconv.COMPACTION_STARTED_TRACE_ID, semconv.COMPACTION_STARTED_SPAN_ID),
+            (semconv.COMPACTION_APPLIED_TRACE_ID, semconv.COMPACTION_APPLIED_SPAN_ID),
+            (semconv.COMPACTION_STARTED_BY_TRACE_ID, semconv.COMPACTION_STARTED_BY_SPAN_ID),
+            (semconv.COMPACTION_DISCARDED_TRACE_ID, semconv.COMPACTION_DISCARDED_SPAN_ID),
+        ):
+            named = _named(attrs_of(s), *keys)
+            if named is not None:
+                assert named in spans and named[0] != _hex(s.context)[0], (s.name, keys)

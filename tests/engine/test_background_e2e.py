@@ -164,6 +164,30 @@ def test_prepared_summary_is_applied_at_the_threshold_without_waiting(
     assert turn > 3
 
 
+def test_a_background_summary_the_pre_compact_hook_vetoes_ends_its_span_as_skipped(
+    simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    """Its ``compact`` span opened when the call started it (so that the call names it): a veto ends it as
+    ``skipped``, with the reason and no summarizer call, still named by that call."""
+    _setup(simulated_provider, instrumented, pre_compact=lambda event: False)
+    chat = Chat(simulated_provider.anthropic())
+    for turn in range(1, 30):
+        chat.turn(turn)
+        _wait_idle()
+        if otel.compact_spans():
+            break
+    vetoed = otel.compact_spans()[0]
+    a = attrs_of(vetoed)
+    assert a[semconv.COMPACTION_MODE] == semconv.MODE_BACKGROUND
+    assert a[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_SKIPPED
+    assert a[semconv.CONTEXT_COMPACTION_SKIPPED_REASON] == "vetoed by the pre_compact hook"
+    assert a[semconv.OUTPUT_VALUE] == "skipped: vetoed by the pre_compact hook"
+    assert not [s for s in otel.spans() if s.parent is not None and s.parent.span_id == vetoed.context.span_id]
+    starter = next(s for s in _mains(otel) if s.context.span_id == vetoed.links[0].context.span_id)
+    assert attrs_of(starter)[semconv.COMPACTION_STARTED_SPAN_ID] == f"{vetoed.context.span_id:016x}"
+    assert not [e for e in simulated_provider.exchanges if isinstance(e.body, dict) and _is_summary(e.body)]
+
+
 def test_apply_is_byte_identical_after_the_cut_and_reused_by_the_next_calls(
     simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
 ) -> None:
