@@ -49,3 +49,25 @@ def test_every_settings_variable_is_documented() -> None:
         assert f"`{variable}`" in compaction, variable
         if variable in settings_mod.ENV_VARS:
             assert f"`{variable}`" in readme, variable
+
+
+def test_every_jaeger_command_keeps_the_metrics_home() -> None:
+    """Jaeger takes traces only: every command that sends to the jaeger profile's stack says
+    OTEL_METRICS_EXPORTER=none (the instruction that works; the docs once said three things)."""
+    docs = [REPO / "README.md", REPO / "dashboards" / "README.md", *(REPO / "docs").glob("*.md")]
+    checked = 0
+    for path in docs:
+        lines = path.read_text().splitlines()
+        for n, line in enumerate(lines):
+            if "--profile jaeger" not in line or not line.lstrip().startswith("docker compose"):
+                continue
+            sends = next(later for later in lines[n + 1 :] if "OTEL_EXPORTER_OTLP_ENDPOINT=" in later)
+            assert "OTEL_METRICS_EXPORTER=none" in sends, f"{path.name}: {sends}"
+            checked += 1
+    assert checked >= 2  # the README's and dashboards/README.md's
+    compose = (REPO / "dashboards" / "docker-compose.yml").read_text()
+    assert compose.count("OTEL_METRICS_EXPORTER=none") >= 2  # the header and the jaeger service
+    viewing = (REPO / "docs" / "viewing.md").read_text()
+    jaeger_row = next(line for line in viewing.splitlines() if line.startswith("| Jaeger"))
+    assert "OTEL_METRICS_EXPORTER=none" in jaeger_row
+    assert not [p.name for p in docs if "which you can ignore" in p.read_text()]  # the metric export's error
