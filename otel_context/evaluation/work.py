@@ -225,6 +225,12 @@ class WorkEvent:
     in_reply: bool = False
 
 
+#: The kind of an item whose kind does not change: a definition, a command, a decision.
+_STEADY_KINDS: Mapping[str, str] = MappingProxyType(
+    {FAMILY_DEFINITION: KIND_DEFINITION, FAMILY_COMMAND: KIND_COMMAND, FAMILY_DECISION: KIND_DECISION}
+)
+
+
 @dataclass(frozen=True)
 class Tracked:
     """An item with the turns (0-based) of the first request that carries it and of the one that changes its
@@ -244,7 +250,7 @@ class Tracked:
             return KIND_CHANGED if shifted else KIND_READ
         if family == FAMILY_ERROR:
             return KIND_CLOSED_ERROR if shifted else KIND_OPEN_ERROR
-        return {FAMILY_DEFINITION: KIND_DEFINITION, FAMILY_COMMAND: KIND_COMMAND}.get(family, KIND_DECISION)
+        return _STEADY_KINDS[family]
 
 
 def track(events_by_turn: Iterable[Sequence[WorkEvent]]) -> list[Tracked]:

@@ -1,6 +1,7 @@
 """The eval's tables at the widths users read them in: 80 and 120 columns, and redirected to a file (no
 terminal, no COLUMNS). Every figure the JSON holds is printed whole, as one word of one line, and no line
-is wider than the output."""
+is wider than the output. (The run's verdict is the gate's business: here it only has to agree with the exit
+status.)"""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ def _figures(payload: dict[str, Any]) -> list[str]:
             ]
             if c["retention"] is not None:
                 figures.append(f"{c['retention']:.2f}")
+            figures += [f"{kept}/{checked}" for kept, checked in c["work"].values() if checked]
     for row in payload["summary"]:
         figures += [
             f"({row['facts_kept']}/{row['facts_checked']})",
@@ -46,6 +48,7 @@ def _figures(payload: dict[str, Any]) -> list[str]:
             _money(row["summary_cost"]),
             _money(row["spared_cost"]),
         ]
+        figures += [f"{kept}/{checked}" for kept, checked in row["work"].values() if checked]
     return figures
 
 
@@ -56,7 +59,14 @@ def _check(out: str, payload: dict[str, Any], width: int) -> None:
     words = {word for line in lines for word in line.split()}
     missing = [figure for figure in _figures(payload) if figure not in words]
     assert missing == [], missing
-    for title in ("Compactions", "Facts after each compaction", "Retention", "billing: Invoice rounding"):
+    for title in (
+        "Compactions",
+        "Facts after each compaction",
+        "Retention",
+        "billing: Invoice rounding",
+        "The agent's work after each compaction",
+        "The agent's work, over every (compaction, item) pair",
+    ):
         assert title in out
     # The fact grid: a row per planted fact, each one whole.
     for fact in payload["runs"][0]["facts"]:
@@ -71,8 +81,9 @@ def test_every_figure_is_whole_at_the_terminal_widths(
     out = tmp_path / "eval.json"
     code = main([*ARGS, "--json", str(out)])
     printed = capsys.readouterr()
-    assert code == 0, printed.err
-    _check(printed.out, json.loads(out.read_text()), width)
+    payload = json.loads(out.read_text())
+    assert code == (0 if payload["passed"] else 1) and "Traceback" not in printed.err, printed.err
+    _check(printed.out, payload, width)
 
 
 def test_every_figure_is_whole_when_redirected_to_a_file(tmp_path: Path) -> None:
@@ -83,8 +94,9 @@ def test_every_figure_is_whole_when_redirected_to_a_file(tmp_path: Path) -> None
         proc = subprocess.run(
             [str(SCRIPT), *ARGS, "--json", str(out)], stdout=stdout, stderr=subprocess.PIPE, text=True, env=env
         )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    _check((tmp_path / "eval.txt").read_text(), json.loads(out.read_text()), FILE_WIDTH)
+    payload = json.loads(out.read_text())
+    assert proc.returncode == (0 if payload["passed"] else 1) and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    _check((tmp_path / "eval.txt").read_text(), payload, FILE_WIDTH)
 
 
 def test_a_table_wider_than_the_output_is_stacked_with_its_key_columns_repeated() -> None:
