@@ -303,6 +303,8 @@ def telemetry_note(result: DemoResult) -> str:
     parts = [f"{len(result.spans)} spans kept in memory for this summary"]
     if result.otlp is not None:
         parts.append(_export_note(result))
+        if result.conversation_id:  # what to look for in a viewer (a session in Arize Phoenix)
+            parts.append(f"conversation {result.conversation_id}")
     else:
         parts.append("set OTEL_EXPORTER_OTLP_ENDPOINT to send spans and metrics to a collector")
     if result.options.json_path is not None:

@@ -22,6 +22,8 @@ returned with ``interrupted=True``.
 from __future__ import annotations
 
 import contextlib
+import secrets
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +54,9 @@ MAX_TOKENS = 1_024
 #: A summarizer request takes this many times the model's --latency (the issue's benchmark: 0.5 s and 3 s).
 SUMMARY_LATENCY_FACTOR = 6
 MAX_LATENCY = 60.0
-CONVERSATION_ID = "otel-context-demo"
+#: The start of every run's conversation id (``gen_ai.conversation.id``, a session in Arize Phoenix): one id per
+#: run, so that a viewer does not merge the runs of a day into one session.
+CONVERSATION_PREFIX = "otel-context-demo"
 #: After Ctrl-C, the most the demo waits for a summary in flight before it shuts down.
 INTERRUPTED_WAIT_SECONDS = 2.0
 
@@ -116,6 +120,8 @@ class DemoResult:
     facts_kept: int | None = None
     facts_total: int = 0
     otlp: tuple[str, str] | None = None
+    #: This run's conversation id (see :func:`new_conversation_id`).
+    conversation_id: str = ""
     #: OTLP exports by signal ("spans", "metrics"): what became of them (the tallies the exporters count into).
     exports: dict[str, ExportTally] = field(default_factory=dict)
     #: Counter totals by metric name (the in-memory metric reader, read at the end of the run), and the sum
@@ -157,6 +163,12 @@ def _instrument(options: DemoOptions, tel: demo_telemetry.DemoTelemetry) -> Call
         background_compaction=options.background,
     )
     return otel_context.uninstrument
+
+
+def new_conversation_id() -> str:
+    """A conversation id of its own for a run: the prefix, when it started, and a random part (two runs in the
+    same second)."""
+    return f"{CONVERSATION_PREFIX}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
 def _conversation(conversation_id: str) -> contextlib.AbstractContextManager[Any]:
@@ -308,7 +320,8 @@ def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult
             try:
                 script = build_script(options.turns, options.seed)
                 result.facts_total = sum(1 for fact in FACTS if any(fact in turn.text for turn in script))
-                with _conversation(CONVERSATION_ID):
+                result.conversation_id = new_conversation_id()
+                with _conversation(result.conversation_id):
                     for number, turn in enumerate(script, 1):
                         mark = len(tel.finished_spans())
                         drop.begin(number)

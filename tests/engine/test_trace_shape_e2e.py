@@ -10,66 +10,20 @@ exported, no child may end after its parent, and every span the app started must
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from otel_context import semconv
+from tests.otlp_collector import Collector, span_attributes
 
 MODEL = "claude-sonnet-4-6"
 WINDOW = 14_000
-
-
-class Collector:
-    """An OTLP/HTTP trace receiver on loopback: the spans of every export request, decoded."""
-
-    def __init__(self) -> None:
-        self.spans: list[Span] = []
-        self.lock = threading.Lock()
-        collector = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                data = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    data = gzip.decompress(data)
-                request = ExportTraceServiceRequest.FromString(data)
-                with collector.lock:
-                    for resource in request.resource_spans:
-                        for scope in resource.scope_spans:
-                            collector.spans.extend(scope.spans)
-                answer = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -169,7 +123,7 @@ def test_an_exported_background_run_has_no_orphan_and_no_child_outliving_its_par
     ]
     assert outliving == []
 
-    attrs = {s.span_id: _attributes(s) for s in spans}
+    attrs = {s.span_id: span_attributes(s) for s in spans}
     compacts = [s for s in spans if s.name == semconv.COMPACT_SPAN]
     summarizers = [s for s in spans if s.parent_span_id in {c.span_id for c in compacts}]
     app = [s for s in spans if s.name.startswith("chat ") and s not in summarizers]
@@ -197,15 +151,6 @@ def test_an_exported_background_run_has_no_orphan_and_no_child_outliving_its_par
     assert outcomes[cut.span_id] == "discarded"
     (cut_request,) = [s for s in summarizers if s.parent_span_id == cut.span_id]
     assert semconv.GEN_AI_USAGE_INPUT_TOKENS not in attrs[cut_request.span_id]  # no answer came
-
-
-def _attributes(span: Span) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for kv in span.attributes:
-        value = kv.value
-        kind = value.WhichOneof("value")
-        out[kv.key] = getattr(value, kind) if kind is not None else None
-    return out
 
 
 def _env() -> dict[str, str]:
