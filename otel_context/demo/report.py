@@ -15,7 +15,6 @@ figure the instrumentation's ``otel_context.context.utilization`` divides by.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -31,8 +30,14 @@ from otel_context.demo.pricing import PRICES
 from otel_context.demo.run import SUMMARY_LATENCY_FACTOR, DemoOptions, DemoResult
 from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, AppliedFigures, CompactionFigures, TurnStats
 from otel_context.sdk_setup import EXIT_SECONDS
+from otel_context.terminal import output_width, wrap
 
 __all__ = ["PlainReport", "Report", "RichReport", "make_report", "span_tree"]
+
+#: The width of the plain report in a file or a pipe (COLUMNS, when set, wins; a terminal gives its own).
+FILE_WIDTH = 80
+#: The least room a table row's note takes beside the row's cells (else it goes on the lines below).
+NOTE_ROOM = 20
 
 RICH_MISSING = (
     "otel-context: `rich` is not installed, so the demo prints plain text. "
@@ -81,29 +86,40 @@ def legend(options: DemoOptions) -> str:
     )
 
 
-def bar(fraction: float, width: int = 10) -> str:
-    filled = max(0, min(width, round(fraction * width)))
-    return "#" * filled + "-" * (width - filled)
+#: Where a turn line's tail goes on when it does not fit: under the figures, past ``turn 12/50 | ``.
+TURN_INDENT = "    "
 
 
-def turn_line(stats: TurnStats, outcome: TurnOutcome, total_turns: int, compactions_so_far: int) -> str:
-    """``turn 12/50 | in 18,442 | cache hit 91.2% | context  80% [######--] | compactions  3 +auto``: the
-    figures of the turn's last call (see :func:`legend`)."""
+def turn_line(
+    stats: TurnStats, outcome: TurnOutcome, total_turns: int, compactions_so_far: int, width: int
+) -> list[str]:
+    """``turn 12/50 | in 18,442 | cache hit  91.2% | context  80% | compactions  3 +auto``: the figures of the
+    turn's last call (see :func:`legend`), then what happened in the turn; in lines of at most ``width`` (the
+    figures are 73 characters at 2-digit turns; what does not fit beside them goes on an indented line)."""
     counts = Counter(stats.kinds)
-    kinds = "".join(f" +{k}" + (f" x{n}" if n > 1 else "") for k, n in counts.items())
-    unexpected = [b.reason for b in stats.cache_breaks if not b.intentional]
+    tail = ["".join(f" +{k}" + (f" x{n}" if n > 1 else "") for k, n in counts.items())] if counts else []
     # Background compaction: the summary became ready (prepared past 80 % of the threshold), then the call
     # that crossed the threshold applied it without running the summarizer itself.
-    marks = " | summary prepared" if stats.prepared else ""
-    marks += " | summary applied" if stats.applied else ""
-    error = f" | cache break: {', '.join(unexpected)}" if unexpected else ""
-    error += f" | FAILED: {outcome.error[:60]}" if outcome.error else ""
-    width = len(str(total_turns))
-    return (
-        f"turn {stats.turn:>{width}}/{total_turns} | in {stats.context_tokens:>6,} | "
-        f"cache hit {stats.hit_ratio:6.1%} | context {stats.utilization:4.0%} [{bar(stats.utilization, 8)}] | "
-        f"compactions {compactions_so_far:>2}{kinds}{marks}{error}"
-    )
+    tail += [" | summary prepared"] if stats.prepared else []
+    tail += [" | summary applied"] if stats.applied else []
+    unexpected = [b.reason for b in stats.cache_breaks if not b.intentional]
+    tail += [f" | cache break: {', '.join(unexpected)}"] if unexpected else []
+    tail += [f" | FAILED: {outcome.error[:60]}"] if outcome.error else []
+    digits = len(str(total_turns))
+    figures = [
+        f"turn {stats.turn:>{digits}}/{total_turns}",
+        f" | in {stats.context_tokens:>6,}",
+        f" | cache hit {stats.hit_ratio:6.1%}",
+        f" | context {stats.utilization:4.0%}",
+        f" | compactions {compactions_so_far:>2}",
+    ]
+    lines = [""]
+    for part in figures + tail:
+        if not lines[-1] or len(lines[-1]) + len(part) <= width:
+            lines[-1] += part
+        else:
+            lines += wrap(part.removeprefix(" | ").strip(), width, TURN_INDENT)
+    return lines
 
 
 @dataclass(frozen=True)
@@ -414,66 +430,92 @@ def span_tree(spans: Sequence[ReadableSpan]) -> Node | None:
     return build(chosen)
 
 
-def plain_tree(node: Node, prefix: str = "", last: bool = True, root: bool = True) -> list[str]:
-    lines = [node.label if root else f"{prefix}{'`-- ' if last else '|-- '}{node.label}"]
-    child_prefix = "" if root else prefix + ("    " if last else "|   ")
+def plain_tree(node: Node, width: int, prefix: str = "", last: bool = True, root: bool = True) -> list[str]:
+    """The tree in lines of at most ``width``: a long label goes on under itself, past its branch."""
+    child_prefix = prefix if root else prefix + ("    " if last else "|   ")
+    # Under the label: past the branch, and past the line down to the children when there are any.
+    under = child_prefix + ("|   " if node.children else "    ")
+    first = prefix if root else f"{prefix}{'`-- ' if last else '|-- '}"
+    lines = wrap(node.label, width, first, under)
     for i, child in enumerate(node.children):
-        lines.extend(plain_tree(child, child_prefix, i == len(node.children) - 1, root=False))
+        lines.extend(plain_tree(child, width, child_prefix, i == len(node.children) - 1, root=False))
     return lines
 
 
 # --- plain renderer ---------------------------------------------------------------------------------------
 class PlainReport:
-    """Plain text, no colour, no cursor movement."""
+    """Plain text, no colour, no cursor movement; every line fits the output's width (80 columns for a file or
+    a pipe, the terminal's on one, ``COLUMNS`` when set)."""
 
-    def __init__(self, out: IO[str] | None = None) -> None:
+    def __init__(self, out: IO[str] | None = None, width: int | None = None) -> None:
         self.out = out or sys.stdout
+        self.width = width if width is not None else output_width(self.out, FILE_WIDTH)
         self.total = 0
         self.compactions = 0
 
     def _print(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
+    def _paragraph(self, text: str, indent: str = "") -> None:
+        for line in wrap(text, self.width, indent):
+            self._print(line)
+
+    def _row(self, cells: str, note: str) -> None:
+        """A table row: its cells, then its note beside them, going on under itself when long; on the lines
+        below the cells, indented, when the width leaves it too little room beside them."""
+        beside = self.width - len(cells) - 2
+        if not note:
+            lines = [cells]
+        elif beside >= max(NOTE_ROOM, *(len(word) for word in note.split())):
+            lines = wrap(note, self.width, cells + "  ", " " * (len(cells) + 2))
+        else:
+            lines = [cells, *wrap(note, self.width, "      ")]
+        for line in lines:
+            self._print(line.rstrip())
+
     def message(self, text: str) -> None:
-        self._print(text)
+        self._paragraph(text)
 
     def start(self, options: DemoOptions) -> None:
         self.total = options.turns
-        self._print(header(options))
-        self._print(legend(options))
+        self._paragraph(header(options))
+        self._paragraph(legend(options))
         self._print()
 
     def turn(self, stats: TurnStats, outcome: TurnOutcome) -> None:
         self.compactions += len(stats.kinds)
-        self._print(turn_line(stats, outcome, self.total, self.compactions))
+        for line in turn_line(stats, outcome, self.total, self.compactions, self.width):
+            self._print(line)
 
     def finish(self, result: DemoResult) -> None:
         self._print()
         if result.interrupted:
             self._print("Interrupted: figures so far; telemetry flushed.")
         self._print("Summary")
-        for row in summary_rows(result):
-            self._print(f"  {row.label:<16} {row.value:<28} {row.note}")
+        rows = summary_rows(result)
+        values = max(len(row.value) for row in rows)
+        for row in rows:
+            self._row(f"  {row.label:<16} {row.value:>{values}}", row.note)
         self._print()
         self._print("Compactions          count  failed  tokens saved")
-        rows = compaction_rows(result)
-        for kind, ok, failed, saved, note in rows:
-            self._print(f"  {kind:<18} {ok:>5}  {failed:>6}  {saved:>12,}  {note}")
-        if not rows:
+        kinds = compaction_rows(result)
+        for kind, ok, failed, saved, note in kinds:
+            self._row(f"  {kind:<18} {ok:>5}  {failed:>6}  {saved:>12,}", note)
+        if not kinds:
             self._print("  (none)")
         self._print()
         self._print("Estimated cost")
         for label, value, note in cost_rows(result):
-            self._print(f"  {label:<34} ${value:>8.4f}  {note}")
-        self._print(f"  {price_note(result)}")
+            self._row(f"  {label:<32} ${value:>8.4f}", note)
+        self._paragraph(price_note(result), "  ")
         tree = span_tree(result.spans)
         if tree is not None:
             self._print()
-            self._print(TREE_TITLE)
-            for line in plain_tree(tree):
+            self._paragraph(TREE_TITLE)
+            for line in plain_tree(tree, self.width - 2):
                 self._print(f"  {line}")
         self._print()
-        self._print(telemetry_note(result))
+        self._paragraph(telemetry_note(result))
 
 
 # --- rich renderer ----------------------------------------------------------------------------------------
@@ -483,11 +525,9 @@ class RichReport:
     def __init__(self, file: IO[str] | None = None) -> None:
         from rich.console import Console
 
-        # rich itself honours NO_COLOR and drops colours and cursor movement when ``file`` is not a terminal;
-        # a file or a pipe has no width, so give the tables room instead of rich's 80 columns.
+        # rich itself honours NO_COLOR and drops colours and cursor movement when ``file`` is not a terminal; it
+        # lays everything out in the terminal's width, COLUMNS when set, else 80 columns (a file, a pipe).
         self.console = Console(file=file, highlight=False)
-        if not self.console.is_terminal and "COLUMNS" not in os.environ:
-            self.console.width = 110
         self.total = 0
         self.compactions = 0
         self._progress: Any = None
@@ -519,7 +559,7 @@ class RichReport:
         from rich.text import Text
 
         self.compactions += len(stats.kinds)
-        line = Text(turn_line(stats, outcome, self.total, self.compactions))
+        line = Text("\n".join(turn_line(stats, outcome, self.total, self.compactions, self.console.width)))
         if outcome.error:
             line.stylize("red")
         elif KIND_REACTIVE in stats.kinds:

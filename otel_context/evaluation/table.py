@@ -10,12 +10,12 @@ the width (it is still printed whole). No dependency: the eval works in a plain 
 
 from __future__ import annotations
 
-import os
-import shutil
-import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Literal
+
+from otel_context import terminal
+from otel_context.terminal import use_colour, wrap
 
 __all__ = ["Column", "output_width", "paint", "render", "use_colour", "wrap"]
 
@@ -36,31 +36,11 @@ class Column:
 
 def output_width(file: IO[str]) -> int:
     """The width to lay tables out in: ``COLUMNS`` when set, the terminal's width, else :data:`FILE_WIDTH`."""
-    columns = os.environ.get("COLUMNS", "").strip()
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    try:
-        tty = file.isatty()
-    except (AttributeError, ValueError):  # a closed or odd stream
-        tty = False
-    return shutil.get_terminal_size((FILE_WIDTH, 24)).columns if tty else FILE_WIDTH
-
-
-def use_colour(file: IO[str]) -> bool:
-    """Colour on a terminal only, and not when ``NO_COLOR`` is set (https://no-color.org)."""
-    try:
-        return file.isatty() and not os.environ.get("NO_COLOR")
-    except (AttributeError, ValueError):
-        return False
+    return terminal.output_width(file, FILE_WIDTH)
 
 
 def paint(text: str, style: str | None, colour: bool) -> str:
     return f"{_ANSI[style]}{text}{_RESET}" if colour and style else text
-
-
-def wrap(text: str, width: int) -> list[str]:
-    """``text`` in lines of at most ``width`` on its spaces (never inside a word, a model name or a figure)."""
-    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
 
 
 def _pad(text: str, width: int, justify: str) -> str:

@@ -14,7 +14,7 @@ from otel_context import semconv
 from otel_context.demo import DemoOptions, DemoResult, run
 from otel_context.demo.report import compaction_rows, summary_rows
 from otel_context.demo.stats import KIND_AUTO
-from tests.demo.support import plain_report_text
+from tests.demo.support import plain_report_text, turn_texts
 from tests.values import attrs_of
 
 
@@ -85,10 +85,10 @@ def test_the_turn_lines_mark_prepared_and_applied(background_run: DemoResult) ->
     result = background_run
     text = plain_report_text(result)
     assert "summaries prepared in the background" in text and "model latency 0.02 s" in text
-    lines = {int(line.split()[1].split("/")[0]): line for line in text.splitlines() if line.startswith("turn ")}
+    lines = turn_texts(text)
     for turn in result.stats.turns:
-        assert ("| summary prepared" in lines[turn.turn]) == bool(turn.prepared)
-        assert ("| summary applied" in lines[turn.turn]) == bool(turn.applied)
+        assert ("summary prepared" in lines[turn.turn]) == bool(turn.prepared)
+        assert ("summary applied" in lines[turn.turn]) == bool(turn.applied)
     assert "compaction wait" in text
 
 

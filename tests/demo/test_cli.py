@@ -17,7 +17,7 @@ from otel_context.cli import EXIT_INTERRUPTED, EXIT_USAGE, _confirm_live, build_
 
 SCRIPT = Path(sys.executable).parent / "otel-context"
 TURN_LINE = re.compile(
-    r"^turn +\d+/(\d+) \| in +[\d,]+ \| cache hit +[\d.]+% \| context +\d+% \[[#-]+\] \| compactions +\d+"
+    r"^turn +\d+/(\d+) \| in +[\d,]+ \| cache hit +[\d.]+% \| context +\d+% \| compactions +\d+"
 )
 
 

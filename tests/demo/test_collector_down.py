@@ -78,6 +78,12 @@ def _demo(endpoint: str, protocol: str, turns: int = 6) -> tuple[int, list[str],
     return status, out, err, time.monotonic() - last_turn
 
 
+def _note(out: list[str]) -> str:
+    """The closing "Telemetry: ..." note, its lines joined."""
+    start = max(i for i, line in enumerate(out) if line.startswith("Telemetry:"))
+    return " ".join(out[start:])
+
+
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_no_collector_yet_one_line_and_a_prompt_end(protocol: str) -> None:
     endpoint = f"http://127.0.0.1:{_closed_port()}"
@@ -86,8 +92,8 @@ def test_no_collector_yet_one_line_and_a_prompt_end(protocol: str) -> None:
     assert len(err) == 1, err
     assert f"no OpenTelemetry collector listens at {endpoint}" in err[0]
     assert "start it first, or leave OTEL_EXPORTER_OTLP_ENDPOINT unset" in err[0]
-    note = out[-1]
-    assert note.startswith("Telemetry:") and f"no collector listened at {endpoint}" in note, note
+    note = _note(out)
+    assert f"no collector listened at {endpoint}" in note, note
     assert "the spans and metrics were dropped" in note and "OTEL_METRICS_EXPORTER" not in note  # metrics not blamed
     assert end < END_BOUND, f"the end took {end:.1f} s after the last turn"
 
@@ -98,7 +104,7 @@ def test_a_collector_that_never_answers_costs_the_end_two_seconds(silent_collect
     assert status == 0, err
     assert len(err) == 1, err
     assert "did not answer within 2 s of the exit" in err[0]
-    assert f"the collector at {silent_collector} did not answer within 2 s of the end" in out[-1]
+    assert f"the collector at {silent_collector} did not answer within 2 s of the end" in _note(out)
     assert end < END_BOUND + 2, f"the end took {end:.1f} s after the last turn"
 
 

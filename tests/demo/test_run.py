@@ -11,7 +11,7 @@ from otel_context import semconv
 from otel_context.demo import DemoOptions, DemoResult, run
 from otel_context.demo.report import cost_rows, header, legend, span_tree
 from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, TurnStats
-from tests.demo.support import plain_report_text
+from tests.demo.support import plain_report_text, row_text
 from tests.values import attrs_of
 
 
@@ -152,7 +152,7 @@ def test_the_metrics_of_the_run_agree_with_its_spans(full_run: tuple[DemoResult,
 
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-TURN_FIGURES = re.compile(r"^turn +(\d+)/\d+ \| in +([\d,]+) \| cache hit +([\d.]+)% \| context +(\d+)% ")
+TURN_FIGURES = re.compile(r"^turn +(\d+)/\d+ \| in +([\d,]+) \| cache hit +([\d.]+)% \| context +(\d+)% \|")
 HEADER_WINDOWS = re.compile(r"context window ([\d,]+) tokens \(([\d,]+) effective: ([\d,]+) are kept for the answer\)")
 
 
@@ -162,11 +162,12 @@ def test_every_figure_of_a_turn_line_is_the_turns_last_call_against_the_window_t
     """Issue 43, item 7: in, cache hit and context % are one call's, the context % of the window named."""
     result, _ = full_run
     text = plain_report_text(result)
-    header = HEADER_WINDOWS.search(text)
+    header = HEADER_WINDOWS.search(" ".join(text.split()))
     assert header is not None
     window, effective, kept = (int(g.replace(",", "")) for g in header.groups())
     assert window == result.options.window and effective + kept == window
-    assert f"context = in / {effective:,} (the effective window)" in text and "the turn's last model call" in text
+    words = " ".join(text.split())
+    assert f"context = in / {effective:,} (the effective window)" in words and "the turn's last model call" in words
     lines = {int(m[1]): m for m in map(TURN_FIGURES.match, text.splitlines()) if m}
     assert sorted(lines) == list(range(1, 51))
     last_read_nothing_after_reads = []
@@ -202,7 +203,7 @@ def test_a_run_where_compaction_cost_more_says_so() -> None:
     cost = result.cost()
     assert cost.without_compaction < cost.actual  # the premise: the scripted session makes it so
     text = plain_report_text(result)
-    (line,) = [line for line in text.splitlines() if line.strip().startswith("without compaction ")]
+    line = row_text(text, "without compaction")
     assert f"{cost.without_compaction / cost.actual:.2f}x this run" in line
     said = (
         f"{cost.without_compaction / cost.actual:.2f}x this run: compaction cost more than it saved in this run "
