@@ -16,9 +16,7 @@ import pytest
 from otel_context.cli import EXIT_INTERRUPTED, EXIT_USAGE, _confirm_live, build_parser, live_cost_ceiling, main
 
 SCRIPT = Path(sys.executable).parent / "otel-context"
-TURN_LINE = re.compile(
-    r"^turn +\d+/(\d+) \| in +[\d,]+ \| cache hit +[\d.]+% \| context +\d+% \| compactions +\d+"
-)
+TURN_LINE = re.compile(r"^turn +\d+/(\d+) \| in +[\d,]+ \| cache hit +[\d.]+% \| context +\d+% \| compactions +\d+")
 
 
 def _env(**extra: str) -> dict[str, str]:
