@@ -13,7 +13,7 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
-from otel_context import engine, process_state, semconv, telemetry, token_counters
+from otel_context import engine, pricing, process_state, semconv, telemetry, token_counters
 from otel_context.contract import CallPlan
 from otel_context.formats.base import Accumulator, EndpointFormat, ResponseInfo
 
@@ -120,6 +120,7 @@ class InstrumentedCall:
         "fmt",
         "metric_attrs",
         "plan",
+        "proposed",
         "provider",
         "sent",
         "span",
@@ -153,6 +154,8 @@ class InstrumentedCall:
         self.plan: CallPlan | None = None
         self.capture: Capture | None = None
         self.ended = False
+        #: Whether the GenAI conventions' proposed cost names go on the span too (OTEL_CONTEXT_CONVENTIONS).
+        self.proposed = False
 
     # -- ending -------------------------------------------------------------------------------------------
 
@@ -212,6 +215,9 @@ class InstrumentedCall:
                     attrs[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = usage.reasoning_tokens
                 if self.chat:
                     attrs[semconv.CACHE_HIT_RATIO] = usage.hit_ratio
+            cost = self._cost(info, usage, attrs) if usage is not None else None
+            spent = cost.amount if cost is not None else 0.0
+            saving = 0.0
             ttfc = self.first_chunk - self.sent if self.first_chunk is not None else None
             if ttfc is not None:
                 attrs[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = ttfc
@@ -228,6 +234,16 @@ class InstrumentedCall:
                         self.plan.on_response(span, usage, response)
                 except Exception:
                     telemetry.log_once("plan.on_response", "otel_context: the context engine failed", exc_info=True)
+                if spent:
+                    try:
+                        facts = self.plan.on_cost(spent)
+                        if facts is not None:
+                            attrs[semconv.CONVERSATION_COST] = facts.conversation
+                            if facts.compaction_saving:
+                                saving = facts.compaction_saving
+                                attrs[semconv.COST_COMPACTION_SAVING] = saving
+                    except Exception:
+                        telemetry.log_once("plan.on_cost", "otel_context: the conversation's spend", exc_info=True)
             elif error is None and metric_attrs.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_COMPACT:
                 self._observe_server_compaction(usage, response)
             if span.is_recording():
@@ -244,7 +260,7 @@ class InstrumentedCall:
                         self.capture.finish(span)
                     except Exception:
                         telemetry.log_once("capture.finish", "otel_context: content capture failed", exc_info=True)
-            self._record_metrics(ended_at - self.start, ttfc, usage)
+            self._record_metrics(ended_at - self.start, ttfc, usage, cost, saving)
         except Exception:
             telemetry.log_once("call.end", "otel_context: failed to record a call", exc_info=True)
         finally:
@@ -252,6 +268,42 @@ class InstrumentedCall:
                 span.end()
             except Exception:
                 telemetry.log_once("span.end", "otel_context: failed to end a span", exc_info=True)
+
+    def _cost(self, info: ResponseInfo | None, usage: Any, attrs: dict[str, Any]) -> pricing.Cost | None:
+        """The call's cost, also on ``attrs`` (docs/telemetry.md, "Cost"); None when its model has no known
+        price (nothing is set: never a guessed price) or the operation is free (``count_tokens``). The model is
+        the one the response names (a dated snapshot), else the one the request asked for."""
+        attributes = self.metric_attrs
+        if attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_COUNT_TOKENS:
+            return None
+        context = info.price_context if info is not None else ()
+        requested = attributes.get(semconv.GEN_AI_REQUEST_MODEL)
+        responded = info.response_model if info is not None else None
+        found = pricing.rates(self.provider, responded or requested, context)
+        if found is None and responded and requested and responded != requested:
+            found = pricing.rates(self.provider, requested, context)
+        if found is None:
+            return None
+        cost = pricing.cost_at(found, usage)
+        attrs[semconv.COST_AMOUNT] = cost.amount
+        attrs[semconv.COST_CURRENCY] = pricing.CURRENCY
+        attrs[semconv.COST_SOURCE] = cost.source
+        parts = (
+            (semconv.COST_INPUT, cost.input),
+            (semconv.COST_CACHE_READ, cost.cache_read),
+            (semconv.COST_CACHE_WRITE, cost.cache_write),
+            (semconv.COST_CACHE_WRITE_1H, cost.cache_write_1h),
+            (semconv.COST_OUTPUT, cost.output),
+            (semconv.COST_REASONING, cost.reasoning),
+        )
+        for name, part in parts:
+            if part:  # a part that is 0 is absent
+                attrs[name] = part
+        if self.proposed:
+            attrs[semconv.GEN_AI_USAGE_COST_AMOUNT] = cost.amount
+            attrs[semconv.GEN_AI_USAGE_COST_CURRENCY] = pricing.CURRENCY
+            attrs[semconv.GEN_AI_USAGE_COST_SOURCE] = cost.source
+        return cost
 
     def _observe_server_compaction(self, usage: Any, response: Mapping[str, Any] | None) -> None:
         """OpenAI ``responses.compact``: the provider compacted on request; report it like any compaction."""
@@ -263,7 +315,9 @@ class InstrumentedCall:
                 "compact.observe", "otel_context: could not report a server-side compaction", exc_info=True
             )
 
-    def _record_metrics(self, duration: float, ttfc: float | None, usage: Any) -> None:
+    def _record_metrics(
+        self, duration: float, ttfc: float | None, usage: Any, cost: pricing.Cost | None, saving: float
+    ) -> None:
         instruments = telemetry.get().instruments
         attrs = self.metric_attrs
         context = self.context
@@ -272,7 +326,14 @@ class InstrumentedCall:
             instruments.time_to_first_chunk.record(ttfc, attrs, context=context)
         if usage is not None:
             token_counters.add(
-                attrs, usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+                attrs,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
+                cost.amount if cost is not None else 0.0,
+                cost.cache_write if cost is not None else 0.0,
+                saving,
             )
         if instruments.legacy_operation_duration is not None:
             instruments.legacy_operation_duration.record(duration, attrs, context=context)

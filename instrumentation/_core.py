@@ -193,6 +193,7 @@ class Interceptor:
         self._clients: weakref.WeakKeyDictionary[Any, tuple[Any, ClientInfo]] = weakref.WeakKeyDictionary()
         register_error_type(spec.error_type)
         self._wrap_result = wrap_result
+        self.proposed_names = semconv.CONVENTIONS_PROPOSED in settings.conventions
 
     # -- call set-up ----------------------------------------------------------------------------------------
 
@@ -261,6 +262,8 @@ class Interceptor:
             telemetry.not_recording(span)  # no tracer provider set up: said once
         ctx = trace.set_span_in_context(span)
         call = InstrumentedCall(span, endpoint.fmt, endpoint.chat, metric_attrs, client_info.provider, stream, ctx)
+        if self.proposed_names:
+            call.proposed = True
         token = otel_context.attach(ctx)
         native_off = (
             _native_off.set(True) if self.spec.has_native_spans and not self.settings.anthropic_native_spans else None
@@ -321,7 +324,12 @@ class Interceptor:
     def _summary_result(self, response: Any, fmt: EndpointFormat, provider: str) -> SummaryResult:
         data = response.json()
         info = fmt.response_info(data, provider)
-        return SummaryResult(text=fmt.response_text(data), usage=info.usage, finish_reasons=info.finish_reasons)
+        return SummaryResult(
+            text=fmt.response_text(data),
+            usage=info.usage,
+            finish_reasons=info.finish_reasons,
+            price_context=info.price_context,
+        )
 
     def _summary_error(self, exc: BaseException, wire_format: str | None) -> SummaryResult:
         too_long = wire_format is not None and self._is_rejection(exc) and is_too_long(for_format(wire_format), exc)

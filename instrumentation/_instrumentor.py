@@ -16,8 +16,8 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
+from otel_context import pricing, telemetry
 from otel_context import settings as settings_mod
-from otel_context import telemetry
 
 from . import _depth
 from ._core import Interceptor, SDKSpec
@@ -99,6 +99,7 @@ class SDKInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if not isinstance(settings, settings_mod.Settings):
             settings = settings_mod.resolve()
         telemetry.configure(kwargs.get("tracer_provider"), kwargs.get("meter_provider"), settings.legacy_metrics)
+        pricing.configure(settings.prices)  # the price table loaded now, so that no call waits for it
         self.interceptor = Interceptor(self._make_spec(), settings)
         try:
             self._patch(self.interceptor)

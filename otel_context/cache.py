@@ -52,7 +52,7 @@ from typing import Any, NamedTuple, Protocol
 
 from opentelemetry.trace import Span
 
-from otel_context import semconv, telemetry
+from otel_context import pricing, semconv, telemetry
 from otel_context.fork_safe import new_lock
 from otel_context.usage import CacheDiagnosis, TokenUsage
 
@@ -432,6 +432,8 @@ class CacheBreak:
 
     reason: str
     lost_tokens: int
+    #: The shortest lifetime of the call's cache entries: the write price its cost is counted at.
+    ttl_seconds: float = 300.0
 
 
 class _Baseline(NamedTuple):
@@ -655,7 +657,7 @@ class CacheBreakDetector:
                 lost = shared.left - usage.cache_read_tokens
                 if lost <= shared.left * BREAK_MIN_FRACTION or lost <= BREAK_MIN_TOKENS:
                     return None
-                return CacheBreak(_diagnose_shared(shared, fp, started - shared.ended), lost)
+                return CacheBreak(_diagnose_shared(shared, fp, started - shared.ended), lost, fp.ttl_seconds)
             if previous is None or previous.usage is None or usage is None or not reported:
                 return None
             # A compaction explains a miss of the messages, never one of the model, tools or system prompt: a
@@ -668,7 +670,8 @@ class CacheBreakDetector:
             lost = left_in_cache - usage.cache_read_tokens
             if lost <= left_in_cache * BREAK_MIN_FRACTION or lost <= BREAK_MIN_TOKENS:
                 return None
-            return CacheBreak(scope or self._diagnose(previous.fingerprint, fp, started - previous.ended), lost)
+            reason = scope or self._diagnose(previous.fingerprint, fp, started - previous.ended)
+            return CacheBreak(reason, lost, fp.ttl_seconds)
 
     @property
     def compaction_pending(self) -> bool:
@@ -715,6 +718,15 @@ class CacheBreakDetector:
         if baseline is None or baseline.usage is None:
             return None
         return _left_in_cache(baseline.fingerprint, baseline.usage) or None
+
+    @property
+    def ttl_seconds(self) -> float:
+        """The lifetime of what the last call left in the cache (its shortest; 5 minutes when unknown): the
+        write price a compaction's cache break is counted at."""
+        baseline, shared = self._baseline, self._shared
+        if shared is not None:
+            return shared.ttl
+        return baseline.fingerprint.ttl_seconds if baseline is not None else 300.0
 
     def _diagnose(self, previous: RequestFingerprint, current: RequestFingerprint, gap: float) -> str:
         """Why the cache was not read: the first change in prefix order, else expiry, else unknown.
@@ -821,10 +833,20 @@ def record_unexpected_break(
         semconv.CACHE_BREAK_REASON: brk.reason,
         semconv.CACHE_BREAK_LOST_TOKENS: brk.lost_tokens,
     }
+    cost = _break_cost(provider, model, brk.lost_tokens, brk.ttl_seconds)
+    if cost is not None:
+        attributes[semconv.CACHE_BREAK_COST] = cost
     if diagnosis:
         attributes.update(diagnosis)
     telemetry.emit_event(span, semconv.CACHE_BREAK_EVENT, attributes)
-    _count(False, brk.reason, provider, model)
+    _count(False, brk.reason, provider, model, cost)
+
+
+def _break_cost(provider: str, model: str, tokens: int, ttl_seconds: float) -> float | None:
+    """What a break that makes the provider write ``tokens`` again costs (docs/telemetry.md, "Cost"): None when
+    the model's price is unknown."""
+    found = pricing.rates(provider, model)
+    return pricing.rewrite_cost(found, tokens, ttl_seconds) if found is not None else None
 
 
 # --- the provider's own diagnosis, against the detector's -------------------------------------------------------
@@ -904,31 +926,42 @@ def count_diagnosis(attributes: Mapping[str, Any], provider: str, model: str) ->
     )
 
 
-def record_intentional_break(span: Span, expected_lost_tokens: int | None, provider: str, model: str) -> None:
+def record_intentional_break(
+    span: Span,
+    expected_lost_tokens: int | None,
+    provider: str,
+    model: str,
+    rewritten: int | None = None,
+    ttl_seconds: float = 300.0,
+) -> None:
     """The ``otel_context.cache_break`` event (intentional=true, reason compaction) on the compact span, and
     its count; nothing when ``expected_lost_tokens`` is None (the last call reported no cache figures: a
-    conversation that never used the cache has no cache to break)."""
+    conversation that never used the cache has no cache to break). Its cost: what of the compacted context
+    (``rewritten`` tokens; None: as much as was lost) the next call writes instead of reading, at most what
+    was lost."""
     if expected_lost_tokens is None:
         return
-    telemetry.emit_event(
-        span,
-        semconv.CACHE_BREAK_EVENT,
-        {
-            semconv.CACHE_BREAK_INTENTIONAL: True,
-            semconv.CACHE_BREAK_REASON: semconv.REASON_COMPACTION,
-            semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS: expected_lost_tokens,
-        },
-    )
-    _count(True, semconv.REASON_COMPACTION, provider, model)
+    attributes: dict[str, Any] = {
+        semconv.CACHE_BREAK_INTENTIONAL: True,
+        semconv.CACHE_BREAK_REASON: semconv.REASON_COMPACTION,
+        semconv.CACHE_BREAK_EXPECTED_LOST_TOKENS: expected_lost_tokens,
+    }
+    tokens = expected_lost_tokens if rewritten is None else min(expected_lost_tokens, max(rewritten, 0))
+    cost = _break_cost(provider, model, tokens, ttl_seconds)
+    if cost is not None:
+        attributes[semconv.CACHE_BREAK_COST] = cost
+    telemetry.emit_event(span, semconv.CACHE_BREAK_EVENT, attributes)
+    _count(True, semconv.REASON_COMPACTION, provider, model, cost)
 
 
-def _count(intentional: bool, reason: str, provider: str, model: str) -> None:
-    telemetry.get().instruments.cache_breaks.add(
-        1,
-        {
-            semconv.CACHE_BREAK_INTENTIONAL: intentional,
-            semconv.CACHE_BREAK_REASON: reason,
-            semconv.GEN_AI_PROVIDER_NAME: provider,
-            semconv.GEN_AI_REQUEST_MODEL: model,
-        },
-    )
+def _count(intentional: bool, reason: str, provider: str, model: str, cost: float | None = None) -> None:
+    attributes: dict[str, Any] = {
+        semconv.CACHE_BREAK_INTENTIONAL: intentional,
+        semconv.CACHE_BREAK_REASON: reason,
+        semconv.GEN_AI_PROVIDER_NAME: provider,
+        semconv.GEN_AI_REQUEST_MODEL: model,
+    }
+    instruments = telemetry.get().instruments
+    instruments.cache_breaks.add(1, attributes)
+    if cost:
+        instruments.cache_break_cost.add(cost, attributes)

@@ -163,12 +163,13 @@ def _seconds(text: str) -> float:
 
 def live_cost_ceiling(provider: str, turns: int, window: int, calls_per_turn: int = 3) -> float:
     """Worst case in USD: every call sends a full window with no cache hit and writes a full answer."""
-    from otel_context.demo.pricing import PRICES
-    from otel_context.demo.run import MAX_TOKENS
+    from otel_context import pricing
+    from otel_context.demo.pricing import rates_of
+    from otel_context.demo.run import MAX_TOKENS, MODELS
+    from otel_context.usage import TokenUsage
 
-    price = PRICES[provider]
-    calls = turns * calls_per_turn
-    return price.call(calls * window, 0, 0, calls * MAX_TOKENS)
+    one_call = TokenUsage(input_tokens=window, output_tokens=MAX_TOKENS)  # priced per call: tiers are per call
+    return turns * calls_per_turn * pricing.cost_at(rates_of(provider, MODELS[provider]), one_call).amount
 
 
 def _confirm_live(args: argparse.Namespace, env: Mapping[str, str], stdin: IO[str], out: Callable[[str], None]) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.context import Context
 from opentelemetry.trace import Span
@@ -74,6 +74,15 @@ class CallRequest:
         )
 
 
+class Spent(NamedTuple):
+    """What :meth:`CallPlan.on_cost` answers, for the chat span and the saving counter (USD)."""
+
+    #: The conversation's spend so far, this call included (``otel_context.conversation.cost``).
+    conversation: float
+    #: What the compactions whose result this call sends saved on it (``otel_context.cost.compaction_saving``).
+    compaction_saving: float
+
+
 class CallPlan:
     """The engine's plan for one call. The base class is the no-op plan (observe nothing, change nothing)."""
 
@@ -102,6 +111,12 @@ class CallPlan:
         Runs while the chat span is still open: the engine adds events to it, and attributes to
         ``self.attributes``, which the instrumentation writes to the span right after, in one write.
         """
+
+    def on_cost(self, amount: float) -> Spent | None:
+        """The call cost ``amount`` (USD, priced by the instrumentation after :meth:`on_response`): the
+        conversation's spend so far, this call included, and what compactions saved on it; None when the plan
+        has no conversation (the no-op plan)."""
+        return None
 
     def on_too_long(self, span: Span, error: BaseException) -> Generator[Step, Any, Mapping[str, Any] | None]:
         """The provider rejected the request as too long: a body to retry ONCE, or None to re-raise (the

@@ -60,6 +60,9 @@ class SummaryResult:
     too_long: bool = False
     #: The reply's finish reasons, normalized (``length``: cut at its ``max_tokens``, so never a summary).
     finish_reasons: tuple[str, ...] = ()
+    #: The rates the reply says applied (see :func:`otel_context.pricing.price_context`): what its cost,
+    #: part of the compaction's, is priced at.
+    price_context: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

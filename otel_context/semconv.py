@@ -111,6 +111,40 @@ STATE_STORE_ERROR_TYPES: Final = ("timeout", "unavailable", "full", "response", 
 # --- cache attributes -------------------------------------------------------------------------------------
 CACHE_HIT_RATIO: Final = "otel_context.cache.hit_ratio"
 
+# --- cost (otel_context/pricing.py; docs/telemetry.md, "Cost") ----------------------------------------------
+#: What the call cost, in COST_CURRENCY, and its parts, which add up to it: input neither read from nor written
+#: to the cache (and any cache tokens the model does not price apart), cache reads, cache writes (the 1-hour
+#: TTL's share of them apart too, where reported), output without reasoning, reasoning. A part absent is 0;
+#: an unknown model gets none of these (never a guessed price).
+COST_AMOUNT: Final = "otel_context.cost.amount"
+COST_CURRENCY: Final = "otel_context.cost.currency"
+#: Where the price came from: ``genai-prices <version>`` (its bundled table) or ``user`` (OTEL_CONTEXT_PRICES).
+COST_SOURCE: Final = "otel_context.cost.source"
+COST_INPUT: Final = "otel_context.cost.input"
+COST_CACHE_READ: Final = "otel_context.cost.cache_read"
+COST_CACHE_WRITE: Final = "otel_context.cost.cache_write"
+COST_CACHE_WRITE_1H: Final = "otel_context.cost.cache_write_1h"
+COST_OUTPUT: Final = "otel_context.cost.output"
+COST_REASONING: Final = "otel_context.cost.reasoning"
+#: The conversation's spend so far in this process, this call included (on its chat spans; never a metric label).
+CONVERSATION_COST: Final = "otel_context.conversation.cost"
+#: What the compactions whose result this call sends saved on it: the tokens they removed from the history (all
+#: of them, a chain of compactions together) at the model's cache-read price (docs/telemetry.md, "Cost").
+COST_COMPACTION_SAVING: Final = "otel_context.cost.compaction_saving"
+#: On the compact span: what the compaction's summarizer calls cost (USD; every attempt and part, a failed or
+#: discarded summary's too), and its estimated saving on each following call that sends its result (the tokens
+#: it removed at the model's cache-read price).
+COMPACTION_COST: Final = "otel_context.compaction.cost"
+COMPACTION_SAVING_PER_CALL: Final = "otel_context.compaction.saving_per_call"
+#: The GenAI conventions' proposed names for the same figures (not merged yet), emitted beside ours only with
+#: ``OTEL_CONTEXT_CONVENTIONS=proposed``.
+GEN_AI_USAGE_COST_AMOUNT: Final = "gen_ai.usage.cost.amount"
+GEN_AI_USAGE_COST_CURRENCY: Final = "gen_ai.usage.cost.currency"
+GEN_AI_USAGE_COST_SOURCE: Final = "gen_ai.usage.cost.source"
+#: Values of OTEL_CONTEXT_CONVENTIONS: names beyond the conventions otel-context follows by default.
+CONVENTIONS_PROPOSED: Final = "proposed"
+CONVENTIONS: Final = (CONVENTIONS_PROPOSED,)
+
 # --- compact span attributes ----------------------------------------------------------------------------
 COMPACTION_TRIGGER_SOURCE: Final = "otel_context.compaction.trigger_source"
 COMPACTION_STRATEGY: Final = "otel_context.compaction.strategy"
@@ -264,6 +298,10 @@ CACHE_BREAK_INTENTIONAL: Final = "otel_context.cache_break.intentional"
 CACHE_BREAK_REASON: Final = "otel_context.cache_break.reason"
 CACHE_BREAK_EXPECTED_LOST_TOKENS: Final = "otel_context.cache_break.expected_lost_tokens"
 CACHE_BREAK_LOST_TOKENS: Final = "otel_context.cache_break.lost_tokens"
+#: What the break costs (USD): the prefix it made the provider write again (an unexpected break: the lost
+#: tokens; a compaction: what of its result the next call writes, at most what was lost) at the write price of
+#: the cache's TTL (the input price where writes have none, e.g. OpenAI), less what reading it would have cost.
+CACHE_BREAK_COST: Final = "otel_context.cache_break.cost"
 
 REASON_COMPACTION: Final = "compaction"
 REASON_SYSTEM_CHANGED: Final = "system_changed"
@@ -371,6 +409,22 @@ METRIC_CACHE_DIAGNOSES: Final = "otel_context.cache_diagnoses"
 #: Summaries made with the call's own model because the provider does not know the configured summary model
 #: (by provider and the call's model).
 METRIC_SUMMARY_MODEL_FALLBACKS: Final = "otel_context.compaction.summary_model_fallbacks"
+#: What calls cost (USD), with the token counters' attributes (operation, provider, model, the summarizer's
+#: ``otel_context.call.purpose``): summed in process like them (otel_context/token_counters.py).
+METRIC_SPEND: Final = "otel_context.spend"
+#: The part of it that paid for cache writes (USD; ``otel_context.cost.cache_write``), same attributes: the
+#: cache-write share of spend (writes are often a bill's largest line).
+METRIC_SPEND_CACHE_WRITE: Final = "otel_context.spend.cache_write"
+#: What compactions saved on the calls that sent their result (USD; the chat span's
+#: ``otel_context.cost.compaction_saving``), with the spend counter's attributes, summed in process like it.
+METRIC_COMPACTION_SAVING: Final = "otel_context.compaction.saving"
+#: What cache breaks cost (USD; the event's ``otel_context.cache_break.cost``), by intentional, reason,
+#: provider, model: the spend lost to unexpected breaks, and what compactions pay in cache.
+METRIC_CACHE_BREAK_COST: Final = "otel_context.cache_breaks.cost"
+#: What summaries never applied cost (USD: a background summary discarded), by trigger source, strategy, mode.
+METRIC_COMPACTION_DISCARDED_SPEND: Final = "otel_context.compaction.discarded_spend"
+#: The unit of every cost metric: a UCUM annotation (Prometheus names carry no unit suffix for it).
+UNIT_USD: Final = "{USD}"
 
 
 # Prometheus-side names (after the OTLP/Prometheus exporters' translation), used by dashboards and rules.
@@ -385,6 +439,11 @@ PROM_COMPACTION_WAIT: Final = "otel_context_compaction_wait_seconds"
 PROM_COMPACTION_RETENTION: Final = "otel_context_compaction_retention"
 PROM_COMPACTION_RETENTION_BEFORE_REPAIR: Final = "otel_context_compaction_retention_before_repair"
 PROM_CACHE_DIAGNOSES_TOTAL: Final = "otel_context_cache_diagnoses_total"
+PROM_SPEND_TOTAL: Final = "otel_context_spend_total"
+PROM_SPEND_CACHE_WRITE_TOTAL: Final = "otel_context_spend_cache_write_total"
+PROM_COMPACTION_SAVING_TOTAL: Final = "otel_context_compaction_saving_total"
+PROM_CACHE_BREAK_COST_TOTAL: Final = "otel_context_cache_breaks_cost_total"
+PROM_COMPACTION_DISCARDED_SPEND_TOTAL: Final = "otel_context_compaction_discarded_spend_total"
 
 # Prometheus-side names of the standard metrics (UnderscoreEscapingWithSuffixes, what
 # opentelemetry-exporter-prometheus and Prometheus 3's OTLP receiver produce by default), for dashboards and

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from otel_context import process_state, store_spec
+from otel_context import pricing, process_state, semconv, store_spec
 
 # The providers a summary model can be named for, and whose model a name is: importable from here, as before.
 from otel_context.providers import SUMMARY_PROVIDERS as SUMMARY_PROVIDERS
@@ -72,6 +72,10 @@ class Settings:
     anthropic_native_spans: bool = False
     #: OTEL_CONTEXT_LEGACY_METRICS: also emit gen_ai.client.operation.duration / gen_ai.client.token.usage.
     legacy_metrics: bool = False
+    #: OTEL_CONTEXT_CONVENTIONS: names beyond the GenAI conventions otel-context follows, emitted beside its own,
+    #: comma-separated: ``proposed`` (names proposed to the conventions, not merged yet: ``gen_ai.usage.cost.*``).
+    #: Empty by default (docs/telemetry.md, "Which semantic conventions").
+    conventions: frozenset[str] = frozenset()
 
     #: OTEL_CONTEXT_CACHE_DIAGNOSTICS: ask the provider why a prompt's cache was missed: each chat call of a
     #: conversation names the previous response of that same conversation (Anthropic Messages
@@ -160,6 +164,13 @@ class Settings:
     #: shared store (state stays in each process); from code: a SettingsError.
     state_store_key: tuple[bytes, ...] | None = field(default=None, repr=False)
 
+    #: OTEL_CONTEXT_PRICES: the user's own prices (custom, fine-tuned, self-hosted models, negotiated rates),
+    #: looked up before genai-prices' bundled table: the path of a JSON file, or from code a mapping (or a
+    #: path) ``{"my-model": {"input": 0.5, "output": 1.5, "cache_read": 0.05}}`` in USD per million tokens
+    #: (``provider:name`` for one provider, a trailing ``*`` for a prefix). An invalid entry is skipped with one
+    #: warning; see :func:`otel_context.pricing.parse_user_prices` and docs/telemetry.md ("Cost").
+    prices: tuple[pricing.UserPrice, ...] = ()
+
     #: Code-only hooks: pre_compact(event) may add must-keep instructions or veto; post_compact(event) may
     #: add messages. See otel_context.compaction.hooks.
     pre_compact: Callable[..., Any] | None = field(default=None, compare=False)
@@ -178,6 +189,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_CAPTURE_MAX_CHARS": ("capture_max_chars", "posint"),
     "OTEL_CONTEXT_ANTHROPIC_NATIVE_SPANS": ("anthropic_native_spans", "bool"),
     "OTEL_CONTEXT_LEGACY_METRICS": ("legacy_metrics", "bool"),
+    "OTEL_CONTEXT_CONVENTIONS": ("conventions", "conventions"),
     "OTEL_CONTEXT_CACHE_DIAGNOSTICS": ("cache_diagnostics", "bool"),
     "OTEL_CONTEXT_COMPACTION": ("compaction", "compaction"),
     "OTEL_CONTEXT_MICROCOMPACT": ("microcompact", "bool"),
@@ -204,6 +216,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_REPAIR_BUDGET": ("repair_budget", "nonnegint"),
     "OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS": ("state_store_max_wait_seconds", "seconds"),
     "OTEL_CONTEXT_STATE_STORE_KEY": ("state_store_key", "key"),
+    "OTEL_CONTEXT_PRICES": ("prices", "prices"),
 }
 
 #: Variables read elsewhere than :class:`Settings` (known to the misspelling check).
@@ -308,6 +321,22 @@ def _parse(kind: str, raw: Any, where: str) -> Any:
         return _parse_windows(raw, where)
     if kind == "summary_model":
         return _parse_summary_model(raw, where)
+    if kind == "conventions":
+        words = raw.split(",") if isinstance(raw, str) else list(raw)
+        chosen = frozenset(str(w).strip().lower() for w in words if str(w).strip())
+        unknown = sorted(chosen - set(semconv.CONVENTIONS))
+        if unknown:
+            raise SettingsError(
+                f"{where}={raw!r} names unknown conventions ({', '.join(unknown)}); known: {', '.join(semconv.CONVENTIONS)}"
+            )
+        return chosen
+    if kind == "prices":
+        if isinstance(raw, tuple) and all(isinstance(entry, pricing.UserPrice) for entry in raw):
+            return raw  # already parsed (a copy of settings in force)
+        try:
+            return pricing.parse_user_prices(raw, where, _warn_once)
+        except pricing.PriceTableError as exc:
+            raise SettingsError(str(exc)) from None
     raise AssertionError(kind)
 
 

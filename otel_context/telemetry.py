@@ -32,12 +32,16 @@ class Instruments:
 
     inference_duration: Histogram
     time_to_first_chunk: Histogram
-    tokens: tuple[ObservableCounter, ...]  #: the four ``gen_ai.client.inference.usage.*`` counters
+    tokens: tuple[ObservableCounter, ...]  #: the four ``gen_ai.client.inference.usage.*`` counters, the spend
     compactions: Counter
     compaction_duration: Histogram
     compaction_tokens_saved: Histogram
     breakers_open: UpDownCounter
     cache_breaks: Counter
+    #: What cache breaks cost, USD (``otel_context.cache_breaks.cost``).
+    cache_break_cost: Counter
+    #: What summaries never applied cost, USD (``otel_context.compaction.discarded_spend``).
+    compaction_discarded_spend: Counter
     cache_diagnoses: Counter
     summary_model_fallbacks: Counter
     context_utilization: Histogram
@@ -87,6 +91,16 @@ def _instruments(meter: Meter, legacy: bool) -> Instruments:
         ),
         cache_breaks=meter.create_counter(
             semconv.METRIC_CACHE_BREAKS, unit="{break}", description="Prompt-cache breaks, intentional or not"
+        ),
+        cache_break_cost=meter.create_counter(
+            semconv.METRIC_CACHE_BREAK_COST,
+            unit=semconv.UNIT_USD,
+            description="What prompt-cache breaks cost: the prefix written again instead of read, USD",
+        ),
+        compaction_discarded_spend=meter.create_counter(
+            semconv.METRIC_COMPACTION_DISCARDED_SPEND,
+            unit=semconv.UNIT_USD,
+            description="What summaries that were never applied cost, USD",
         ),
         cache_diagnoses=meter.create_counter(
             semconv.METRIC_CACHE_DIAGNOSES,

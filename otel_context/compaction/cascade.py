@@ -25,7 +25,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
 
-from otel_context import process_state, semconv, telemetry
+from otel_context import pricing, process_state, semconv, telemetry
 from otel_context.compaction import alerts, viewers
 from otel_context.compaction import hooks as hooks_mod
 from otel_context.compaction import repair as repair_mod
@@ -77,6 +77,7 @@ def precreate_counters(provider: str, model: str | None) -> None:
             semconv.TRIGGER_AUTO, semconv.STRATEGY_SUMMARY, outcome, provider, model, semconv.MODE_BACKGROUND
         )
         counter.add(0, attrs)
+    _count_discarded_spend(0.0, semconv.TRIGGER_AUTO, semconv.STRATEGY_SUMMARY, semconv.MODE_BACKGROUND)
 
 
 def _metric_attrs(
@@ -172,6 +173,11 @@ class CompactionJob:
     pinned: tuple[str, ...] = ()
     #: The size the result should stay under (explicit API's ``target_tokens``); None: the threshold.
     target_tokens: int | None = None
+    #: What the summarizer's calls cost so far (USD): each reply priced as it comes (:func:`_priced`), so a
+    #: summary abandoned midway still says what it spent.
+    spent: float = 0.0
+    #: Whether a summarizer reply was priced (``spent`` then says what the compaction cost; else it is unknown).
+    priced: bool = False
 
 
 @dataclass
@@ -219,6 +225,9 @@ class CompactionOutcome:
     #: The app's pins kept before the summary, and those over their cap.
     pinned_kept: int = 0
     pinned_dropped: int = 0
+    #: What the summarizer's calls cost (USD; ``otel_context.compaction.cost``), None without a summarizer call
+    #: or a known price.
+    cost: float | None = None
 
     @property
     def changed(self) -> bool:
@@ -310,6 +319,8 @@ def _open_span(
 def _finish(job: CompactionJob, span: Span, out: CompactionOutcome, started: float) -> None:
     """Breaker, cache announcement, span attributes and metrics of one attempt."""
     out.duration_ms = (time.perf_counter() - started) * 1000.0
+    if job.priced:
+        out.cost = job.spent
     if out.outcome == semconv.OUTCOME_SUCCESS and out.items is not None:
         _check_retention(job, span, out)  # on the result as sent; a background one's span carries it too
     if job.deferred and out.outcome == semconv.OUTCOME_SUCCESS:
@@ -354,7 +365,7 @@ def settle(job: CompactionJob, span: Span, out: CompactionOutcome) -> None:
             with state.lock:  # concurrent calls of one conversation count on one breaker
                 _count_on_breaker(job, out, state)
         if out.changed and out.outcome != semconv.OUTCOME_DISCARDED and not job.deferred and state.detector is not None:
-            announce(span, state, job.provider, job.model)
+            announce(span, state, job.provider, job.model, out.output_tokens)
     shown = out.summary if job.settings.capture_content != "NO_CONTENT" else None  # message text: capture only
     _close_span(
         span,
@@ -426,10 +437,13 @@ def _close_span(
         summary=summary if out.outcome == semconv.OUTCOME_SUCCESS else None,
         max_bytes=max_bytes,
     )
+    _cost_attributes(span, out, provider, model)
     span.end()
     out.spans.append(span)
     instruments = telemetry.get().instruments
     instruments.compactions.add(1, _metric_attrs(trigger, out.strategy, out.outcome, provider, model, mode))
+    if out.outcome == semconv.OUTCOME_DISCARDED and out.cost:
+        _count_discarded_spend(out.cost, trigger, out.strategy, mode)
     if timed:
         instruments.compaction_duration.record(
             out.duration_ms / 1000.0,
@@ -452,6 +466,32 @@ def _close_span(
             )
     if out.outcome == semconv.OUTCOME_SUCCESS and out.input_tokens and mode != semconv.MODE_BACKGROUND:
         record_saved(out.input_tokens - out.output_tokens, trigger, out.strategy)
+
+
+def _cost_attributes(span: Span, out: CompactionOutcome, provider: str, model: str) -> None:
+    """What the compaction cost and what it saves on each following call (docs/telemetry.md, "Cost"), on its
+    span: the summarizer's calls' cost, and the tokens it removed at the model's cache-read price (what a warm
+    cache would have charged for them on every call that sends the result instead)."""
+    if out.cost is not None:
+        span.set_attribute(semconv.COMPACTION_COST, out.cost)
+    if out.outcome == semconv.OUTCOME_SUCCESS and out.changed and not out.provider_done:
+        found = pricing.rates(provider, model)
+        if found is not None:
+            span.set_attribute(
+                semconv.COMPACTION_SAVING_PER_CALL, max(out.input_tokens - out.output_tokens, 0) * found.read
+            )
+
+
+def _count_discarded_spend(cost: float, trigger: str, strategy: str, mode: str) -> None:
+    """``otel_context.compaction.discarded_spend``: what a summary that was never applied cost."""
+    telemetry.get().instruments.compaction_discarded_spend.add(
+        cost,
+        {
+            semconv.COMPACTION_TRIGGER_SOURCE: trigger,
+            semconv.COMPACTION_STRATEGY: strategy,
+            semconv.COMPACTION_MODE: mode,
+        },
+    )
 
 
 def record_saved(tokens: int, trigger: str, strategy: str) -> None:
@@ -489,7 +529,7 @@ def record_provider_compaction(
         provider_done=True,
     )
     if state is not None and state.detector is not None:
-        announce(span, state, provider, model)
+        announce(span, state, provider, model, output_tokens)
     _close_span(span, out, state, semconv.TRIGGER_PROVIDER, provider, model, timed=False)
 
 
@@ -501,13 +541,15 @@ def record_discarded(
     trigger: str,
     published_by: SpanContext | None,
     threshold: int | None,
+    cost: float | None = None,
 ) -> None:
     """A summary prepared in the background (by this worker, or by another one that published it), dropped
     unapplied (its history was edited below its cut, or a newer compaction covered it): a ``compact`` span
     under ``parent`` with ``mode=background``, ``outcome=discarded`` and a link to the ``compact`` span that
     prepared it, and the counter. That span ended when the summary was ready (so that it is exported, and
     never stays open across processes), so the drop is a record of its own; no summarizer call, nothing on
-    the breaker, no cache break (nothing was sent)."""
+    the breaker, no cache break (nothing was sent). ``cost``: what the summary cost (its span said it), when
+    this worker knows (a summary another worker published: its spend is that worker's)."""
     span = _open_span(
         parent,
         trigger,
@@ -524,7 +566,7 @@ def record_discarded(
         telemetry.name_span(
             span, semconv.COMPACTION_DISCARDED_TRACE_ID, semconv.COMPACTION_DISCARDED_SPAN_ID, published_by
         )
-    out = CompactionOutcome(outcome=semconv.OUTCOME_DISCARDED)
+    out = CompactionOutcome(outcome=semconv.OUTCOME_DISCARDED, cost=cost)
     _close_span(span, out, state, trigger, provider, model, timed=False, mode=semconv.MODE_BACKGROUND)
 
 
@@ -556,16 +598,18 @@ def _breaker_closed(state: ConversationState) -> None:
     alerts.breaker_closed(state.key, state.breaker_model)
 
 
-def announce(span: Span, state: ConversationState, provider: str, model: str) -> None:
-    """Tell the cache detector the prefix changes on purpose, and record the intentional break."""
+def announce(span: Span, state: ConversationState, provider: str, model: str, rewritten: int | None = None) -> None:
+    """Tell the cache detector the prefix changes on purpose, and record the intentional break (its cost: the
+    compacted context, ``rewritten`` tokens, written again by the next call)."""
     try:
         from otel_context import cache
 
         detector = state.detector
         if detector is None:  # its callers check first: nothing to announce
             return
+        ttl = detector.ttl_seconds
         expected = detector.announce_compaction()
-        cache.record_intentional_break(span, expected, provider, model)
+        cache.record_intentional_break(span, expected, provider, model, rewritten, ttl)
     except Exception:  # cache bookkeeping must never fail a compaction
         telemetry.log_once(
             "cascade.announce", "otel_context: could not announce a compaction to the cache detector", exc_info=True
@@ -806,11 +850,42 @@ def _summarized(
     through the call's client, or through the app's own ``Settings(summarizer=fn)`` (the app, a test or the
     alert demo answers the requests)."""
     with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-        steps = summarize(_summary_task(job, instructions))
+        steps = _priced(job, summarize(_summary_task(job, instructions)))
         custom = job.settings.summarizer
         if custom is not None:
             return drive(steps, perform_with(summarizer_function(custom)))
         return (yield from steps)
+
+
+def _priced(
+    job: CompactionJob, steps: Generator[SummaryRequest, SummaryResult, SummaryOutcome]
+) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
+    """``steps``, each reply priced as it comes back and added to ``job.spent``: the compaction's own cost is
+    what its summarizer's calls cost (every attempt and part, a failed one's too), at the rates the reply says
+    applied, for the model the request named (the summary model). A reply without usage (a custom summarizer
+    that reports none, an error) costs nothing known."""
+    try:
+        request = next(steps)
+        while True:
+            try:
+                result = yield request
+            except GeneratorExit:
+                steps.close()
+                raise
+            except BaseException as exc:  # the driver's error goes to the summary's steps, as without us
+                request = steps.throw(exc)
+                continue
+            if result.usage is not None:
+                model = request.body.get("model")
+                cost = pricing.cost(
+                    job.provider, model if isinstance(model, str) else job.model, result.usage, result.price_context
+                )
+                if cost is not None:
+                    job.spent += cost.amount
+                    job.priced = True
+            request = steps.send(result)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 def _adopt_summary(job: CompactionJob, out: CompactionOutcome, result: SummaryOutcome) -> None:
@@ -870,4 +945,8 @@ def _abandoned(job: CompactionJob, span: Span) -> None:
         outcome = semconv.OUTCOME_DISCARDED if background else semconv.OUTCOME_FAILURE
         span.set_attribute(semconv.COMPACTION_OUTCOME, outcome)
         viewers.describe_output(span, outcome, error_type="abandoned")
+        if job.priced:
+            span.set_attribute(semconv.COMPACTION_COST, job.spent)
+            if background and job.spent:
+                _count_discarded_spend(job.spent, job.trigger, semconv.STRATEGY_SUMMARY, job.mode)
         span.end()

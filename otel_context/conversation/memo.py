@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -93,6 +93,11 @@ class MemoEntry:
     summary_head: int = 0
     #: The scope of the call it was made for (system prompt, tools, model): it applies to that scope only.
     scope: str = ""
+    #: Context tokens a call that sends this entry does not send, against the history as the app passed it:
+    #: what the compaction removed plus what the entry it built on had (a chain of compactions together). What
+    #: each such call's ``otel_context.cost.compaction_saving`` prices. In this process only (the shared
+    #: store does not keep it: an entry another worker made saves nothing known here).
+    tokens_saved: int = field(default=0, compare=False)
 
     @classmethod
     def of_compaction(
@@ -106,10 +111,12 @@ class MemoEntry:
         summary: str,
         summary_head: int,
         scope: str,
+        saved: int = 0,
     ) -> MemoEntry | None:
         """The entry a compaction makes, or None when it makes none. ``sent``: what the call sent (the app's
         ``history`` with ``base`` applied, None: as it is); the compaction replaced ``sent[:cut]`` by ``head``
-        and ``result`` is what it sends. None when the cut falls inside ``base``'s replacement, or the result
+        and ``result`` is what it sends; ``saved``: the context tokens the compaction removed. None when the cut
+        falls inside ``base``'s replacement, or the result
         is not ``head`` and the kept items unchanged (a pairing repair touched them): the memo would send
         other items than the compaction's on the following calls. The one constructor of the entries a
         compaction makes, whether adopted by its own call or prepared in the background."""
@@ -118,7 +125,16 @@ class MemoEntry:
             return None
         original_cut = base.to_original_index(cut) if base is not None else cut
         prefix = items_hash(history[:original_cut])
-        return cls(original_cut, prefix, tuple(head), summary, summary_head=summary_head, scope=scope)
+        tokens_saved = max(saved, 0) + (base.tokens_saved if base is not None else 0)
+        return cls(
+            original_cut,
+            prefix,
+            tuple(head),
+            summary,
+            summary_head=summary_head,
+            scope=scope,
+            tokens_saved=tokens_saved,
+        )
 
     @cached_property
     def address(self) -> str:

@@ -175,6 +175,8 @@ class ConversationState:
         self.breaker = Breaker()
         #: Model whose breakers_open series counts this conversation while its breaker is open.
         self.breaker_model: str | None = None
+        #: What this conversation's calls cost so far in this process, USD (``otel_context.conversation.cost``).
+        self.spend = 0.0
         #: The cache-break detector (otel_context.cache), created lazily by the engine.
         self.detector: CacheBreakDetector | None = None
         #: Reported / estimated tokens seen on a too-long error (>1 when our estimate undercounts).

@@ -1,14 +1,13 @@
 """Estimated cost of a run, with and without compaction and prompt caching.
 
-Prices are list prices in USD per million tokens, as published by the providers (Anthropic's pricing page:
-Claude Sonnet 4.6 $3 input / $15 output; 5-minute cache writes 1.25x the input price, cache reads 0.1x.
-OpenAI's pricing page: GPT-4.1 $2 input / $8 output, cached input $0.50 = 0.25x, no write premium). They
-are estimates for comparison, not a bill: check the provider's page for today's figures.
+Prices come from the one price source of every span's cost (:mod:`otel_context.pricing`: genai-prices' bundled
+table, or the user's own ``OTEL_CONTEXT_PRICES``), at the rates of each call's model. They are estimates for
+comparison, not a bill.
 
 The four figures:
 
-* **actual**: every ``chat`` span of the run (summarizer calls included), billed by its cache reads, cache
-  writes, the rest of its input, and its output.
+* **actual**: every ``chat`` span of the run (summarizer calls included): the sum of their
+  ``otel_context.cost.amount`` (what the spans say, priced by the instrumentation).
 * **without caching**: the same calls with every input token at the base price.
 * **without compaction**: the requests the app *passed* (its full, never-compacted history), counted by the
   simulated provider's tokenizer, with an append-only prompt cache (each call reads what the previous call
@@ -21,37 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from otel_context import pricing
 from otel_context.demo.stats import CallFigures
+from otel_context.usage import TokenUsage
 
-__all__ = ["PRICES", "CostEstimate", "Price", "estimate"]
-
-
-@dataclass(frozen=True)
-class Price:
-    """USD per million tokens, and cache multipliers relative to the input price."""
-
-    model: str
-    input: float
-    output: float
-    cache_write_multiplier: float
-    cache_read_multiplier: float
-    source: str
-
-    def call(self, uncached: int, cache_write: int, cache_read: int, output: int) -> float:
-        """Cost of one call in USD."""
-        per = self.input / 1e6
-        return (
-            uncached * per
-            + cache_write * per * self.cache_write_multiplier
-            + cache_read * per * self.cache_read_multiplier
-            + output * self.output / 1e6
-        )
-
-
-PRICES: dict[str, Price] = {
-    "anthropic": Price("claude-sonnet-4-6", 3.00, 15.00, 1.25, 0.10, "Anthropic list price (Sonnet 4.6)"),
-    "openai": Price("gpt-4.1", 2.00, 8.00, 1.00, 0.25, "OpenAI list price (GPT-4.1)"),
-}
+__all__ = ["CostEstimate", "estimate", "price_note", "rates_of"]
 
 
 @dataclass(frozen=True)
@@ -64,8 +37,27 @@ class CostEstimate:
     without_either: float
 
 
+def rates_of(provider: str, model: str) -> pricing.Rates:
+    """The demo's model's rates; the demo's models are in every genai-prices release (a missing one is a bug)."""
+    found = pricing.rates(provider, model)
+    if found is None:
+        raise LookupError(f"no price for {provider} {model}: install genai-prices or set OTEL_CONTEXT_PRICES")
+    return found
+
+
+def _call(rates: pricing.Rates, uncached: int, cache_write: int, cache_read: int, output: int) -> float:
+    usage = TokenUsage(
+        input_tokens=uncached + cache_write + cache_read,
+        output_tokens=output,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+    )
+    return pricing.cost_at(rates, usage).amount
+
+
 def estimate(
-    price: Price,
+    provider: str,
+    model: str,
     calls: Sequence[CallFigures],
     uncompacted_inputs: Sequence[int],
     min_cacheable: int = 1024,
@@ -73,10 +65,12 @@ def estimate(
     """Estimate a run's cost (see the module docstring).
 
     ``uncompacted_inputs``: for every agent call, in order, the input tokens of the request the app
-    passed before any rewriting. The agent calls' output tokens are reused for the hypothetical runs.
+    passed before any rewriting, priced at ``model``'s rates. The agent calls' output tokens are reused for the
+    hypothetical runs.
     """
-    actual = sum(price.call(c.uncached_input, c.cache_write, c.cache_read, c.output_tokens) for c in calls)
-    no_cache = sum(price.call(c.input_tokens, 0, 0, c.output_tokens) for c in calls)
+    actual = sum(c.cost or 0.0 for c in calls)
+    no_cache = sum(_call(rates_of(provider, c.model or model), c.input_tokens, 0, 0, c.output_tokens) for c in calls)
+    rates = rates_of(provider, model)
     agent_outputs = [c.output_tokens for c in calls if not c.summarizer]
     no_compaction = 0.0
     neither = 0.0
@@ -85,7 +79,18 @@ def estimate(
         output = agent_outputs[i] if i < len(agent_outputs) else 0
         read = min(previous, tokens) if previous >= min_cacheable else 0
         write = tokens - read if tokens >= min_cacheable else 0
-        no_compaction += price.call(tokens - read - write, write, read, output)
-        neither += price.call(tokens, 0, 0, output)
+        no_compaction += _call(rates, tokens - read - write, write, read, output)
+        neither += _call(rates, tokens, 0, 0, output)
         previous = tokens
     return CostEstimate(actual, no_cache, no_compaction, neither)
+
+
+def price_note(provider: str, model: str) -> str:
+    """Where the prices come from and what they are, for the report's caption."""
+    rates = rates_of(provider, model)
+    per = 1_000_000
+    return (
+        f"Estimated at {rates.source} prices of {model}: ${rates.input * per:.2f}/M input, "
+        f"${rates.output * per:.2f}/M output, cache writes {rates.rewrite / rates.input:g}x and reads "
+        f"{rates.read / rates.input:g}x the input price."
+    )

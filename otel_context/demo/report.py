@@ -25,8 +25,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_context import semconv
+from otel_context.demo import pricing
 from otel_context.demo.agent import TurnOutcome
-from otel_context.demo.pricing import PRICES
 from otel_context.demo.run import SUMMARY_LATENCY_FACTOR, DemoOptions, DemoResult
 from otel_context.demo.stats import KIND_AUTO, KIND_MICRO, KIND_REACTIVE, AppliedFigures, CompactionFigures, TurnStats
 from otel_context.sdk_setup import EXIT_SECONDS
@@ -276,11 +276,7 @@ def cost_rows(result: DemoResult) -> list[tuple[str, float, str]]:
 
 
 def price_note(result: DemoResult) -> str:
-    price = PRICES[result.options.provider]
-    return (
-        f"Estimated at {price.source}: ${price.input:.2f}/M input, ${price.output:.2f}/M output, cache writes "
-        f"{price.cache_write_multiplier:g}x and reads {price.cache_read_multiplier:g}x the input price."
-    )
+    return pricing.price_note(result.options.provider, result.options.model)
 
 
 def _export_note(result: DemoResult) -> str:

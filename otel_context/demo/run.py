@@ -35,7 +35,7 @@ from otel_context import semconv
 from otel_context.compaction.budget import budget_for
 from otel_context.demo import telemetry as demo_telemetry
 from otel_context.demo.agent import AnthropicBackend, Backend, CodingAgent, OpenAIBackend, ToolCall, TurnOutcome
-from otel_context.demo.pricing import PRICES, CostEstimate, estimate
+from otel_context.demo.pricing import CostEstimate, estimate
 from otel_context.demo.scenario import FACTS, build_script
 from otel_context.demo.stats import KIND_REACTIVE, RunStats, TurnStats, turn_stats
 from otel_context.demo.tools import ToolResult, Workspace
@@ -135,7 +135,7 @@ class DemoResult:
         return [t for o in self.outcomes for t in o.passed_tokens]
 
     def cost(self) -> CostEstimate:
-        return estimate(PRICES[self.options.provider], self.stats.calls, self.passed_tokens)
+        return estimate(self.options.provider, self.options.model, self.stats.calls, self.passed_tokens)
 
     def first_turn_over_window(self) -> int | None:
         """The first turn whose never-compacted request would not have fit in the window."""

@@ -64,6 +64,8 @@ class CallFigures:
     summarizer: bool  #: the compactor's own call (a child of a ``compact`` span)
     failed: bool
     compacted: bool  #: gen_ai.conversation.compacted
+    #: ``otel_context.cost.amount``: what the call cost (None: its model has no known price).
+    cost: float | None = None
 
     @property
     def uncached_input(self) -> int:
@@ -256,6 +258,7 @@ def turn_stats(turn: int, spans: Sequence[ReadableSpan], effective_window: int =
                     summarizer=summarizer,
                     failed=span.status.status_code == StatusCode.ERROR,
                     compacted=bool(attrs.get(semconv.GEN_AI_CONVERSATION_COMPACTED, False)),
+                    cost=float_attr(attrs, semconv.COST_AMOUNT) if semconv.COST_AMOUNT in attrs else None,
                 )
             )
         elif attrs.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_INVOKE_AGENT:

@@ -204,6 +204,7 @@ def _carry_out(
             trigger,
             out.open_span.get_span_context(),
             prepared.threshold,
+            out.cost,
         )
 
 
@@ -413,6 +414,7 @@ def _entry(prepared: Prepared, out: cascade.CompactionOutcome) -> MemoEntry | No
         out.summary,
         out.summary_head,
         scope,
+        out.input_tokens - out.output_tokens,
     )
 
 
@@ -562,7 +564,7 @@ def _applied(
     cascade.record_saved(before - call.estimated_tokens, trigger, semconv.STRATEGY_SUMMARY)
     state = call.state
     if state.detector is not None:
-        cascade.announce(span, state, call.request.provider, call.model)
+        cascade.announce(span, state, call.request.provider, call.model, call.estimated_tokens)
 
 
 @dataclass(frozen=True)

@@ -365,8 +365,9 @@ class CallState(CallPlan):
         else:
             cut, head = out.cut, out.head
             summary, summary_head = out.summary, out.summary_head
+        saved = out.input_tokens - out.output_tokens
         entry = MemoEntry.of_compaction(
-            self.items, self.entry, self.sent_items, out.items, cut, head, summary, summary_head, self.scope
+            self.items, self.entry, self.sent_items, out.items, cut, head, summary, summary_head, self.scope, saved
         )
         if entry is not None:
             self.send(entry, out.items, remember=True)

@@ -29,10 +29,10 @@ from typing import Any, NamedTuple
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from otel_context import cache, semconv, telemetry
+from otel_context import cache, pricing, semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
-from otel_context.contract import CallPlan, CallRequest
+from otel_context.contract import CallPlan, CallRequest, Spent
 from otel_context.conversation import CONVERSATIONS, ChainLink, ConversationState, Resolution, Snapshot
 from otel_context.conversation import resolve as resolve_conversation
 from otel_context.conversation.memo import MemoEntry
@@ -65,6 +65,18 @@ class EnginePlan(CallState):
                 "engine.on_too_long", "otel_context: reactive compaction failed unexpectedly", exc_info=True
             )
             return None
+
+    def on_cost(self, amount: float) -> Spent | None:
+        state = self.state
+        with state.lock:  # concurrent calls of one conversation add to one total
+            state.spend += amount
+            total = state.spend
+        entry = self.entry
+        if entry is None or not entry.tokens_saved:
+            return Spent(total, 0.0)
+        # The history's tokens this call did not send, at what a warm cache would have charged for them.
+        found = pricing.rates(self.request.provider, self.model)
+        return Spent(total, entry.tokens_saved * found.read if found is not None else 0.0)
 
     def on_response(
         self,

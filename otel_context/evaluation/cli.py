@@ -85,7 +85,7 @@ def _confirm_live(options: EvalOptions, args: argparse.Namespace, env: Mapping[s
         )
         return False
     tokens_in, tokens_out = estimate_live(options)
-    price = price_of(options.resolved_model)
+    price = price_of(options.api, options.resolved_model)
     cost = (
         f"about ${price.cost(tokens_in, tokens_out):.2f} at {price.model} list prices"
         if price

@@ -665,8 +665,6 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
         turns=len(script),
         timeline=timeline,
     )
-    summary_price = price_of(result.summary_model)
-    model_price = price_of(result.model)
     wire_format = options.wire_format
     spans = InMemorySpanExporter()
     tracer_provider = TracerProvider()
@@ -683,6 +681,8 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
         compaction="auto",
         microcompact=False,
     )
+    summary_price = price_of(options.api, result.summary_model)  # with the user's prices, now in force
+    model_price = price_of(options.api, result.model)
     try:
         with _provider(options, style, window) as sim:
             client = _client(options, sim, capture)

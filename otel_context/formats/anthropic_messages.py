@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from otel_context import providers, semconv
+from otel_context import pricing, providers, semconv
 from otel_context.formats._common import (
     FieldRules,
     as_field_list,
@@ -545,6 +545,7 @@ class AnthropicMessagesAdapter:
             finish_reasons=(reason,) if reason else (),
             usage=usage_from_anthropic(usage) if usage is not None else None,
             cache_diagnosis=diagnosis_from_anthropic(diagnostics) if diagnostics is not None else None,
+            price_context=price_context_of(usage) if usage is not None else (),
         )
 
     def new_accumulator(self, provider: str) -> Accumulator:
@@ -805,6 +806,12 @@ def usage_from_anthropic(u: Any) -> TokenUsage:
     return _from_anthropic_fields(_anthropic_fields(u))
 
 
+def price_context_of(usage: Any) -> tuple[tuple[str, str], ...]:
+    """The rates an Anthropic ``usage`` says applied: ``speed`` (``fast`` mode) and ``service_tier`` (``batch``:
+    the Message Batches rates; ``standard`` and ``priority`` bill the list prices)."""
+    return pricing.price_context(_get(usage, "service_tier"), _get(usage, "speed"))
+
+
 def merge_stream_usage(previous: TokenUsage | None, new: Any) -> TokenUsage:
     """Fold the usage of one Anthropic stream event (``message_start`` or ``message_delta``) into ``previous``.
 
@@ -917,6 +924,7 @@ class _MessagesAccumulator(Accumulator):
             usage = _get(message, "usage")
             if usage is not None:
                 info.usage = merge_stream_usage(None, usage)
+                info.price_context = price_context_of(usage)
             diagnostics = _get(message, "diagnostics")
             if diagnostics is not None:
                 info.cache_diagnosis = diagnosis_from_anthropic(diagnostics)

@@ -220,6 +220,9 @@ class ResponseInfo:
     usage: TokenUsage | None = None
     #: The provider's own diagnosis of the prompt cache, when the response carries one.
     cache_diagnosis: CacheDiagnosis | None = None
+    #: The rates the response says applied (:func:`otel_context.pricing.price_context`: OpenAI's service tier,
+    #: Anthropic's speed and batch); empty for the standard rates.
+    price_context: tuple[tuple[str, str], ...] = ()
 
 
 class Accumulator:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from otel_context import providers, semconv
+from otel_context import pricing, providers, semconv
 from otel_context.formats._common import (
     FieldRules,
     as_field_list,
@@ -425,6 +425,7 @@ class OpenAIChatAdapter:
             response_model=get("model"),
             finish_reasons=reasons,
             usage=self.usage(usage, provider) if usage is not None else None,
+            price_context=pricing.price_context(get("service_tier")),
         )
 
     def new_accumulator(self, provider: str) -> Accumulator:
@@ -618,6 +619,7 @@ class _ChatAccumulator(Accumulator):
         if info.response_id is None:
             info.response_id = _get(event, "id")
             info.response_model = _get(event, "model")
+            info.price_context = pricing.price_context(_get(event, "service_tier"))
         for choice in _get(event, "choices") or ():
             if self.texts is not None and not _get(choice, "index"):
                 text = _get(_get(choice, "delta"), "content")

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from otel_context import providers, semconv
+from otel_context import pricing, providers, semconv
 from otel_context.formats._common import (
     FieldRules,
     as_field_list,
@@ -473,6 +473,7 @@ class OpenAIResponsesAdapter:
             finish_reasons=_finish_reasons(response),
             usage=usage_from_openai_responses(usage) if usage is not None else None,
             cache_diagnosis=diagnosis_from_openai_responses(response),
+            price_context=pricing.price_context(_get(response, "service_tier")),
         )
 
     def new_accumulator(self, provider: str) -> Accumulator:

@@ -1,0 +1,163 @@
+"""What a call costs, on its chat span: both SDKs (plain, streamed, cached) on the simulated provider, each span's
+cost against genai-prices' own extraction and calculation of the usage the provider sent, the spend counter
+against the spans, an unknown model, a user price, the proposed names behind their switch."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from genai_prices import extract_usage
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan
+
+import otel_context
+from otel_context import pricing, semconv
+from otel_context.testing import Exchange, SimulatedProvider
+from tests.conftest import SpanRecorder
+from tests.instrumentation.instr_support import attrs, metric_points
+
+SYSTEM = "You are a meticulous assistant for the otel-context repository. " * 60  # ~1,100 tokens: cacheable
+FLAVOR = {"/v1/messages": "default", "/v1/chat/completions": "chat", "/v1/responses": "responses"}
+
+
+def library_cost(exchange: Exchange) -> float:
+    """genai-prices' own figure for what the provider answered: its extraction of the usage, its calculation."""
+    assert exchange.usage is not None
+    provider = "anthropic" if exchange.path == "/v1/messages" else "openai"
+    model = exchange.body["model"]
+    extracted = extract_usage(
+        {"model": model, "usage": exchange.usage}, provider_id=provider, api_flavor=FLAVOR[exchange.path]
+    )
+    return float(extracted.calc_price().total_price)
+
+
+def chat_spans(spans: SpanRecorder) -> list[ReadableSpan]:
+    return [s for s in spans() if attrs(s).get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_CHAT]
+
+
+def spend_by_model(reader: InMemoryMetricReader) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for point in metric_points(reader, semconv.METRIC_SPEND):
+        model = str(point.attributes[semconv.GEN_AI_REQUEST_MODEL])
+        totals[model] = totals.get(model, 0.0) + point.value
+    return totals
+
+
+@pytest.fixture
+def sim(simulated_provider: SimulatedProvider) -> SimulatedProvider:
+    return simulated_provider
+
+
+def _anthropic_calls(client: Any, model: str = "claude-sonnet-4-6") -> None:
+    system = [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}]
+    long_system = [
+        {"type": "text", "text": "Long-lived. " + SYSTEM, "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    ]
+    user = [{"role": "user", "content": "hello there"}]
+    with otel_context.conversation("costs-anthropic"):
+        client.messages.create(model=model, max_tokens=64, system=system, messages=user)  # writes the cache
+        client.messages.create(model=model, max_tokens=64, system=system, messages=user)  # reads it
+        with client.messages.stream(model=model, max_tokens=64, system=system, messages=user) as stream:
+            stream.get_final_message()
+        client.messages.create(model=model, max_tokens=64, system=long_system, messages=user)  # a 1-hour write
+
+
+def _openai_calls(client: Any, model: str = "gpt-4.1") -> None:
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hello there"}]
+    with otel_context.conversation("costs-openai"):
+        client.chat.completions.create(model=model, messages=messages)
+        client.chat.completions.create(model=model, messages=messages)  # automatic caching: a read
+        for _ in client.chat.completions.create(
+            model=model, messages=messages, stream=True, stream_options={"include_usage": True}
+        ):
+            pass
+        client.responses.create(model=model, input="hello there", instructions=SYSTEM)
+
+
+def test_each_chat_span_costs_what_the_library_says(
+    instrumented: None, sim: SimulatedProvider, spans: SpanRecorder, metric_reader: InMemoryMetricReader
+) -> None:
+    with sim.anthropic() as a, sim.openai() as o:
+        _anthropic_calls(a)
+        _openai_calls(o)
+    exchanges = [e for e in sim.exchanges if e.usage is not None]
+    found = chat_spans(spans)
+    assert len(found) == len(exchanges) == 8
+    read = write_1h = 0
+    for span, exchange in zip(found, exchanges, strict=True):
+        a = attrs(span)
+        assert math.isclose(a[semconv.COST_AMOUNT], library_cost(exchange), rel_tol=1e-9), exchange.usage
+        assert a[semconv.COST_CURRENCY] == "USD"
+        assert a[semconv.COST_SOURCE] == f"genai-prices {pricing.library_version()}"
+        parts = [a.get(k, 0.0) for k in (semconv.COST_INPUT, semconv.COST_CACHE_READ, semconv.COST_CACHE_WRITE)]
+        parts += [a.get(k, 0.0) for k in (semconv.COST_OUTPUT, semconv.COST_REASONING)]
+        assert math.isclose(sum(parts), a[semconv.COST_AMOUNT], rel_tol=1e-12)
+        read += semconv.COST_CACHE_READ in a
+        write_1h += semconv.COST_CACHE_WRITE_1H in a
+        assert semconv.GEN_AI_USAGE_COST_AMOUNT not in a  # the proposed names only behind their switch
+    assert read >= 3 and write_1h == 1  # cached calls of both SDKs were priced, the 1-hour write apart
+    # The conversation's spend so far, call by call.
+    for conversation, model in (("costs-anthropic", "claude-sonnet-4-6"), ("costs-openai", "gpt-4.1")):
+        mine = [attrs(s) for s in found if attrs(s)[semconv.GEN_AI_CONVERSATION_ID] == conversation]
+        running = 0.0
+        for a in mine:
+            running += a[semconv.COST_AMOUNT]
+            assert math.isclose(a[semconv.CONVERSATION_COST], running, rel_tol=1e-12)
+        # The spend counter: the spans' costs, by model; no conversation id among its attributes.
+        assert math.isclose(spend_by_model(metric_reader)[model], running, rel_tol=1e-12)
+    for point in metric_points(metric_reader, semconv.METRIC_SPEND):
+        assert semconv.GEN_AI_CONVERSATION_ID not in point.attributes
+
+
+def test_an_unknown_model_has_no_cost(
+    instrumented: None, sim: SimulatedProvider, spans: SpanRecorder, metric_reader: InMemoryMetricReader
+) -> None:
+    with sim.openai() as o:
+        o.chat.completions.create(model="my-local-llama", messages=[{"role": "user", "content": "hi"}])
+    (span,) = chat_spans(spans)
+    assert not [k for k in attrs(span) if k.startswith("otel_context.cost.") or k == semconv.CONVERSATION_COST]
+    assert metric_points(metric_reader, semconv.METRIC_SPEND) == []
+    assert attrs(span)[semconv.GEN_AI_USAGE_INPUT_TOKENS] > 0  # the call itself was recorded as always
+
+
+@pytest.fixture
+def instrument_with() -> Iterator[Any]:
+    def instrument(**settings: Any) -> None:
+        otel_context.instrument(capture_content="NO_CONTENT", **settings)
+
+    try:
+        yield instrument
+    finally:
+        otel_context.uninstrument()
+        pricing.configure()
+
+
+def test_a_user_price_overrides_a_model(
+    instrument_with: Any, sim: SimulatedProvider, spans: SpanRecorder, metric_reader: InMemoryMetricReader
+) -> None:
+    instrument_with(
+        prices={"openai:gpt-4.1": {"input": 1.0, "output": 4.0}, "my-local-llama": {"input": 0, "output": 1}}
+    )
+    with sim.openai() as o:
+        o.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "hi"}])
+        o.chat.completions.create(model="my-local-llama", messages=[{"role": "user", "content": "hi"}])
+    gpt, llama = (attrs(s) for s in chat_spans(spans))
+    expected = gpt[semconv.GEN_AI_USAGE_INPUT_TOKENS] * 1e-6 + gpt[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] * 4e-6
+    assert math.isclose(gpt[semconv.COST_AMOUNT], expected, rel_tol=1e-12)
+    assert gpt[semconv.COST_SOURCE] == llama[semconv.COST_SOURCE] == "user"
+    assert math.isclose(llama[semconv.COST_AMOUNT], llama[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] * 1e-6, rel_tol=1e-12)
+
+
+def test_the_proposed_names_behind_their_switch(
+    instrument_with: Any, sim: SimulatedProvider, spans: SpanRecorder, metric_reader: InMemoryMetricReader
+) -> None:
+    instrument_with(conventions="proposed")
+    with sim.anthropic() as a:
+        a.messages.create(model="claude-haiku-4-5", max_tokens=32, messages=[{"role": "user", "content": "hi"}])
+    a_ = attrs(chat_spans(spans)[0])
+    assert a_[semconv.GEN_AI_USAGE_COST_AMOUNT] == a_[semconv.COST_AMOUNT] > 0
+    assert a_[semconv.GEN_AI_USAGE_COST_CURRENCY] == "USD"
+    assert a_[semconv.GEN_AI_USAGE_COST_SOURCE] == a_[semconv.COST_SOURCE]
