@@ -134,6 +134,27 @@ ALERTS: tuple[Alert, ...] = (
         lookback_seconds=900,
     ),
     Alert(
+        name="OtelContextCacheBreakSpend",
+        uid="otel-context-cache-break-spend",
+        value=q.unexpected_break_spend_share("15m", [q.JOB]),
+        threshold=0.2,
+        for_="15m",
+        severity="warning",
+        summary=f"Unexpected prompt-cache breaks cost {VALUE} of the LLM spend on {_lbl(q.JOB)}",
+        description=(
+            f"Over the last 15 minutes {VALUE} of what the LLM calls cost went to writing again prefixes the "
+            "prompt cache had held: unexpected cache breaks (otel_context.cache_breaks.cost against "
+            'otel_context.spend). What to do: the dashboard\'s "Spend lost to unexpected cache breaks" panel '
+            "names the reasons; the chat spans' otel_context.cache_break events (TraceQL: { event:name = "
+            '"otel_context.cache_break" && event.otel_context.cache_break.intentional = false }) say which '
+            "conversations and what each break cost. Fix the cause the reason names (a timestamp in the system "
+            "prompt, regenerated tools, edited history, gaps longer than the cache TTL), as in "
+            "OtelContextUnexpectedCacheBreaks."
+        ),
+        lookback_seconds=900,
+        value_format="humanizePercentage",
+    ),
+    Alert(
         name="OtelContextUtilizationNearLimit",
         uid="otel-context-utilization-near-limit",
         value=q.utilization_quantile(0.95, "15m", [q.JOB, q.MODEL]),

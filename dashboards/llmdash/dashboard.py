@@ -472,6 +472,80 @@ def build() -> dict[str, Any]:
                 _target(q.breakers_open([q.MODEL]), _legend_of(q.MODEL), "A"),
             )
         )
+        # --- cost ---------------------------------------------------------------------------------------
+        .with_row(dashboard.Row("Cost").id(next(ids)))
+        .with_panel(
+            _stat(
+                ids,
+                "Spend",
+                "What the LLM calls cost in the selected time range, USD (otel_context.spend: each call priced "
+                "from genai-prices' table or OTEL_CONTEXT_PRICES; calls of models with no known price are not in it).",
+                q.spend(RANGE, []),
+                6,
+            ).unit("currencyUSD")
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Spend by model",
+                "What the calls cost, USD per hour, by provider and model; the summarizer's calls "
+                "(otel_context.call.purpose=compaction) apart.",
+                "currencyUSD",
+                _target(q.spend_per_hour(RATE, by_model, f'{q.PURPOSE}=""'), model_legend, "A"),
+                _target(
+                    q.spend_per_hour(RATE, by_model, q.IS_COMPACTION_CALL),
+                    "summarizer " + model_legend,
+                    "B",
+                ),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Cache-write share of spend",
+                "The part of what the calls cost that paid for prompt-cache writes, by provider and model. "
+                "Writes cost more than plain input and pay off only when later calls read them: a high share "
+                "means prefixes written and not read back (a changing prefix, an expired TTL, one-off prompts).",
+                "percentunit",
+                _target(q.cache_write_share(RATE, by_model), model_legend, "A"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Spend lost to unexpected cache breaks",
+                "What unexpected prompt-cache breaks cost, USD per hour, by reason: the prefix each made the "
+                "provider write again instead of reading it (otel_context.cache_break.cost).",
+                "currencyUSD",
+                _target(
+                    q.cache_break_spend_per_hour(q.UNEXPECTED, RATE, [q.REASON]),
+                    "unexpected: " + _legend_of(q.REASON),
+                    "A",
+                ),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Compaction's net saving",
+                "USD per hour: what compactions saved on the calls that sent their result (the history's tokens "
+                "they did not send, at the cache-read price), what compaction cost (its summarizer's calls and "
+                "the cache its breaks made the next calls write again), and the difference.",
+                "currencyUSD",
+                _target(q.compaction_saving_per_hour(RATE), "saved", "A"),
+                _target(q.compaction_spend_per_hour(RATE), "cost", "B"),
+                _target(q.compaction_net_saving_per_hour(RATE), "net saving", "C"),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
+                "Spend on summaries never applied",
+                "What background summaries that were discarded (never sent) cost, USD per hour, by mode.",
+                "currencyUSD",
+                _target(q.discarded_spend_per_hour(RATE, [q.MODE]), _legend_of(q.MODE), "A"),
+            )
+        )
         # --- traces ---------------------------------------------------------------------------------------
         .with_row(dashboard.Row("Traces (Tempo)").id(next(ids)))
         .with_panel(_traceql(ids, "Recent compactions", "Every compact span, newest first.", TRACEQL_COMPACT))

@@ -53,6 +53,13 @@ COMPACTION_RETENTION = Metric(semconv.METRIC_COMPACTION_RETENTION, semconv.PROM_
 COMPACTION_RETENTION_BEFORE_REPAIR = Metric(
     semconv.METRIC_COMPACTION_RETENTION_BEFORE_REPAIR, semconv.PROM_COMPACTION_RETENTION_BEFORE_REPAIR, "histogram"
 )
+SPEND = Metric(semconv.METRIC_SPEND, semconv.PROM_SPEND_TOTAL, "counter")
+SPEND_CACHE_WRITE = Metric(semconv.METRIC_SPEND_CACHE_WRITE, semconv.PROM_SPEND_CACHE_WRITE_TOTAL, "counter")
+COMPACTION_SAVING = Metric(semconv.METRIC_COMPACTION_SAVING, semconv.PROM_COMPACTION_SAVING_TOTAL, "counter")
+CACHE_BREAK_COST = Metric(semconv.METRIC_CACHE_BREAK_COST, semconv.PROM_CACHE_BREAK_COST_TOTAL, "counter")
+COMPACTION_DISCARDED_SPEND = Metric(
+    semconv.METRIC_COMPACTION_DISCARDED_SPEND, semconv.PROM_COMPACTION_DISCARDED_SPEND_TOTAL, "counter"
+)
 
 #: Metrics otel-context emits by default (what a scrape of an instrumented app must show).
 CURRENT: tuple[Metric, ...] = (
@@ -71,6 +78,11 @@ CURRENT: tuple[Metric, ...] = (
     CONTEXT_UTILIZATION,
     COMPACTION_RETENTION,
     COMPACTION_RETENTION_BEFORE_REPAIR,
+    SPEND,
+    SPEND_CACHE_WRITE,
+    COMPACTION_SAVING,
+    CACHE_BREAK_COST,
+    COMPACTION_DISCARDED_SPEND,
 )
 #: Older names, read only as the right-hand side of an ``or`` whose left-hand side reads a CURRENT metric.
 LEGACY: tuple[Metric, ...] = (LEGACY_OPERATION_DURATION, LEGACY_TIME_TO_FIRST_CHUNK, LEGACY_TOKEN_USAGE)
@@ -310,3 +322,69 @@ def breakers_open(labels: Sequence[str]) -> str:
 def utilization_quantile(quantile: float, window: str, labels: Sequence[str]) -> str:
     """A quantile of context utilization (reported input tokens / effective window)."""
     return _quantile(CONTEXT_UTILIZATION, quantile, window, labels)
+
+
+# --- cost (docs/telemetry.md, "Cost"; every figure in USD) ----------------------------------------------------
+#: Seconds in an hour: the cost panels show USD per hour (a rate per second of dollars reads as noise).
+HOUR = 3600
+
+
+def spend_per_hour(window: str, labels: Sequence[str], matchers: str = "") -> str:
+    """What the calls cost, USD per hour."""
+    return f"{_sum(labels, _rate(SPEND.selector(matchers=matchers), window))} * {HOUR}"
+
+
+def spend(window: str, labels: Sequence[str]) -> str:
+    """What the calls cost over ``window``, USD."""
+    return _sum(labels, f"increase({SPEND.selector()}[{window}])")
+
+
+def _share(part: str, whole: str) -> str:
+    """``part`` / ``whole`` (both aggregated alike), 0 where ``whole`` has series and ``part`` has none."""
+    return f"(\n  {part}\nor\n  {whole} * 0\n)\n/\n{whole}"
+
+
+def cache_write_share(window: str, labels: Sequence[str]) -> str:
+    """The share of spend that paid for cache writes (writes that are never read back are the waste)."""
+    return _share(
+        _sum(labels, _rate(SPEND_CACHE_WRITE.selector(), window)), _sum(labels, _rate(SPEND.selector(), window))
+    )
+
+
+def cache_break_spend_per_hour(matchers: str, window: str, labels: Sequence[str]) -> str:
+    """What cache breaks cost (``UNEXPECTED`` or ``INTENDED``), USD per hour."""
+    return f"{_sum(labels, _rate(CACHE_BREAK_COST.selector(matchers=matchers), window))} * {HOUR}"
+
+
+def unexpected_break_spend_share(window: str, labels: Sequence[str]) -> str:
+    """The share of spend lost to unexpected cache breaks: what they made the provider write again, against
+    everything the calls cost."""
+    lost = _sum(labels, _rate(CACHE_BREAK_COST.selector(matchers=UNEXPECTED), window))
+    return _share(lost, _sum(labels, _rate(SPEND.selector(), window)))
+
+
+def _or_zero(expr: str) -> str:
+    return f"({expr} or vector(0))"
+
+
+def compaction_saving_per_hour(window: str) -> str:
+    """What compactions saved on the calls that sent their result, USD per hour (all series together)."""
+    return f"{_or_zero(_sum([], _rate(COMPACTION_SAVING.selector(), window)))} * {HOUR}"
+
+
+def compaction_spend_per_hour(window: str) -> str:
+    """What compaction cost, USD per hour: its summarizer's calls, and the cache its breaks made the next calls
+    write again (all series together)."""
+    summarizer = _or_zero(_sum([], _rate(SPEND.selector(matchers=IS_COMPACTION_CALL), window)))
+    rewrites = _or_zero(_sum([], _rate(CACHE_BREAK_COST.selector(matchers=INTENDED), window)))
+    return f"({summarizer} + {rewrites}) * {HOUR}"
+
+
+def compaction_net_saving_per_hour(window: str) -> str:
+    """Compaction's net saving, USD per hour: what it saved less what it cost (docs/telemetry.md, "Cost")."""
+    return f"{compaction_saving_per_hour(window)}\n-\n{compaction_spend_per_hour(window)}"
+
+
+def discarded_spend_per_hour(window: str, labels: Sequence[str]) -> str:
+    """What summaries that were never applied cost, USD per hour."""
+    return f"{_sum(labels, _rate(COMPACTION_DISCARDED_SPEND.selector(), window))} * {HOUR}"

@@ -220,3 +220,60 @@ def test_agreement_panels_share_the_verdicts_and_name_each_disagreement(tmp_path
     ]
     code, output = _run(tmp_path, series, checks)
     assert code == 0, output
+
+
+INTENTIONAL = semconv.CACHE_BREAK_INTENTIONAL.replace(".", "_")
+REASON = semconv.CACHE_BREAK_REASON.replace(".", "_")
+
+
+def test_cost_panels_compute_what_their_titles_say(tmp_path: Path) -> None:
+    """Spend by model, the cache-write share, the spend lost to unexpected breaks and compaction's net saving, on
+    series of known rates (USD a minute), in USD per hour."""
+    app = 'gen_ai_provider_name="anthropic", gen_ai_request_model="m", job="app"'
+    series = [
+        # The app's calls cost 10 cents a minute, 3 of them cache writes; the summarizer's 2 cents.
+        {"series": f"{semconv.PROM_SPEND_TOTAL}{{{app}}}", "values": "0+0.1x10"},
+        {"series": f"{semconv.PROM_SPEND_CACHE_WRITE_TOTAL}{{{app}}}", "values": "0+0.03x10"},
+        {"series": f'{semconv.PROM_SPEND_TOTAL}{{{app}, {PURPOSE}="compaction"}}', "values": "0+0.02x10"},
+        # Compactions saved 5 cents a minute on the calls that sent their result; their breaks cost 1 cent.
+        {"series": f"{semconv.PROM_COMPACTION_SAVING_TOTAL}{{{app}}}", "values": "0+0.05x10"},
+        {
+            "series": f'{semconv.PROM_CACHE_BREAK_COST_TOTAL}{{{INTENTIONAL}="true", {REASON}="compaction", job="app"}}',
+            "values": "0+0.01x10",
+        },
+        # Unexpected breaks: 0.4 cents a minute lost to a changing system prompt.
+        {
+            "series": f'{semconv.PROM_CACHE_BREAK_COST_TOTAL}{{{INTENTIONAL}="false", {REASON}="system_changed", job="app"}}',
+            "values": "0+0.004x10",
+        },
+    ]
+    model = '{gen_ai_provider_name="anthropic", gen_ai_request_model="m"}'
+    by_model, summarizer = _exprs("Spend by model")
+    (share,) = _exprs("Cache-write share of spend")
+    (lost,) = _exprs("Spend lost to unexpected cache breaks")
+    saved, cost, net = _exprs("Compaction's net saving")
+
+    def check(expr: str, labels: str, value: float) -> dict[str, Any]:
+        return {"expr": f"round({expr}, 0.001)", "eval_time": "8m", "exp_samples": [{"labels": labels, "value": value}]}
+
+    checks = [
+        check(by_model, model, 6.0),  # the app's own calls: 10 cents a minute, $6 an hour
+        check(summarizer, model, 1.2),
+        # Writes are 3 of the 12 cents all calls cost (the summarizer's included).
+        check(share, model, 0.25),
+        check(lost, f'{{{REASON}="system_changed"}}', 0.24),
+        check(saved, "{}", 3.0),
+        check(cost, "{}", 1.8),  # the summarizer's 2 cents and the breaks' 1 cent a minute
+        check(net, "{}", 1.2),
+    ]
+    code, output = _run(tmp_path, series, checks)
+    assert code == 0, output
+
+
+def test_net_saving_without_compaction_is_zero_not_empty(tmp_path: Path) -> None:
+    """An app that never compacted: the panel shows 0, not "No data" (each part falls back to 0)."""
+    series = [{"series": f'{semconv.PROM_SPEND_TOTAL}{{job="app"}}', "values": "0+0.1x10"}]
+    (net,) = _exprs("Compaction's net saving")[2:]
+    checks = [{"expr": net, "eval_time": "8m", "exp_samples": [{"labels": "{}", "value": 0}]}]
+    code, output = _run(tmp_path, series, checks)
+    assert code == 0, output

@@ -24,6 +24,7 @@ def test_the_alerts_the_issue_asks_for() -> None:
         "OtelContextCompactionFailing",
         "OtelContextCircuitBreakerOpen",
         "OtelContextUnexpectedCacheBreaks",
+        "OtelContextCacheBreakSpend",
         "OtelContextUtilizationNearLimit",
         "OtelContextCompactionLosesMuch",
         "OtelContextLLMErrorRatio",
