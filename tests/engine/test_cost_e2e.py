@@ -169,10 +169,10 @@ def test_every_dollar_figure_against_its_definition(
         a = attrs_of(chat)
         if semconv.CALL_PURPOSE in a:
             continue
-        compact = carried.get(chat.context.span_id)
-        if compact is not None:  # this call sends the compaction's result (its compact span is a child)
+        compaction = carried.get(chat.context.span_id)
+        if compaction is not None:  # this call sends the compaction's result (its compact span is a child)
             system = _system_of(by_response[a[semconv.GEN_AI_RESPONSE_ID]])
-            c = attrs_of(compact)
+            c = attrs_of(compaction)
             removed = c[semconv.COMPACTION_INPUT_TOKENS] - c[semconv.COMPACTION_OUTPUT_TOKENS]
             removed_so_far = removed + (removed_so_far if system == scope else 0)
             scope = system
@@ -229,7 +229,9 @@ def _response_id(exchange: Exchange) -> str | None:
         return response.get("id")  # type: ignore[no-any-return]
     for _, data in response or ():
         if isinstance(data, dict):
-            message = data.get("message") if isinstance(data.get("message"), dict) else data
-            if isinstance(message.get("id"), str):
-                return message["id"]  # type: ignore[no-any-return]
+            inner = data.get("message")
+            message: dict[str, Any] = inner if isinstance(inner, dict) else data
+            found = message.get("id")
+            if isinstance(found, str):
+                return found
     return None
