@@ -36,6 +36,9 @@ def instrumentors() -> list[Any]:
 
 def instrument_all(settings: Settings, tracer_provider: Any = None, meter_provider: Any = None) -> None:
     """Instrument every installed SDK with ``settings``; an instrumented one is re-instrumented (no stacking)."""
+    from otel_context import pricing
+
+    pricing.configure(settings.prices)  # also with no SDK installed: the explicit API's calls are priced too
     for inst in instrumentors():
         if inst.is_instrumented_by_opentelemetry:
             inst.uninstrument()

@@ -307,6 +307,20 @@ def test_instrument_takes_prices(simulated_provider: Any) -> None:
         otel_context.uninstrument()
 
 
+def test_instrument_takes_prices_with_no_sdk_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The explicit API prices its summarizer's calls without an SDK to instrument: the table is in force
+    whatever SDKs are installed (on a bare Python 3.10 install this was the only way to get a price)."""
+    import otel_context.instrumentation
+
+    monkeypatch.setattr(otel_context.instrumentation, "_MODULES", ())
+    otel_context.instrument(prices={"my-model": {"input": 1, "output": 2}})
+    try:
+        found = pricing.rates("openai", "my-model")
+        assert found is not None and found.source == pricing.SOURCE_USER
+    finally:
+        otel_context.uninstrument()
+
+
 # --- offline, and without the library ----------------------------------------------------------------------------
 
 #: Prices calls of both SDKs on the simulated provider (loopback) and records every network address the process
