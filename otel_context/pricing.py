@@ -114,10 +114,10 @@ class Rates:
         return self.cache_read if self.cache_read is not None else self.input
 
 
-@dataclass(frozen=True, slots=True)
-class Cost:
+class Cost(NamedTuple):
     """What one call cost, in USD: the total and its parts, which add up to it (a per-request fee, where a model
-    has one, counts in the total only). Cache writes and reads not priced apart are in ``input``."""
+    has one, counts in the total only). Cache writes and reads not priced apart are in ``input``. A NamedTuple:
+    one is made per call (a frozen dataclass's per-field ``object.__setattr__`` cost five times more)."""
 
     amount: float
     input: float  #: input not read from nor written to the cache (and any the model does not price apart)
