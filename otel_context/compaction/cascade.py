@@ -428,6 +428,7 @@ def _close_span(
     viewers.describe_output(
         span,
         out.outcome,
+        strategy=out.strategy,
         input_tokens=out.input_tokens,
         output_tokens=out.output_tokens if out.changed else out.input_tokens,
         messages_compacted=out.messages_compacted,

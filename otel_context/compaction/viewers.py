@@ -11,7 +11,7 @@ The kinds: a summary (or the provider's compaction) is a ``CHAIN``, a step betwe
 model that calls a model itself (its summarizer's ``chat`` span, an ``LLM`` span, is its child); a
 microcompaction (or a truncation) is a ``PROMPT``, the request rewritten by rule, with no model call. So the
 two read differently in a trace tree at a glance, and the input and output say the rest in one line each:
-``summary (reactive, inline): 15,094 tokens`` and ``12,494 tokens (2,600 fewer), 38 messages compacted,
+``summary (reactive, inline): 15,094 tokens`` and ``12,494 tokens (2,600 fewer), 38 messages summarized,
 summary of 264 tokens, 100% of the salient items kept``. No message text unless content capture is on: then
 the output also carries the summary itself, capped as captured content is.
 """
@@ -51,10 +51,19 @@ def describe_input(span: Span, strategy: str, trigger: str, mode: str, input_tok
     )
 
 
+#: What ``messages_compacted`` counts, by strategy (``{}``: the plural's ``s``).
+_WHAT = {
+    semconv.STRATEGY_MICROCOMPACT: "tool result{} cleared",
+    semconv.STRATEGY_TRUNCATE: "message{} dropped",
+    semconv.STRATEGY_SUMMARY: "message{} summarized",
+}
+
+
 def describe_output(
     span: Span,
     outcome: str,
     *,
+    strategy: str = semconv.STRATEGY_SUMMARY,
     input_tokens: int = 0,
     output_tokens: int = 0,
     messages_compacted: int = 0,
@@ -74,7 +83,8 @@ def describe_output(
     elif outcome == semconv.OUTCOME_SKIPPED:
         text = f"skipped: {error_type}"
     else:
-        text = f"{output_tokens:,} tokens ({input_tokens - output_tokens:,} fewer), {messages_compacted:,} messages compacted"
+        what = _WHAT.get(strategy, "message{} compacted").format("" if messages_compacted == 1 else "s")
+        text = f"{output_tokens:,} tokens ({input_tokens - output_tokens:,} fewer), {messages_compacted:,} {what}"
         if summary_tokens:
             text += f", summary of {summary_tokens:,} tokens"
         if retention is not None:

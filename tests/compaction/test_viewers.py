@@ -40,9 +40,12 @@ def test_a_summary_and_a_microcompaction_have_a_kind_an_input_and_an_output(
     saved = summary.input_tokens - summary.output_tokens
     assert s[semconv.OUTPUT_VALUE].startswith(
         f"{summary.output_tokens:,} tokens ({saved:,} fewer), {s[semconv.COMPACTION_MESSAGES_COMPACTED]:,} messages"
-        f" compacted, summary of {s[semconv.COMPACTION_SUMMARY_TOKENS]:,} tokens, "
+        f" summarized, summary of {s[semconv.COMPACTION_SUMMARY_TOKENS]:,} tokens, "
     )
-    assert m[semconv.OUTPUT_VALUE].startswith(f"{micro.output_tokens:,} tokens (")
+    cleared = m[semconv.COMPACTION_MESSAGES_COMPACTED]
+    assert m[semconv.OUTPUT_VALUE].startswith(
+        f"{micro.output_tokens:,} tokens ({micro.input_tokens - micro.output_tokens:,} fewer), {cleared:,} tool result"
+    )
     assert {a[k] for a in (m, s) for k in (semconv.INPUT_MIME_TYPE, semconv.OUTPUT_MIME_TYPE)} == {"text/plain"}
     # The summary's text (the conversation's words) only with content capture on, after the figures.
     assert summary.summary and len(summary.summary) > 200
