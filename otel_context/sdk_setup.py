@@ -56,6 +56,8 @@ from urllib.parse import urlsplit
 
 from opentelemetry import metrics, trace
 
+from otel_context import fork_safe
+
 __all__ = [
     "EXIT_SECONDS",
     "ExitBudget",
@@ -249,7 +251,7 @@ class ExitBudget:
 
     def __init__(self, seconds: float = EXIT_SECONDS) -> None:
         self.seconds = seconds
-        self._changed = threading.Condition()
+        self._changed = fork_safe.new_condition(self, "_changed")
         self._deadline: float | None = None
 
     def start(self) -> None:

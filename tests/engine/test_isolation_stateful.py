@@ -26,7 +26,7 @@ import otel_context
 from otel_context import engine
 
 MODEL = "claude-sonnet-4-6"
-WINDOW = 4_000
+WINDOW = 4_096  # the smallest window the settings accept (settings.MIN_WINDOW_TOKENS)
 OPENERS = ["Hi", "Hello there"]
 SYSTEMS = ["You are helpful.", "You are terse."]
 _ID = re.compile(r"\bid-(\d+)-")
