@@ -326,6 +326,9 @@ def _at_exit() -> None:
 
 #: The SDK tracer providers :func:`watch_provider` watches (each gets one processor of ours, once).
 _watched: weakref.WeakSet[Any] = weakref.WeakSet()
+# Reset and a fork's child: kept (a watched provider keeps its processor through both, so watching it again
+# would give it a second one).
+process_state.register(__name__, ("_watched",), on_reset=None, in_forked_child=None)
 
 LOST_AT_SHUTDOWN = (
     "otel_context: the tracer provider was shut down while %d summary(ies) prepared in the background were in "

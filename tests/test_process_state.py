@@ -41,6 +41,8 @@ CONSTANTS = {
     "otel_context.compaction.budget.MODEL_TABLE",
     "otel_context.compaction.cascade.TRIGGER_STRATEGIES",
     "otel_context.compaction.retention.CAPS",
+    "otel_context.compaction.viewers._LABELS",
+    "otel_context.compaction.viewers._WHAT",
     "otel_context.compaction.retention.REPAIR_CAPS",
     "otel_context.compaction.retention.UNCAPPED",
     "otel_context.engine.preparation.ABANDONED_AS",
