@@ -60,7 +60,6 @@ CONSTANTS = {
     "otel_context.evaluation.cli.SCENARIOS",
     "otel_context.evaluation.cli.API_KEY_VARS",
     "otel_context.evaluation.report._MARK",
-    "otel_context.evaluation.runner.SCENARIOS",
     "otel_context.evaluation.runner.DEFAULT_MODELS",
     "otel_context.evaluation.runner.WIRE_FORMATS",
     "otel_context.evaluation.runner.SUMMARIZERS",
