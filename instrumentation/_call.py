@@ -118,6 +118,7 @@ class InstrumentedCall:
         "ended",
         "first_chunk",
         "fmt",
+        "legacy",
         "metric_attrs",
         "plan",
         "proposed",
@@ -156,6 +157,8 @@ class InstrumentedCall:
         self.ended = False
         #: Whether the GenAI conventions' proposed cost names go on the span too (OTEL_CONTEXT_CONVENTIONS).
         self.proposed = False
+        #: Whether the older names go on the span too (OTEL_CONTEXT_CONVENTIONS=legacy).
+        self.legacy = False
 
     # -- ending -------------------------------------------------------------------------------------------
 
@@ -211,6 +214,8 @@ class InstrumentedCall:
                 if usage.reported_cache or usage.cache_read_tokens or usage.cache_write_tokens:
                     attrs[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_tokens
                     attrs[semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] = usage.cache_write_tokens
+                    if self.legacy:
+                        attrs[semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = usage.cache_write_tokens
                 if usage.reported_reasoning:
                     attrs[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = usage.reasoning_tokens
                 if self.chat:

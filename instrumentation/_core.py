@@ -194,6 +194,7 @@ class Interceptor:
         register_error_type(spec.error_type)
         self._wrap_result = wrap_result
         self.proposed_names = semconv.CONVENTIONS_PROPOSED in settings.conventions
+        self.legacy_names = semconv.CONVENTIONS_LEGACY in settings.conventions
 
     # -- call set-up ----------------------------------------------------------------------------------------
 
@@ -264,6 +265,8 @@ class Interceptor:
         call = InstrumentedCall(span, endpoint.fmt, endpoint.chat, metric_attrs, client_info.provider, stream, ctx)
         if self.proposed_names:
             call.proposed = True
+        if self.legacy_names:
+            call.legacy = True
         token = otel_context.attach(ctx)
         native_off = (
             _native_off.set(True) if self.spec.has_native_spans and not self.settings.anthropic_native_spans else None

@@ -16,7 +16,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
-from otel_context import pricing, telemetry
+from otel_context import pricing, semconv, telemetry
 from otel_context import settings as settings_mod
 
 from . import _depth
@@ -98,7 +98,8 @@ class SDKInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         settings = kwargs.get("settings")
         if not isinstance(settings, settings_mod.Settings):
             settings = settings_mod.resolve()
-        telemetry.configure(kwargs.get("tracer_provider"), kwargs.get("meter_provider"), settings.legacy_metrics)
+        legacy = settings.legacy_metrics or semconv.CONVENTIONS_LEGACY in settings.conventions
+        telemetry.configure(kwargs.get("tracer_provider"), kwargs.get("meter_provider"), legacy)
         pricing.configure(settings.prices)  # the price table loaded now, so that no call waits for it
         self.interceptor = Interceptor(self._make_spec(), settings)
         try:

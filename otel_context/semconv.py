@@ -141,9 +141,17 @@ COMPACTION_SAVING_PER_CALL: Final = "otel_context.compaction.saving_per_call"
 GEN_AI_USAGE_COST_AMOUNT: Final = "gen_ai.usage.cost.amount"
 GEN_AI_USAGE_COST_CURRENCY: Final = "gen_ai.usage.cost.currency"
 GEN_AI_USAGE_COST_SOURCE: Final = "gen_ai.usage.cost.source"
-#: Values of OTEL_CONTEXT_CONVENTIONS: names beyond the conventions otel-context follows by default.
+#: Values of OTEL_CONTEXT_CONVENTIONS: names beyond the conventions otel-context follows by default. ``proposed``:
+#: names proposed to the conventions, not merged yet (above); ``legacy``: the older names of what otel-context
+#: emits under the current ones, beside them, for viewers and dashboards that lag the conventions (the cache-write
+#: attribute below, and the older metrics as OTEL_CONTEXT_LEGACY_METRICS emits them).
 CONVENTIONS_PROPOSED: Final = "proposed"
-CONVENTIONS: Final = (CONVENTIONS_PROPOSED,)
+CONVENTIONS_LEGACY: Final = "legacy"
+CONVENTIONS: Final = (CONVENTIONS_PROPOSED, CONVENTIONS_LEGACY)
+#: The cache-write tokens' name up to core semconv v1.41 (since: gen_ai.usage.cache_write.input_tokens), still
+#: what Arize Phoenix 20.x reads to price cache writes; on the chat span beside the current name, with the same
+#: figure, only with OTEL_CONTEXT_CONVENTIONS=legacy.
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
 
 # --- compact span attributes ----------------------------------------------------------------------------
 COMPACTION_TRIGGER_SOURCE: Final = "otel_context.compaction.trigger_source"

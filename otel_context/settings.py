@@ -73,8 +73,9 @@ class Settings:
     #: OTEL_CONTEXT_LEGACY_METRICS: also emit gen_ai.client.operation.duration / gen_ai.client.token.usage.
     legacy_metrics: bool = False
     #: OTEL_CONTEXT_CONVENTIONS: names beyond the GenAI conventions otel-context follows, emitted beside its own,
-    #: comma-separated: ``proposed`` (names proposed to the conventions, not merged yet: ``gen_ai.usage.cost.*``).
-    #: Empty by default (docs/telemetry.md, "Which semantic conventions").
+    #: comma-separated: ``proposed`` (names proposed to the conventions, not merged yet: ``gen_ai.usage.cost.*``),
+    #: ``legacy`` (the older names, for viewers and dashboards that lag: ``gen_ai.usage.cache_creation.input_tokens``
+    #: and the older metrics). Empty by default (docs/telemetry.md, "Which semantic conventions").
     conventions: frozenset[str] = frozenset()
 
     #: OTEL_CONTEXT_CACHE_DIAGNOSTICS: ask the provider why a prompt's cache was missed: each chat call of a
