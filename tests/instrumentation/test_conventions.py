@@ -4,7 +4,6 @@ writes as ``gen_ai.usage.cache_creation.input_tokens`` (core semconv v1.41) and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,17 +16,6 @@ from tests.conftest import SpanRecorder
 from tests.instrumentation.instr_support import MODEL_A, attrs, metric_points
 
 SYSTEM = [{"type": "text", "text": "You review billing code. " * 300, "cache_control": {"type": "ephemeral"}}]
-
-
-@pytest.fixture
-def instrument_with() -> Iterator[Any]:
-    def instrument(**settings: Any) -> None:
-        otel_context.instrument(capture_content="NO_CONTENT", **settings)
-
-    try:
-        yield instrument
-    finally:
-        otel_context.uninstrument()
 
 
 def _cached_call(simulated_provider: Any) -> None:

@@ -5,7 +5,6 @@ against the spans, an unknown model, a user price, the proposed names behind the
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -122,18 +121,6 @@ def test_an_unknown_model_has_no_cost(
     assert not [k for k in attrs(span) if k.startswith("otel_context.cost.") or k == semconv.CONVERSATION_COST]
     assert metric_points(metric_reader, semconv.METRIC_SPEND) == []
     assert attrs(span)[semconv.GEN_AI_USAGE_INPUT_TOKENS] > 0  # the call itself was recorded as always
-
-
-@pytest.fixture
-def instrument_with() -> Iterator[Any]:
-    def instrument(**settings: Any) -> None:
-        otel_context.instrument(capture_content="NO_CONTENT", **settings)
-
-    try:
-        yield instrument
-    finally:
-        otel_context.uninstrument()
-        pricing.configure()
 
 
 def test_a_user_price_overrides_a_model(
