@@ -333,19 +333,23 @@ CACHE_BREAK_REASONS: Final = (
 # On the chat span of a call whose response carries one (otel_context/cache.py reads it, docs/telemetry.md).
 #: What the provider said: ``hit`` (nothing in the prompt diverged from the compared response), ``miss`` (it
 #: names a reason), ``pending`` (the comparison had not finished when the response was sent), ``not_found``
-#: (the provider has no record of the compared response), ``unavailable`` (it cannot say).
+#: (the provider has no record of the compared response), ``unavailable`` (it cannot say), ``unknown`` (the
+#: response carried nothing we can read as a diagnosis: no diagnostics field although one was asked, an endpoint
+#: that ignores the request for one, a shape we do not know).
 CACHE_DIAGNOSIS_STATUS: Final = "otel_context.cache_diagnosis.status"
 DIAGNOSIS_HIT: Final = "hit"
 DIAGNOSIS_MISS: Final = "miss"
 DIAGNOSIS_PENDING: Final = "pending"
 DIAGNOSIS_NOT_FOUND: Final = "not_found"
 DIAGNOSIS_UNAVAILABLE: Final = "unavailable"
+DIAGNOSIS_UNKNOWN: Final = "unknown"
 DIAGNOSIS_STATUSES: Final = (
     DIAGNOSIS_HIT,
     DIAGNOSIS_MISS,
     DIAGNOSIS_PENDING,
     DIAGNOSIS_NOT_FOUND,
     DIAGNOSIS_UNAVAILABLE,
+    DIAGNOSIS_UNKNOWN,
 )
 #: The provider's reason of a miss, as it spelled it (Anthropic ``model_changed`` | ``system_changed`` |
 #: ``tools_changed`` | ``messages_changed``; OpenAI ``model_changed`` | ``prompt_cache_key_changed`` |
@@ -362,7 +366,7 @@ CACHE_DIAGNOSIS_REUSABLE_TOKENS: Final = "otel_context.cache_diagnosis.reusable_
 CACHE_DIAGNOSIS_DETECTOR_REASON: Final = "otel_context.cache_diagnosis.detector_reason"
 DETECTOR_NONE: Final = "none"
 #: Whether the detector and the provider say the same: ``agree``, ``disagree``, or ``unknown`` when the
-#: provider gave no verdict (pending, not_found, unavailable).
+#: provider gave no verdict (pending, not_found, unavailable, unknown).
 CACHE_DIAGNOSIS_AGREEMENT: Final = "otel_context.cache_diagnosis.agreement"
 AGREEMENT_AGREE: Final = "agree"
 AGREEMENT_DISAGREE: Final = "disagree"

@@ -108,6 +108,12 @@ class CacheDiagnosis(NamedTuple):
     reusable_tokens: int | None = None
 
 
+#: What a format reads from a response whose diagnostics field is ``null`` (Anthropic: nothing diverged, or
+#: nothing was asked): a hit when its request asked for a comparison, nothing otherwise. The format's
+#: ``settle_diagnosis`` decides which, knowing the request; it never reaches a span as such.
+DIAGNOSTICS_NULL = CacheDiagnosis("null")
+
+
 # --- field access that works on SDK models and on dicts ------------------------------------------------------
 
 
@@ -161,6 +167,25 @@ def get_field(obj: Any, name: str) -> Any:
     return getattr(obj, name, None) if kind else obj.get(name)
 
 
+def has_field(obj: Any, name: str) -> bool:
+    """Whether ``obj`` (an SDK model or a JSON dict) carries the field ``name``, ``null`` included: an SDK model
+    gives an absent field its default (None), so presence is what the response set (pydantic's
+    ``model_fields_set``, or the extras of a field its type does not declare)."""
+    if obj is None:
+        return False
+    cls = type(obj)
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = _kind(cls)
+    if kind == _MAPPING:
+        return name in obj
+    if kind == _PYDANTIC:
+        return name in (getattr(obj, "model_fields_set", None) or ()) or name in (
+            getattr(obj, "model_extra", None) or {}
+        )
+    return hasattr(obj, name)
+
+
 def _guarded_get(obj: Any, name: str) -> Any:
     try:
         return getattr(obj, name, None)
@@ -168,16 +193,23 @@ def _guarded_get(obj: Any, name: str) -> Any:
         return None
 
 
+#: The largest token count read from a response as one: a thousand times the largest context window of
+#: 2026. Anything above (``2**70`` overflows OTLP's 64-bit integers: the exporter logs an error and drops the
+#: attribute) or below 0 is no count the provider meant, and reads as absent.
+MAX_TOKEN_COUNT = 10**9
+
+
 def as_count(value: Any) -> int | None:
-    """A token count, or None when the value is missing or not a number (bools are not counts)."""
+    """A token count, or None when the value is missing, not a number (bools are not counts), negative or
+    absurd (over :data:`MAX_TOKEN_COUNT`)."""
     if type(value) is int:
-        return value
+        return value if 0 <= value <= MAX_TOKEN_COUNT else None
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):  # not NaN, not infinite (int() would raise)
-        return int(value)
+        return int(value) if 0 <= value <= MAX_TOKEN_COUNT else None
+    if isinstance(value, float) and math.isfinite(value) and 0 <= value <= MAX_TOKEN_COUNT:
+        return int(value)  # not NaN, not infinite (int() would raise)
     return None
 
 
@@ -212,7 +244,7 @@ def first_count_of(get: Callable[[str], Any], *names: str) -> int | None:
     """:func:`first_count` with the object's getter already decided."""
     for name in names:
         value = get(name)
-        if type(value) is int:  # nearly every read: no call
+        if type(value) is int and 0 <= value <= MAX_TOKEN_COUNT:  # nearly every read: no call
             return value
         if value is not None and (value := as_count(value)) is not None:
             return value

@@ -98,6 +98,8 @@ CONSTANTS = {
     "otel_context.testing.fleet.ANTHROPIC_TOOLS",
     "otel_context.testing.fleet.OPENAI_TOOLS",
     "otel_context.testing.models.DEFAULT_WINDOWS",
+    "otel_context.testing.state.DIAGNOSIS_ANSWERS",
+    "otel_context.testing.server.DIAGNOSIS_ANSWERS",
     "otel_context.testing.models.EMBEDDING_DIMENSIONS",
     "otel_context.testing.openai_api.EMBEDDING_DIMENSIONS",
     "otel_context.testing.server._ROUTES",

@@ -125,8 +125,7 @@ class EnginePlan(CallState):
                 state.detector.forget_uncached()  # what the check would conclude, without the fingerprint
             else:
                 self.refingerprint()  # the first call that caches: the baseline of the next call's check
-        if diagnosis is None:
-            diagnosis = self.adapter.diagnosis_when_absent(self.body)
+        diagnosis = self.adapter.settle_diagnosis(self.body, diagnosis)
         brk: cache.CacheBreak | None = None
         try:
             if usage is not None and state.detector is not None and self.fingerprint is not None:

@@ -61,12 +61,16 @@ from otel_context.formats.base import (
     ToolResultRef,
 )
 from otel_context.usage import (
+    DIAGNOSTICS_NULL,
+    MAX_TOKEN_COUNT,
     CacheDiagnosis,
     TokenUsage,
     as_count,
     as_sequence,
     field_getter,
     first_count,
+    has_field,
+    is_mapping,
     or_zero,
 )
 from otel_context.usage import get_field as _get
@@ -544,7 +548,7 @@ class AnthropicMessagesAdapter:
             response_model=get("model"),
             finish_reasons=(reason,) if reason else (),
             usage=usage_from_anthropic(usage) if usage is not None else None,
-            cache_diagnosis=diagnosis_from_anthropic(diagnostics) if diagnostics is not None else None,
+            cache_diagnosis=_diagnosis_of(response, diagnostics),
             price_context=price_context_of(usage) if usage is not None else (),
         )
 
@@ -604,12 +608,17 @@ class AnthropicMessagesAdapter:
             return None  # the app's own, whatever it holds
         return {**body, "diagnostics": {"previous_message_id": previous}}
 
-    def diagnosis_when_absent(self, body: Mapping[str, Any]) -> CacheDiagnosis | None:
+    def settle_diagnosis(self, body: Mapping[str, Any], read: CacheDiagnosis | None) -> CacheDiagnosis | None:
         # "null when the request did not supply diagnostics, or when it did and no prompt-cache divergence
-        # was detected" (the API's reference): with a message to compare, that is a hit.
+        # was detected" (the API's reference): with a message to compare, null is a hit; no field at all is
+        # an endpoint that does not diagnose (an older API version, a gateway), which says nothing.
         diagnostics = body.get("diagnostics")
         asked = isinstance(diagnostics, Mapping) and isinstance(diagnostics.get("previous_message_id"), str)
-        return CacheDiagnosis(semconv.DIAGNOSIS_HIT) if asked else None
+        if not asked:
+            return None if read is None or read is DIAGNOSTICS_NULL else read
+        if read is None:
+            return CacheDiagnosis(semconv.DIAGNOSIS_UNKNOWN)
+        return CacheDiagnosis(semconv.DIAGNOSIS_HIT) if read is DIAGNOSTICS_NULL else read
 
     def reply_signature(self, response: Mapping[str, Any] | None) -> str:
         if response is None:
@@ -722,6 +731,9 @@ class _AnthropicFields(NamedTuple):
     iterations: Sequence[Any] | None
 
 
+_MAX = MAX_TOKEN_COUNT  # a count above it (or below 0) reads as absent (:func:`otel_context.usage.as_count`)
+
+
 def _anthropic_fields(u: Any) -> _AnthropicFields:
     # This runs on every call: one type decision for all the reads, a count test inline for the ints every
     # response carries, and the optional groups (TTL split, thinking details, iterations) read only when sent.
@@ -734,7 +746,7 @@ def _anthropic_fields(u: Any) -> _AnthropicFields:
         split = field_getter(cache_creation)
         write_5m = as_count(split("ephemeral_5m_input_tokens"))
         write_1h = as_count(split("ephemeral_1h_input_tokens"))
-    cache_write = cache_write if type(cache_write) is int else as_count(cache_write)
+    cache_write = cache_write if type(cache_write) is int and 0 <= cache_write <= _MAX else as_count(cache_write)
     if cache_write is None and (write_5m is not None or write_1h is not None):
         # Only the TTL breakdown was reported: the total is its sum, not 0.
         cache_write = or_zero(write_5m) + or_zero(write_1h)
@@ -744,9 +756,9 @@ def _anthropic_fields(u: Any) -> _AnthropicFields:
         reasoning = first_count(details, "thinking_tokens", "reasoning_tokens")
     iterations = get("iterations")
     return _AnthropicFields(  # positional: keywords cost a third of this function
-        input_tokens if type(input_tokens) is int else as_count(input_tokens),
-        output_tokens if type(output_tokens) is int else as_count(output_tokens),
-        cache_read if type(cache_read) is int else as_count(cache_read),
+        input_tokens if type(input_tokens) is int and 0 <= input_tokens <= _MAX else as_count(input_tokens),
+        output_tokens if type(output_tokens) is int and 0 <= output_tokens <= _MAX else as_count(output_tokens),
+        cache_read if type(cache_read) is int and 0 <= cache_read <= _MAX else as_count(cache_read),
         cache_write,
         write_5m,
         write_1h,
@@ -867,25 +879,40 @@ _DIAGNOSIS_STATUS = {
 }
 
 
-def diagnosis_from_anthropic(diagnostics: Any) -> CacheDiagnosis | None:
-    """A response's ``diagnostics`` (SDK object or dict) as a :class:`CacheDiagnosis`: ``cache_miss_reason``
-    null is a comparison still pending; a reason's ``type`` is the provider's reason (``model_changed``,
-    ``system_changed``, ``tools_changed``, ``messages_changed``, with ``cache_missed_input_tokens``), or says
-    the previous message was not found or no diagnosis is available. None for anything else."""
-    if diagnostics is None:
-        return None
+def _diagnosis_of(message: Any, diagnostics: Any) -> CacheDiagnosis | None:
+    """What a message's ``diagnostics`` field (already read: ``diagnostics``) says: None when the message has
+    no such field, :data:`DIAGNOSTICS_NULL` when it is null, else :func:`diagnosis_from_anthropic`."""
+    if diagnostics is not None:
+        return diagnosis_from_anthropic(diagnostics)
+    return DIAGNOSTICS_NULL if has_field(message, "diagnostics") else None
+
+
+def diagnosis_from_anthropic(diagnostics: Any) -> CacheDiagnosis:
+    """A response's non-null ``diagnostics`` (SDK object or dict) as a :class:`CacheDiagnosis`:
+    ``cache_miss_reason`` null is a comparison still pending; a reason's ``type`` is the provider's reason
+    (``model_changed``, ``system_changed``, ``tools_changed``, ``messages_changed``, with
+    ``cache_missed_input_tokens``), or says the previous message was not found or no diagnosis is available.
+    Anything else (no ``cache_miss_reason``, one that is not an object with a ``type``) is ``unknown``."""
+    if not (is_mapping(diagnostics) or has_field(diagnostics, "cache_miss_reason")):
+        return CacheDiagnosis(semconv.DIAGNOSIS_UNKNOWN)
     reason = _get(diagnostics, "cache_miss_reason")
     if reason is None:
-        return CacheDiagnosis(semconv.DIAGNOSIS_PENDING)
-    kind = _get(reason, "type")
+        pending = has_field(diagnostics, "cache_miss_reason")
+        return CacheDiagnosis(semconv.DIAGNOSIS_PENDING if pending else semconv.DIAGNOSIS_UNKNOWN)
+    kind = _get(reason, "type") if is_mapping(reason) or has_field(reason, "type") else None
     if not isinstance(kind, str):
-        return None
+        return CacheDiagnosis(semconv.DIAGNOSIS_UNKNOWN)
     status = _DIAGNOSIS_STATUS.get(kind)
     if status is not None:
         return CacheDiagnosis(status)
     return CacheDiagnosis(
         semconv.DIAGNOSIS_MISS, provider_reason(kind), as_count(_get(reason, "cache_missed_input_tokens"))
     )
+
+
+#: Statuses a stream's later event may replace, and that replace nothing: a verdict given at ``message_start``
+#: (``null``, nothing diverged, included) is never taken back by a later pending or unreadable one.
+_PROVISIONAL = frozenset({semconv.DIAGNOSIS_PENDING, semconv.DIAGNOSIS_UNKNOWN})
 
 
 def _tool_use_ids_of(blocks: Sequence[Any]) -> list[str]:
@@ -925,9 +952,7 @@ class _MessagesAccumulator(Accumulator):
             if usage is not None:
                 info.usage = merge_stream_usage(None, usage)
                 info.price_context = price_context_of(usage)
-            diagnostics = _get(message, "diagnostics")
-            if diagnostics is not None:
-                info.cache_diagnosis = diagnosis_from_anthropic(diagnostics)
+            info.cache_diagnosis = _diagnosis_of(message, _get(message, "diagnostics"))
             self.summary = {"id": info.response_id, "model": info.response_model, "content": []}
         elif kind == "message_delta":
             reason = finish_reason(_get(_get(event, "delta"), "stop_reason"))
@@ -936,10 +961,14 @@ class _MessagesAccumulator(Accumulator):
             usage = _get(event, "usage")
             if usage is not None:
                 info.usage = merge_stream_usage(info.usage, usage)
-            # A diagnosis pending at message_start may be given with the final delta.
+            # A diagnosis pending at message_start may be given with the final delta; a verdict given there is
+            # not taken back by a later null or pending one.
             diagnostics = _get(event, "diagnostics")
             if diagnostics is not None:
-                info.cache_diagnosis = diagnosis_from_anthropic(diagnostics) or info.cache_diagnosis
+                later = diagnosis_from_anthropic(diagnostics)
+                earlier = info.cache_diagnosis
+                if earlier is None or earlier.status in _PROVISIONAL or later.status not in _PROVISIONAL:
+                    info.cache_diagnosis = later
         elif kind == "content_block_start" and self.summary is not None:
             block = _get(event, "content_block")
             block_type = _get(block, "type")

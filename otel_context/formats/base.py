@@ -218,7 +218,8 @@ class ResponseInfo:
     response_model: str | None = None
     finish_reasons: tuple[str, ...] = ()
     usage: TokenUsage | None = None
-    #: The provider's own diagnosis of the prompt cache, when the response carries one.
+    #: The provider's own diagnosis of the prompt cache as read from the response (None when it carries no
+    #: diagnosis field; settled against the request by ``ChatFormat.settle_diagnosis``).
     cache_diagnosis: CacheDiagnosis | None = None
     #: The rates the response says applied (:func:`otel_context.pricing.price_context`: OpenAI's service tier,
     #: Anthropic's speed and batch); empty for the standard rates.
@@ -410,9 +411,11 @@ class ChatFormat(EndpointFormat, WireFormatAdapter, Protocol):
         it itself (never overwritten), or when there is nothing to compare with."""
         ...
 
-    def diagnosis_when_absent(self, body: Mapping[str, Any]) -> CacheDiagnosis | None:
-        """What a response without a diagnosis means when its request was ``body``: None unless ``body`` asked
-        for one (Anthropic answers a comparison that found nothing diverged with ``diagnostics: null``)."""
+    def settle_diagnosis(self, body: Mapping[str, Any], read: CacheDiagnosis | None) -> CacheDiagnosis | None:
+        """The diagnosis of a call whose request was ``body`` and whose response read as ``read`` (None: the
+        response carried no diagnosis field; :data:`~otel_context.usage.DIAGNOSTICS_NULL`: a null one). A
+        request that asked and got no readable answer is ``unknown``, never a hit or pending: it must not count
+        on the agreement figures as a verdict."""
         ...
 
     def reply_signature(self, response: Mapping[str, Any] | None) -> str:

@@ -498,7 +498,7 @@ class OpenAIChatAdapter:
     def with_cache_comparison(self, body: Mapping[str, Any], previous: str | None) -> dict[str, Any] | None:
         return None
 
-    def diagnosis_when_absent(self, body: Mapping[str, Any]) -> CacheDiagnosis | None:
+    def settle_diagnosis(self, body: Mapping[str, Any], read: CacheDiagnosis | None) -> CacheDiagnosis | None:
         return None
 
     def reply_signature(self, response: Mapping[str, Any] | None) -> str:

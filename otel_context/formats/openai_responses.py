@@ -59,7 +59,7 @@ from otel_context.formats.base import (
     ResponseInfo,
     ToolResultRef,
 )
-from otel_context.usage import CacheDiagnosis, TokenUsage, as_count
+from otel_context.usage import CacheDiagnosis, TokenUsage, as_count, has_field, is_mapping
 from otel_context.usage import get_field as _get
 
 #: call item type -> its output item type; both carry the same ``call_id``.
@@ -552,11 +552,13 @@ class OpenAIResponsesAdapter:
             return {**body, "prompt_cache_options": {**options, "comparison_response_id": previous}}
         return None  # the app's own comparison, or options of a shape we do not add to
 
-    def diagnosis_when_absent(self, body: Mapping[str, Any]) -> CacheDiagnosis | None:
-        # Asked, and not (yet) answered: the comparison is pending.
+    def settle_diagnosis(self, body: Mapping[str, Any], read: CacheDiagnosis | None) -> CacheDiagnosis | None:
+        # Asked, and the response neither answers nor names the comparison (pending reads from a response that
+        # does): an endpoint that ignores prompt_cache_options (an older API, a compatible server), which says
+        # nothing, rather than a comparison forever pending.
         options = body.get("prompt_cache_options")
         asked = isinstance(options, Mapping) and isinstance(options.get("comparison_response_id"), str)
-        return CacheDiagnosis(semconv.DIAGNOSIS_PENDING) if asked else None
+        return CacheDiagnosis(semconv.DIAGNOSIS_UNKNOWN) if asked and read is None else read
 
     def reply_signature(self, response: Mapping[str, Any] | None) -> str:
         if response is None:
@@ -697,15 +699,17 @@ _DIAGNOSIS_STATUS = {
 
 def diagnosis_from_openai_responses(response: Any) -> CacheDiagnosis | None:
     """A response's ``prompt_cache_diagnostics`` as a :class:`CacheDiagnosis`; null while the response names a
-    ``prompt_cache_options.comparison_response_id`` is a comparison still pending; None when none was asked."""
+    ``prompt_cache_options.comparison_response_id`` is a comparison still pending; None when neither says
+    anything (none was asked, or the endpoint ignored the request); ``unknown`` for a shape we cannot read."""
     diagnostics = _get(response, "prompt_cache_diagnostics")
     if diagnostics is None:
         options = _get(response, "prompt_cache_options")
         compared = _get(options, "comparison_response_id") if options is not None else None
         return CacheDiagnosis(semconv.DIAGNOSIS_PENDING) if isinstance(compared, str) else None
-    status = _DIAGNOSIS_STATUS.get(_get(diagnostics, "type"))  # type: ignore[arg-type]
+    kind = _get(diagnostics, "type") if is_mapping(diagnostics) or has_field(diagnostics, "type") else None
+    status = _DIAGNOSIS_STATUS.get(kind) if isinstance(kind, str) else None
     if status is None:
-        return None
+        return CacheDiagnosis(semconv.DIAGNOSIS_UNKNOWN)
     if status != semconv.DIAGNOSIS_MISS:
         return CacheDiagnosis(status)
     return CacheDiagnosis(

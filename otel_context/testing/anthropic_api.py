@@ -328,10 +328,12 @@ def messages_endpoint(state: SimState, req: Request) -> Result:
         "usage": usage,
     }
     if isinstance(body.get("diagnostics"), Mapping):
-        message["diagnostics"] = _diagnostics(state, body, model, blocks, cache)
+        if state.diagnoses != "ignored":  # an endpoint that does not diagnose sends no field at all
+            message["diagnostics"] = _diagnostics(state, body, model, blocks, cache)
         state.cache.remember(message["id"], _record(body, model, blocks, cache))
     if body.get("stream") is True:
-        return StreamResult(_stream_events(message), usage=usage)
+        retracted = state.diagnoses == "retracted" and "diagnostics" in message
+        return StreamResult(_stream_events(message, retracted), usage=usage)
     return JsonResult(message, usage=usage)
 
 
@@ -350,9 +352,13 @@ def _diagnostics(
     previous = body["diagnostics"].get("previous_message_id")
     if not isinstance(previous, str):
         return None
-    if state.diagnoses_pending:
+    if state.diagnoses == "pending":
         return {"cache_miss_reason": None}
+    if state.diagnoses == "unreadable":
+        return {"cache_miss_reason": "messages_changed"}  # a bare word where the API sends an object
     reason = anthropic_diagnosis(state.cache.record(previous), _record(body, model, blocks, cache))
+    if reason is not None and state.diagnoses == "bad_counts" and "cache_missed_input_tokens" in reason:
+        reason = {**reason, "cache_missed_input_tokens": 2**70}
     return None if reason is None else {"cache_miss_reason": reason}
 
 
@@ -373,7 +379,9 @@ def _chunks(text: str, size: int = 24) -> list[str]:
     return out
 
 
-def _stream_events(message: Mapping[str, Any]) -> list[SseEvent]:
+def _stream_events(message: Mapping[str, Any], retracted: bool = False) -> list[SseEvent]:
+    """The SSE events of ``message``; ``retracted``: its ``message_delta`` says ``cache_miss_reason: null``
+    after ``message_start`` gave the diagnosis (``diagnoses == "retracted"``)."""
     usage = message["usage"]
     start_usage = dict(usage)
     start_usage["output_tokens"] = 1
@@ -451,16 +459,14 @@ def _stream_events(message: Mapping[str, Any]) -> list[SseEvent]:
         "cache_read_input_tokens": usage["cache_read_input_tokens"],
         "output_tokens": usage["output_tokens"],
     }
-    events.append(
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]},
-                "usage": delta_usage,
-            },
-        )
-    )
+    delta: dict[str, Any] = {
+        "type": "message_delta",
+        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]},
+        "usage": delta_usage,
+    }
+    if retracted:
+        delta["diagnostics"] = {"cache_miss_reason": None}
+    events.append(("message_delta", delta))
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 

@@ -622,17 +622,22 @@ def _diagnose(
     # Automatic caching: the whole prompt is left in the cache once long enough.
     record = PromptRecord.of(model, blocks, total if total >= OPENAI_MIN_TOKENS else cached, settings)
     options = body.get("prompt_cache_options")
-    if isinstance(options, Mapping) and "comparison_response_id" in options:
+    # An endpoint that does not diagnose ignores the options: it echoes nothing and answers nothing.
+    if isinstance(options, Mapping) and "comparison_response_id" in options and state.diagnoses != "ignored":
         compared = options.get("comparison_response_id")
         final["prompt_cache_options"] = {
             "mode": options.get("mode", "implicit"),
             "ttl": options.get("ttl", "30m"),
             "comparison_response_id": compared,
         }
-        if not isinstance(compared, str) or state.diagnoses_pending:
-            final["prompt_cache_diagnostics"] = None
-        else:
-            final["prompt_cache_diagnostics"] = openai_diagnosis(state.cache.record(compared), record)
+        diagnosis: dict[str, Any] | None = None
+        if state.diagnoses == "unreadable":
+            diagnosis = {"type": "cache_maybe"}  # a type the API does not document
+        elif isinstance(compared, str) and state.diagnoses != "pending":
+            diagnosis = openai_diagnosis(state.cache.record(compared), record)
+            if state.diagnoses == "bad_counts" and diagnosis.get("type") == "cache_miss":
+                diagnosis = {**diagnosis, "cache_missed_tokens": -5, "comparison_reusable_tokens": 2**70}
+        final["prompt_cache_diagnostics"] = diagnosis
     state.cache.remember(final["id"], record)
 
 

@@ -30,7 +30,7 @@ from .openai_api import chat_completions_endpoint, compact_endpoint, embeddings_
 from .record import Exchange
 from .results import JsonResult, Request, Result, SseEvent
 from .scripted import FAITHFUL, SummarizerStyle, summary_pattern
-from .state import SimState
+from .state import DIAGNOSIS_ANSWERS, SimState
 
 __all__ = ["SimulatedProvider"]
 
@@ -304,14 +304,26 @@ class SimulatedProvider:
         self._state.summarizer = style
 
     @property
+    def diagnoses(self) -> str:
+        """How a request for a cache diagnosis is answered: ``answered`` (the default), ``pending``,
+        ``ignored``, ``unreadable``, ``bad_counts`` or ``retracted`` (:data:`~.state.DIAGNOSIS_ANSWERS`);
+        settable while the server runs."""
+        return self._state.diagnoses
+
+    @diagnoses.setter
+    def diagnoses(self, answer: str) -> None:
+        if answer not in DIAGNOSIS_ANSWERS:
+            raise ValueError(f"diagnoses={answer!r}: choose one of {', '.join(DIAGNOSIS_ANSWERS)}")
+        self._state.diagnoses = answer
+
+    @property
     def diagnoses_pending(self) -> bool:
-        """Whether every cache diagnosis is answered as still pending (Anthropic ``cache_miss_reason: null``,
-        OpenAI ``prompt_cache_diagnostics: null``), as a response sent before the comparison finished is."""
-        return self._state.diagnoses_pending
+        """Whether every cache diagnosis is answered as still pending (``diagnoses == "pending"``)."""
+        return self._state.diagnoses == "pending"
 
     @diagnoses_pending.setter
     def diagnoses_pending(self, pending: bool) -> None:
-        self._state.diagnoses_pending = bool(pending)
+        self._state.diagnoses = "pending" if pending else "answered"
 
     def set_window(self, model: str, tokens: int) -> None:
         """Override the context window of ``model`` (exact name, or prefix of model names)."""

@@ -12,7 +12,26 @@ from .errors import Flavor, SimError
 from .models import DEFAULT_WINDOWS, lookup_window
 from .scripted import FAITHFUL, SummarizerStyle
 
-__all__ = ["SimState"]
+__all__ = ["DIAGNOSIS_ANSWERS", "SimState"]
+
+#: How the simulated provider answers a request for a cache diagnosis (``SimulatedProvider.diagnoses``): the
+#: answers of the real APIs, and the unusual ones an instrumentation must read as "no verdict".
+DIAGNOSIS_ANSWERS: dict[str, str] = {
+    "answered": "the diagnosis its cache model finds (the default)",
+    "pending": (
+        "every one still pending (Anthropic cache_miss_reason: null, OpenAI prompt_cache_diagnostics: null), as "
+        "a response sent before the comparison finished is"
+    ),
+    "ignored": (
+        "none: the request's field is ignored, as by an endpoint that does not diagnose (no diagnostics field; "
+        "no prompt_cache_options echoed)"
+    ),
+    "unreadable": (
+        "one of a shape no documentation gives (Anthropic cache_miss_reason a bare word, OpenAI an unknown type)"
+    ),
+    "bad_counts": "the diagnosis found, its token counts out of range (2**70, -5)",
+    "retracted": "Anthropic streams: the diagnosis in message_start, then cache_miss_reason: null in message_delta",
+}
 
 
 @dataclass
@@ -28,9 +47,8 @@ class SimState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: How summary replies lose things (see :class:`SummarizerStyle`); by default the ``FACT:`` convention, no cap.
     summarizer: SummarizerStyle = FAITHFUL
-    #: Answer every cache diagnosis as still pending (Anthropic ``cache_miss_reason: null``, OpenAI
-    #: ``prompt_cache_diagnostics: null``), as a response sent before the comparison finished is.
-    diagnoses_pending: bool = False
+    #: How a request for a cache diagnosis is answered: one of :data:`DIAGNOSIS_ANSWERS`.
+    diagnoses: str = "answered"
 
     def window(self, model: str, flavor: Flavor) -> int:
         """The context window of ``model``; unknown models get the default, or a 404 when strict."""
