@@ -16,13 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from genai_prices import extract_usage
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_context import pricing, semconv
 from otel_context.testing import Exchange, SimulatedProvider
 from tests.compaction.support import Otel
 from tests.engine.agents import ANTHROPIC_TOOLS, OPENAI_TOOLS, SYSTEM, file_content, user_turn, with_breakpoint
+from tests.instrumentation.instr_support import library_cost
 from tests.values import attrs_of
 
 WINDOW = 30_000
@@ -30,7 +30,6 @@ TURNS = 12
 FILE_LINES = 1_200
 #: From this turn on the app's system prompt changes: the prefix the cache held is lost (an unexpected break).
 BREAK_AT = 2
-FLAVOR = {"/v1/messages": "default", "/v1/chat/completions": "chat"}
 
 
 def _system(turn: int) -> str:
@@ -91,18 +90,6 @@ def run_openai(client: Any, model: str) -> None:
             for call in message.tool_calls:
                 path = json.loads(call.function.arguments)["path"]
                 history.append({"role": "tool", "tool_call_id": call.id, "content": file_content(path, FILE_LINES)})
-
-
-def library_cost(exchange: Exchange) -> float:
-    """genai-prices' figure for what the provider answered: its own extraction of the usage, its calculation."""
-    assert exchange.usage is not None
-    provider = "anthropic" if exchange.path == "/v1/messages" else "openai"
-    extracted = extract_usage(
-        {"model": exchange.body["model"], "usage": exchange.usage},
-        provider_id=provider,
-        api_flavor=FLAVOR[exchange.path],
-    )
-    return float(extracted.calc_price().total_price)
 
 
 def close(a: float, b: float) -> bool:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import httpx2
+from genai_prices import extract_usage
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_context import semconv
+from otel_context.testing import Exchange
 
 MODEL_A = "claude-sonnet-4-6"
 MODEL_O = "gpt-5"
@@ -67,3 +69,20 @@ def assert_usage_matches(span: ReadableSpan, usage: dict[str, Any] | None) -> No
     else:  # responses
         assert a[semconv.GEN_AI_USAGE_INPUT_TOKENS] == usage["input_tokens"]
         assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == usage["output_tokens"]
+
+
+#: The library's API flavor of each endpoint the cost tests call.
+_FLAVOR = {"/v1/messages": "default", "/v1/chat/completions": "chat", "/v1/responses": "responses"}
+
+
+def library_cost(exchange: Exchange) -> float:
+    """genai-prices' own figure for what the provider answered: its extraction of the usage, its calculation
+    (what the chat span's ``otel_context.cost.amount`` must be)."""
+    assert exchange.usage is not None
+    provider = "anthropic" if exchange.path == "/v1/messages" else "openai"
+    extracted = extract_usage(
+        {"model": exchange.body["model"], "usage": exchange.usage},
+        provider_id=provider,
+        api_flavor=_FLAVOR[exchange.path],
+    )
+    return float(extracted.calc_price().total_price)

@@ -8,29 +8,16 @@ import math
 from typing import Any
 
 import pytest
-from genai_prices import extract_usage
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 
 import otel_context
 from otel_context import pricing, semconv
-from otel_context.testing import Exchange, SimulatedProvider
+from otel_context.testing import SimulatedProvider
 from tests.conftest import SpanRecorder
-from tests.instrumentation.instr_support import attrs, metric_points
+from tests.instrumentation.instr_support import attrs, library_cost, metric_points
 
 SYSTEM = "You are a meticulous assistant for the otel-context repository. " * 60  # ~1,100 tokens: cacheable
-FLAVOR = {"/v1/messages": "default", "/v1/chat/completions": "chat", "/v1/responses": "responses"}
-
-
-def library_cost(exchange: Exchange) -> float:
-    """genai-prices' own figure for what the provider answered: its extraction of the usage, its calculation."""
-    assert exchange.usage is not None
-    provider = "anthropic" if exchange.path == "/v1/messages" else "openai"
-    model = exchange.body["model"]
-    extracted = extract_usage(
-        {"model": model, "usage": exchange.usage}, provider_id=provider, api_flavor=FLAVOR[exchange.path]
-    )
-    return float(extracted.calc_price().total_price)
 
 
 def chat_spans(spans: SpanRecorder) -> list[ReadableSpan]:
