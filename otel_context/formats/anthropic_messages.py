@@ -821,7 +821,8 @@ def usage_from_anthropic(u: Any) -> TokenUsage:
 def price_context_of(usage: Any) -> tuple[tuple[str, str], ...]:
     """The rates an Anthropic ``usage`` says applied: ``speed`` (``fast`` mode) and ``service_tier`` (``batch``:
     the Message Batches rates; ``standard`` and ``priority`` bill the list prices)."""
-    return pricing.price_context(_get(usage, "service_tier"), _get(usage, "speed"))
+    get = field_getter(usage)  # one type decision; an absent field of an SDK model costs no AttributeError
+    return pricing.price_context(get("service_tier"), get("speed"))
 
 
 def merge_stream_usage(previous: TokenUsage | None, new: Any) -> TokenUsage:
