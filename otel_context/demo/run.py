@@ -305,6 +305,7 @@ def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult
     tel = demo_telemetry.setup(options.json_path)
     result = DemoResult(options, otlp=tel.otlp, exports=tel.exports)
     undo: Callable[[], None] | None = None
+    ended: int | None = None  # spans finished when the last turn ended
     try:
         undo = _instrument(options, tel)
         with _provider(options) as sim:
@@ -336,10 +337,15 @@ def run(options: DemoOptions, on_turn: TurnCallback | None = None) -> DemoResult
                 result.interrupted = True
             result.too_long_turn = drop.injected_at
             result.facts_kept = _facts_kept(sim)
-    finally:
-        ended = len(tel.finished_spans())
-        if undo is not None:
+            # While the simulated provider still answers: a summary in flight sends its requests to it (once it
+            # stopped, the summary failed with a refused connection, a warning and a failed compaction).
+            ended = len(tel.finished_spans())
             _wait_for_summaries(result.interrupted)
+    finally:
+        if ended is None:
+            ended = len(tel.finished_spans())
+        if undo is not None:
+            _wait_for_summaries(result.interrupted)  # at once, unless a turn raised before the wait above
             undo()
         # A background summary in flight lands now, and one waiting to be applied is dropped: their spans end here.
         after = turn_stats(0, tel.finished_spans()[ended:])

@@ -79,3 +79,26 @@ def test_every_run_has_a_conversation_id_of_its_own() -> None:
         assert conversation == result.conversation_id and conversation.startswith("otel-context-demo-")
         ids.append(conversation)
     assert ids[0] != ids[1]
+
+
+def test_a_summary_running_when_the_last_turn_ends_lands_before_the_provider_stops(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Summaries 150 times slower than the model's answers (3 s): the one prepared near the end is still running
+    when the last turn ends. It must land on the simulated provider, still up, not fail on a refused connection
+    once the provider stopped (which printed a warning and counted a failed compaction)."""
+    monkeypatch.setattr(sys.modules["otel_context.demo.run"], "SUMMARY_LATENCY_FACTOR", 150)
+    result = run(DemoOptions(background=True, latency=0.02, turns=29))
+    agent_calls = [
+        s
+        for s in result.spans
+        if s.name.startswith(f"{semconv.OP_CHAT} ")
+        and (s.attributes or {}).get(semconv.CALL_PURPOSE) != semconv.PURPOSE_COMPACTION
+    ]
+    last_turn_ended = max(s.end_time or 0 for s in agent_calls)
+    summaries = [s for s in result.spans if s.name == semconv.COMPACT_SPAN and s.parent is None]
+    running_at_the_end = [s for s in summaries if (s.start_time or 0) < last_turn_ended < (s.end_time or 0)]
+    assert running_at_the_end  # what this test is about
+    outcomes = {(s.attributes or {})[semconv.COMPACTION_OUTCOME] for s in running_at_the_end}
+    assert outcomes <= {semconv.OUTCOME_SUCCESS, semconv.OUTCOME_DISCARDED}, outcomes
+    assert not [r.getMessage() for r in caplog.records if "compaction failed" in r.getMessage()]
