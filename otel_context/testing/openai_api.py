@@ -317,6 +317,13 @@ def chat_completions_endpoint(state: SimState, req: Request) -> Result:
     return JsonResult(result, usage=usage)
 
 
+def served_tier(body: Mapping[str, Any]) -> str:
+    """The service tier a response says it was served at: the one the request asked for when it names a tier of
+    its own rates (``flex``, ``priority``), else ``default`` (``auto`` and no tier), as the API answers."""
+    tier = body.get("service_tier")
+    return tier if tier in ("flex", "priority") else "default"
+
+
 def _chunks(text: str, size: int = 16) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
@@ -496,7 +503,7 @@ def _response_object(
         "prompt_cache_retention": body.get("prompt_cache_retention", "in_memory"),
         "reasoning": {"effort": None, "summary": None},
         "safety_identifier": None,
-        "service_tier": "default",
+        "service_tier": served_tier(body),
         "store": body.get("store", True),
         "temperature": body.get("temperature", 1.0),
         "text": {"format": {"type": "text"}, "verbosity": "medium"},

@@ -8,12 +8,14 @@ import math
 from typing import Any
 
 import pytest
+from genai_prices import Usage, calc_price
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 
 import otel_context
 from otel_context import pricing, semconv
 from otel_context.testing import SimulatedProvider
+from otel_context.usage import TokenUsage
 from tests.conftest import SpanRecorder
 from tests.instrumentation.instr_support import attrs, library_cost, metric_points
 
@@ -136,3 +138,30 @@ def test_the_proposed_names_behind_their_switch(
     assert a_[semconv.GEN_AI_USAGE_COST_AMOUNT] == a_[semconv.COST_AMOUNT] > 0
     assert a_[semconv.GEN_AI_USAGE_COST_CURRENCY] == "USD"
     assert a_[semconv.GEN_AI_USAGE_COST_SOURCE] == a_[semconv.COST_SOURCE]
+
+
+def test_the_rates_the_response_names(
+    instrumented: None, sim: SimulatedProvider, spans: SpanRecorder, metric_reader: InMemoryMetricReader
+) -> None:
+    """OpenAI's flex and priority tiers: the response says which served the call, and the span is priced at it
+    (the library's variant rates), not at the standard rates."""
+    with sim.openai() as o:
+        for tier in ("flex", "priority", None):
+            extra = {"service_tier": tier} if tier else {}
+            o.responses.create(model="gpt-5", input="hello there", **extra)
+    flex, priority, standard = (attrs(s) for s in chat_spans(spans))
+    for a, tier in ((flex, "flex"), (priority, "priority"), (standard, None)):
+        usage = TokenUsage(
+            input_tokens=a[semconv.GEN_AI_USAGE_INPUT_TOKENS], output_tokens=a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS]
+        )
+        extracted = Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+        expected = calc_price(
+            extracted, "gpt-5", provider_id="openai", price_context={"service_tier": tier} if tier else None
+        ).total_price
+        assert math.isclose(a[semconv.COST_AMOUNT], float(expected), rel_tol=1e-9), tier
+    tokens = {
+        (a[semconv.GEN_AI_USAGE_INPUT_TOKENS], a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS])
+        for a in (flex, standard, priority)
+    }
+    assert len(tokens) == 1  # the same call three times: only the rates differ
+    assert flex[semconv.COST_AMOUNT] < standard[semconv.COST_AMOUNT] < priority[semconv.COST_AMOUNT]
