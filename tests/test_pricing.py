@@ -246,7 +246,13 @@ def test_a_user_price_overrides_the_librarys() -> None:
 def test_a_user_price_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     table = tmp_path / "prices.json"
     table.write_text(
-        json.dumps({"my-llama-*": {"input": 0.2, "output": 0.6}, "my-llama-70b": {"input": 1, "output": 2}})
+        json.dumps(
+            {
+                "my-llama-*": {"input": 0.2, "output": 0.6},
+                "my-llama-70b": {"input": 1, "output": 2},
+                "openai:gpt-4.1": {"input": 1.5, "output": 6, "cache_read": 0.3},  # a negotiated rate
+            }
+        )
     )
     settings = resolve(env={"OTEL_CONTEXT_PRICES": str(table)})
     pricing.configure(settings.prices)
@@ -254,6 +260,9 @@ def test_a_user_price_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert math.isclose(pricing.cost("openai", "my-llama-8b", usage).amount, 0.8)  # type: ignore[union-attr]
     assert math.isclose(pricing.cost("openai", "My-Llama-70B", usage).amount, 3.0)  # type: ignore[union-attr]
     assert pricing.cost("openai", "my-llama", usage) is None  # the prefix is "my-llama-"
+    negotiated = pricing.cost("openai", "gpt-4.1", usage)
+    assert negotiated is not None and negotiated.source == pricing.SOURCE_USER
+    assert math.isclose(negotiated.amount, 1.5 + 6.0)  # the file's price, not the library's ($2 / $8)
 
 
 def test_a_plain_name_is_not_a_prefix() -> None:

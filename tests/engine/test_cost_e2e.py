@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
+import otel_context
 from otel_context import pricing, semconv
 from otel_context.testing import Exchange, SimulatedProvider
 from tests.compaction.support import Otel
@@ -222,3 +223,32 @@ def _response_id(exchange: Exchange) -> str | None:
             if isinstance(found, str):
                 return found
     return None
+
+
+def test_a_discarded_summary_says_what_it_cost(
+    simulated_provider: SimulatedProvider, otel: Otel, instrumented: Callable[..., Any]
+) -> None:
+    """A background summary made and then never applied (the app edited its history below the cut): the
+    discarded record carries what the summary cost (its summarizer's chat spans), and so does the counter."""
+    from tests.engine.test_background_e2e import Chat, _question, _setup, _turns_until_pending, _wait_idle
+
+    _setup(simulated_provider, instrumented)
+    chat = Chat(simulated_provider.anthropic())
+    with otel_context.conversation("discarded-cost"):
+        turn = _turns_until_pending(chat)
+        _wait_idle()
+        chat.history[2] = {"role": "user", "content": "EDITED " + _question(999)}  # below any cut
+        for _ in range(8):
+            turn += 1
+            chat.turn(turn)
+        _wait_idle()
+    compacts = otel.compact_spans()
+    (discarded,) = [c for c in compacts if attrs_of(c)[semconv.COMPACTION_OUTCOME] == semconv.OUTCOME_DISCARDED]
+    # The summary it reports: the compact span it links to, whose children are the summarizer's calls.
+    (made,) = [c for c in compacts if any(link.context.span_id == c.context.span_id for link in discarded.links)]
+    calls = [s for s in otel.spans() if s.parent is not None and s.parent.span_id == made.context.span_id]
+    spent = sum(attrs_of(s)[semconv.COST_AMOUNT] for s in calls)
+    assert calls and spent > 0
+    assert close(attrs_of(made)[semconv.COMPACTION_COST], spent)
+    assert close(attrs_of(discarded)[semconv.COMPACTION_COST], spent)
+    assert close(otel.counter_value(semconv.METRIC_COMPACTION_DISCARDED_SPEND), spent)
