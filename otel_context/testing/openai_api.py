@@ -15,13 +15,19 @@ from typing import Any
 from .caching import OPENAI_MIN_TOKENS, PromptRecord, openai_diagnosis
 from .errors import SimError
 from .ids import b62, hex_id
-from .models import EMBEDDING_DIMENSIONS
+from .models import EMBEDDING_DIMENSIONS, lookup_window
 from .results import JsonResult, Request, Result, SseEvent, StreamResult
 from .scripted import Turn, plan_reply, summarize
 from .state import SimState
 from .tokens import COMPACTION_PREFIX, Block, block_text, count_tokens, request_blocks, responses_items
 
-__all__ = ["chat_completions_endpoint", "compact_endpoint", "embeddings_endpoint", "responses_endpoint"]
+__all__ = [
+    "chat_completions_endpoint",
+    "compact_endpoint",
+    "conversations_endpoint",
+    "embeddings_endpoint",
+    "responses_endpoint",
+]
 
 _CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
@@ -401,6 +407,20 @@ def _responses_input(state: SimState, body: Mapping[str, Any]) -> list[Mapping[s
         )
     items: list[Mapping[str, Any]] = []
     previous = body.get("previous_response_id")
+    conversation = _conversation_id(body)
+    if conversation is not None:
+        if previous is not None:
+            raise SimError(
+                400,
+                "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or "
+                "'conversation'.",
+                param=None,
+                code="mutually_exclusive_parameters",
+            )
+        held = state.conversation_items(conversation)
+        if held is None:
+            raise SimError(404, f"Conversation with id '{conversation}' not found.", param="conversation", code=None)
+        items.extend(held)
     if previous is not None:
         stored = state.stored_items(str(previous))
         if stored is None:
@@ -419,6 +439,34 @@ def _responses_input(state: SimState, body: Mapping[str, Any]) -> list[Mapping[s
                 )
     items.extend(responses_items(body))
     return items
+
+
+def _conversation_id(body: Mapping[str, Any]) -> str | None:
+    """The stored conversation a Responses request names (``"conv_..."`` or ``{"id": "conv_..."}``), if any."""
+    raw = body.get("conversation")
+    if raw is None:
+        return None
+    value = raw.get("id") if isinstance(raw, Mapping) else raw
+    if not isinstance(value, str) or not value:
+        raise SimError(
+            400, "Invalid type for 'conversation': expected a string or an object with an id.", param="conversation"
+        )
+    return value
+
+
+def conversations_endpoint(state: SimState, req: Request) -> Result:
+    """``POST /v1/conversations``: a stored conversation, with its initial ``items`` (at most 20)."""
+    body = _object(req.body) if req.body is not None else {}
+    raw = body.get("items") or []
+    if not isinstance(raw, list) or len(raw) > 20 or not all(isinstance(i, Mapping) for i in raw):
+        raise SimError(400, "Invalid 'items': expected an array of at most 20 items.", param="items")
+    items = responses_items({"input": raw})
+    check_responses_pairing(items)
+    conversation_id = hex_id("conv", 24)
+    state.store_conversation(conversation_id, items)
+    metadata = body.get("metadata") if isinstance(body.get("metadata"), Mapping) else {}
+    created = {"id": conversation_id, "object": "conversation", "created_at": int(time.time()), "metadata": metadata}
+    return JsonResult(created)
 
 
 def check_responses_pairing(items: Sequence[Mapping[str, Any]]) -> None:
@@ -540,6 +588,111 @@ def _fit_window(
     return items, blocks, total
 
 
+#: A ``compaction`` entry without ``compact_threshold`` compacts past this share of the model's window (the
+#: real API documents no default: the simulator's choice).
+DEFAULT_COMPACT_SHARE = 0.8
+
+
+def _compact_threshold(state: SimState, body: Mapping[str, Any], model: str, window: int) -> int | None:
+    """The token threshold of the request's ``context_management`` compaction entry (None: none asked), the
+    field checked as the API checks it; refused as an endpoint or a model without server-side compaction
+    refuses it (:attr:`SimState.refuses_compaction`)."""
+    raw = body.get("context_management")
+    if raw is None:
+        return None
+    refused = state.refuses_compaction
+    if refused is True:
+        raise SimError(
+            400, "Unknown parameter: 'context_management'.", param="context_management", code="unknown_parameter"
+        )
+    if refused and lookup_window(model, dict.fromkeys(refused, 1)) is not None:
+        raise SimError(
+            400,
+            "Unsupported parameter: 'context_management' is not supported with this model.",
+            param="context_management",
+            code="unsupported_parameter",
+        )
+    if not isinstance(raw, list):
+        raise SimError(
+            400,
+            "Invalid type for 'context_management': expected an array of objects.",
+            param="context_management",
+            code="invalid_type",
+        )
+    threshold: int | None = None
+    for i, entry in enumerate(raw):
+        where = f"context_management[{i}]"
+        if not isinstance(entry, Mapping):
+            raise SimError(400, f"Invalid type for '{where}': expected an object.", param=where, code="invalid_type")
+        kind = entry.get("type")
+        if kind is None:
+            raise _missing(f"{where}.type")
+        if kind != "compaction":
+            raise SimError(
+                400,
+                f"Invalid value: '{kind}'. Supported values are: 'compaction'.",
+                param=f"{where}.type",
+                code="invalid_value",
+            )
+        value = entry.get("compact_threshold")
+        if value is None:
+            value = int(window * DEFAULT_COMPACT_SHARE)
+        elif not isinstance(value, int) or isinstance(value, bool):
+            raise SimError(
+                400,
+                f"Invalid type for '{where}.compact_threshold': expected an integer.",
+                param=f"{where}.compact_threshold",
+                code="invalid_type",
+            )
+        elif value < 1:
+            raise SimError(
+                400,
+                f"Invalid '{where}.compact_threshold': integer below minimum value. Expected a value >= 1, but got "
+                f"{value} instead.",
+                param=f"{where}.compact_threshold",
+                code="integer_below_min_value",
+            )
+        threshold = value if threshold is None else min(threshold, value)
+    return threshold
+
+
+def _turn_start(items: Sequence[Mapping[str, Any]]) -> int:
+    """Where the current turn starts: the last user message, moved back before any call whose output the turn
+    carries (a compaction never parts a call from its output)."""
+    start = next((i for i in range(len(items) - 1, -1, -1) if items[i].get("role") == "user"), 0)
+    answered = {str(i.get("call_id")) for i in items[start:] if i.get("type") == "function_call_output"}
+    for i in range(start):
+        if items[i].get("type") == "function_call" and str(items[i].get("call_id")) in answered:
+            return i
+    return start
+
+
+def _compact_inline(
+    state: SimState, body: Mapping[str, Any], items: list[Mapping[str, Any]], threshold: int
+) -> tuple[list[Mapping[str, Any]], dict[str, Any] | None]:
+    """Server-side compaction: once the rendered context (instructions, tools, stored items and the new input)
+    is above ``threshold``, everything before the current turn becomes one ``compaction`` item, whose
+    ``encrypted_content`` is ``"simcompact:" + base64(summary)`` (the scripted summary: ``FACT:`` lines and
+    the user's messages survive). Returns the items the model then reads (the compaction item first) and the
+    compaction item for the output; the items unchanged and None when the context is at or under the threshold
+    or nothing precedes the current turn."""
+    total = sum(b.tokens for b in request_blocks(body, "openai_responses", items=items))
+    if total <= threshold:
+        return items, None
+    cut = _turn_start(items)
+    if cut == 0:
+        return items, None
+    summary = summarize([*_responses_turns(None, items[:cut]), Turn("user", "<summary>")], state.summarizer)
+    item = _compaction_item(summary)
+    return [item, *items[cut:]], item
+
+
+def _compaction_item(summary: str) -> dict[str, Any]:
+    """A ``compaction`` output item carrying ``summary`` (see :data:`COMPACTION_PREFIX`)."""
+    encrypted = COMPACTION_PREFIX + base64.b64encode(summary.encode()).decode()
+    return {"id": hex_id("cmp", 24), "type": "compaction", "encrypted_content": encrypted, "created_by": None}
+
+
 def responses_endpoint(state: SimState, req: Request) -> Result:
     """``POST /v1/responses``."""
     body = _object(req.body)
@@ -547,6 +700,10 @@ def responses_endpoint(state: SimState, req: Request) -> Result:
     window = state.window(model, "openai")
     items = _responses_input(state, body)
     check_responses_pairing(items)
+    threshold = _compact_threshold(state, body, model, window)
+    compaction = None
+    if threshold is not None:
+        items, compaction = _compact_inline(state, body, items, threshold)
     items, blocks, total = _fit_window(state, body, items, window)
     cached = state.cache.openai(model, blocks, body.get("prompt_cache_retention"))
     tools = _function_tools(
@@ -567,10 +724,10 @@ def responses_endpoint(state: SimState, req: Request) -> Result:
         json_schema=schema,
         summarizer=state.summarizer,
     )
-    output: list[dict[str, Any]] = []
+    replied: list[dict[str, Any]] = []
     if reply.tool_calls:
         for call in reply.tool_calls:
-            output.append(
+            replied.append(
                 {
                     "id": hex_id("fc", 24),
                     "type": "function_call",
@@ -581,7 +738,7 @@ def responses_endpoint(state: SimState, req: Request) -> Result:
                 }
             )
     else:
-        output.append(
+        replied.append(
             {
                 "id": hex_id("msg", 24),
                 "type": "message",
@@ -590,6 +747,9 @@ def responses_endpoint(state: SimState, req: Request) -> Result:
                 "role": "assistant",
             }
         )
+    # A compaction comes first, before the reply it made room for; the usage is the reply's pass only (the
+    # compacted context and the reply), as the final pass of Anthropic's server-side compaction is reported.
+    output = [compaction, *replied] if compaction is not None else replied
     usage = _usage_responses(total, cached, reply.output_tokens)
     status = "incomplete" if reply.truncated else "completed"
     incomplete = {"reason": "max_output_tokens"} if reply.truncated else None
@@ -598,7 +758,11 @@ def responses_endpoint(state: SimState, req: Request) -> Result:
     final = _response_object(rid, body, model, created, status, output, usage, incomplete)
     _diagnose(state, body, model, blocks, total, cached, final)
     if body.get("store", True) is not False:
-        state.store_response(rid, [*items, *output])
+        state.store_response(rid, [*items, *replied])  # after a compaction, the chain continues from it
+    conversation = _conversation_id(body)
+    if conversation is not None:
+        final["conversation"] = {"id": conversation}
+        state.store_conversation(conversation, [*items, *replied])  # so does the conversation
     if body.get("stream") is True:
         return StreamResult(_responses_events(body, model, created, final), usage=usage)
     return JsonResult(final, usage=usage)
@@ -688,6 +852,10 @@ def _responses_events(body: Mapping[str, Any], model: str, created: int, final: 
                 content_index=0,
                 part={**part, "text": text},
             )
+        elif item["type"] == "compaction":
+            # The summary is sampled while the item is open; the encrypted content comes with its ``done``.
+            emit("response.output_item.added", output_index=oi, item={**item, "encrypted_content": ""})
+            emit("response.compaction.compacting", item_id=item["id"], output_index=oi)
         else:
             emit("response.output_item.added", output_index=oi, item={**item, "status": "in_progress", "arguments": ""})
             for piece in _chunks(item["arguments"], 12):
@@ -728,8 +896,7 @@ def compact_endpoint(state: SimState, req: Request) -> Result:
                     "content": [{"type": "input_text", "text": text}],
                 }
             )
-    encrypted = COMPACTION_PREFIX + base64.b64encode(summary.encode()).decode()
-    output.append({"id": hex_id("cmp", 24), "type": "compaction", "encrypted_content": encrypted, "created_by": None})
+    output.append(_compaction_item(summary))
     usage = _usage_responses(total, 0, count_tokens(summary))
     result = {
         "id": hex_id("resp", 25),

@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -26,7 +26,13 @@ from .clock import ManualClock
 from .errors import DEFAULT_CODE, Flavor, SimError, anthropic_error_body, openai_error_body
 from .faults import Fault, FaultQueue
 from .ids import anthropic_id, openai_request_id
-from .openai_api import chat_completions_endpoint, compact_endpoint, embeddings_endpoint, responses_endpoint
+from .openai_api import (
+    chat_completions_endpoint,
+    compact_endpoint,
+    conversations_endpoint,
+    embeddings_endpoint,
+    responses_endpoint,
+)
 from .record import Exchange
 from .results import JsonResult, Request, Result, SseEvent
 from .scripted import FAITHFUL, SummarizerStyle, summary_pattern
@@ -42,6 +48,7 @@ _ROUTES: dict[str, tuple[Flavor, Endpoint]] = {
     "/v1/chat/completions": ("openai", chat_completions_endpoint),
     "/v1/responses": ("openai", responses_endpoint),
     "/v1/responses/compact": ("openai", compact_endpoint),
+    "/v1/conversations": ("openai", conversations_endpoint),
     "/v1/embeddings": ("openai", embeddings_endpoint),
 }
 
@@ -324,6 +331,20 @@ class SimulatedProvider:
     @diagnoses_pending.setter
     def diagnoses_pending(self, pending: bool) -> None:
         self._state.diagnoses = "pending" if pending else "answered"
+
+    @property
+    def refuses_compaction(self) -> bool | frozenset[str]:
+        """Whether Responses server-side compaction (``context_management``) is refused: ``True``, as an endpoint
+        that does not know the field (400 ``unknown_parameter`` for every model); a set of model names (or
+        prefixes), as models that do not support it (400 ``unsupported_parameter``); ``False`` (the default),
+        every model compacts. Settable while the server runs."""
+        return self._state.refuses_compaction
+
+    @refuses_compaction.setter
+    def refuses_compaction(self, refused: bool | Collection[str]) -> None:
+        if isinstance(refused, str) or not isinstance(refused, (bool, Collection)):
+            raise TypeError(f"refuses_compaction must be a bool or a collection of model names, got {refused!r}")
+        self._state.refuses_compaction = refused if isinstance(refused, bool) else frozenset(refused)
 
     def set_window(self, model: str, tokens: int) -> None:
         """Override the context window of ``model`` (exact name, or prefix of model names)."""

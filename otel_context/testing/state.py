@@ -44,11 +44,17 @@ class SimState:
     strict_models: bool = False
     overrides: dict[str, int] = field(default_factory=dict)
     responses: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
+    #: Stored conversations (``POST /v1/conversations``, then ``conversation`` on ``/v1/responses``): their items.
+    conversations: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: How summary replies lose things (see :class:`SummarizerStyle`); by default the ``FACT:`` convention, no cap.
     summarizer: SummarizerStyle = FAITHFUL
     #: How a request for a cache diagnosis is answered: one of :data:`DIAGNOSIS_ANSWERS`.
     diagnoses: str = "answered"
+    #: Server-side compaction (Responses ``context_management``) refused: True, the endpoint does not know the
+    #: field (400 ``unknown_parameter``, every model); a set of model names (or prefixes), those models do not
+    #: support it (400 ``unsupported_parameter``); False (the default), every model compacts.
+    refuses_compaction: bool | frozenset[str] = False
 
     def window(self, model: str, flavor: Flavor) -> int:
         """The context window of ``model``; unknown models get the default, or a 404 when strict."""
@@ -77,3 +83,12 @@ class SimState:
     def stored_items(self, response_id: str) -> list[Mapping[str, Any]] | None:
         with self.lock:
             return self.responses.get(response_id)
+
+    def store_conversation(self, conversation_id: str, items: list[Mapping[str, Any]]) -> None:
+        """Set what a stored Responses ``conversation`` holds (its items so far, a compaction's result included)."""
+        with self.lock:
+            self.conversations[conversation_id] = items
+
+    def conversation_items(self, conversation_id: str) -> list[Mapping[str, Any]] | None:
+        with self.lock:
+            return self.conversations.get(conversation_id)
