@@ -124,6 +124,7 @@ class InstrumentedCall:
         "proposed",
         "provider",
         "sent",
+        "server",
         "span",
         "start",
         "stream",
@@ -147,6 +148,8 @@ class InstrumentedCall:
         self.chat = chat
         self.metric_attrs = metric_attrs
         self.provider = provider
+        #: ``host:port`` of the server the call goes to ("" when unknown), for the engine (``CallRequest.server``).
+        self.server = ""
         self.stream = stream
         self.start = time.perf_counter()
         #: When the request went out (after planning): time to first chunk is measured from here.

@@ -84,6 +84,8 @@ class ClientInfo:
     provider: str
     address: str | None
     port: int | None
+    #: ``host:port`` ("" when the client names no host): the engine remembers per server what it refused.
+    server: str = ""
 
 
 class _NeverRaised(Exception):
@@ -212,7 +214,7 @@ class Interceptor:
         port = getattr(base, "port", None)
         if port is None and host is not None:
             port = 443 if getattr(base, "scheme", "https") == "https" else 80
-        info = ClientInfo(self.spec.provider(client, host), host, port)
+        info = ClientInfo(self.spec.provider(client, host), host, port, f"{host}:{port}" if host else "")
         with contextlib.suppress(TypeError):
             self._clients[client] = (base, info)
         return info
@@ -267,6 +269,7 @@ class Interceptor:
             call.proposed = True
         if self.legacy_names:
             call.legacy = True
+        call.server = client_info.server
         token = otel_context.attach(ctx)
         native_off = (
             _native_off.set(True) if self.spec.has_native_spans and not self.settings.anthropic_native_spans else None
@@ -292,6 +295,7 @@ class Interceptor:
             headers,
             True,  # background: the plan's drivers below run background summaries (._background)
             call.context,
+            call.server,
         )
 
     def _capture_request(self, begun: _Begun, body: Any) -> None:
@@ -467,8 +471,11 @@ class Interceptor:
         try:
             begun.options = begun.options.model_copy(update={"json_data": retry_body})
             return (yield _Send(begun.options))
-        except Exception:
-            pass  # the retry failed too: the ORIGINAL error is what the app sees
+        except Exception as again:
+            if call.plan is not None and call.plan.resend_error_stands:
+                call.end(None, None, again)  # the resend was the app's own request: its error is the app's
+                raise again from None
+        # The retry failed too: the ORIGINAL error is what the app sees.
         call.end(None, None, exc)
         raise exc
 

@@ -48,6 +48,9 @@ class CallRequest:
     #: it is given). The engine records its histograms in it, so their exemplars point at the chat span,
     #: also when a stream ends in the app's own context.
     context: Context | None = None
+    #: The server the call goes to (``host:port`` of the client's base URL; "" when unknown): what a refusal of
+    #: a request field is remembered for, beside the model (another endpoint of one provider may accept it).
+    server: str = ""
 
     def __init__(
         self,
@@ -59,6 +62,7 @@ class CallRequest:
         headers: Mapping[str, str] | None = None,
         background: bool = False,
         context: Context | None = None,
+        server: str = "",
     ) -> None:
         # The generated __init__'s fields and order, in one dict update instead of a frozen dataclass's
         # object.__setattr__ per field (one of these is made for every chat call).
@@ -71,6 +75,7 @@ class CallRequest:
             headers={} if headers is None else headers,
             background=background,
             context=context,
+            server=server,
         )
 
 
@@ -85,6 +90,10 @@ class Spent(NamedTuple):
 
 class CallPlan:
     """The engine's plan for one call. The base class is the no-op plan (observe nothing, change nothing)."""
+
+    #: Set by :meth:`on_too_long` when the body it returns only takes back a field the engine had added and the
+    #: provider refused: the resend is the app's own request, so its error (not the refusal) is the app's.
+    resend_error_stands = False
 
     def __init__(self, body: Mapping[str, Any]) -> None:
         #: The body to send: the caller's object itself when nothing changed.
@@ -119,7 +128,8 @@ class CallPlan:
         return None
 
     def on_too_long(self, span: Span, error: BaseException) -> Generator[Step, Any, Mapping[str, Any] | None]:
-        """The provider rejected the request as too long: a body to retry ONCE, or None to re-raise (the
-        steps may ask the summarizer, and with a shared store the store: see :mod:`otel_context.flow`)."""
+        """The provider rejected the request (as too long, or refusing a field the engine added): a body to retry
+        ONCE, or None to re-raise (the steps may ask the summarizer, and with a shared store the store: see
+        :mod:`otel_context.flow`)."""
         return None
         yield  # pragma: no cover  (makes this a generator)

@@ -148,6 +148,25 @@ def unknown_model(error: BaseException) -> bool:
     return _cause(error)[1]
 
 
+def provider_compaction_refused(server: str, model: str, status: int | None, message: str) -> None:
+    """A model or endpoint refused the server-side compaction the library asked for a history the provider holds:
+    said once (the refusal is remembered and the field never sent there again)."""
+    skipped = _limiter.admit(("refused", server, model))
+    if skipped is None:
+        return
+    log.warning(
+        "otel_context: %s refused server-side compaction for model %r (%s: %s). The field is not sent to it again "
+        "in this process, so the conversations it stores for this model (previous_response_id, conversation) are "
+        "not compacted and fail at the context window; chain them with a model that compacts, or send the history "
+        "in each request, which otel-context compacts itself%s",
+        server or "the provider",
+        model,
+        f"HTTP {status}" if status is not None else "no HTTP status",
+        _cut(message),
+        _repeat_note(skipped),
+    )
+
+
 def breaker_opened(conversation_id: str | None, model: str, consecutive_failures: int, threshold: int) -> None:
     """A conversation's circuit breaker opened: automatic compaction stops for it."""
     family = conversation_id or "(no conversation id)"

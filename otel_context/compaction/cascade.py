@@ -93,11 +93,10 @@ def _metric_attrs(
     }
 
 
-def count_skipped(trigger: str, provider: str, model: str | None) -> None:
+def count_skipped(trigger: str, provider: str, model: str | None, strategy: str = semconv.STRATEGY_SUMMARY) -> None:
     """Count a compaction that was due but not attempted (breaker open, veto)."""
     telemetry.get().instruments.compactions.add(
-        1,
-        _metric_attrs(trigger, semconv.STRATEGY_SUMMARY, semconv.OUTCOME_SKIPPED, provider, model, semconv.MODE_INLINE),
+        1, _metric_attrs(trigger, strategy, semconv.OUTCOME_SKIPPED, provider, model, semconv.MODE_INLINE)
     )
 
 
@@ -513,24 +512,43 @@ def record_provider_compaction(
     messages_compacted: int,
     input_tokens: int,
     output_tokens: int,
+    threshold: int | None = None,
+    counted: bool = False,
+    failure: tuple[str, str] | None = None,
 ) -> None:
-    """A compaction the provider did (seen in a response): its ``compact`` span with
-    ``trigger_source=provider`` under ``parent``, the cache detector told to expect the change, the metrics."""
+    """A compaction the provider did (seen in a response), or one the library asked of it that did not happen
+    (``failure``: error type and message): its ``compact`` span with ``trigger_source=provider`` under
+    ``parent``, the cache detector told to expect the change (a success), the metrics.
+
+    ``threshold``: the ``compact_threshold`` the library asked with (None: the app asked). ``counted``: its
+    outcome counts on the conversation's breaker as an automatic compaction's does (a failure, or a success that
+    leaves the context at or above ``threshold``: thrashing)."""
     precreate_counters(provider, model)
     span = _open_span(
-        parent, semconv.TRIGGER_PROVIDER, semconv.STRATEGY_PROVIDER, state.key if state is not None else None, None
+        parent,
+        semconv.TRIGGER_PROVIDER,
+        semconv.STRATEGY_PROVIDER,
+        state.key if state is not None else None,
+        threshold,
     )
     out = CompactionOutcome(
         strategy=semconv.STRATEGY_PROVIDER,
-        outcome=semconv.OUTCOME_SUCCESS,
+        outcome=semconv.OUTCOME_SUCCESS if failure is None else semconv.OUTCOME_FAILURE,
         input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        summary_tokens=output_tokens,
+        output_tokens=output_tokens if failure is None else input_tokens,
+        summary_tokens=output_tokens if failure is None else 0,
         messages_compacted=messages_compacted,
-        provider_done=True,
+        provider_done=failure is None,
+        error_type=failure[0] if failure is not None else None,
+        error_message=failure[1] if failure is not None else None,
     )
-    if state is not None and state.detector is not None:
-        announce(span, state, provider, model, output_tokens)
+    if state is not None:
+        if counted:
+            above = threshold is not None and out.output_tokens >= threshold
+            with state.lock:  # concurrent calls of one conversation count on one breaker
+                _count_attempt(state, out, model, state.key, above)
+        if failure is None and state.detector is not None:
+            announce(span, state, provider, model, output_tokens)
     _close_span(span, out, state, semconv.TRIGGER_PROVIDER, provider, model, timed=False)
 
 
@@ -580,18 +598,30 @@ def _count_on_breaker(job: CompactionJob, out: CompactionOutcome, state: Convers
         # the summarizer works again; a microcompaction shows nothing of the summarizer).
         if out.outcome == semconv.OUTCOME_SUCCESS and out.strategy == semconv.STRATEGY_SUMMARY and breaker.reset():
             _breaker_closed(state)
-    elif out.outcome == semconv.OUTCOME_FAILURE:
-        out.breaker_opened = breaker.record_failure()
-    elif out.outcome == semconv.OUTCOME_SUCCESS and out.strategy == semconv.STRATEGY_SUMMARY:
+    elif out.outcome == semconv.OUTCOME_FAILURE or (
+        out.outcome == semconv.OUTCOME_SUCCESS and out.strategy == semconv.STRATEGY_SUMMARY
+    ):
         above = job.budget is not None and out.output_tokens >= job.budget.auto_threshold
+        _count_attempt(state, out, job.model, job.conversation_id, above)
+
+
+def _count_attempt(
+    state: ConversationState, out: CompactionOutcome, model: str, conversation_id: str | None, above: bool
+) -> None:
+    """An automatic attempt on the breaker (the conversation's lock held): a failure, or a success (``above``:
+    it left the context at or above the threshold, which counts as thrashing)."""
+    breaker = state.breaker
+    if out.outcome == semconv.OUTCOME_FAILURE:
+        out.breaker_opened = breaker.record_failure()
+    else:
         was_open = breaker.open
         out.breaker_opened = breaker.record_success(still_above_threshold=above)
         if was_open and not breaker.open:
             _breaker_closed(state)
     if out.breaker_opened:
-        state.breaker_model = job.model
-        telemetry.get().instruments.breakers_open.add(1, {semconv.GEN_AI_REQUEST_MODEL: job.model})
-        alerts.breaker_opened(job.conversation_id, job.model, breaker.consecutive_failures, MAX_CONSECUTIVE_FAILURES)
+        state.breaker_model = model
+        telemetry.get().instruments.breakers_open.add(1, {semconv.GEN_AI_REQUEST_MODEL: model})
+        alerts.breaker_opened(conversation_id, model, breaker.consecutive_failures, MAX_CONSECUTIVE_FAILURES)
 
 
 def _breaker_closed(state: ConversationState) -> None:

@@ -255,6 +255,12 @@ class CallState(CallPlan):
     started = 0.0
     #: The link of the stored response this call continues (Responses ``previous_response_id``), if known.
     continued_link: ChainLink | None = None
+    #: The threshold at which this call asked the provider to compact the history it holds (None: it did not
+    #: ask; see :mod:`otel_context.engine.provider_compaction`).
+    engaged: int | None = None
+    #: The provider holds this call's history and something compacts it as it nears the window (the app's own
+    #: settings, or the provider's compaction the library engages): the context state is not ``error``.
+    protected = False
     #: The previous response this call asked the provider to compare its prompt with (``cache_diagnostics``).
     compared_with: str | None = None
     #: The body before it asked for the diagnosis (a reactive compaction summarizes from it, and asks again).

@@ -36,7 +36,7 @@ from otel_context.contract import CallPlan, CallRequest, Spent
 from otel_context.conversation import CONVERSATIONS, ChainLink, ConversationState, Resolution, Snapshot
 from otel_context.conversation import resolve as resolve_conversation
 from otel_context.conversation.memo import MemoEntry
-from otel_context.engine import auto, diagnostics, fleet, reactive, windows
+from otel_context.engine import auto, diagnostics, fleet, provider_compaction, reactive, windows
 from otel_context.engine.call import CallState, ConversationSync, rewrites
 from otel_context.engine.provider_compaction import observe_provider_compaction, usage_shows_compaction
 from otel_context.flow import Step
@@ -44,6 +44,10 @@ from otel_context.formats import for_format
 from otel_context.formats.base import ChatFormat, Item, WireFormatAdapter
 from otel_context.tokens import estimate_fixed, estimate_item, estimate_items
 from otel_context.usage import CacheDiagnosis, TokenUsage
+
+#: The link of a stored conversation (Responses ``conversation``) is named after it, with this prefix: its newest
+#: response's, which the conversation's next call continues (a response's link is named after the response).
+CONVERSATION_LINK = "conversation:"
 
 
 class EnginePlan(CallState):
@@ -54,7 +58,9 @@ class EnginePlan(CallState):
             asked = self.unasked is not None
             if self.unasked is not None:
                 self.body = self.unasked  # the summarizer's request is ours: it asks the provider nothing
-            body = yield from reactive.compact(span, self, error)
+            body = provider_compaction.after_rejection(span, self, error)
+            if body is None:
+                body = yield from reactive.compact(span, self, error)
             if body is not None and asked:
                 # The retry asks as the call did (and the response is read against what was sent).
                 self.unasked, body = body, diagnostics.ask(self.adapter, body, self.compared_with)
@@ -118,6 +124,20 @@ class EnginePlan(CallState):
                 # In the chat span's context: a stream ends in the app's, and the exemplar must point here.
                 context=context if context is not None else trace.set_span_in_context(span),
             )
+        # The response is read for compaction blocks and edits only when the request asked the provider to
+        # manage its context (the app, or this plan); usage's compaction figures are always looked at (here
+        # first: most calls have none). Before the cache check: a compaction the provider did explains the miss.
+        read = response if self.engaged is not None or _asks_provider_to_compact(self.request) else None
+        if read is not None or (usage is not None and usage_shows_compaction(usage)):
+            done = observe_provider_compaction(
+                span, provider, self.model, usage, read, state, before=self.estimated_tokens, threshold=self.engaged
+            )
+            if done and self.engaged is not None and usage is not None and self.budget is not None:
+                # As after a compaction of ours, the span's context is the compacted one (the provider's count).
+                self.compacted(usage.input_tokens)
+                self.attributes[semconv.CONTEXT_STATE] = self.budget.state(
+                    usage.input_tokens, compaction_available=True
+                )
         # Read before the check (and before forget_uncached) clears it: a compaction changed this call's prefix.
         compacted = state.detector is not None and state.detector.compaction_pending
         if usage is not None and state.detector is not None and self.fingerprint_deferred:
@@ -143,11 +163,6 @@ class EnginePlan(CallState):
                 cache.count_diagnosis(side_by_side, provider, self.model)
         except Exception:
             telemetry.log_once("engine.cache_check", "otel_context: the cache-break check failed", exc_info=True)
-        # The response is read for compaction blocks and edits only when the request asked the provider to
-        # manage its context; usage's compaction figures are always looked at (here first: most calls have none).
-        read = response if _asks_provider_to_compact(self.request) else None
-        if read is not None or (usage is not None and usage_shows_compaction(usage)):
-            observe_provider_compaction(span, provider, self.model, usage, read, state)
         sync.commit(self, snapshot, made)
 
 
@@ -163,7 +178,10 @@ def _remember_response(
         chain, turn = continued.chain, continued.turn + 1
     else:
         chain, turn = hashlib.sha256(response_id.encode("utf-8", "surrogatepass")).hexdigest()[:32], 1
-    link = ChainLink(response_id, committed.key, committed.serial, usage.input_tokens, usage.output_tokens, chain, turn)
+    # A stored conversation's next call names the conversation, not this response: the link is its newest.
+    conversation = call.adapter.continued_conversation(call.request.body)
+    name = response_id if conversation is None else CONVERSATION_LINK + conversation
+    link = ChainLink(name, committed.key, committed.serial, usage.input_tokens, usage.output_tokens, chain, turn)
     CONVERSATIONS.link(link)
     call.sync.put_link(link, committed.explicit)
     return link
@@ -205,11 +223,20 @@ def resolve(
     response it continues) and its snapshot, read once; then ``sync`` brings it up to date with what other
     workers did (with a shared store, one read of it: see fleet.py; in-process, no step at all)."""
     body = request.body
-    # A call that continues a response the provider stored belongs to that response's conversation.
+    # A call that continues a response (or a conversation) the provider stored belongs to its conversation.
     continued = adapter.continued_response(body)
+    conversation = adapter.continued_conversation(body) if continued is None else None
+    if conversation is not None:
+        continued = CONVERSATION_LINK + conversation
     link = CONVERSATIONS.link_of(continued) if continued is not None else None
-    if link is None and continued is not None:
-        link = yield from sync.link_of(continued)  # another worker may have made that response
+    if continued is not None and (link is None or conversation is not None):
+        # Another worker may have made that response; a conversation's link moves on with every call, wherever
+        # it is served: the fleet's is taken unless this process's own is newer (its write not landed yet).
+        shared_link = yield from sync.link_of(continued)
+        if shared_link is not None and (
+            link is None or link.chain != shared_link.chain or link.turn < shared_link.turn
+        ):
+            link = shared_link
     resolution = resolve_conversation(adapter, request.provider, items, request.settings, link)
     resolution, source = yield from sync.take(request, resolution, items, adapter, link, model)
     return Found(resolution, link, source)
@@ -223,8 +250,8 @@ class Decision(NamedTuple):
     rewrite: bool
     #: The automatic cascade may run on this call (``rewrite`` and it is not disabled).
     automatic: bool
-    #: The provider holds the history (Responses ``previous_response_id`` / ``conversation``): it is never
-    #: rewritten; the cascade says why when it is due, and nothing else may compact it.
+    #: The provider holds the history (Responses ``previous_response_id`` / ``conversation``): its items are
+    #: never rewritten; the provider is asked to compact it instead (:mod:`.provider_compaction`).
     provider_holds: bool
 
 
@@ -354,7 +381,7 @@ def ready(call: CallState, decision: Decision) -> None:
     it), the cache fingerprint (deferred while the conversation caches nothing), and the send time."""
     state, budget = call.state, decision.budget
     if budget is not None:
-        available = decision.automatic and not state.breaker.open and not decision.provider_holds
+        available = call.protected if decision.provider_holds else decision.automatic and not state.breaker.open
         call.attributes[semconv.CONTEXT_STATE] = budget.state(call.estimated_tokens, compaction_available=available)
     if state.detector is None:
         state.detector = cache.CacheBreakDetector()
@@ -395,9 +422,12 @@ def plan(span: Span, request: CallRequest) -> Generator[Step, Any, CallPlan]:
         if found.link is not None:
             p.continued_link = found.link
         describe(p, found, estimate(adapter, items, sent, found))
-        due = cascade_due(p, decision)
-        if due is not None:
-            yield from auto.compact(span, p, due)
+        if decision.provider_holds:
+            provider_compaction.engage(span, p, decision.budget, decision.automatic)
+        else:
+            due = cascade_due(p, decision)
+            if due is not None:
+                yield from auto.compact(span, p, due)
         ready(p, decision)
         return p
     except Exception:

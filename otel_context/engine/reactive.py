@@ -14,7 +14,7 @@ from opentelemetry.trace import Span
 
 from otel_context import semconv, telemetry
 from otel_context.compaction import cascade
-from otel_context.engine import background, windows
+from otel_context.engine import background, provider_compaction, windows
 from otel_context.engine.call import CallState, rewrites, skip
 from otel_context.flow import Step
 from otel_context.formats.too_long import error_message, is_too_long, parse_too_long
@@ -37,6 +37,13 @@ def compact(span: Span, call: CallState, error: BaseException) -> Generator[Step
         span.set_attribute(semconv.COMPACTION_BREAKER_OPEN, True)
         cascade.count_skipped(semconv.TRIGGER_REACTIVE, provider, call.model)
         return None
+    if call.adapter.server_state_reason(call.request.body) is not None:
+        # The history is at the provider: its own compaction is asked for (its figures are the provider's; this
+        # call's items are only the new input, so no estimate factor is learned from them).
+        if numbers is not None and 0 < numbers[1] < budget.window:
+            windows.learn_window(provider, call.model, numbers[1])
+            budget = call.budget = windows.budget_of(call.request, call.adapter, call.model) or budget
+        return provider_compaction.engage_after_too_long(span, call, budget, message)
     reason = cascade.not_understood_reason(call.adapter, call.body, call.sent_items, budget)
     if reason:
         skip(span, reason)

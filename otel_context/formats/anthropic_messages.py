@@ -59,6 +59,7 @@ from otel_context.formats.base import (
     PromptLayout,
     ResponseInfo,
     ToolResultRef,
+    WholeHistory,
 )
 from otel_context.usage import (
     DIAGNOSTICS_NULL,
@@ -247,7 +248,7 @@ def _transcript_block(block: Mapping[str, Any]) -> str:
     return f"[{kind}] {_block_text(block)}".rstrip()
 
 
-class AnthropicMessagesAdapter:
+class AnthropicMessagesAdapter(WholeHistory):
     """:class:`~otel_context.formats.base.ChatFormat` for Anthropic Messages."""
 
     name = "anthropic_messages"
@@ -274,15 +275,6 @@ class AnthropicMessagesAdapter:
         if isinstance(system, str):
             return system
         return join_text(str(b.get("text", "")) for b in as_list(system) if isinstance(b, Mapping))
-
-    def server_state_reason(self, body: Body) -> str | None:
-        return None  # every Messages request carries its whole history
-
-    def stores_response(self, body: Body) -> bool:
-        return False
-
-    def continued_response(self, body: Body) -> str | None:
-        return None
 
     def max_output_tokens(self, body: Body) -> int | None:
         return output_cap(body, _OUTPUT_CAP)

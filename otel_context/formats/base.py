@@ -98,6 +98,12 @@ class WireFormatAdapter(Protocol):
         else None: such a call belongs to the conversation of that response, whatever its own items say."""
         ...
 
+    def continued_conversation(self, body: Body) -> str | None:
+        """The id of the provider-stored conversation this request continues (Responses ``conversation``),
+        else None: like :meth:`continued_response`, such a call belongs to that conversation's, and its history
+        is the last response the conversation stored plus this call's input."""
+        ...
+
     def round_boundaries(self, items: Sequence[Item]) -> list[int]:
         """Every safe cut index, ascending, including 0 and len(items).
 
@@ -198,6 +204,25 @@ class WireFormatAdapter(Protocol):
         """
         ...
 
+    # -- the provider's own compaction of a history it holds (Responses ``context_management``) ---------------
+
+    def context_managed_by_app(self, body: Body) -> str | None:
+        """Why the app's own settings manage the context at the provider (a server-side compaction it asked for,
+        a truncation it allows, a compaction it triggers), or None: those settings win, and are never added to."""
+        ...
+
+    def with_provider_compaction(self, body: Body, threshold: int) -> dict[str, Any] | None:
+        """A copy of ``body`` asking the provider to compact the history it holds once the context passes
+        ``threshold`` tokens; None when the format has no such field."""
+        ...
+
+    def refuses_provider_compaction(
+        self, status: int | None, error_body: Mapping[str, Any] | None, message: str
+    ) -> bool:
+        """Whether an API error refuses the field :meth:`with_provider_compaction` added (the endpoint does not
+        know it, or the model does not support it); ``error_body`` as for :meth:`is_too_long_error`."""
+        ...
+
     def max_output_tokens(self, body: Body) -> int | None:
         """The call's own output cap (max_tokens / max_completion_tokens / max_output_tokens)."""
         ...
@@ -205,6 +230,35 @@ class WireFormatAdapter(Protocol):
     def with_output_cap(self, body: Body, max_tokens: int) -> dict[str, Any]:
         """A copy of ``body`` whose output cap is ``max_tokens``, under the spelling the body already uses."""
         ...
+
+
+class WholeHistory:
+    """The part of :class:`WireFormatAdapter` of a format whose every request carries its whole history
+    (Anthropic Messages, OpenAI Chat Completions): the provider keeps nothing a request continues, nothing of it
+    the provider could compact, no setting of the app's that manages it there."""
+
+    def server_state_reason(self, body: Body) -> str | None:
+        return None
+
+    def stores_response(self, body: Body) -> bool:
+        return False
+
+    def continued_response(self, body: Body) -> str | None:
+        return None
+
+    def continued_conversation(self, body: Body) -> str | None:
+        return None
+
+    def context_managed_by_app(self, body: Body) -> str | None:
+        return None
+
+    def with_provider_compaction(self, body: Body, threshold: int) -> dict[str, Any] | None:
+        return None
+
+    def refuses_provider_compaction(
+        self, status: int | None, error_body: Mapping[str, Any] | None, message: str
+    ) -> bool:
+        return False
 
 
 # --- the instrumentation's side: one call's telemetry ---------------------------------------------------------

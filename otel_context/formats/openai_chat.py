@@ -57,6 +57,7 @@ from otel_context.formats.base import (
     PromptLayout,
     ResponseInfo,
     ToolResultRef,
+    WholeHistory,
 )
 from otel_context.usage import CacheDiagnosis, TokenUsage, field_getter, first_count, or_zero
 from otel_context.usage import get_field as _get
@@ -158,7 +159,7 @@ def _calling_message(items: Sequence[Item], index: int) -> Item | None:
     return items[k] if k >= 0 else None
 
 
-class OpenAIChatAdapter:
+class OpenAIChatAdapter(WholeHistory):
     """:class:`~otel_context.formats.base.ChatFormat` for OpenAI Chat Completions."""
 
     name = "openai_chat"
@@ -192,15 +193,6 @@ class OpenAIChatAdapter:
     def system_text(self, body: Body) -> str:
         messages = self._messages(body)
         return join_text(_content_text(m.get("content")) for m in messages[: _leading_instructions(messages)])
-
-    def server_state_reason(self, body: Body) -> str | None:
-        return None  # Chat Completions requests always carry the whole history
-
-    def stores_response(self, body: Body) -> bool:
-        return False
-
-    def continued_response(self, body: Body) -> str | None:
-        return None
 
     def max_output_tokens(self, body: Body) -> int | None:
         return output_cap(body, _OUTPUT_CAP)

@@ -247,6 +247,38 @@ class OpenAIResponsesAdapter:
         previous = body.get("previous_response_id")
         return previous if isinstance(previous, str) and previous else None
 
+    def continued_conversation(self, body: Body) -> str | None:
+        conversation = body.get("conversation")
+        if isinstance(conversation, Mapping):  # ``{"id": "conv_..."}``
+            conversation = conversation.get("id")
+        return conversation if isinstance(conversation, str) and conversation else None
+
+    def context_managed_by_app(self, body: Body) -> str | None:
+        if "context_management" in body:
+            return "the app manages the provider's context itself (context_management)"
+        if body.get("truncation") == "auto":
+            return "the app lets the provider truncate the history (truncation=auto)"
+        raw = body.get("input")
+        if isinstance(raw, (list, tuple)) and any(_type(item) == "compaction_trigger" for item in raw):
+            return "the app asks the provider to compact (a compaction_trigger item)"
+        return None
+
+    def with_provider_compaction(self, body: Body, threshold: int) -> dict[str, Any] | None:
+        return {**body, "context_management": [{"type": "compaction", "compact_threshold": threshold}]}
+
+    def refuses_provider_compaction(
+        self, status: int | None, error_body: Mapping[str, Any] | None, message: str
+    ) -> bool:
+        if status is not None and status not in (400, 422):
+            return False  # a failing or overloaded server says nothing about the field
+        inner = error_body.get("error") if isinstance(error_body, Mapping) else None
+        source = inner if isinstance(inner, Mapping) else error_body
+        param = source.get("param") if isinstance(source, Mapping) else None
+        if isinstance(param, str) and param.startswith("context_management"):
+            return True
+        _kind, _code, text = error_fields(error_body)
+        return "context_management" in text or "context_management" in message
+
     def max_output_tokens(self, body: Body) -> int | None:
         return output_cap(body, _OUTPUT_CAP)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from otel_context.formats.base import WireFormatAdapter
 
@@ -35,17 +36,24 @@ def error_message(error: BaseException) -> str:
     return str(getattr(error, "message", "") or error)
 
 
+def error_parts(error: BaseException) -> tuple[int | None, Mapping[str, Any] | None, str]:
+    """``(HTTP status, error body, message)`` of an SDK exception (or one raised inside a stream), as the
+    formats' classifiers take them."""
+    status = getattr(error, "status_code", None)
+    body = getattr(error, "body", None)
+    message = str(getattr(error, "message", "") or error)
+    return (status if isinstance(status, int) else None), (body if isinstance(body, Mapping) else None), message
+
+
 def is_too_long(adapter: WireFormatAdapter, error: BaseException) -> bool:
     """Whether ``error`` (an SDK exception, or one raised inside a stream) says the request exceeded the
     context window, per the format's rules."""
-    status = getattr(error, "status_code", None)
+    status, body, message = error_parts(error)
     if status is not None and status not in _REJECTION_STATUSES:
         return False  # an overloaded or failing provider may word its error alike; only a rejection counts
-    body = getattr(error, "body", None)
-    message = str(getattr(error, "message", "") or error)
     if status is None and "model_context_window_exceeded" in message:
         return True
-    return bool(adapter.is_too_long_error(status, body if isinstance(body, Mapping) else None, message))
+    return bool(adapter.is_too_long_error(status, body, message))
 
 
 def parse_too_long(message: str) -> tuple[int, int] | None:

@@ -132,15 +132,16 @@ def test_a_response_not_stored_starts_no_chain(
     assert abs(estimated - reported) <= 0.05 * reported
 
 
-def test_a_chain_past_the_threshold_is_left_alone_and_its_state_says_so(
+def test_a_chain_past_the_threshold_in_observe_mode_is_left_alone_and_its_state_says_so(
     simulated_provider: Any, otel: Otel, instrumented: Callable[..., Any]
 ) -> None:
-    """Nothing compacts a history the provider holds: past the threshold the call goes out unchanged with the
-    reason on its span and no summary is asked for; past the warning line its context state is ``error`` (no
-    safety net), not ``warning``; past the blocking limit, ``blocking``."""
+    """Observe mode: nothing compacts a history the provider holds (the provider is not asked either, see
+    test_provider_compaction_e2e.py for mode auto): past the threshold the call goes out unchanged and no summary
+    is asked for; past the warning line its context state is ``error`` (no safety net), not ``warning``; past
+    the blocking limit, ``blocking``."""
     window = 12_000
     simulated_provider.set_window(MODEL, window)
-    instrumented(auto_compact_window=window)
+    instrumented(auto_compact_window=window, compaction="observe")
     client = simulated_provider.openai()
     response = client.responses.create(model=MODEL, input="Write the report. words:800", max_output_tokens=2_000)
     for turn in range(6):  # about 2,000 tokens a turn: one estimate falls between the error line and blocking
@@ -151,12 +152,9 @@ def test_a_chain_past_the_threshold_is_left_alone_and_its_state_says_so(
     states = [_attribute(s, semconv.CONTEXT_STATE) for s in chats]
     assert semconv.CONTEXT_STATE_WARNING not in states
     assert semconv.CONTEXT_STATE_ERROR in states and states[-1] == semconv.CONTEXT_STATE_BLOCKING
-    skipped = [s for s in chats if _attribute(s, semconv.CONTEXT_COMPACTION_SKIPPED_REASON)]
-    assert skipped and all(
-        "previous_response_id" in _attribute(s, semconv.CONTEXT_COMPACTION_SKIPPED_REASON) for s in skipped
-    )
     assert not [s for s in otel.spans() if s.name == semconv.COMPACT_SPAN]
     assert len(simulated_provider.exchanges) == 7  # no summary request
+    assert not [e for e in simulated_provider.exchanges if "context_management" in e.body]
 
 
 def test_a_continued_request_that_resends_a_compacted_history_is_sent_unchanged(
@@ -164,7 +162,8 @@ def test_a_continued_request_that_resends_a_compacted_history_is_sent_unchanged(
 ) -> None:
     """An app that sends its whole history again with ``previous_response_id`` (a mistake, but the provider
     accepts it): the conversation's summary of that history must not be put in, since the provider holds
-    the rest of it. The call goes out as the app wrote it."""
+    the rest of it. The call's items go out as the app wrote it (the provider is asked to compact the doubled
+    history: it does, and says so)."""
     simulated_provider.set_window(MODEL, 400_000)  # the provider takes both copies; we compact at 60K
     instrumented(auto_compact_window=60_000)
     client = simulated_provider.openai()
@@ -175,4 +174,7 @@ def test_a_continued_request_that_resends_a_compacted_history_is_sent_unchanged(
     client.responses.create(model=MODEL, input=again, previous_response_id=first.id, max_output_tokens=1_000)
     sent = simulated_provider.exchanges[-1].body
     assert sent["input"] == again
-    assert not _attribute(_chats(otel)[-1], semconv.GEN_AI_CONVERSATION_COMPACTED)
+    compacts = [s for s in otel.spans() if s.name == semconv.COMPACT_SPAN and s.parent is not None]
+    last = _chats(otel)[-1]
+    on_last = [s for s in compacts if s.parent is not None and s.parent.span_id == last.context.span_id]
+    assert [_attribute(s, semconv.COMPACTION_STRATEGY) for s in on_last] == [semconv.STRATEGY_PROVIDER]

@@ -127,3 +127,35 @@ def test_response_text_and_errors() -> None:
     assert R.is_too_long_error(400, body, "")
     assert R.is_too_long_error(None, {"error": body}, "")
     assert not R.is_too_long_error(400, {"code": "decimal_below_min_value", "message": "Invalid 'temperature'"}, "")
+
+
+def test_the_providers_compaction_of_a_history_it_holds() -> None:
+    """What the engine asks of the format for a stored history: the conversation a request continues, whether
+    the app manages the context at the provider itself, the field that asks the provider to compact (a copy),
+    and whether an error refuses that field."""
+    assert R.continued_conversation({"conversation": "conv_1"}) == "conv_1"
+    assert R.continued_conversation({"conversation": {"id": "conv_2"}}) == "conv_2"
+    assert R.continued_conversation({"previous_response_id": "resp_1"}) is None
+    assert R.continued_conversation({"conversation": ""}) is None
+    body = {"model": "gpt-5", "previous_response_id": "resp_1", "input": "More."}
+    snapshot = copy.deepcopy(body)
+    assert R.context_managed_by_app(body) is None
+    assert R.context_managed_by_app({**body, "truncation": "disabled"}) is None  # the default is no choice
+    assert "context_management" in (R.context_managed_by_app({**body, "context_management": None}) or "")
+    assert "truncation" in (R.context_managed_by_app({**body, "truncation": "auto"}) or "")
+    trigger = {**body, "input": [{"role": "user", "content": "x"}, {"type": "compaction_trigger"}]}
+    assert "compaction_trigger" in (R.context_managed_by_app(trigger) or "")
+    asked = R.with_provider_compaction(body, 167_000)
+    assert asked == {**body, "context_management": [{"type": "compaction", "compact_threshold": 167_000}]}
+    assert body == snapshot
+    unknown = {"message": "Unknown parameter: 'context_management'.", "param": "context_management"}
+    assert R.refuses_provider_compaction(400, unknown, "Error code: 400")
+    assert R.refuses_provider_compaction(400, {"error": {**unknown, "param": None}}, "")  # named in the message
+    too_long = {"message": "Your input exceeds the context window of this model.", "code": "context_length_exceeded"}
+    assert not R.refuses_provider_compaction(400, too_long, "")
+    assert not R.refuses_provider_compaction(500, unknown, "")  # a failing server says nothing about the field
+    for other in (for_format("anthropic_messages"), for_format("openai_chat")):
+        assert other.continued_conversation({"conversation": "conv_1"}) is None
+        assert other.context_managed_by_app(body) is None
+        assert other.with_provider_compaction(body, 1_000) is None
+        assert not other.refuses_provider_compaction(400, unknown, "")
