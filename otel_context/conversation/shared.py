@@ -348,15 +348,20 @@ def take(
     items: Sequence[Item],
     memo: Loaded | None = None,
     known: Sequence[str] = (),
+    *,
+    linked: bool = False,
 ) -> Taken:
     """Bring ``resolution``'s state (and its shared ``record``) up to date with the shared value ``loaded``
     and, when :func:`memo_wanted` asked for it, the summary it names (never raises). ``known``: links of the
-    hash chain of ``items`` the caller already computed."""
+    hash chain of ``items`` the caller already computed. ``linked``: ``loaded`` was read under the name of the
+    stored response the call continues (its chain, named after a hash of the chain's first response id, and its
+    place in it): it is this conversation's, as an explicit id's value is, although the call's items (its new
+    input only) prove nothing."""
     value = loaded.value
     if value is None:
         return Taken(resolution, loaded.source)
     try:
-        return _take(resolution, record, value, loaded.source, items, memo, known)
+        return _take(resolution, record, value, loaded.source, items, memo, known, linked)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError):
         telemetry.get().instruments.state_store_errors.add(
             1, {semconv.STATE_STORE_OPERATION: "get", semconv.ERROR_TYPE: "garbage"}
@@ -393,6 +398,7 @@ def _take(
     items: Sequence[Item],
     memo: Loaded | None,
     known: Sequence[str],
+    linked: bool,
 ) -> Taken:
     state = resolution.state
     if not _newer(value, record):
@@ -415,7 +421,7 @@ def _take(
     if any(e.address not in named for e in state.memo.entries):
         record.memo_entries = None  # the store does not name what this worker holds: write it back
     record.seq, record.rev = int(value["seq"]), str(value["rev"])
-    if not (state.explicit or unchanged or reopened):
+    if not (state.explicit or linked or unchanged or reopened):
         return Taken(resolution, source)  # another history of this name: only a summary verified as ours applies
     prepared = value.get("prepared")
     if isinstance(prepared, str) and prepared:
@@ -447,7 +453,7 @@ def _take(
         resolution,
         source,
         (str(window[0]), str(window[1]), int(window[2])) if window else None,
-        value.get("cache") if unchanged or reopened else None,
+        value.get("cache") if unchanged or reopened or linked else None,
     )
 
 

@@ -211,7 +211,7 @@ class StoreSync(CallSync):
         state = resolution.state
         record = record_of(state)
         loaded, memo = yield from self._read(state, record, items, scope, None)
-        taken = shared.take(resolution, record, loaded, items, memo, chain)
+        taken = shared.take(resolution, record, loaded, items, memo, chain, linked=link is not None)
         if taken.window is not None:
             w_provider, model, tokens = taken.window
             known = windows.learned_window(w_provider, model)
