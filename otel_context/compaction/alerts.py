@@ -18,11 +18,12 @@ import collections
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from otel_context import process_state, semconv
+from otel_context.compaction.job import CompactionJob
 from otel_context.fork_safe import new_lock
-from otel_context.settings import Settings, summary_model_for
+from otel_context.settings import summary_model_for
 
 log = logging.getLogger("otel_context")
 
@@ -34,18 +35,6 @@ MAX_PER_MINUTE = 20
 MAX_KEYS = 1_024
 #: The provider's error message is cut here.
 MAX_MESSAGE_CHARS = 300
-
-
-class _Job(Protocol):
-    """What a warning reads of a compaction job (the cascade's ``CompactionJob``)."""
-
-    conversation_id: str | None
-    trigger: str
-    model: str
-    settings: Settings
-
-    @property
-    def adapter(self) -> Any: ...
 
 
 class _Limiter:
@@ -98,7 +87,7 @@ def reset() -> None:
     _limiter.clear()
 
 
-def compaction_failed(job: _Job, error: BaseException) -> None:
+def compaction_failed(job: CompactionJob, error: BaseException) -> None:
     """A compaction attempt failed: one warning per conversation family and cause (rate-limited)."""
     try:
         cause, unknown_model = _cause(error)
@@ -227,7 +216,7 @@ def _repeat_note(skipped: int) -> str:
     return f" ({skipped} more like it since the last warning)" if skipped else ""
 
 
-def _summary_model(job: _Job) -> str:
+def _summary_model(job: CompactionJob) -> str:
     if job.settings.summarizer is not None:
         return "the app's summarizer (Settings.summarizer)"
     # No model at all: an explicit Compactor with a summarize function and no model= (it needs none).

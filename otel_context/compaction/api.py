@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from otel_context import formats, semconv
 from otel_context.compaction import budget as budget_mod
 from otel_context.compaction import cascade
+from otel_context.compaction.job import CompactionJob
 from otel_context.conversation import ConversationState, current_conversation_id
 from otel_context.conversation import conversation as named_conversation
 from otel_context.conversation import resolve as resolve_conversation
@@ -361,7 +362,7 @@ def _summary_cap(target: int | None) -> _OutputCap | None:
 class _Plan:
     """A compaction to run, and what its result reports beside the cascade's figures."""
 
-    job: cascade.CompactionJob
+    job: CompactionJob
     cap: _OutputCap | None
     empty_dropped: int
     conversation: str | None
@@ -526,7 +527,7 @@ class Compactor:
             instructions = "\n".join(x for x in (instructions, cap.prompt_line()) if x)
         estimated = fixed + estimate_items(adapter, items)
         cascade.precreate_counters(provider, model)
-        job = cascade.CompactionJob(
+        job = CompactionJob(
             adapter=adapter,
             body=body,
             items=items,

@@ -19,7 +19,7 @@ import inspect
 import math
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opentelemetry import trace
@@ -31,13 +31,14 @@ from otel_context.compaction import hooks as hooks_mod
 from otel_context.compaction import repair as repair_mod
 from otel_context.compaction import retention as retention_mod
 from otel_context.compaction.budget import Budget
+from otel_context.compaction.job import CompactionJob
 from otel_context.compaction.microcompact import microcompact_items
-from otel_context.compaction.summary import CompactionError, SummaryOutcome, SummaryTask, summarize
-from otel_context.conversation import ConversationState, pins
+from otel_context.compaction.summary import CompactionError, SummaryOutcome, summarize
+from otel_context.conversation import ConversationState
 from otel_context.conversation.breaker import MAX_CONSECUTIVE_FAILURES
 from otel_context.flow import SummaryRequest, SummaryResult, drive, perform_with
 from otel_context.formats.base import WireFormatAdapter
-from otel_context.settings import Settings, configured_summary_model, reject_summary_model, summary_model_for
+from otel_context.settings import configured_summary_model, reject_summary_model, summary_model_for
 from otel_context.tokens import estimate_fixed, estimate_items
 
 Item = Mapping[str, Any]
@@ -122,61 +123,6 @@ def not_understood_reason(
     if problems:
         return "pairing already broken: " + "; ".join(str(p) for p in problems[:3])
     return None
-
-
-@dataclass
-class CompactionJob:
-    """One compaction to run: the history as it would be sent, and everything around it."""
-
-    adapter: WireFormatAdapter
-    body: Mapping[str, Any]  #: the body as it would be sent (after any memo replacement)
-    items: Sequence[Item]  #: adapter.items(body)
-    settings: Settings
-    provider: str
-    model: str
-    trigger: str
-    budget: Budget | None
-    estimated_tokens: int
-    conversation_id: str | None = None
-    state: ConversationState | None = None
-    #: Items at the start that are the head of an earlier compaction (the cut must lie after them).
-    min_index: int = 0
-    #: Parent for the compact span (the chat span); the current span when None; ``trace.INVALID_SPAN``: a
-    #: trace of its own (a background summary, which outlives the call that started it).
-    parent: Span | None = None
-    #: Span links of the compact span (a background summary's: the chat span of the call that started it).
-    links: tuple[SpanContext, ...] = ()
-    #: The compact span, once started (a background summary's still running at exit is ended from there).
-    span: Span | None = None
-    #: Extra summarizer instructions (explicit API); merged with the pre_compact hook's.
-    instructions: str | None = None
-    #: ``inline`` (the caller waits) or ``background`` (prepared before the threshold).
-    mode: str = semconv.MODE_INLINE
-    #: Background: a successful summary leaves its ``compact`` span open (``out.open_span``) for its caller
-    #: to settle when it is ready (:func:`settle`, outcome ``success`` or ``discarded``); the cache
-    #: announcement then belongs to the call that applies it (the moment it changes what is sent).
-    deferred: bool = False
-    #: Where the summary cuts (None: the keep-recent policy chooses). A background summary aims its cut
-    #: so that what is kept when it is applied at the threshold matches what an inline one would keep.
-    cut: int | None = None
-    #: At most this many tokens of files restored after the summary (None: what fits under the threshold).
-    rehydrate_room: int | None = None
-    #: The conversation as the app sent it (None: ``items``), where the user's messages kept verbatim come
-    #: from; ``items[i]`` is ``history[i + history_shift]`` from ``min_index`` on.
-    history: Sequence[Item] | None = None
-    history_shift: int = 0
-    #: The previous summary (the anchor the summarizer updates) and where its head ends in ``items``.
-    anchor: str | None = None
-    anchor_end: int = 0
-    #: Texts pinned for this compaction besides the conversation's own pins (the explicit API's ``pinned=``).
-    pinned: tuple[str, ...] = ()
-    #: The size the result should stay under (explicit API's ``target_tokens``); None: the threshold.
-    target_tokens: int | None = None
-    #: What the summarizer's calls cost so far (USD): each reply priced as it comes (:func:`_priced`), so a
-    #: summary abandoned midway still says what it spent.
-    spent: float = 0.0
-    #: Whether a summarizer reply was priced (``spent`` then says what the compaction cost; else it is unknown).
-    priced: bool = False
 
 
 @dataclass
@@ -270,24 +216,22 @@ def checked(adapter: WireFormatAdapter, items: list[Item]) -> list[Item]:
 
 
 def _start_span(job: CompactionJob, strategy: str) -> Span:
-    threshold = job.budget.auto_threshold if job.budget is not None else None
-    span = _open_span(job.parent, job.trigger, strategy, job.conversation_id, threshold, job.mode, job.links)
+    span = _open_span(job.parent, job.trigger, strategy, job.conversation_id, job.threshold, job.mode, job.links)
     span.set_attribute(semconv.COMPACTION_INPUT_TOKENS, job.estimated_tokens)
     viewers.describe_input(span, strategy, job.trigger, job.mode, job.estimated_tokens)
     if job.mode == semconv.MODE_BACKGROUND and job.links:  # the call that started it, named for any viewer
         telemetry.name_span(
             span, semconv.COMPACTION_STARTED_BY_TRACE_ID, semconv.COMPACTION_STARTED_BY_SPAN_ID, job.links[0]
         )
-    job.span = span
     return span
 
 
-def start_background_span(job: CompactionJob) -> SpanContext:
+def start_background_span(job: CompactionJob) -> Span:
     """Open the ``compact`` span of a summary prepared in the background, on the thread of the call that
     starts it (the summary then runs elsewhere): that call names it (see ``engine.background``), and it
     names that call. :func:`run_summary` takes the span over (or ends it as ``skipped`` when the
     ``pre_compact`` hook vetoes)."""
-    return _start_span(job, semconv.STRATEGY_SUMMARY).get_span_context()
+    return _start_span(job, semconv.STRATEGY_SUMMARY)
 
 
 def _open_span(
@@ -318,8 +262,6 @@ def _open_span(
 def _finish(job: CompactionJob, span: Span, out: CompactionOutcome, started: float) -> None:
     """Breaker, cache announcement, span attributes and metrics of one attempt."""
     out.duration_ms = (time.perf_counter() - started) * 1000.0
-    if job.priced:
-        out.cost = job.spent
     if out.outcome == semconv.OUTCOME_SUCCESS and out.items is not None:
         _check_retention(job, span, out)  # on the result as sent; a background one's span carries it too
     if job.deferred and out.outcome == semconv.OUTCOME_SUCCESS:
@@ -755,60 +697,33 @@ def _summary_answer(answer: Any) -> SummaryResult:
     return answer if isinstance(answer, SummaryResult) else SummaryResult(text=text)
 
 
-def _summary_task(job: CompactionJob, instructions: str | None) -> SummaryTask:
-    """What :func:`summarize` is asked, from the job: the budget's window, effective window and threshold."""
-    budget = job.budget
-    named = job.state.key if job.state is not None and job.state.explicit else None  # only a named one has pins
-    return SummaryTask(
-        adapter=job.adapter,
-        body=job.body,
-        items=job.items,
-        settings=job.settings,
-        model=job.model,
-        window=budget.window if budget is not None else None,
-        min_index=job.min_index,
-        instructions=instructions,
-        cut=job.cut,
-        target_tokens=job.target_tokens if job.target_tokens is not None else _threshold(job),
-        # A rejected (too long) request cannot be resent whole to the summarizer.
-        share_prefix=job.trigger != semconv.TRIGGER_REACTIVE,
-        rehydrate_room=job.rehydrate_room,
-        estimated_tokens=job.estimated_tokens,
-        effective=budget.effective if budget is not None else None,
-        history=job.history,
-        history_shift=job.history_shift,
-        anchor=job.anchor,
-        anchor_end=job.anchor_end,
-        pinned=(*pins.pinned(named), *job.pinned),
-        unpinned=pins.unpinned(named),
-    )
-
-
-def _threshold(job: CompactionJob) -> int | None:
-    return job.budget.auto_threshold if job.budget is not None else None
-
-
-def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, CompactionOutcome]:
+def run_summary(
+    job: CompactionJob, span: Span | None = None
+) -> Generator[SummaryRequest, SummaryResult, CompactionOutcome]:
     """The summary layer as one compaction attempt: hooks, summarizer, invariant check, span and metrics.
-    Never raises for a failed summary: the outcome says ``failure`` (and why), the span and metrics too."""
+    Never raises for a failed summary: the outcome says ``failure`` (and why), the span and metrics too.
+    ``span``: its ``compact`` span when open already (a background summary's: see :func:`start_background_span`),
+    which it takes over."""
     started = time.perf_counter()
     out = CompactionOutcome(strategy=semconv.STRATEGY_SUMMARY, input_tokens=job.estimated_tokens)
     vetoed, instructions = _pre_compact(job)
     if vetoed:
         out.skipped_reason = "vetoed by the pre_compact hook"
         count_skipped(job.trigger, job.provider, job.model)
-        if job.span is not None:  # a background summary's, opened when a call started it (and named there)
-            _end_skipped(job.span, out.skipped_reason)
+        if span is not None:  # a background summary's, opened when a call started it (and named there)
+            _end_skipped(span, out.skipped_reason)
         return out
-    span = job.span if job.span is not None else _start_span(job, semconv.STRATEGY_SUMMARY)
+    span = span if span is not None else _start_span(job, semconv.STRATEGY_SUMMARY)
+    spend = _Spend()
     try:
         _note_fallback(job, span)
+        asked = replace(job, instructions=instructions)
         try:
-            result = yield from _summarized(job, span, instructions)
+            result = yield from _summarized(asked, span, spend)
         except CompactionError as exc:
             if not _falls_back(job, span, exc):
                 raise
-            result = yield from _summarized(job, span, instructions)  # now with the call's own model
+            result = yield from _summarized(asked, span, spend)  # now with the call's own model
         _adopt_summary(job, out, result)
     except CompactionError as exc:
         out.items, out.outcome = None, semconv.OUTCOME_FAILURE
@@ -816,12 +731,13 @@ def run_summary(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, 
         out.finish_reason = exc.finish_reason or out.finish_reason
         alerts.compaction_failed(job, exc)
     except GeneratorExit:  # abandoned mid-summary (the caller went away): close the span, propagate
-        _abandoned(job, span)
+        _abandoned(job, span, spend)
         raise
     except Exception as exc:  # an adapter or hook bug: fail this compaction, never the call
         telemetry.log_once("cascade.summary", "otel_context: compaction failed unexpectedly", exc_info=True)
         out.items, out.outcome = None, semconv.OUTCOME_FAILURE
         out.error_type, out.error_message = type(exc).__module__ + "." + type(exc).__qualname__, str(exc)
+    out.cost = spend.cost
     _finish(job, span, out, started)
     return out
 
@@ -875,23 +791,42 @@ def _pre_compact(job: CompactionJob) -> tuple[bool, str | None]:
 
 
 def _summarized(
-    job: CompactionJob, span: Span, instructions: str | None
+    job: CompactionJob, span: Span, spend: _Spend
 ) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
     """The summary itself, its requests made under the ``compact`` span (the summarizer's call is its child):
     through the call's client, or through the app's own ``Settings(summarizer=fn)`` (the app, a test or the
     alert demo answers the requests)."""
     with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-        steps = _priced(job, summarize(_summary_task(job, instructions)))
+        steps = _priced(job, spend, summarize(job))
         custom = job.settings.summarizer
         if custom is not None:
             return drive(steps, perform_with(summarizer_function(custom)))
         return (yield from steps)
 
 
+class _Spend:
+    """What one summary's summarizer calls cost so far (USD), each reply priced as it comes (:func:`_priced`):
+    a running tally kept beside the attempt's steps (its records are frozen), so that a summary that fails or
+    is abandoned midway still says what it spent."""
+
+    def __init__(self) -> None:
+        self.amount = 0.0
+        #: Whether a reply was priced (``amount`` then says what the compaction cost; else it is unknown).
+        self.priced = False
+
+    def add(self, amount: float) -> None:
+        self.amount += amount
+        self.priced = True
+
+    @property
+    def cost(self) -> float | None:
+        return self.amount if self.priced else None
+
+
 def _priced(
-    job: CompactionJob, steps: Generator[SummaryRequest, SummaryResult, SummaryOutcome]
+    job: CompactionJob, spend: _Spend, steps: Generator[SummaryRequest, SummaryResult, SummaryOutcome]
 ) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
-    """``steps``, each reply priced as it comes back and added to ``job.spent``: the compaction's own cost is
+    """``steps``, each reply priced as it comes back and added to ``spend``: the compaction's own cost is
     what its summarizer's calls cost (every attempt and part, a failed one's too), at the rates the reply says
     applied, for the model the request named (the summary model). A reply without usage (a custom summarizer
     that reports none, an error) costs nothing known."""
@@ -912,8 +847,7 @@ def _priced(
                     job.provider, model if isinstance(model, str) else job.model, result.usage, result.price_context
                 )
                 if cost is not None:
-                    job.spent += cost.amount
-                    job.priced = True
+                    spend.add(cost.amount)
             request = steps.send(result)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
@@ -968,7 +902,7 @@ def _end_skipped(span: Span, reason: str) -> None:
     span.end()
 
 
-def _abandoned(job: CompactionJob, span: Span) -> None:
+def _abandoned(job: CompactionJob, span: Span, spend: _Spend) -> None:
     """The summary was abandoned midway (uninstrumented, cancelled): its span ends, as ``discarded`` for a
     background summary (dropped, not a failure), else as ``failure``; no metric."""
     if span.is_recording():  # else the interpreter's exit ended it (see engine.background.end_at_exit)
@@ -976,8 +910,8 @@ def _abandoned(job: CompactionJob, span: Span) -> None:
         outcome = semconv.OUTCOME_DISCARDED if background else semconv.OUTCOME_FAILURE
         span.set_attribute(semconv.COMPACTION_OUTCOME, outcome)
         viewers.describe_output(span, outcome, error_type="abandoned")
-        if job.priced:
-            span.set_attribute(semconv.COMPACTION_COST, job.spent)
-            if background and job.spent:
-                _count_discarded_spend(job.spent, job.trigger, semconv.STRATEGY_SUMMARY, job.mode)
+        if spend.cost is not None:
+            span.set_attribute(semconv.COMPACTION_COST, spend.cost)
+            if background and spend.cost:
+                _count_discarded_spend(spend.cost, job.trigger, semconv.STRATEGY_SUMMARY, job.mode)
         span.end()

@@ -3,7 +3,9 @@
 Written "sans I/O" (see :mod:`otel_context.flow`): :func:`summarize` is a generator that yields a
 :class:`~otel_context.flow.SummaryRequest` whenever it needs the summarizer and receives a
 :class:`~otel_context.flow.SummaryResult`. Telemetry, the breaker and hooks live in
-:mod:`otel_context.compaction.cascade`; this module only decides and builds.
+:mod:`otel_context.compaction.cascade`; this module only decides and builds. It reads the cascade's
+:class:`~otel_context.compaction.job.CompactionJob` as it is (a new input of the summary is one field there: see
+:mod:`otel_context.compaction.job`) and returns a :class:`SummaryOutcome`.
 
 Keep-recent policy: the last ``keep_recent_messages`` items (default 6) stay verbatim, and never fewer
 than the last user turn (the last genuine user message and everything after it), cutting only at the
@@ -22,6 +24,7 @@ from typing import Any
 from otel_context import semconv
 from otel_context.compaction import budget as budget_mod
 from otel_context.compaction import repair as repair_mod
+from otel_context.compaction.job import CompactionJob
 from otel_context.compaction.prompt import (
     PINNED_PREFIX,
     REHYDRATED_HEADER,
@@ -34,6 +37,7 @@ from otel_context.compaction.prompt import (
     summary_of_message,
 )
 from otel_context.compaction.repair import prose_and_paste, repair_budget
+from otel_context.conversation import pins as conversation_pins
 from otel_context.flow import SummaryRequest, SummaryResult
 from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings, summary_model_for
@@ -547,44 +551,6 @@ def find_anchor(items: Sequence[Item], adapter: WireFormatAdapter, cut: int) -> 
 
 
 @dataclass(frozen=True)
-class SummaryTask:
-    """One summary to make, the one parameter of :func:`summarize` (the cascade builds it from its job).
-
-    ``items[:cut]`` is summarized (``cut`` chosen by the keep-recent policy when None, after ``min_index``:
-    the head of an earlier compaction). ``target_tokens``: the context size the result should stay under
-    (the threshold); it bounds the rehydrated files, and so does ``rehydrate_room``. ``share_prefix``: first
-    ask with the call's own request up to the cut plus the prompt (:func:`shared_prefix_request`), which the
-    provider serves from its prompt cache. ``estimated_tokens``: the engine's estimate of the call, anchored
-    on the provider's count (:func:`provider_scale`). ``effective``: the effective window (the summary's room
-    is ``window - effective``; the verbatim and repair budgets are bounded by it). ``history``: the
-    conversation as the app sent it, where the user's messages kept verbatim come from (``items[i]`` is
-    ``history[i + history_shift]``). ``anchor``: the previous summary, whose head ends at ``anchor_end``.
-    """
-
-    adapter: WireFormatAdapter
-    body: Mapping[str, Any]
-    items: Sequence[Item]
-    settings: Settings
-    model: str
-    window: int | None
-    min_index: int = 0
-    instructions: str | None = None
-    cut: int | None = None
-    target_tokens: int | None = None
-    share_prefix: bool = False
-    rehydrate_room: int | None = None
-    estimated_tokens: int | None = None
-    effective: int | None = None
-    history: Sequence[Item] | None = None
-    history_shift: int = 0
-    anchor: str | None = None
-    anchor_end: int = 0
-    #: Texts the app pinned for this conversation (``otel_context.pin``), and those unpinned in this process.
-    pinned: tuple[str, ...] = ()
-    unpinned: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
 class _Plan:
     """What a summary decides before it asks: where to cut, what it updates, the user's messages it keeps,
     what the summarizer reads and the limits of its requests."""
@@ -630,8 +596,8 @@ MAX_PARTS = 6
 PART_FILL = 0.9
 
 
-def summarize(task: SummaryTask) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
-    """Summarize ``task.items[:cut]``; raise CompactionError. Four steps:
+def summarize(job: CompactionJob) -> Generator[SummaryRequest, SummaryResult, SummaryOutcome]:
+    """Summarize ``job.items[:cut]``; raise CompactionError. Four steps:
 
     1. :func:`plan_summary`: the cut, the anchor (an anchored summary updates the previous one with only the
        span dropped since), the user's messages kept verbatim (:func:`select_user_messages`);
@@ -641,34 +607,37 @@ def summarize(task: SummaryTask) -> Generator[SummaryRequest, SummaryResult, Sum
     4. :func:`finish_summary`: the head (the user's verbatim messages, the summary message), checked by the
        retention check and repaired from it (:mod:`.repair`) before anything uses it, and the files restored.
     """
-    plan = plan_summary(task)
-    reply = yield from ask_summarizer(task, plan)
-    kept = _kept_after_reading(task.adapter, plan, reply.read)
-    return finish_summary(task, plan, reply, kept)
+    plan = plan_summary(job)
+    reply = yield from ask_summarizer(job, plan)
+    kept = _kept_after_reading(job.adapter, plan, reply.read)
+    return finish_summary(job, plan, reply, kept)
 
 
-def plan_summary(task: SummaryTask) -> _Plan:
+def plan_summary(job: CompactionJob) -> _Plan:
     """Step 1 of :func:`summarize`: what to summarize and keep, and the limits of the summarizer's requests."""
-    adapter, items, settings = task.adapter, task.items, task.settings
-    cut = task.cut
+    adapter, items, settings = job.adapter, job.items, job.settings
+    cut = job.cut
     if cut is None:
-        cut = choose_cut(adapter, items, settings.keep_recent_messages, task.min_index)
-        if cut is not None and task.target_tokens is not None:
-            cut = deepen_cut(adapter, task.body, items, cut, task.target_tokens)
-    if cut is None or cut <= task.min_index:
+        cut = choose_cut(adapter, items, settings.keep_recent_messages, job.min_index)
+        if cut is not None and job.target is not None:
+            cut = deepen_cut(adapter, job.body, items, cut, job.target)
+    if cut is None or cut <= job.min_index:
         raise CompactionError("nothing_to_compact", "no round boundary leaves anything to summarize")
-    anchor, anchor_end = task.anchor, task.anchor_end
+    anchor, anchor_end = job.anchor, job.anchor_end
     if anchor is None or anchor_end > cut:
         found = find_anchor(items, adapter, cut)
         anchor, anchor_end = found if found is not None else (None, 0)
-    source = task.history if task.history is not None else items
+    source = job.history if job.history is not None else items
     # At most half of what the summary replaces: the user's words alone must never undo the compaction
     # (in an agent's conversation they are a small part of it; in a chat of long questions, not).
     replaced = estimate_items(adapter, items[:cut])
-    budget = min(user_messages_budget(settings, task.window, task.effective), replaced // 2)
+    budget = min(user_messages_budget(settings, job.window, job.effective), replaced // 2)
     # Pins first, within half of that budget; the user's messages get the rest.
     pinned: list[str] = []
-    pins = pins_of(adapter, items[:cut], task.pinned, task.unpinned)
+    named = job.state.key if job.state is not None and job.state.explicit else None  # only a named one has pins
+    pins = pins_of(
+        adapter, items[:cut], (*conversation_pins.pinned(named), *job.pinned), conversation_pins.unpinned(named)
+    )
     used = 0
     for text in pins:
         size = estimate_item(adapter, adapter.make_user_item(f"{PINNED_PREFIX} {text}"))
@@ -677,19 +646,19 @@ def plan_summary(task: SummaryTask) -> _Plan:
         pinned.append(text)
         used += size
     budget -= used
-    texts = user_messages(adapter, source[: cut + task.history_shift])
+    texts = user_messages(adapter, source[: cut + job.history_shift])
     if anchor is not None:  # an app that sent the previous summary back as a message of its own
         texts = [t for t in texts if t.strip() != anchor.strip()]
     texts = [t for t in texts if t.strip() not in pinned]  # a pinned message goes out once, as its pin
     kept = select_user_messages(texts, max(0, budget))
     transcript = list(items[anchor_end:cut] if anchor is not None else items[:cut])
     covering = to_cover(adapter, items, kept, anchor_end if anchor is not None else 0, cut, budget)
-    summary_model = summary_model_for(settings, adapter.provider, task.model)
+    summary_model = summary_model_for(settings, adapter.provider, job.model)
     spec = budget_mod.lookup_model(summary_model)
     max_output = (
         budget_mod.SUMMARY_RESERVE_TOKENS if spec is None else min(budget_mod.SUMMARY_RESERVE_TOKENS, spec.max_output)
     )
-    reserve = task.window - task.effective if task.window is not None and task.effective is not None else None
+    reserve = job.window - job.effective if job.window is not None and job.effective is not None else None
     return _Plan(
         cut=cut,
         anchor=anchor,
@@ -706,15 +675,15 @@ def plan_summary(task: SummaryTask) -> _Plan:
         max_output=max_output,
         model_limit=max_output if spec is None else max(max_output, spec.max_output),
         output_room=summary_room(max_output, reserve),
-        scale=provider_scale(adapter, task.body, items, task.estimated_tokens),
+        scale=provider_scale(adapter, job.body, items, job.estimated_tokens),
     )
 
 
-def _prompt(task: SummaryTask, plan: _Plan, anchor: str | None, part: int = 1, parts: int = 1) -> str:
+def _prompt(job: CompactionJob, plan: _Plan, anchor: str | None, part: int = 1, parts: int = 1) -> str:
     """The prompt of part ``part`` of ``parts``: anchored on the previous part's summary (or the previous
     compaction's); the user's messages leaving the verbatim list are quoted in the last part's, at its end."""
     return build_prompt(
-        task.instructions,
+        job.instructions,
         anchor=anchor,
         kept_verbatim=plan.kept.prompt_line or None,
         to_cover=plan.covering if part == parts else (),
@@ -722,20 +691,20 @@ def _prompt(task: SummaryTask, plan: _Plan, anchor: str | None, part: int = 1, p
     )
 
 
-def split_parts(task: SummaryTask, plan: _Plan) -> list[list[Item]]:
+def split_parts(job: CompactionJob, plan: _Plan) -> list[list[Item]]:
     """The transcript in parts of whole rounds, oldest first, each of which fits one summarizer request beside
     the summary's room and an anchor as long as a summary (the previous part's): one part when it all fits.
     Summarized in parts, no round goes unread where before the oldest were dropped to make room."""
-    adapter, transcript = task.adapter, plan.transcript
-    if task.window is None:
+    adapter, transcript = job.adapter, plan.transcript
+    if job.window is None:
         return [transcript]
-    prompt = _prompt(task, plan, plan.anchor)
-    whole = adapter.make_summary_request(task.body, transcript, prompt, plan.max_output, plan.summary_model)
-    if task.window - request_tokens(adapter, whole, plan.scale) >= plan.output_room:
+    prompt = _prompt(job, plan, plan.anchor)
+    whole = adapter.make_summary_request(job.body, transcript, prompt, plan.max_output, plan.summary_model)
+    if job.window - request_tokens(adapter, whole, plan.scale) >= plan.output_room:
         return [transcript]
-    empty = adapter.make_summary_request(task.body, [], prompt, plan.max_output, plan.summary_model)
+    empty = adapter.make_summary_request(job.body, [], prompt, plan.max_output, plan.summary_model)
     fixed = request_tokens(adapter, empty, plan.scale) + plan.output_room  # the room of a part's anchor
-    capacity = int((task.window - plan.output_room - fixed) / (plan.scale * SCALE_MARGIN) * PART_FILL)
+    capacity = int((job.window - plan.output_room - fixed) / (plan.scale * SCALE_MARGIN) * PART_FILL)
     if capacity <= 0:
         return [transcript]
     parts: list[list[Item]] = []
@@ -761,7 +730,7 @@ def _split_in_two(adapter: WireFormatAdapter, part: Sequence[Item]) -> list[list
     return [list(part[:best]), list(part[best:])]
 
 
-def ask_summarizer(task: SummaryTask, plan: _Plan) -> Generator[SummaryRequest, SummaryResult, _Reply]:
+def ask_summarizer(job: CompactionJob, plan: _Plan) -> Generator[SummaryRequest, SummaryResult, _Reply]:
     """Step 2 of :func:`summarize`: the summary of the whole transcript, in as many requests as it takes.
 
     One part is asked the cache-sharing way first when allowed (:func:`shared_prefix_request`), then the plain
@@ -769,7 +738,7 @@ def ask_summarizer(task: SummaryTask, plan: _Plan) -> Generator[SummaryRequest, 
     summary, as after a compaction). A part the provider still finds too long is cut in two, at most
     :data:`MAX_OVERFLOW_RETRIES` times in all; a single round that stays too long fails the compaction.
     """
-    queue = split_parts(task, plan)
+    queue = split_parts(job, plan)
     single = len(queue) == 1
     anchor = plan.anchor
     attempts = splits = tokens = parts = 0
@@ -777,12 +746,12 @@ def ask_summarizer(task: SummaryTask, plan: _Plan) -> Generator[SummaryRequest, 
     last: _Reply | None = None
     while queue:
         part = queue.pop(0)
-        shared = single and not splits and task.share_prefix and plan.summary_model == task.model
-        prompt = _prompt(task, plan, anchor, parts + 1, parts + 1 + len(queue))
-        reply = yield from _ask_part(task, plan, part, prompt, shared)
+        shared = single and not splits and job.share_prefix and plan.summary_model == job.model
+        prompt = _prompt(job, plan, anchor, parts + 1, parts + 1 + len(queue))
+        reply = yield from _ask_part(job, plan, part, prompt, shared)
         attempts += reply.attempts
         if reply.summary is None:
-            halves = _split_in_two(task.adapter, reply.read)
+            halves = _split_in_two(job.adapter, reply.read)
             if halves is None or splits >= MAX_OVERFLOW_RETRIES:
                 raise CompactionError(
                     "summary_too_long", f"the summarizer's request stayed too long after {attempts} tries"
@@ -800,12 +769,12 @@ def ask_summarizer(task: SummaryTask, plan: _Plan) -> Generator[SummaryRequest, 
 
 
 def _ask_part(
-    task: SummaryTask, plan: _Plan, transcript: list[Item], prompt: str, shared: bool
+    job: CompactionJob, plan: _Plan, transcript: list[Item], prompt: str, shared: bool
 ) -> Generator[SummaryRequest, SummaryResult, _Reply]:
     """One part's summary: its request (cache-sharing, then plain), and once more with more room when the reply
     was cut at its length limit (a cut summary lacks its last fields: pending tasks, current work); a second
     cut, or no more room, fails the compaction (``summary_truncated``). ``summary`` None: too long."""
-    adapter = task.adapter
+    adapter = job.adapter
     attempts = 0
     cut_short: int | None = None  #: the output cap of a reply stopped by its length limit
     finish: str | None = None
@@ -816,11 +785,11 @@ def _ask_part(
         if shared:
             request = shared_prefix_request(
                 adapter,
-                task.body,
-                task.items[: plan.cut],
+                job.body,
+                job.items[: plan.cut],
                 prompt,
                 plan.max_output,
-                task.window,
+                job.window,
                 plan.output_room,
                 scale,
             )
@@ -837,12 +806,12 @@ def _ask_part(
                 )
             request, transcript = plain_request(
                 adapter,
-                task.body,
+                job.body,
                 transcript,
                 prompt,
                 plan.summary_model,
                 max_output=cap,
-                window=task.window,
+                window=job.window,
                 room=floor,
                 scale=scale,
             )
@@ -940,7 +909,7 @@ def _trim_verbatim(
     return trimmed, len(gone)
 
 
-def finish_summary(task: SummaryTask, plan: _Plan, reply: _Reply, kept: KeptUserMessages) -> SummaryOutcome:
+def finish_summary(job: CompactionJob, plan: _Plan, reply: _Reply, kept: KeptUserMessages) -> SummaryOutcome:
     """Step 4 of :func:`summarize`: the head, repaired and with its files.
 
     The user's messages first, then the summary message (as Codex does): the summary message, right before the
@@ -949,7 +918,7 @@ def finish_summary(task: SummaryTask, plan: _Plan, reply: _Reply, kept: KeptUser
     when the head would not be smaller than what it replaces (before, it was dropped whole); the repair then
     restores what the summary and the list lost, within what is left of the repair budget, before the files
     take the room left under the threshold."""
-    adapter, items, cut = task.adapter, task.items, plan.cut
+    adapter, items, cut = job.adapter, job.items, plan.cut
     summary = reply.summary
     assert summary is not None
     pins = tuple(adapter.make_user_item(f"{PINNED_PREFIX} {text}") for text in plan.pinned)
@@ -958,21 +927,21 @@ def finish_summary(task: SummaryTask, plan: _Plan, reply: _Reply, kept: KeptUser
     bare = (*verbatim, adapter.make_user_item(summary_message_text(summary, "", kept.note)))
     # What the repair may add: its budget, and never so much that the head stops being smaller than the span.
     room_left = plan.replaced - estimate_items(adapter, bare) - HEAD_MARGIN
-    budget = min(repair_budget(task.settings, task.window, task.effective), max(0, room_left))
+    budget = min(repair_budget(job.settings, job.window, job.effective), max(0, room_left))
     # The user's words up to the cut as the app sent them (the whole conversation in transparent mode): what
     # a summarizer kept once is checked again at every compaction, not only what the repair restored.
-    fixed = repair_mod.repair(adapter, task.body, items[:cut], bare, items[cut:], budget, said=plan.texts)
+    fixed = repair_mod.repair(adapter, job.body, items[:cut], bare, items[cut:], budget, said=plan.texts)
     room = None
-    if task.target_tokens is not None:
-        used = estimate_fixed(adapter, task.body) + estimate_items(adapter, items[cut:])
+    if job.target is not None:
+        used = estimate_fixed(adapter, job.body) + estimate_items(adapter, items[cut:])
         used += estimate_items(adapter, bare) + fixed.tokens
         # Keep a quarter of the remaining room free for the turns that follow.
-        room = int((task.target_tokens - used) * 0.75)
-    if task.rehydrate_room is not None:
-        room = task.rehydrate_room if room is None else min(room, task.rehydrate_room)
+        room = int((job.target - used) * 0.75)
+    if job.rehydrate_room is not None:
+        room = job.rehydrate_room if room is None else min(room, job.rehydrate_room)
     # Nor may the files make the head as large as what it replaces (nothing would be gained).
     room = min(room if room is not None else room_left, room_left - fixed.tokens)
-    rehydration = rehydrate_files(adapter, items, cut, task.settings, task.window, room)
+    rehydration = rehydrate_files(adapter, items, cut, job.settings, job.window, room)
     # The repaired summary is the summary from now on: the anchor the next one updates, the memo's, the API's.
     repaired = f"{summary}\n\n{fixed.text}" if fixed.text else summary
     head = (*verbatim, adapter.make_user_item(summary_message_text(repaired, rehydration.text, kept.note)))
@@ -983,7 +952,7 @@ def finish_summary(task: SummaryTask, plan: _Plan, reply: _Reply, kept: KeptUser
     # The summarizer's request holds (nearly) the conversation itself, just counted by the provider: the
     # cascade sizes the compacted context with it. Only the call's own model shares its tokenizer.
     measured = None
-    if reply.usage is not None and plan.summary_model == task.model:
+    if reply.usage is not None and plan.summary_model == job.model:
         measured = budget_mod.calibration(adapter, reply.request, reply.usage.input_tokens)
     return SummaryOutcome(
         cut=cut,

@@ -71,6 +71,7 @@ from opentelemetry.trace import Span, SpanContext, TraceFlags
 from otel_context import process_state, semconv, telemetry
 from otel_context.compaction import cascade, viewers
 from otel_context.compaction.budget import Budget
+from otel_context.compaction.job import CompactionJob
 from otel_context.compaction.summary import CompactionError
 from otel_context.conversation import CONVERSATIONS, ConversationState
 from otel_context.conversation.memo import MemoEntry, scope_of
@@ -91,7 +92,7 @@ class Prepared:
     """One background summary of one conversation state; its phase is :attr:`life`'s (see
     :mod:`otel_context.engine.preparation`), moved only by :func:`_move`."""
 
-    job: cascade.CompactionJob
+    job: CompactionJob
     #: The app's items when it started (never mutated; a later call's prefix is compared with them).
     items: Sequence[Item]
     #: The memo entry the job's items started with (its head is inside the prepared summary).
@@ -109,6 +110,9 @@ class Prepared:
     #: The fleet's prepare lock this worker still holds (None: none was taken, or given back). A resource,
     #: not a phase: taken off with :func:`_take_lease`, so it is given back once, whatever the phase.
     lease: Lease | None = None
+    #: Its ``compact`` span, opened by the call that starts it (see :func:`maybe_start`); the summary's flow
+    #: takes it over, and the interpreter's exit ends it while that flow still runs or never started.
+    span: Span | None = None
 
     @property
     def phase(self) -> Phase:
@@ -190,7 +194,7 @@ def _carry_out(
             out.outcome = semconv.OUTCOME_SUCCESS if effect is Effect.END_SUCCESS else semconv.OUTCOME_DISCARDED
             cascade.settle(prepared.job, out.open_span, out)
     elif effect is Effect.END_AT_EXIT:
-        span = prepared.job.span
+        span = prepared.span
         if span is not None and span.is_recording():
             span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED)
             viewers.describe_output(span, semconv.OUTCOME_DISCARDED)
@@ -287,16 +291,19 @@ def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, 
     aimed = pacing.aim(call, budget, steps)
     if aimed is None:
         return  # nothing to summarize yet: the threshold compacts inline (and says why) as today
-    job = call.job(span, semconv.TRIGGER_AUTO, call.estimated_tokens)
-    job.mode, job.deferred = semconv.MODE_BACKGROUND, True
-    # A trace of its own, linked to this call's span: the summary outlives this call, and a child that ends
-    # after its parent is drawn wrongly by trace viewers. The call that applies it links to it in turn.
-    job.parent = trace.INVALID_SPAN
     context = span.get_span_context()
-    job.links = (context,) if context.is_valid else ()
-    job.cut, job.rehydrate_room = aimed.cut, aimed.rehydrate_room
-    # What fits under the threshold once the turns appended until then are counted too.
-    job.budget = dataclasses.replace(budget, auto_threshold=max(1, budget.auto_threshold - aimed.growth))
+    job = dataclasses.replace(
+        call.job(span, semconv.TRIGGER_AUTO, call.estimated_tokens),
+        mode=semconv.MODE_BACKGROUND,
+        # A trace of its own, linked to this call's span: the summary outlives this call, and a child that ends
+        # after its parent is drawn wrongly by trace viewers. The call that applies it links to it in turn.
+        parent=trace.INVALID_SPAN,
+        links=(context,) if context.is_valid else (),
+        cut=aimed.cut,
+        rehydrate_room=aimed.rehydrate_room,
+        # What fits under the threshold once the turns appended until then are counted too.
+        budget=dataclasses.replace(budget, auto_threshold=max(1, budget.auto_threshold - aimed.growth)),
+    )
     prepare, lease = yield from _claim(span, call)
     if not prepare:
         return  # another worker prepares (or published) this conversation's summary
@@ -318,8 +325,10 @@ def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, 
         return
     # Its compact span opens now, while this call's span is open, so that each names the other (any viewer
     # then leads from one to the other, links or not); the summary runs on (see _run, _end_unstarted).
-    compact = cascade.start_background_span(job)
-    telemetry.name_span(span, semconv.COMPACTION_STARTED_TRACE_ID, semconv.COMPACTION_STARTED_SPAN_ID, compact)
+    compact = prepared.span = cascade.start_background_span(job)
+    telemetry.name_span(
+        span, semconv.COMPACTION_STARTED_TRACE_ID, semconv.COMPACTION_STARTED_SPAN_ID, compact.get_span_context()
+    )
     yield BackgroundStart(_run(prepared, call))
 
 
@@ -354,7 +363,7 @@ def _run(prepared: Prepared, call: CallState) -> Generator[SummaryRequest | Stor
             return  # closed before it started (uninstrument(), the interpreter's exit): its span ended then
         _running.add(prepared)
     try:
-        out = yield from cascade.run_summary(prepared.job)
+        out = yield from cascade.run_summary(prepared.job, prepared.span)
         prepared.out = out
         if out.outcome == semconv.OUTCOME_SUCCESS and out.items is not None and out.open_span is not None:
             pacing.learn(pacing.summary_model(call), out.duration_ms / 1000.0)
@@ -690,7 +699,7 @@ def _end_unstarted(prepared: Prepared) -> None:
         if prepared in _running or prepared.landed.is_set():
             return  # running (it ends its span) or ended
         prepared.landed.set()
-    span = prepared.job.span
+    span = prepared.span
     if span is not None and span.is_recording():
         span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED)
         viewers.describe_output(span, semconv.OUTCOME_DISCARDED)

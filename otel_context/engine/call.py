@@ -19,6 +19,7 @@ from opentelemetry.trace import Span
 from otel_context import semconv, telemetry
 from otel_context.compaction import cascade
 from otel_context.compaction.budget import Budget
+from otel_context.compaction.job import CompactionJob
 from otel_context.contract import CallPlan, CallRequest
 from otel_context.conversation import ChainLink, Resolution, Snapshot
 from otel_context.conversation.memo import MemoEntry, items_hash, scope_of
@@ -295,9 +296,9 @@ class CallState(CallPlan):
             scope = self._scope = scope_for(self.adapter, self.request.body, self.model)
         return scope
 
-    def job(self, span: Span | None, trigger: str, estimated: int) -> cascade.CompactionJob:
+    def job(self, span: Span | None, trigger: str, estimated: int) -> CompactionJob:
         """A compaction of what this call would send now."""
-        return cascade.CompactionJob(
+        return CompactionJob(
             adapter=self.adapter,
             body=self.body,
             items=self.sent_items,

@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
+from otel_context import semconv
+from otel_context.compaction.budget import budget_for
+from otel_context.compaction.job import CompactionJob
 from otel_context.compaction.prompt import CONTINUED_PART_PREFIX
 from otel_context.compaction.summary import (
     CompactionError,
-    SummaryTask,
     choose_cut,
     drop_oldest_rounds,
     rehydrate_files,
@@ -73,11 +75,18 @@ def test_drop_oldest_rounds_drops_whole_rounds() -> None:
     assert drop_oldest_rounds(A, items[-1:], 10) is None
 
 
+def _job(body: dict[str, Any], settings: Settings, window: int, trigger: str) -> CompactionJob:
+    """A job of the summary alone: the model's budget at ``window``, nothing measured (estimate 0)."""
+    model = "claude-sonnet-4-6"
+    budget = budget_for(model, settings, max_output_tokens=body["max_tokens"], window=window)
+    return CompactionJob(A, body, A.items(body), settings, "anthropic", model, trigger, budget, 0)
+
+
 def _run(items: list[dict[str, Any]], summarizer: FakeSummarizer, **settings: Any) -> Any:
     body = {"model": "claude-sonnet-4-6", "max_tokens": 1024, "system": "sys", "messages": items}
+    # Reactive: the plain request only (a rejected request is not resent whole).
     return drive(
-        summarize(SummaryTask(A, body, A.items(body), Settings(**settings), "claude-sonnet-4-6", 30_000)),
-        perform_with(summarizer),
+        summarize(_job(body, Settings(**settings), 30_000, semconv.TRIGGER_REACTIVE)), perform_with(summarizer)
     )
 
 
@@ -208,7 +217,7 @@ def test_summarize_falls_back_to_the_plain_transcript_when_the_shared_request_ge
     items = anthropic_agent(10)
     body = {"model": "claude-sonnet-4-6", "max_tokens": 1024, "tools": [{"name": "read_file"}], "messages": items}
     out = drive(
-        summarize(SummaryTask(A, body, items, Settings(), "claude-sonnet-4-6", 200_000, share_prefix=True)),
+        summarize(_job(body, Settings(), 200_000, semconv.TRIGGER_AUTO)),
         perform_with(summarizer),
     )
     assert out.summary.startswith("1. Primary request")
