@@ -19,7 +19,7 @@ import inspect
 import math
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opentelemetry import trace
@@ -125,51 +125,37 @@ def not_understood_reason(
     return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompactionOutcome:
-    """What a compaction did. ``items`` is None when nothing changed."""
+    """What one compaction attempt did, made whole by the step that knows it and never changed after (a later
+    step returns a new value: see :mod:`otel_context.compaction.job`). ``items`` is None when nothing changed."""
 
+    strategy: str = semconv.STRATEGY_SUMMARY
+    outcome: str = semconv.OUTCOME_SKIPPED
     items: list[Item] | None = None
     #: Index in ``job.items`` up to which items were replaced; ``head`` replaced them.
     cut: int = 0
     head: tuple[Item, ...] = ()
-    strategy: str = semconv.STRATEGY_SUMMARY
-    outcome: str = semconv.OUTCOME_SKIPPED
-    summary: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
-    summary_tokens: int = 0
     messages_compacted: int = 0
-    files_rehydrated: int = 0
     duration_ms: float = 0.0
     error_type: str | None = None
     error_message: str | None = None
     skipped_reason: str | None = None
-    breaker_opened: bool = False
-    spans: list[Span] = field(default_factory=list)
+    #: The summarizer's last reply's finish reason (normalized), when one came back.
+    finish_reason: str | None = None
     #: The provider compacted (the items are the provider's, not ours to send).
     provider_done: bool = False
     #: A deferred (background) success: its ``compact`` span, still open until :func:`settle`.
     open_span: Span | None = None
-    #: The summarizer's last reply's finish reason (normalized), when one came back.
-    finish_reason: str | None = None
-    #: The user's messages carried verbatim beside the summary.
-    user_messages_kept: int = 0
-    #: Leading items of ``head`` that are the summary's (its message and the user's messages): the anchor
-    #: of the next compaction ends there (0: no summary).
-    summary_head: int = 0
     #: What the result kept of what it dropped (:mod:`.retention`), measured when it succeeded (a summary's:
     #: after its repair).
     retention: retention_mod.Retention | None = None
-    #: A summary's repair (:mod:`.repair`): the figure before it, what it restored and what did not fit.
-    repair: repair_mod.Repair | None = None
-    #: Of the user's messages selected for the verbatim list, those that made way for a long summary.
-    user_messages_dropped: int = 0
-    #: Summarizer requests the span was summarized in (more than 1: it did not fit one).
-    summary_parts: int = 0
-    #: The app's pins kept before the summary, and those over their cap.
-    pinned_kept: int = 0
-    pinned_dropped: int = 0
+    #: The summary that came back, whole (None: not a summary, or none came back): its text, its head and its
+    #: figures, its repair measured on the request as sent once the attempt succeeded. A new figure of the
+    #: summary is a field of :class:`SummaryOutcome`, read from here (see :func:`_close_span`).
+    summarized: SummaryOutcome | None = None
     #: What the summarizer's calls cost (USD; ``otel_context.compaction.cost``), None without a summarizer call
     #: or a known price.
     cost: float | None = None
@@ -177,6 +163,33 @@ class CompactionOutcome:
     @property
     def changed(self) -> bool:
         return self.items is not None or self.provider_done
+
+    @property
+    def summary(self) -> str:
+        """The summary (as the summarizer wrote it, and the repair's block after it); empty: none."""
+        return self.summarized.summary if self.summarized is not None else ""
+
+    @property
+    def summary_tokens(self) -> int:
+        """The summarizer's output tokens, or the size of what the provider compacted the history to."""
+        if self.summarized is not None:
+            return self.summarized.summary_tokens
+        return self.output_tokens if self.provider_done else 0
+
+    @property
+    def files_rehydrated(self) -> int:
+        return self.summarized.files_rehydrated if self.summarized is not None else 0
+
+    @property
+    def summary_head(self) -> int:
+        """Leading items of ``head`` that are the summary's (its message and the user's messages): the anchor
+        of the next compaction ends there (0: no summary)."""
+        return len(self.summarized.head) if self.summarized is not None else 0
+
+    @property
+    def repair(self) -> repair_mod.Repair | None:
+        """A summary's repair (:mod:`.repair`): the figure before it, what it restored and what did not fit."""
+        return self.summarized.repair if self.summarized is not None else None
 
 
 def _context_tokens(adapter: WireFormatAdapter, body: Mapping[str, Any], items: Sequence[Item]) -> int:
@@ -259,35 +272,41 @@ def _open_span(
     return span
 
 
-def _finish(job: CompactionJob, span: Span, out: CompactionOutcome, started: float) -> None:
-    """Breaker, cache announcement, span attributes and metrics of one attempt."""
-    out.duration_ms = (time.perf_counter() - started) * 1000.0
+def _finish(job: CompactionJob, span: Span, out: CompactionOutcome, started: float) -> CompactionOutcome:
+    """Breaker, cache announcement, span attributes and metrics of one attempt; the attempt's outcome, with its
+    duration and retention."""
+    out = replace(out, duration_ms=(time.perf_counter() - started) * 1000.0)
     if out.outcome == semconv.OUTCOME_SUCCESS and out.items is not None:
-        _check_retention(job, span, out)  # on the result as sent; a background one's span carries it too
+        out = _check_retention(job, span, out)  # on the result as sent; a background one's span carries it too
     if job.deferred and out.outcome == semconv.OUTCOME_SUCCESS:
-        out.open_span = span  # settled when applied or discarded
-        return
+        return replace(out, open_span=span)  # settled when applied or discarded
     settle(job, span, out)
     if job.mode == semconv.MODE_INLINE and out.strategy == semconv.STRATEGY_SUMMARY and job.trigger in _WAITED:
         record_wait(out.duration_ms / 1000.0, job.trigger, job.mode)
+    return out
 
 
-def _check_retention(job: CompactionJob, span: Span, out: CompactionOutcome) -> None:
+def _check_retention(job: CompactionJob, span: Span, out: CompactionOutcome) -> CompactionOutcome:
     """What the result kept of what it dropped, on the span (after the duration: not the compaction's own
-    time); never fails the compaction."""
-    assert out.items is not None
+    time) and on the outcome returned; never fails the compaction."""
+    items = out.items
+    assert items is not None
     cut = out.cut if out.strategy == semconv.STRATEGY_SUMMARY else 0
     try:
-        if out.repair is not None:  # a summary: checked, and repaired, before it was used
+        summarized = out.summarized
+        if summarized is not None and summarized.repair is not None:  # checked, and repaired, before it was used
             # Both figures on the request as sent (the files restored after the summary count, as before).
-            out.repair = out.repair.measured(retention_mod.request_text(job.adapter, job.body, out.items))
-            out.retention = out.repair.after
-            repair_mod.annotate(span, out.repair)
+            repair = summarized.repair.measured(retention_mod.request_text(job.adapter, job.body, items))
+            retention = repair.after
+            out = replace(out, summarized=replace(summarized, repair=repair), retention=retention)
+            repair_mod.annotate(span, repair)
         else:
-            out.retention = retention_mod.measure(job.adapter, job.body, job.items, out.items, out.cut, out.strategy)
-        retention_mod.annotate(span, out.retention, cut, job.settings.capture_content != "NO_CONTENT")
+            retention = retention_mod.measure(job.adapter, job.body, job.items, items, out.cut, out.strategy)
+            out = replace(out, retention=retention)
+        retention_mod.annotate(span, retention, cut, job.settings.capture_content != "NO_CONTENT")
     except Exception:
         telemetry.log_once("cascade.retention", "otel_context: the retention check failed", exc_info=True)
+    return out
 
 
 #: Triggers whose inline summary the caller's request waits for (the explicit API's caller asked for it).
@@ -347,14 +366,7 @@ def _close_span(
     span.set_attribute(semconv.COMPACTION_MESSAGES_COMPACTED, out.messages_compacted)
     span.set_attribute(semconv.COMPACTION_FILES_REHYDRATED, out.files_rehydrated)
     if out.strategy == semconv.STRATEGY_SUMMARY:
-        span.set_attribute(semconv.COMPACTION_USER_MESSAGES_KEPT, out.user_messages_kept)
-        if out.user_messages_dropped:
-            span.set_attribute(semconv.COMPACTION_USER_MESSAGES_DROPPED, out.user_messages_dropped)
-        if out.summary_parts > 1:
-            span.set_attribute(semconv.COMPACTION_SUMMARY_PARTS, out.summary_parts)
-        if out.pinned_kept or out.pinned_dropped:
-            span.set_attribute(semconv.COMPACTION_PINNED_KEPT, out.pinned_kept)
-            span.set_attribute(semconv.COMPACTION_PINNED_DROPPED, out.pinned_dropped)
+        _summary_figures(span, out.summarized)
     span.set_attribute(semconv.COMPACTION_DURATION_MS, out.duration_ms)
     failures = state.breaker.consecutive_failures if state is not None else int(out.outcome == semconv.OUTCOME_FAILURE)
     span.set_attribute(semconv.COMPACTION_CONSECUTIVE_FAILURES, failures)
@@ -381,7 +393,6 @@ def _close_span(
     )
     _cost_attributes(span, out, provider, model)
     span.end()
-    out.spans.append(span)
     instruments = telemetry.get().instruments
     instruments.compactions.add(1, _metric_attrs(trigger, out.strategy, out.outcome, provider, model, mode))
     if out.outcome == semconv.OUTCOME_DISCARDED and out.cost:
@@ -436,6 +447,21 @@ def _count_discarded_spend(cost: float, trigger: str, strategy: str, mode: str) 
     )
 
 
+def _summary_figures(span: Span, summarized: SummaryOutcome | None) -> None:
+    """The summary's own figures on its ``compact`` span (``summarized`` None: none came back, nothing kept)."""
+    if summarized is None:
+        span.set_attribute(semconv.COMPACTION_USER_MESSAGES_KEPT, 0)
+        return
+    span.set_attribute(semconv.COMPACTION_USER_MESSAGES_KEPT, summarized.user_messages_kept)
+    if summarized.user_messages_dropped:
+        span.set_attribute(semconv.COMPACTION_USER_MESSAGES_DROPPED, summarized.user_messages_dropped)
+    if summarized.parts > 1:
+        span.set_attribute(semconv.COMPACTION_SUMMARY_PARTS, summarized.parts)
+    if summarized.pinned_kept or summarized.pinned_dropped:
+        span.set_attribute(semconv.COMPACTION_PINNED_KEPT, summarized.pinned_kept)
+        span.set_attribute(semconv.COMPACTION_PINNED_DROPPED, summarized.pinned_dropped)
+
+
 def record_saved(tokens: int, trigger: str, strategy: str) -> None:
     """``otel_context.compaction.tokens_saved``: what a compaction removed from a request that went out. An
     inline one counts as it ends; a summary prepared in the background counts when a call sends it, with what
@@ -478,7 +504,6 @@ def record_provider_compaction(
         outcome=semconv.OUTCOME_SUCCESS if failure is None else semconv.OUTCOME_FAILURE,
         input_tokens=input_tokens,
         output_tokens=output_tokens if failure is None else input_tokens,
-        summary_tokens=output_tokens if failure is None else 0,
         messages_compacted=messages_compacted,
         provider_done=failure is None,
         error_type=failure[0] if failure is not None else None,
@@ -554,13 +579,13 @@ def _count_attempt(
     it left the context at or above the threshold, which counts as thrashing)."""
     breaker = state.breaker
     if out.outcome == semconv.OUTCOME_FAILURE:
-        out.breaker_opened = breaker.record_failure()
+        opened = breaker.record_failure()
     else:
         was_open = breaker.open
-        out.breaker_opened = breaker.record_success(still_above_threshold=above)
+        opened = breaker.record_success(still_above_threshold=above)
         if was_open and not breaker.open:
             _breaker_closed(state)
-    if out.breaker_opened:
+    if opened:
         state.breaker_model = model
         telemetry.get().instruments.breakers_open.add(1, {semconv.GEN_AI_REQUEST_MODEL: model})
         alerts.breaker_opened(conversation_id, model, breaker.consecutive_failures, MAX_CONSECUTIVE_FAILURES)
@@ -629,27 +654,25 @@ def run_microcompact(job: CompactionJob, *, clear: bool = True) -> CompactionOut
         done = _microcompact(job, job.items, clear)
     except Exception as exc:  # a bug in a rule must not cost the user's turn
         telemetry.log_once("cascade.micro", "otel_context: microcompact failed", exc_info=True)
-        done = None
-        out.error_type = type(exc).__qualname__
+        # Nothing to clear: no span (nothing changed, nothing failed that the user can act on).
+        return replace(out, error_type=type(exc).__qualname__)
     if done is None:
-        return out  # nothing to clear: no span (nothing changed, nothing failed that the user can act on)
+        return out  # nothing to clear: no span
     span = _start_span(job, semconv.STRATEGY_MICROCOMPACT)
     try:
         new_items = checked(job.adapter, done[0])
-        out.items = new_items
-        out.cut = len(job.items)
-        out.head = ()
-        out.messages_compacted = done[1]
         saved = estimate_items(job.adapter, job.items) - estimate_items(job.adapter, new_items)
-        out.output_tokens = max(0, job.estimated_tokens - saved)
-        out.outcome = semconv.OUTCOME_SUCCESS
+        out = replace(
+            out,
+            items=new_items,
+            cut=len(job.items),
+            messages_compacted=done[1],
+            output_tokens=max(0, job.estimated_tokens - saved),
+            outcome=semconv.OUTCOME_SUCCESS,
+        )
     except CompactionError as exc:
-        out.items = None
-        out.outcome = semconv.OUTCOME_FAILURE
-        out.error_type, out.error_message = exc.kind, str(exc)
-        alerts.compaction_failed(job, exc)
-    _finish(job, span, out, started)
-    return out
+        out = _failed(job, out, exc)
+    return _finish(job, span, out, started)
 
 
 def summarizer_function(fn: Callable[..., Any]) -> Callable[[SummaryRequest], Any]:
@@ -708,11 +731,11 @@ def run_summary(
     out = CompactionOutcome(strategy=semconv.STRATEGY_SUMMARY, input_tokens=job.estimated_tokens)
     vetoed, instructions = _pre_compact(job)
     if vetoed:
-        out.skipped_reason = "vetoed by the pre_compact hook"
+        reason = "vetoed by the pre_compact hook"
         count_skipped(job.trigger, job.provider, job.model)
         if span is not None:  # a background summary's, opened when a call started it (and named there)
-            _end_skipped(span, out.skipped_reason)
-        return out
+            _end_skipped(span, reason)
+        return replace(out, skipped_reason=reason)
     span = span if span is not None else _start_span(job, semconv.STRATEGY_SUMMARY)
     spend = _Spend()
     try:
@@ -724,22 +747,30 @@ def run_summary(
             if not _falls_back(job, span, exc):
                 raise
             result = yield from _summarized(asked, span, spend)  # now with the call's own model
-        _adopt_summary(job, out, result)
+        out = _adopt_summary(job, out, result)
     except CompactionError as exc:
-        out.items, out.outcome = None, semconv.OUTCOME_FAILURE
-        out.error_type, out.error_message = exc.kind, str(exc)
-        out.finish_reason = exc.finish_reason or out.finish_reason
-        alerts.compaction_failed(job, exc)
+        out = _failed(job, out, exc)
     except GeneratorExit:  # abandoned mid-summary (the caller went away): close the span, propagate
         _abandoned(job, span, spend)
         raise
     except Exception as exc:  # an adapter or hook bug: fail this compaction, never the call
         telemetry.log_once("cascade.summary", "otel_context: compaction failed unexpectedly", exc_info=True)
-        out.items, out.outcome = None, semconv.OUTCOME_FAILURE
-        out.error_type, out.error_message = type(exc).__module__ + "." + type(exc).__qualname__, str(exc)
-    out.cost = spend.cost
-    _finish(job, span, out, started)
-    return out
+        error_type = type(exc).__module__ + "." + type(exc).__qualname__
+        out = replace(out, items=None, outcome=semconv.OUTCOME_FAILURE, error_type=error_type, error_message=str(exc))
+    return _finish(job, span, replace(out, cost=spend.cost), started)
+
+
+def _failed(job: CompactionJob, out: CompactionOutcome, error: CompactionError) -> CompactionOutcome:
+    """``out`` as a failed attempt (what it knew of the summary stays: its figures go on the span), warned."""
+    alerts.compaction_failed(job, error)
+    return replace(
+        out,
+        items=None,
+        outcome=semconv.OUTCOME_FAILURE,
+        error_type=error.kind,
+        error_message=str(error),
+        finish_reason=error.finish_reason or out.finish_reason,
+    )
 
 
 def _falls_back(job: CompactionJob, span: Span, error: CompactionError) -> bool:
@@ -853,10 +884,10 @@ def _priced(
         return done.value  # type: ignore[no-any-return]
 
 
-def _adopt_summary(job: CompactionJob, out: CompactionOutcome, result: SummaryOutcome) -> None:
+def _adopt_summary(job: CompactionJob, out: CompactionOutcome, result: SummaryOutcome) -> CompactionOutcome:
     """The summary as the compaction's result: what the app's ``post_compact`` hook adds after it, the
-    pairing checked, the figures on ``out``. Raises :class:`CompactionError` when the result is not smaller
-    than what it replaced (it would only be sent and compacted again)."""
+    pairing checked, the figures. A failure (``no_progress``, with the summary's figures) when the result is
+    not smaller than what it replaced (it would only be sent and compacted again)."""
     head = list(result.head)
     extra = hooks_mod.run_post_compact(
         job.settings.post_compact,
@@ -871,27 +902,25 @@ def _adopt_summary(job: CompactionJob, out: CompactionOutcome, result: SummaryOu
     )
     head += [job.adapter.make_user_item(m) if isinstance(m, str) else m for m in extra]
     new_items = checked(job.adapter, [*head, *job.items[result.cut :]])
-    out.items = new_items
-    out.cut = result.cut
-    # The repair pass may have touched the head; recompute where the kept part starts.
-    out.head = tuple(new_items[: len(head)]) if new_items[: len(head)] == head else tuple(head)
-    out.summary = result.summary
-    out.summary_tokens = result.summary_tokens
-    out.finish_reason = result.finish_reason
-    out.files_rehydrated = result.files_rehydrated
-    out.user_messages_kept = result.user_messages_kept
-    out.user_messages_dropped = result.user_messages_dropped
-    out.repair = result.repair
-    out.summary_parts = result.parts
-    out.pinned_kept, out.pinned_dropped = result.pinned_kept, result.pinned_dropped
-    out.summary_head = len(result.head)
-    out.messages_compacted = result.cut - job.min_index
+    out = replace(
+        out,
+        items=new_items,
+        cut=result.cut,
+        # The repair pass may have touched the head; recompute where the kept part starts.
+        head=tuple(new_items[: len(head)]) if new_items[: len(head)] == head else tuple(head),
+        finish_reason=result.finish_reason,
+        messages_compacted=result.cut - job.min_index,
+        summarized=result,
+    )
     before = _context_tokens(job.adapter, job.body, job.items)
     after = _context_tokens(job.adapter, job.body, new_items)
     if after >= before:
-        raise CompactionError("no_progress", f"the result (~{after} tokens) is not smaller than the input (~{before})")
-    out.input_tokens, out.output_tokens = _reported_sizes(job, before, after, result.calibration)
-    out.outcome = semconv.OUTCOME_SUCCESS
+        error = CompactionError(
+            "no_progress", f"the result (~{after} tokens) is not smaller than the input (~{before})"
+        )
+        return _failed(job, out, error)
+    input_tokens, output_tokens = _reported_sizes(job, before, after, result.calibration)
+    return replace(out, input_tokens=input_tokens, output_tokens=output_tokens, outcome=semconv.OUTCOME_SUCCESS)
 
 
 def _end_skipped(span: Span, reason: str) -> None:

@@ -12,7 +12,8 @@ never changed after (a step that refines one returns a new value, ``dataclasses.
 4. :class:`~otel_context.compaction.summary.SummaryOutcome`
    (:func:`~otel_context.compaction.summary.finish_summary`): the new head and the summary's own figures;
 5. :class:`~otel_context.compaction.cascade.CompactionOutcome` (:mod:`otel_context.compaction.cascade`): what
-   the attempt did (the result sent, its outcome, its span).
+   the attempt did (the result sent, its outcome, its span), which carries the SummaryOutcome whole
+   (``summarized``) rather than a copy of its figures.
 
 **Where a new input of the summary goes** (the agent's work trail, say): one field of :class:`CompactionJob`,
 with a default, so that a maker that does not know it is unchanged. It is given where its source is known
@@ -22,7 +23,9 @@ with a default, so that a maker that does not know it is unchanged. It is given 
 :func:`~otel_context.compaction.summary.finish_summary` after (the repair, the files restored, the summary
 message). Nothing copies it on the way: the summary reads the job itself. An input the summary derives from
 what the job holds already (the replaced span ``items[:cut]``, the previous summary message in the head) is no
-field at all: it is computed where it is used.
+field at all: it is computed where it is used. What the summary makes of it comes back as one field of
+``SummaryOutcome``, which the ``CompactionOutcome`` carries as it is, and which ``cascade._close_span`` puts on
+the ``compact`` span.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Written "sans I/O" (see :mod:`otel_context.flow`): :func:`summarize` is a genera
 :class:`~otel_context.flow.SummaryResult`. Telemetry, the breaker and hooks live in
 :mod:`otel_context.compaction.cascade`; this module only decides and builds. It reads the cascade's
 :class:`~otel_context.compaction.job.CompactionJob` as it is (a new input of the summary is one field there: see
-:mod:`otel_context.compaction.job`) and returns a :class:`SummaryOutcome`.
+:mod:`otel_context.compaction.job`) and returns a :class:`SummaryOutcome`, which the cascade's outcome carries
+whole.
 
 Keep-recent policy: the last ``keep_recent_messages`` items (default 6) stay verbatim, and never fewer
 than the last user turn (the last genuine user message and everything after it), cutting only at the
@@ -511,7 +512,9 @@ def _finish_reason(result: SummaryResult) -> str | None:
 
 @dataclass(frozen=True)
 class SummaryOutcome:
-    """A successful summary: the new head of the conversation and its figures."""
+    """A successful summary: the new head of the conversation and its figures. The cascade's
+    ``CompactionOutcome`` carries it whole (``summarized``): a new figure of the summary is one field here, set
+    by :func:`finish_summary` and put on the ``compact`` span by ``cascade._close_span``."""
 
     cut: int  #: index in the input items; items[:cut] were replaced
     #: the user's own messages kept verbatim, then the summary message (+ restored items, rehydrated files)

@@ -191,8 +191,8 @@ def _carry_out(
         if out is not None and out.open_span is not None:
             # With the threshold of the call that started it (the job aimed below it).
             out.open_span.set_attribute(semconv.COMPACTION_THRESHOLD_TOKENS, prepared.threshold)
-            out.outcome = semconv.OUTCOME_SUCCESS if effect is Effect.END_SUCCESS else semconv.OUTCOME_DISCARDED
-            cascade.settle(prepared.job, out.open_span, out)
+            outcome = semconv.OUTCOME_SUCCESS if effect is Effect.END_SUCCESS else semconv.OUTCOME_DISCARDED
+            cascade.settle(prepared.job, out.open_span, dataclasses.replace(out, outcome=outcome))
     elif effect is Effect.END_AT_EXIT:
         span = prepared.span
         if span is not None and span.is_recording():
