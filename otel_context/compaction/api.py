@@ -358,8 +358,8 @@ def _summary_cap(target: int | None) -> _OutputCap | None:
     return _OutputCap(min(budget_mod.SUMMARY_RESERVE_TOKENS, share), target)
 
 
-@dataclass
-class _Plan:
+@dataclass(frozen=True)
+class _Run:
     """A compaction to run, and what its result reports beside the cascade's figures."""
 
     job: CompactionJob
@@ -428,15 +428,15 @@ class Compactor:
     def _is_function(self) -> bool:
         return callable(self.client) and not hasattr(self.client, "messages") and not hasattr(self.client, "chat")
 
-    def _summarizer(self, plan: _Plan) -> Callable[[SummaryRequest], Any]:
+    def _summarizer(self, run: _Run) -> Callable[[SummaryRequest], Any]:
         """How a summary request is answered: the function or the SDK client, capped under a target."""
-        adapter = plan.job.adapter
+        adapter = run.job.adapter
         send = (
             cascade.summarizer_function(self.client)
             if self._is_function()
             else _sdk_summarizer(self.client, formats.for_format(adapter.name))
         )
-        cap = plan.cap
+        cap = run.cap
         if cap is None:
             return send
 
@@ -461,7 +461,7 @@ class Compactor:
         with named_conversation(name):  # raises for an id that is not a non-empty string
             return resolve_conversation(adapter, adapter.provider, items, self.settings).state
 
-    def _prepare(self, messages: Sequence[Any], options: Mapping[str, Any], strategy: str) -> _Plan | CompactionResult:
+    def _prepare(self, messages: Sequence[Any], options: Mapping[str, Any], strategy: str) -> _Run | CompactionResult:
         """The compaction to run, or the result when there is nothing to run (disabled, a history left
         alone, an open breaker)."""
         allowed = _COMPACT_KEYS if strategy == semconv.STRATEGY_SUMMARY else _MICRO_KEYS
@@ -543,13 +543,13 @@ class Compactor:
             target_tokens=target,
             pinned=_pinned(options.get("pinned")),
         )
-        return _Plan(job=job, cap=cap, empty_dropped=len(messages) - len(sent), conversation=name)
+        return _Run(job=job, cap=cap, empty_dropped=len(messages) - len(sent), conversation=name)
 
     @staticmethod
     def _result(
-        plan: _Plan, out: cascade.CompactionOutcome, messages: Sequence[Any], system: str | None
+        run: _Run, out: cascade.CompactionOutcome, messages: Sequence[Any], system: str | None
     ) -> CompactionResult:
-        job = plan.job
+        job = run.job
         new_messages = list(messages)
         if out.changed and out.items is not None:
             fmt = formats.for_format(job.adapter.name)
@@ -581,18 +581,18 @@ class Compactor:
             retention_before_repair=out.repair.before.retention if out.changed and out.repair is not None else None,
             repaired=dict(out.repair.restored) if out.changed and out.repair is not None else {},
             repair_left_out=dict(out.repair.left_out) if out.changed and out.repair is not None else {},
-            empty_messages_dropped=plan.empty_dropped,
-            conversation=plan.conversation,
+            empty_messages_dropped=run.empty_dropped,
+            conversation=run.conversation,
         )
 
     def compact(self, messages: Sequence[Any], **options: Unpack[CompactOptions]) -> CompactionResult:
         """Summarize all but the recent messages of ``messages``; see :class:`CompactionResult`."""
-        plan = self._prepare(messages, options, semconv.STRATEGY_SUMMARY)
-        if isinstance(plan, CompactionResult):
-            return plan
+        run = self._prepare(messages, options, semconv.STRATEGY_SUMMARY)
+        if isinstance(run, CompactionResult):
+            return run
         if self._is_async():
             raise TypeError(_USE_ACOMPACT)
-        send = self._summarizer(plan)
+        send = self._summarizer(run)
 
         def send_sync(req: SummaryRequest) -> SummaryResult:
             answer = send(req)
@@ -604,16 +604,16 @@ class Compactor:
             assert isinstance(answer, SummaryResult)
             return answer
 
-        out = drive(cascade.run_summary(plan.job), perform_with(send_sync), _reraise)
+        out = drive(cascade.run_summary(run.job), perform_with(send_sync), _reraise)
         assert out is not None  # _reraise never stops the steps: it raises
-        return self._result(plan, out, messages, options.get("system"))
+        return self._result(run, out, messages, options.get("system"))
 
     async def acompact(self, messages: Sequence[Any], **options: Unpack[CompactOptions]) -> CompactionResult:
         """:meth:`compact` for async clients and async summarize functions (sync ones work too)."""
-        plan = self._prepare(messages, options, semconv.STRATEGY_SUMMARY)
-        if isinstance(plan, CompactionResult):
-            return plan
-        send = self._summarizer(plan)
+        run = self._prepare(messages, options, semconv.STRATEGY_SUMMARY)
+        if isinstance(run, CompactionResult):
+            return run
+        send = self._summarizer(run)
 
         async def send_any(req: SummaryRequest) -> SummaryResult:
             answer = send(req)
@@ -622,19 +622,19 @@ class Compactor:
             assert isinstance(answer, SummaryResult)
             return answer
 
-        out = await adrive(cascade.run_summary(plan.job), aperform_with(send_any))
-        return self._result(plan, out, messages, options.get("system"))
+        out = await adrive(cascade.run_summary(run.job), aperform_with(send_any))
+        return self._result(run, out, messages, options.get("system"))
 
     def microcompact(self, messages: Sequence[Any], **options: Unpack[MicrocompactOptions]) -> CompactionResult:
         """The rule-based layer alone (no LLM call, so no ``acompact`` twin: it never waits): old tool
         results cleared to a placeholder and single oversized ones cut, by the ``microcompact_*`` settings
         (scaled to the window when one is known), with its ``compact`` span and retention check. It runs
         when asked even where the transparent mode's ``microcompact`` setting is off."""
-        plan = self._prepare(messages, options, semconv.STRATEGY_MICROCOMPACT)
-        if isinstance(plan, CompactionResult):
-            return plan
-        out = cascade.run_microcompact(plan.job)
-        return self._result(plan, out, messages, options.get("system"))
+        run = self._prepare(messages, options, semconv.STRATEGY_MICROCOMPACT)
+        if isinstance(run, CompactionResult):
+            return run
+        out = cascade.run_microcompact(run.job)
+        return self._result(run, out, messages, options.get("system"))
 
 
 def should_compact(
