@@ -33,15 +33,15 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
-# The tests once more on the oldest SDK releases pyproject.toml declares supported (its anthropic/openai
-# extras; `make test` runs on the dev extras' pins, recent releases): CI runs both.
+# The tests once more on the oldest releases pyproject.toml declares supported (its anthropic, openai and redis
+# extras; `make test` runs on the dev extras' pins, the newest releases): CI runs both.
 OLDEST := .venv-oldest-sdks
 test-oldest-sdks: $(STAMP)
 	$(PYTHON) -m venv $(OLDEST)
 	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
 	$(OLDEST)/bin/python -m pip install --quiet -e '.[dev]'
 	$(OLDEST)/bin/python -m pip install --quiet $$($(BIN)/python .ci/oldest_sdks.py)
-	$(OLDEST)/bin/python -m pip list 2>/dev/null | grep -E '^(anthropic|openai) '
+	$(OLDEST)/bin/python -m pip list 2>/dev/null | grep -E '^(anthropic|openai|redis) '
 	$(OLDEST)/bin/pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)

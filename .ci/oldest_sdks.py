@@ -1,8 +1,11 @@
-"""Print the oldest release of each supported SDK range as pip requirements (``anthropic==2.10 openai==3.50``).
+"""Print the oldest release of each supported client range as pip requirements (``anthropic==2.10 openai==3.50
+redis==5``).
 
-The ranges have one home, the ``anthropic`` and ``openai`` extras of ``pyproject.toml``; this reads them from
-the installed project's metadata (run it with the project's virtualenv), so ``make test-oldest-sdks`` always
-tests the lower bounds the project declares.
+The ranges have one home, the ``anthropic``, ``openai`` and ``redis`` extras of ``pyproject.toml``; this reads
+them from the installed project's metadata (run it with the project's virtualenv), so ``make test-oldest-sdks``
+always tests the lower bounds the project declares. redis-py is among them because the shared state store
+leans on its connection classes (the newest release of its range is the dev pin, which ``make test`` runs):
+its tests run on both ends of the range, at no cost in CI time (the oldest-SDK run runs them anyway).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from importlib.metadata import requires
 
 from packaging.requirements import Requirement
 
-SDKS = ("anthropic", "openai")
+SDKS = ("anthropic", "openai", "redis")
 
 
 def oldest() -> list[str]:

@@ -226,7 +226,11 @@ class RedisStore(StateStore):
             return "readonly"
         if isinstance(exc, errors.OutOfMemoryError):
             return "full"
-        if isinstance(exc, errors.AskError):  # MOVED too: a cluster's redirect reached a plain client
+        if isinstance(exc, errors.AskError) or (
+            # A cluster's redirect reached a plain client: MovedError (an AskError) from redis-py 5.0.1 on; 5.0.0's
+            # plain client raises a bare ResponseError for it.
+            isinstance(exc, errors.ResponseError) and str(exc).startswith(("MOVED ", "ASK "))
+        ):
             return "cluster"
         if isinstance(exc, (errors.ClusterError, errors.TryAgainError, errors.RedisClusterException)):
             return "cluster_down"
