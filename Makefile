@@ -1,9 +1,11 @@
 # The two commands a newcomer needs: `make demo` and `make test`.
-# Both create .venv with the project and its dev extras on first use.
+# Both create .venv on first use: `make demo` (and `make eval`) with the project and its demo extra (rich and
+# both SDKs), `make test` with the dev extras (the test, lint and type-check toolchain, the demo's included).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: demo eval test lint typecheck unit test-oldest-sdks bench dashboards clean
 
@@ -11,13 +13,20 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
-demo: $(STAMP)
+$(DEMO_STAMP): pyproject.toml
+	@echo "Installing otel-context and its demo extra into $(VENV) (once; make test adds the dev toolchain)"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[demo]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/otel-context demo $(ARGS)
 
 # What survives compaction (docs/eval.md): offline on the simulated provider unless ARGS says otherwise.
-eval: $(STAMP)
+eval: $(DEMO_STAMP)
 	$(BIN)/otel-context eval $(ARGS)
 
 test: lint typecheck unit

@@ -38,6 +38,7 @@ def _whole(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from otel_context import __version__
     from otel_context.demo.run import DEFAULT_TURNS, DEFAULT_WINDOW
+    from otel_context.demo.run import MIN_WINDOW as DEMO_MIN_WINDOW
 
     parser = argparse.ArgumentParser(prog="otel-context", description="otel-context command-line tools.")
     parser.add_argument("--version", action="version", version=f"otel-context {__version__}")
@@ -55,12 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--provider", choices=("anthropic", "openai"), default="anthropic", help="wire format (default: anthropic)"
     )
-    demo.add_argument("--turns", type=_whole, default=DEFAULT_TURNS, help=f"turns to run (default: {DEFAULT_TURNS})")
+    demo.add_argument(
+        "--turns", type=_whole, default=DEFAULT_TURNS, help=f"turns to run (default: {DEFAULT_TURNS}; at least 1)"
+    )
     demo.add_argument(
         "--window",
         type=_whole,
         default=DEFAULT_WINDOW,
-        help=f"context window in tokens (default: {DEFAULT_WINDOW:,})",
+        help=f"context window in tokens (default: {DEFAULT_WINDOW:,}; at least {DEMO_MIN_WINDOW:,})",
     )
     demo.add_argument("--seed", type=int, default=7, help="seed of the simulated repository and session (default: 7)")
     demo.add_argument("--json", type=Path, metavar="FILE", help="write every span of the run to FILE as JSON")
@@ -85,12 +88,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds the simulated model takes per request; summaries take 6 times as long (default: 0)",
     )
     _add_eval_parser(commands)
+    commands.add_parser(
+        "settings",
+        help="list the variables otel-context reads, with the value in force and where it comes from",
+        description=(
+            "List every OTEL_CONTEXT_* variable otel-context reads (and OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_"
+            "CONTENT), the value in force in this environment and where it comes from; a value that cannot be used "
+            "is said as by the library (a warning, and the default). A key and a URL's password are never shown. "
+            "What each one does: docs/compaction.md and the README's Configuration table."
+        ),
+    )
     return parser
 
 
 def _add_eval_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from otel_context.evaluation.runner import SUMMARIZERS
+    from otel_context.evaluation.runner import MIN_WINDOW, SUMMARIZERS
     from otel_context.evaluation.scenarios import DEFAULT_SCENARIOS, SCENARIOS
+    from otel_context.evaluation.script import MIN_TURNS
 
     ev = commands.add_parser(
         "eval",
@@ -133,10 +147,13 @@ def _add_eval_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     ev.add_argument(
         "--window",
         type=_whole,
-        help="the compaction window in tokens (default: each scenario's own, 12,000; long: 30,000)",
+        help=f"the compaction window in tokens (default: each scenario's own, 12,000; long: 30,000; at least "
+        f"{MIN_WINDOW:,})",
     )
     ev.add_argument(
-        "--turns", type=_whole, help="cut every scenario to this many turns (default: each one's full length)"
+        "--turns",
+        type=_whole,
+        help=f"cut every scenario to this many turns (default: each one's full length; at least {MIN_TURNS})",
     )
     ev.add_argument(
         "--json",
@@ -280,6 +297,23 @@ def _eval(args: argparse.Namespace) -> int:
     return run_command(args, os.environ, sys.stdin)
 
 
+def _settings() -> int:
+    from otel_context import settings
+    from otel_context.terminal import output_width, wrap
+
+    rows = settings.in_force(os.environ)
+    width = output_width(sys.stdout, 100)
+    name_width = max(len(var) for var, _, _ in rows)
+    for var, value, source in rows:
+        cells = f"{var:<{name_width}}  "
+        for line in wrap(f"{value}  ({source})", width, cells, " " * len(cells)):
+            print(line)
+    unread = sorted(v for v in os.environ if v.startswith("OTEL_CONTEXT_") and v not in settings.KNOWN_ENV_VARS)
+    for var in unread:
+        print(f"{var}: not a variable otel-context reads (see the warning above)")
+    return EXIT_OK
+
+
 def _command_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
     """The parser of ``command`` (``demo``, ``eval``), None without one."""
     for action in parser._actions:
@@ -301,6 +335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _demo(args)
     if args.command == "eval":
         return _eval(args)
+    if args.command == "settings":
+        return _settings()
     parser.print_help()
     return EXIT_USAGE
 

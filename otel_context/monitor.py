@@ -106,8 +106,12 @@ class TokenMonitor(SpanProcessor):
     # -- wiring ------------------------------------------------------------------------------------------
 
     def attach(self, tracer_provider: Any = None) -> TokenMonitor:
-        """Register on ``tracer_provider`` (default: the global one the one import configured)."""
-        provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+        """Register on ``tracer_provider`` (default: the one the instrumented calls' spans go to: the provider
+        ``otel_context.instrument(tracer_provider=...)`` was given, else the global one, which the one import
+        configures)."""
+        from otel_context import telemetry
+
+        provider = tracer_provider if tracer_provider is not None else telemetry.tracer_provider()
         add = getattr(provider, "add_span_processor", None)
         if add is None:
             if isinstance(provider, trace.ProxyTracerProvider):

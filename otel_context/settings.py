@@ -438,7 +438,9 @@ def check_unknown_variables(env: Mapping[str, str]) -> None:
         # Compared without the common prefix, which would make every name look close.
         suffixes = {known[len("OTEL_CONTEXT_") :]: known for known in sorted(KNOWN_ENV_VARS)}
         close = difflib.get_close_matches(var[len("OTEL_CONTEXT_") :], list(suffixes), n=1, cutoff=0.6)
-        hint = f"did you mean {suffixes[close[0]]}?" if close else "known variables are listed in docs/compaction.md"
+        hint = (
+            f"did you mean {suffixes[close[0]]}?" if close else "`otel-context settings` lists the variables it reads"
+        )
         _warn_once(f"unknown:{var}", "otel_context: %s is not a variable otel-context reads; %s", var, hint)
 
 
@@ -585,3 +587,32 @@ def reject_summary_model(provider: str, name: str) -> bool:
         return False
     _rejected_summary_models.add(key)
     return True
+
+
+def in_force(env: Mapping[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """(variable, value in force, where it comes from) for every variable of :data:`ENV_VARS`, as
+    ``otel-context settings`` prints them: from ``environment``, the ``default``, or the default because the
+    environment's value is not usable (its warning says why). A key is never shown, nor a URL's password."""
+    env = os.environ if env is None else env
+    resolved = resolve(env=env)
+    rows: list[tuple[str, str, str]] = []
+    for var, (name, kind) in ENV_VARS.items():
+        raw = env.get(var, "").strip()
+        source = "default"
+        if raw:
+            try:
+                _parse(kind, raw, var)
+                source = "environment"
+            except SettingsError:
+                source = "default: the environment's value is not usable"
+        value = getattr(resolved, name)
+        if kind == "key":
+            shown = "(set)" if value else "none"
+        elif kind == "store" and isinstance(value, str):
+            shown = store_spec.safe_address(value)
+        elif kind == "windows":
+            shown = ",".join(f"{model}={tokens}" for model, tokens in value) or "none"
+        else:
+            shown = _shown(value)
+        rows.append((var, shown, source))
+    return rows

@@ -39,6 +39,19 @@ def _is_store(value: Any) -> bool:
     return all(callable(getattr(value, name, None)) for name in ("get", "aget", "put", "acquire", "release"))
 
 
+def safe_address(url: str) -> str:
+    """``scheme://host:port/db`` of a store URL, never its credentials nor its options (log lines, and
+    ``otel-context settings``)."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix:{parts.path}"
+    if parts.scheme.endswith("+sentinel"):
+        target = parse_sentinel_url(url)
+        hosts = ",".join(f"{host}:{port}" for host, port in target.sentinels)
+        return f"{parts.scheme}://{hosts}/{target.service}/{target.db}"
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path or '/0'}"
+
+
 def split_url(url: str) -> tuple[str, dict[str, Any]]:
     """The URL without our query options, and those options (validated)."""
     parts = urlsplit(url)

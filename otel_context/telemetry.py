@@ -168,6 +168,8 @@ class Telemetry:
 _current: Telemetry | None = None
 #: The tracer provider ``instrument()`` was given (None: the global one, looked up at every span).
 _explicit_provider = False
+#: That provider itself (None: the global one).
+_given_provider: TracerProvider | None = None
 
 NO_TRACER_PROVIDER = (
     "otel_context: no OpenTelemetry tracer provider is set up, so the instrumented LLM calls make no spans "
@@ -194,12 +196,19 @@ def configure(
     legacy_metrics: bool = False,
 ) -> Telemetry:
     """Create the tracer, meter and instruments; called at instrument time."""
-    global _current, _explicit_provider
+    global _current, _explicit_provider, _given_provider
     _explicit_provider = tracer_provider is not None
+    _given_provider = tracer_provider
     tracer = trace.get_tracer(semconv.SCOPE_NAME, _VERSION, tracer_provider=tracer_provider)
     meter = metrics.get_meter(semconv.SCOPE_NAME, _VERSION, meter_provider=meter_provider)
     _current = Telemetry(tracer, meter, _instruments(meter, legacy_metrics))
     return _current
+
+
+def tracer_provider() -> TracerProvider:
+    """The tracer provider the instrumented calls' spans go to: the one ``instrument(tracer_provider=...)`` was
+    given, else the global one."""
+    return _given_provider if _given_provider is not None else trace.get_tracer_provider()
 
 
 def get() -> Telemetry:

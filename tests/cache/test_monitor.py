@@ -142,3 +142,22 @@ def test_keep_zero_keeps_no_lines_and_a_bad_keep_is_refused(provider: TracerProv
 def test_attach_needs_an_sdk_provider() -> None:
     with pytest.raises(RuntimeError, match=r"otel_context\.auto"):
         TokenMonitor(None).attach(trace.NoOpTracerProvider())
+
+
+def test_attach_finds_the_provider_instrument_was_given(simulated_provider: Any) -> None:
+    """The README's pairing: ``instrument(tracer_provider=...)`` then ``TokenMonitor().attach()`` (it raised:
+    it looked only at the global provider, still OpenTelemetry's placeholder)."""
+    import otel_context
+
+    provider = TracerProvider()
+    otel_context.instrument(tracer_provider=provider)
+    out = io.StringIO()
+    try:
+        monitor = TokenMonitor(out).attach()
+        simulated_provider.anthropic().messages.create(
+            model="claude-sonnet-4-6", max_tokens=50, messages=[{"role": "user", "content": "Hi words:3"}]
+        )
+    finally:
+        otel_context.uninstrument()
+        provider.shutdown()
+    assert len(monitor.lines) == 1 and out.getvalue().startswith("turn  1 | input ")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 from otel_context.conversation.state_store import clients
 from otel_context.conversation.state_store.base import (
@@ -26,7 +26,7 @@ from otel_context.conversation.state_store.base import (
 from otel_context.conversation.state_store.connections import _ClusterConnections, _Connections
 from otel_context.conversation.state_store.writer import Write, _Writer
 from otel_context.fork_safe import new_lock
-from otel_context.store_spec import parse_sentinel_url, split_url
+from otel_context.store_spec import safe_address, split_url
 
 log = logging.getLogger("otel_context")
 
@@ -46,18 +46,6 @@ return 0
 """
 
 
-def _safe_address(url: str) -> str:
-    """host:port/db of a URL, never its credentials (for log lines)."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return f"unix:{parts.path}"
-    if parts.scheme.endswith("+sentinel"):
-        target = parse_sentinel_url(url)
-        hosts = ",".join(f"{host}:{port}" for host, port in target.sentinels)
-        return f"{parts.scheme}://{hosts}/{target.service}/{target.db}"
-    return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path or '/0'}"
-
-
 #: What each kind of failure means, in words a user can act on (the warning's middle; never a value).
 _CAUSES: Final = {
     "timeout": "did not answer within the store's timeout ({timeout_ms:g} ms): check the server's load and "
@@ -71,14 +59,18 @@ _CAUSES: Final = {
     "not; for a private CA add ?ssl_ca_certs=/path/ca.pem",
     "readonly": "is a read-only replica: point the store at the primary, or let Sentinel name it "
     "(redis+sentinel://host:port/service_name)",
-    "full": "is out of memory (OOM: maxmemory reached under noeviction): raise maxmemory, or set "
-    "maxmemory-policy volatile-lru (every key of ours expires)",
+    "full": "is out of memory (OOM: maxmemory reached, and its maxmemory-policy made no room for the write): "
+    "check it with CONFIG GET maxmemory-policy; under noeviction set volatile-lru (every key of ours expires), "
+    "under an evicting one raise maxmemory, or give the store an instance of its own (another app's keys "
+    "without an expiry cannot be evicted under volatile-*)",
     "cluster": "is a Redis Cluster node and the client given is not a cluster client (it answered MOVED): "
     "pass a redis.cluster.RedisCluster, or the node's URL (the store then uses a cluster client)",
     "cluster_down": "(a Redis Cluster) cannot serve this conversation's slot now (CLUSTERDOWN or TRYAGAIN: a "
     "failover or a resharding under way, or a primary gone with no replica to take over); the store comes "
     "back by itself once the slot is served",
     "response": "answered with an error ({error})",
+    # Not a kind of its own on the errors metric (it counts as unavailable): only the warning says it.
+    "unresolved": "cannot be reached: its host name does not resolve (DNS): check the URL's host",
 }
 #: The same for a Redis Cluster (the address is the node the URL names; the failure may be another node's).
 _CLUSTER_CAUSES: Final = {
@@ -88,6 +80,24 @@ _CLUSTER_CAUSES: Final = {
     "unavailable": "(a Redis Cluster): a node cannot be reached (a primary down: its replica takes over after "
     "cluster-node-timeout, and the store follows by itself)",
 }
+
+
+#: What resolvers say of a name they cannot resolve, where the error carries no ``socket.gaierror`` (redis-py
+#: words the connection error from the message of one).
+_UNRESOLVED_WORDS = ("Name or service not known", "nodename nor servname", "getaddrinfo failed", "name resolution")
+
+
+def _unresolved(exc: BaseException) -> bool:
+    """Whether a connection failed because its host name does not resolve (a typo in the URL's host, a DNS
+    outage), rather than a refused, reset or unrouted connection."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            break
+        if isinstance(seen, socket.gaierror) or any(w in str(seen) for w in _UNRESOLVED_WORDS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class RedisStore(StateStore):
@@ -124,7 +134,7 @@ class RedisStore(StateStore):
         self._outage_errors = 0
         self._health = new_lock(self, "_health")
         self._writer = _Writer(self._put_many_raw)
-        self.address = _safe_address(url) if url else type(client).__name__
+        self.address = safe_address(url) if url else type(client).__name__
         from redis import exceptions
 
         self._exceptions = exceptions
@@ -259,7 +269,8 @@ class RedisStore(StateStore):
             self._outage_errors += 1
             self.failures += 1
         causes = _CLUSTER_CAUSES if self.topology == "cluster" else _CAUSES
-        cause = causes.get(kind, _CAUSES[kind]).format(timeout_ms=self.timeout * 1000, error=type(exc).__name__)
+        said = "unresolved" if kind == "unavailable" and _unresolved(exc) else kind
+        cause = causes.get(said, _CAUSES[said]).format(timeout_ms=self.timeout * 1000, error=type(exc).__name__)
         if (
             not self._warn_limited(
                 kind,
