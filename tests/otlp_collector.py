@@ -2,13 +2,17 @@
 
 A test that runs an app (or the demo) in a subprocess with the OTLP exporter points it at ``Collector().url``
 and reads ``collector.spans`` (protobuf ``Span`` messages) afterwards; :func:`span_attributes` reads one's
-attributes as plain values.
+attributes as plain values. The collectors that are not there: :func:`closed_port` (nothing listens) and
+:func:`silent_collector` (accepts and never answers).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import socket
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -64,3 +68,33 @@ def span_attributes(span: Span) -> dict[str, Any]:
         kind = value.WhichOneof("value")
         out[kv.key] = getattr(value, kind) if kind is not None else None
     return out
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed again)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def silent_collector() -> Iterator[str]:
+    """The URL of a collector that accepts connections and never answers (a hung proxy, a stopped container's
+    port still forwarded)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        server.close()
+        for conn in accepted:
+            conn.close()

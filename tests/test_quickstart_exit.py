@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import http.server
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
+from tests import otlp_collector
 
 SCRIPT = """
 import time
@@ -34,12 +35,6 @@ print("calls done at", time.time(), flush=True)
 
 #: Seconds between the last call and the process exit that count as "not held up" (retries take ~10 s).
 EXIT_BOUND = 4.0
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])  # closed again when the block ends: nothing listens there
 
 
 def _run(endpoint: str, **variables: str) -> tuple[float, list[str]]:
@@ -58,7 +53,7 @@ def _run(endpoint: str, **variables: str) -> tuple[float, list[str]]:
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_no_collector_one_warning_line_and_a_prompt_exit(protocol: str) -> None:
-    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    endpoint = f"http://127.0.0.1:{otlp_collector.closed_port()}"
     delay, stderr = _run(endpoint, OTEL_EXPORTER_OTLP_PROTOCOL=protocol)
     assert len(stderr) <= 1, stderr
     assert stderr and endpoint in stderr[0] and "OTEL_TRACES_EXPORTER=console" in stderr[0], stderr
@@ -101,24 +96,8 @@ def test_a_listening_collector_still_receives_traces_and_metrics(collector: str)
 
 @pytest.fixture
 def silent_collector() -> Iterator[str]:
-    """A collector that accepts connections and never answers (a hung proxy, a stopped container's port)."""
-    server = socket.create_server(("127.0.0.1", 0))
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        server.close()
-        for conn in accepted:
-            conn.close()
+    with otlp_collector.silent_collector() as url:
+        yield url
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])

@@ -11,47 +11,25 @@ they catch take ten seconds per signal.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests import otlp_collector
+
 SCRIPT = Path(sys.executable).parent / "otel-context"
 #: Seconds from the last turn line to the exit that count as "not held up" (the summary, the flush, the exit).
 END_BOUND = 6.0
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def silent_collector() -> Iterator[str]:
-    """Accepts connections and never answers."""
-    server = socket.create_server(("127.0.0.1", 0))
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        server.close()
-        for conn in accepted:
-            conn.close()
+    with otlp_collector.silent_collector() as url:
+        yield url
 
 
 def _demo(endpoint: str, protocol: str, turns: int = 6) -> tuple[int, list[str], list[str], float]:
@@ -86,7 +64,7 @@ def _note(out: list[str]) -> str:
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_no_collector_yet_one_line_and_a_prompt_end(protocol: str) -> None:
-    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    endpoint = f"http://127.0.0.1:{otlp_collector.closed_port()}"
     status, out, err, end = _demo(endpoint, protocol)
     assert status == 0, err
     assert len(err) == 1, err
