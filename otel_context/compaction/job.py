@@ -17,15 +17,16 @@ never changed after (a step that refines one returns a new value, ``dataclasses.
 
 **Where a new input of the summary goes** (the agent's work trail, say): one field of :class:`CompactionJob`,
 with a default, so that a maker that does not know it is unchanged. It is given where its source is known
-(``CallState.job`` for transparent mode, where the call's memo entry holds what the previous compaction left;
-``Compactor._prepare`` for the explicit API) and read where the summary uses it:
-:func:`~otel_context.compaction.summary.plan_summary` before the summarizer is asked,
+(``CallState.job`` for transparent mode, ``Compactor._prepare`` for the explicit API) and read where the summary
+uses it: :func:`~otel_context.compaction.summary.plan_summary` before the summarizer is asked,
 :func:`~otel_context.compaction.summary.finish_summary` after (the repair, the files restored, the summary
-message). Nothing copies it on the way: the summary reads the job itself. An input the summary derives from
-what the job holds already (the replaced span ``items[:cut]``, the previous summary message in the head) is no
-field at all: it is computed where it is used. What the summary makes of it comes back as one field of
-``SummaryOutcome``, which the ``CompactionOutcome`` carries as it is, and which ``cascade._close_span`` puts on
-the ``compact`` span.
+message). Nothing copies it on the way: the summary reads the job itself. What the previous compaction left is
+no field of its own: the job carries its memo entry whole (:attr:`CompactionJob.base`: the summary, its head,
+and whatever else a compaction's entry comes to carry), and the anchor, ``min_index`` and ``history_shift`` are
+read from it. An input the summary derives from what the job holds already (the replaced span
+``items[:cut]``, the previous summary message in the head) is no field at all: it is computed where it is used.
+What the summary makes of it comes back as one field of ``SummaryOutcome``, which the ``CompactionOutcome``
+carries as it is, and which ``cascade._close_span`` puts on the ``compact`` span.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from opentelemetry.trace import Span, SpanContext
 from otel_context import semconv
 from otel_context.compaction.budget import Budget
 from otel_context.conversation import ConversationState
+from otel_context.conversation.memo import MemoEntry
 from otel_context.formats.base import WireFormatAdapter
 from otel_context.settings import Settings
 
@@ -63,8 +65,6 @@ class CompactionJob:
     estimated_tokens: int
     conversation_id: str | None = None
     state: ConversationState | None = None
-    #: Items at the start that are the head of an earlier compaction (the cut must lie after them).
-    min_index: int = 0
     #: Parent for the compact span (the chat span); the current span when None; ``trace.INVALID_SPAN``: a
     #: trace of its own (a background summary, which outlives the call that started it).
     parent: Span | None = None
@@ -82,14 +82,33 @@ class CompactionJob:
     #: The conversation as the app sent it (None: ``items``), where the user's messages kept verbatim come
     #: from; ``items[i]`` is ``history[i + history_shift]`` from ``min_index`` on.
     history: Sequence[Item] | None = None
-    history_shift: int = 0
-    #: The previous summary (the anchor the summarizer updates) and where its head ends in ``items``.
-    anchor: str | None = None
-    anchor_end: int = 0
+    #: What the previous compaction left: the memo entry whose head ``items`` start with (None: none, or the
+    #: explicit API, whose history carries its summary message itself: see ``summary.find_anchor``).
+    base: MemoEntry | None = None
     #: Texts pinned for this compaction besides the conversation's own pins (the explicit API's ``pinned=``).
     pinned: tuple[str, ...] = ()
     #: The size the result should stay under (explicit API's ``target_tokens``); None: the threshold.
     target_tokens: int | None = None
+
+    @property
+    def min_index(self) -> int:
+        """Items at the start that are the head of an earlier compaction (the cut must lie after them)."""
+        return len(self.base.replacement) if self.base is not None else 0
+
+    @property
+    def history_shift(self) -> int:
+        """``items[i]`` is ``history[i + history_shift]`` from :attr:`min_index` on."""
+        return self.base.prefix_len - len(self.base.replacement) if self.base is not None else 0
+
+    @property
+    def anchor(self) -> str | None:
+        """The previous summary, the anchor the summarizer updates (None: none known)."""
+        return (self.base.summary or None) if self.base is not None else None
+
+    @property
+    def anchor_end(self) -> int:
+        """Where the previous summary's head ends in ``items``: what follows is the span it adds to the anchor."""
+        return min(self.base.summary_head, len(self.base.replacement)) if self.base is not None else 0
 
     @property
     def deferred(self) -> bool:

@@ -95,8 +95,6 @@ class Prepared:
     job: CompactionJob
     #: The app's items when it started (never mutated; a later call's prefix is compared with them).
     items: Sequence[Item]
-    #: The memo entry the job's items started with (its head is inside the prepared summary).
-    base: MemoEntry | None
     #: What the conversation shares: the sync of the call that started it (it publishes the summary).
     sync: PreparationSync
     #: The auto threshold of the call that started it (the job aimed below it, for the turns to come).
@@ -307,7 +305,7 @@ def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, 
     prepare, lease = yield from _claim(span, call)
     if not prepare:
         return  # another worker prepares (or published) this conversation's summary
-    prepared = Prepared(job, call.items, call.entry, call.sync, budget.auto_threshold, lease=lease)
+    prepared = Prepared(job, call.items, call.sync, budget.auto_threshold, lease=lease)
     with _lock:
         raced = _prepared_of(state) is not None  # another call of this conversation started one meanwhile
         if not raced:
@@ -415,7 +413,7 @@ def _entry(prepared: Prepared, out: cascade.CompactionOutcome) -> MemoEntry | No
     scope = scope_of(job.adapter.system_text(job.body), job.body.get("tools"), job.model)
     return MemoEntry.of_compaction(
         prepared.items,
-        prepared.base,
+        job.base,
         job.items,
         out.items or (),
         out.cut,

@@ -310,12 +310,9 @@ class CallState(CallPlan):
             estimated_tokens=estimated,
             conversation_id=self.state.key,
             state=self.state,
-            min_index=len(self.entry.replacement) if self.entry is not None else 0,
             parent=span,
             history=self.items,
-            history_shift=self.entry.prefix_len - len(self.entry.replacement) if self.entry is not None else 0,
-            anchor=(self.entry.summary or None) if self.entry is not None else None,
-            anchor_end=min(self.entry.summary_head, len(self.entry.replacement)) if self.entry is not None else 0,
+            base=self.entry,
         )
 
     def send(self, entry: MemoEntry | None, sent: Sequence[Item] | None = None, *, remember: bool = False) -> None:
