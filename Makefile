@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP) $(DEMO_STAMP)
 
 $(DEMO_STAMP): pyproject.toml
-	@echo "Installing otel-context and its demo extra into $(VENV) (once; make test adds the dev toolchain)"
+	@echo "Installing otel-context and its demo extra into $(VENV) (once; make test adds its tools)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[demo]'

@@ -3,8 +3,10 @@
 ``otel-context demo`` runs a 50-turn coding agent on the embedded simulated provider and shows what the
 instrumentation and the compactor did (see :mod:`otel_context.demo`). Exit status: 0 when the run
 completed, 130 when interrupted with Ctrl-C (telemetry is flushed first), 2 for bad options or a refused
-``--live`` run, 1 for anything else. ``otel-context eval`` measures what survives compaction
-(:mod:`otel_context.evaluation`; its exit status is in :mod:`otel_context.evaluation.cli`).
+``--live`` run, 1 for anything else (a reader that went away, ``otel-context demo | head``, included).
+``otel-context eval`` measures what survives compaction (:mod:`otel_context.evaluation`; its exit status is in
+:mod:`otel_context.evaluation.cli`). ``otel-context settings`` lists the variables otel-context reads, the
+value in force and where it comes from.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ __all__ = ["build_parser", "live_cost_ceiling", "main"]
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+#: The reader of the output went away (a pipeline's head that had read enough): rich's own status for it.
+EXIT_BROKEN_PIPE = 1
 
 API_KEY_VARS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
@@ -331,14 +335,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
     if unknown:
         (_command_parser(parser, args.command) or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command == "demo":
-        return _demo(args)
-    if args.command == "eval":
-        return _eval(args)
-    if args.command == "settings":
-        return _settings()
-    parser.print_help()
-    return EXIT_USAGE
+    commands: dict[str | None, Callable[[], int]] = {
+        "demo": lambda: _demo(args),
+        "eval": lambda: _eval(args),
+        "settings": _settings,
+    }
+    command = commands.get(args.command)
+    if command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return command()
+    except BrokenPipeError:
+        # The reader went away (`otel-context demo | head`): stop quietly, as a pipeline's writer does, rather
+        # than with a traceback; the output that was still buffered goes nowhere (Python's documented recipe).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

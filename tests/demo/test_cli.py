@@ -260,3 +260,17 @@ def test_background_and_latency_reach_the_run() -> None:
     assert args.background is True and args.latency == 0.5
     defaults = build_parser().parse_args(["demo"])
     assert defaults.background is False and defaults.latency == 0.0
+
+
+@pytest.mark.parametrize("args", [["demo", "--turns", "5"], ["demo", "--turns", "5", "--plain"], ["settings"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(args: list[str]) -> None:
+    """``otel-context demo | head -1``: no traceback (the plain report raised BrokenPipeError)."""
+    proc = subprocess.Popen([str(SCRIPT), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader is gone
+    err = proc.stderr.read()
+    status = proc.wait(timeout=120)
+    assert first.startswith(("otel-context demo:", "OTEL_"))
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert status in (0, 1)  # 0: the whole output fitted the pipe before it closed
