@@ -192,11 +192,7 @@ def _carry_out(
             outcome = semconv.OUTCOME_SUCCESS if effect is Effect.END_SUCCESS else semconv.OUTCOME_DISCARDED
             cascade.settle(prepared.job, out.open_span, dataclasses.replace(out, outcome=outcome))
     elif effect is Effect.END_AT_EXIT:
-        span = prepared.span
-        if span is not None and span.is_recording():
-            span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED)
-            viewers.describe_output(span, semconv.OUTCOME_DISCARDED)
-            span.end()
+        _end_discarded(prepared)
     elif effect is Effect.REPORT_DISCARDED and out is not None and out.open_span is not None:
         cascade.record_discarded(
             parent if parent is not None else trace.INVALID_SPAN,
@@ -697,6 +693,11 @@ def _end_unstarted(prepared: Prepared) -> None:
         if prepared in _running or prepared.landed.is_set():
             return  # running (it ends its span) or ended
         prepared.landed.set()
+    _end_discarded(prepared)
+
+
+def _end_discarded(prepared: Prepared) -> None:
+    """End the summary's ``compact`` span, still open, as ``discarded`` (it was given up before it was ready)."""
     span = prepared.span
     if span is not None and span.is_recording():
         span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED)
