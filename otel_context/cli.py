@@ -169,6 +169,11 @@ def _add_eval_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     ev.add_argument(
         "--background", action="store_true", help="prepare summaries in the background (default: inline, as the demo)"
     )
+    ev.add_argument(
+        "--microcompact",
+        action="store_true",
+        help="clear old tool results as OTEL_CONTEXT_MICROCOMPACT=true does (default: off, the library's default)",
+    )
     ev.add_argument("--yes", "-y", action="store_true", help="with a real provider: do not ask for confirmation")
 
 

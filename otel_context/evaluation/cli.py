@@ -63,6 +63,7 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
         window=args.window,
         turns=args.turns,
         background=args.background,
+        microcompact=args.microcompact,
     )
     options.check()
     options.resolved_summary_model  # noqa: B018 -- a malformed --summary-model is a usage error, said now

@@ -132,6 +132,8 @@ class EvalOptions:
     #: None: each scenario's shipped length; else every scenario is cut (its facts planted proportionally).
     turns: int | None = None
     background: bool = False
+    #: Microcompaction on (clearing old tool results) as ``OTEL_CONTEXT_MICROCOMPACT=true`` sets it.
+    microcompact: bool = False
 
     @property
     def live(self) -> bool:
@@ -679,7 +681,7 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
         summary_model=result.summary_model,  # the one the report names, whatever the environment says
         background_compaction=options.background,
         compaction="auto",
-        microcompact=False,
+        microcompact=options.microcompact,
     )
     summary_price = price_of(options.api, result.summary_model)  # with the user's prices, now in force
     model_price = price_of(options.api, result.model)
