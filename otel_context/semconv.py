@@ -167,6 +167,9 @@ COMPACTION_FILES_REHYDRATED: Final = "otel_context.compaction.files_rehydrated"
 COMPACTION_USER_MESSAGES_KEPT: Final = "otel_context.compaction.user_messages_kept"
 COMPACTION_THRESHOLD_TOKENS: Final = "otel_context.compaction.threshold_tokens"
 COMPACTION_BREAKER_OPEN: Final = "otel_context.compaction.breaker_open"
+# On the chat span of a call that compacts while its conversation compacts on most of its calls (a compaction
+# loop, engine/economics.py): each compaction leaves too little room for the calls after it.
+COMPACTION_LOOP: Final = "otel_context.compaction.loop"
 # The summarizer's last reply's finish reason, normalized as gen_ai.response.finish_reasons is (``stop``;
 # ``length``: cut at its max_tokens, never a success). Not gen_ai.response.finish_reasons itself: the compact
 # span is not an inference span, and GenAI backends would count it as one.
@@ -248,6 +251,42 @@ OUTCOMES: Final = (OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_SKIPPED)
 #: A background summary that was never applied (the history was rewound or edited below its cut, a newer
 #: compaction replaced it, the conversation was forgotten, or the instrumentation was removed).
 OUTCOME_DISCARDED: Final = "discarded"
+# Why a background summary was discarded: on its ``discarded`` compact span and on the background summaries
+# counter (below), so that a summarizer's spend on summaries nobody used has a cause.
+COMPACTION_DISCARD_REASON: Final = "otel_context.compaction.discard_reason"
+#: The history was edited or rewound below its cut.
+DISCARD_STALE: Final = "stale"
+#: A newer compaction covered its prefix first.
+DISCARD_SUPERSEDED: Final = "superseded"
+#: It would not make the request smaller than what the call sends already.
+DISCARD_NO_GAIN: Final = "no_gain"
+#: Still running when a call at the blocking limit stopped waiting for it (that call compacted inline).
+DISCARD_LATE: Final = "late"
+#: Its result needs a pairing repair of the part it keeps (not replayable byte for byte).
+DISCARD_UNUSABLE: Final = "unusable"
+#: The conversation's state was forgotten (evicted, idle, cleared).
+DISCARD_FORGOTTEN: Final = "forgotten"
+#: Given up: uninstrument(), engine.reset(), or the app closed a client the summary had to share.
+DISCARD_ABANDONED: Final = "abandoned"
+#: The interpreter exited while it ran.
+DISCARD_EXIT: Final = "exit"
+DISCARD_REASONS: Final = (
+    DISCARD_STALE,
+    DISCARD_SUPERSEDED,
+    DISCARD_NO_GAIN,
+    DISCARD_LATE,
+    DISCARD_UNUSABLE,
+    DISCARD_FORGOTTEN,
+    DISCARD_ABANDONED,
+    DISCARD_EXIT,
+)
+# A background summary's life on the background summaries counter: made and ready (``prepared``), sent by a
+# call (``applied``), dropped unsent (``discarded``, with its reason).
+BACKGROUND_EVENT: Final = "otel_context.compaction.background_event"
+BACKGROUND_PREPARED: Final = "prepared"
+BACKGROUND_APPLIED: Final = "applied"
+BACKGROUND_DISCARDED: Final = "discarded"
+BACKGROUND_EVENTS: Final = (BACKGROUND_PREPARED, BACKGROUND_APPLIED, BACKGROUND_DISCARDED)
 
 # --- foreign conventions on the compact span, for GenAI-aware trace viewers (compaction/viewers.py) ----------
 # OpenInference's names (Arize Phoenix, and the tools built on its conventions): the span's kind, and its input
@@ -407,6 +446,11 @@ METRIC_BREAKERS_OPEN: Final = "otel_context.compaction.breakers_open"
 METRIC_CACHE_BREAKS: Final = "otel_context.cache_breaks"
 METRIC_CONTEXT_UTILIZATION: Final = "otel_context.context.utilization"
 METRIC_STATE_STORE_ERRORS: Final = "otel_context.state_store.errors"
+#: Summaries prepared in the background, by ``otel_context.compaction.background_event`` (prepared, applied,
+#: discarded) and, for a discard, ``otel_context.compaction.discard_reason`` (and provider, model).
+METRIC_BACKGROUND_SUMMARIES: Final = "otel_context.compaction.background_summaries"
+#: Conversations that started compacting on most of their calls (a compaction loop), by provider and model.
+METRIC_COMPACTION_LOOPS: Final = "otel_context.compaction.loops"
 #: Seconds a caller's request waited for a compaction before it went out (0 when a background summary was
 #: ready), by mode and trigger_source: what background compaction takes off the critical path.
 METRIC_COMPACTION_WAIT: Final = "otel_context.compaction.wait"
@@ -447,6 +491,8 @@ PROM_BREAKERS_OPEN: Final = "otel_context_compaction_breakers_open"
 PROM_CACHE_BREAKS_TOTAL: Final = "otel_context_cache_breaks_total"
 PROM_CONTEXT_UTILIZATION: Final = "otel_context_context_utilization"
 PROM_STATE_STORE_ERRORS_TOTAL: Final = "otel_context_state_store_errors_total"
+PROM_BACKGROUND_SUMMARIES_TOTAL: Final = "otel_context_compaction_background_summaries_total"
+PROM_COMPACTION_LOOPS_TOTAL: Final = "otel_context_compaction_loops_total"
 PROM_COMPACTION_WAIT: Final = "otel_context_compaction_wait_seconds"
 PROM_COMPACTION_RETENTION: Final = "otel_context_compaction_retention"
 PROM_COMPACTION_RETENTION_BEFORE_REPAIR: Final = "otel_context_compaction_retention_before_repair"

@@ -46,6 +46,8 @@ class Instruments:
     summary_model_fallbacks: Counter
     context_utilization: Histogram
     state_store_errors: Counter
+    background_summaries: Counter
+    compaction_loops: Counter
     compaction_wait: Histogram
     compaction_retention: Histogram
     compaction_retention_before_repair: Histogram
@@ -122,6 +124,16 @@ def _instruments(meter: Meter, legacy: bool) -> Instruments:
             semconv.METRIC_STATE_STORE_ERRORS,
             unit="{error}",
             description="Failed operations of the shared state store (the call went on with local state)",
+        ),
+        background_summaries=meter.create_counter(
+            semconv.METRIC_BACKGROUND_SUMMARIES,
+            unit="{summary}",
+            description="Summaries prepared in the background: prepared, applied, discarded (by reason)",
+        ),
+        compaction_loops=meter.create_counter(
+            semconv.METRIC_COMPACTION_LOOPS,
+            unit="{conversation}",
+            description="Conversations that started compacting on most of their calls",
         ),
         compaction_wait=meter.create_histogram(
             semconv.METRIC_COMPACTION_WAIT,

@@ -23,7 +23,7 @@ from otel_context.contract import CallRequest
 from otel_context.conversation import identity, memo, pins, shared
 from otel_context.conversation.state_store import writer
 from otel_context.conversation.table import CONVERSATIONS
-from otel_context.engine import background, pacing, provider_compaction, windows
+from otel_context.engine import background, economics, pacing, provider_compaction, windows
 from otel_context.flow import drive, perform_with
 from otel_context.instrumentation import _background, _call
 from otel_context.settings import Settings
@@ -181,6 +181,7 @@ def test_the_registrations_that_reset_and_fork_act_on() -> None:
         ("otel_context.conversation.table", ("CONVERSATIONS",)): CONVERSATIONS.clear,
         ("otel_context.engine.windows", ("_learned_windows",)): windows._learned_windows.clear,
         ("otel_context.engine.pacing", ("_durations",)): pacing.forget_durations,
+        ("otel_context.engine.economics", ("_ledgers",)): economics.forget_all,
         ("otel_context.engine.background", ("_records", "_running")): background.discard_all,
         ("otel_context.conversation.pins", ("_pins", "_unpinned")): pins._clear,
         ("otel_context.settings", ("_rejected_summary_models",)): settings._rejected_summary_models.clear,

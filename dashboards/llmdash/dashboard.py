@@ -405,6 +405,23 @@ def build() -> dict[str, Any]:
         .with_panel(
             _series(
                 ids,
+                "Background summaries: prepared, applied, discarded",
+                "Summaries prepared in the background per second: prepared (made and ready), applied (a call sent "
+                "it), discarded (dropped unsent, by reason: stale, superseded, no_gain, late, unusable, "
+                "forgotten, abandoned, exit). Each discarded one is a summarizer call paid for nothing; a "
+                "conversation whose summaries are discarded for one of the first five reasons waits longer "
+                "before its next one.",
+                "cps",
+                _target(
+                    q.background_summaries_per_second(RATE, [q.BACKGROUND_EVENT, q.DISCARD_REASON]),
+                    _legend_of(q.BACKGROUND_EVENT, q.DISCARD_REASON),
+                    "A",
+                ),
+            )
+        )
+        .with_panel(
+            _series(
+                ids,
                 "Time callers waited for compaction",
                 "How long a request waited for a compaction before it went out, by mode: inline is the "
                 "summarizer's whole call; background is 0 when the prepared summary was ready (above 0 only when "

@@ -49,6 +49,7 @@ CACHE_BREAKS = Metric(semconv.METRIC_CACHE_BREAKS, semconv.PROM_CACHE_BREAKS_TOT
 #: :data:`CURRENT`, which a scrape of any instrumented app must show.
 CACHE_DIAGNOSES = Metric(semconv.METRIC_CACHE_DIAGNOSES, semconv.PROM_CACHE_DIAGNOSES_TOTAL, "counter")
 CONTEXT_UTILIZATION = Metric(semconv.METRIC_CONTEXT_UTILIZATION, semconv.PROM_CONTEXT_UTILIZATION, "histogram")
+BACKGROUND_SUMMARIES = Metric(semconv.METRIC_BACKGROUND_SUMMARIES, semconv.PROM_BACKGROUND_SUMMARIES_TOTAL, "counter")
 COMPACTION_RETENTION = Metric(semconv.METRIC_COMPACTION_RETENTION, semconv.PROM_COMPACTION_RETENTION, "histogram")
 COMPACTION_RETENTION_BEFORE_REPAIR = Metric(
     semconv.METRIC_COMPACTION_RETENTION_BEFORE_REPAIR, semconv.PROM_COMPACTION_RETENTION_BEFORE_REPAIR, "histogram"
@@ -83,6 +84,7 @@ CURRENT: tuple[Metric, ...] = (
     COMPACTION_SAVING,
     CACHE_BREAK_COST,
     COMPACTION_DISCARDED_SPEND,
+    BACKGROUND_SUMMARIES,
 )
 #: Older names, read only as the right-hand side of an ``or`` whose left-hand side reads a CURRENT metric.
 LEGACY: tuple[Metric, ...] = (LEGACY_OPERATION_DURATION, LEGACY_TIME_TO_FIRST_CHUNK, LEGACY_TOKEN_USAGE)
@@ -103,6 +105,8 @@ PURPOSE = label(semconv.CALL_PURPOSE)
 AGREEMENT = label(semconv.CACHE_DIAGNOSIS_AGREEMENT)
 DETECTOR_REASON = label(semconv.CACHE_DIAGNOSIS_DETECTOR_REASON)
 PROVIDER_REASON = label(semconv.CACHE_DIAGNOSIS_PROVIDER_REASON)
+BACKGROUND_EVENT = label(semconv.BACKGROUND_EVENT)
+DISCARD_REASON = label(semconv.COMPACTION_DISCARD_REASON)
 
 # Boolean attributes reach Prometheus as the strings "true" / "false".
 IS_FAILURE = f'{OUTCOME}="{semconv.OUTCOME_FAILURE}"'
@@ -226,6 +230,12 @@ def compactions(window: str, labels: Sequence[str], matchers: str = "") -> str:
 def compactions_per_second(window: str, labels: Sequence[str], matchers: str = "") -> str:
     """Compactions per second, optionally restricted by ``matchers``."""
     return _sum(labels, _rate(COMPACTIONS.selector(matchers=matchers), window))
+
+
+def background_summaries_per_second(window: str, labels: Sequence[str]) -> str:
+    """The lives of the summaries prepared in the background per second: prepared, applied, discarded (the
+    discarded ones by their reason, when ``labels`` name it)."""
+    return _sum(labels, _rate(BACKGROUND_SUMMARIES.selector(), window))
 
 
 def compaction_failures(window: str, labels: Sequence[str]) -> str:

@@ -201,6 +201,28 @@ def breaker_closed(conversation_id: str | None, model: str | None) -> None:
     )
 
 
+def compaction_loop(conversation_id: str | None, model: str, compactions: int, calls: int, window: int | None) -> None:
+    """A conversation compacts on most of its calls: each compaction leaves too little room for the next
+    calls, and each costs a cache rewrite (and a summary, the summarizer's call). Said once per conversation
+    (then at most every :data:`REPEAT_SECONDS`)."""
+    family = conversation_id or "(no conversation id)"
+    skipped = _limiter.admit(("loop", family))
+    if skipped is None:
+        return
+    log.warning(
+        "otel_context: conversation %s (model %s) compacts on most of its calls (%d compactions in %d calls): "
+        "each leaves too little room below the threshold%s for the calls after it, and each rewrites the "
+        "prompt cache. A larger window (OTEL_CONTEXT_AUTO_COMPACT_WINDOW / model_windows), smaller tool results "
+        "or fewer messages kept (OTEL_CONTEXT_KEEP_RECENT_MESSAGES) would let it compact less often%s",
+        family,
+        model,
+        compactions,
+        calls,
+        f" of its {window:,}-token window" if window else "",
+        _repeat_note(skipped),
+    )
+
+
 #: What became of the app's call, by trigger (nothing is lost in any case).
 _AFTERMATH = {
     semconv.TRIGGER_AUTO: "Nothing was lost: the request went out unchanged",

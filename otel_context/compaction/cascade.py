@@ -79,6 +79,19 @@ def precreate_counters(provider: str, model: str | None) -> None:
         )
         counter.add(0, attrs)
     _count_discarded_spend(0.0, semconv.TRIGGER_AUTO, semconv.STRATEGY_SUMMARY, semconv.MODE_BACKGROUND)
+    lives = telemetry.get().instruments.background_summaries
+    named = {semconv.GEN_AI_PROVIDER_NAME: provider, semconv.GEN_AI_REQUEST_MODEL: model or ""}
+    for event in (semconv.BACKGROUND_PREPARED, semconv.BACKGROUND_APPLIED):
+        lives.add(0, {semconv.BACKGROUND_EVENT: event, **named})
+    for reason in semconv.DISCARD_REASONS:
+        lives.add(
+            0,
+            {
+                semconv.BACKGROUND_EVENT: semconv.BACKGROUND_DISCARDED,
+                semconv.COMPACTION_DISCARD_REASON: reason,
+                **named,
+            },
+        )
 
 
 def _metric_attrs(
@@ -527,15 +540,17 @@ def record_discarded(
     trigger: str,
     published_by: SpanContext | None,
     threshold: int | None,
+    reason: str,
     cost: float | None = None,
 ) -> None:
     """A summary prepared in the background (by this worker, or by another one that published it), dropped
-    unapplied (its history was edited below its cut, or a newer compaction covered it): a ``compact`` span
-    under ``parent`` with ``mode=background``, ``outcome=discarded`` and a link to the ``compact`` span that
-    prepared it, and the counter. That span ended when the summary was ready (so that it is exported, and
-    never stays open across processes), so the drop is a record of its own; no summarizer call, nothing on
-    the breaker, no cache break (nothing was sent). ``cost``: what the summary cost (its span said it), when
-    this worker knows (a summary another worker published: its spend is that worker's)."""
+    unapplied for ``reason`` (``semconv.DISCARD_*``: its history was edited below its cut, a newer compaction
+    covered it, ...): a ``compact`` span under ``parent`` with ``mode=background``, ``outcome=discarded``, the
+    reason and a link to the ``compact`` span that prepared it, and the counter. That span ended when the
+    summary was ready (so that it is exported, and never stays open across processes), so the drop is a record
+    of its own; no summarizer call, nothing on the breaker, no cache break (nothing was sent). ``cost``: what
+    the summary cost (its span said it), when this worker knows (a summary another worker published: its
+    spend is that worker's)."""
     span = _open_span(
         parent,
         trigger,
@@ -552,6 +567,7 @@ def record_discarded(
         telemetry.name_span(
             span, semconv.COMPACTION_DISCARDED_TRACE_ID, semconv.COMPACTION_DISCARDED_SPAN_ID, published_by
         )
+    span.set_attribute(semconv.COMPACTION_DISCARD_REASON, reason)
     out = CompactionOutcome(outcome=semconv.OUTCOME_DISCARDED, cost=cost)
     _close_span(span, out, state, trigger, provider, model, timed=False, mode=semconv.MODE_BACKGROUND)
 
@@ -616,6 +632,14 @@ def announce(span: Span, state: ConversationState, provider: str, model: str, re
 
 #: ``clear_at_least`` that no history reaches: only the oversized-result cap applies.
 _NEVER = 10**15
+
+
+def microcompacted(job: CompactionJob) -> list[Item] | None:
+    """What a microcompaction of ``job`` would send (its items cleared and capped), without running it as a
+    compaction (no span, nothing adopted): None when it would change nothing. For the engine's choice of
+    whether clearing repays what it breaks (``engine/economics.py``)."""
+    done = _microcompact(job, job.items)
+    return done[0] if done is not None else None
 
 
 def _microcompact(job: CompactionJob, items: Sequence[Item], clear: bool = True) -> tuple[list[Item], int] | None:
@@ -938,6 +962,8 @@ def _abandoned(job: CompactionJob, span: Span, spend: _Spend) -> None:
         background = job.mode == semconv.MODE_BACKGROUND
         outcome = semconv.OUTCOME_DISCARDED if background else semconv.OUTCOME_FAILURE
         span.set_attribute(semconv.COMPACTION_OUTCOME, outcome)
+        if background:
+            span.set_attribute(semconv.COMPACTION_DISCARD_REASON, semconv.DISCARD_ABANDONED)
         viewers.describe_output(span, outcome, error_type="abandoned")
         if spend.cost is not None:
             span.set_attribute(semconv.COMPACTION_COST, spend.cost)

@@ -141,6 +141,37 @@ class MemoEntry:
         """The entry's content address (scope and replaced items): its identity, here and in a shared store."""
         return entry_address(self.scope, self.prefix_hash)
 
+    @property
+    def shift(self) -> int:
+        """How many more items of the app's history this entry replaces than it sends: the app's item ``k`` at
+        or after :attr:`prefix_len` is sent at ``k - shift``."""
+        return self.prefix_len - len(self.replacement)
+
+    def changes_only_content_over(self, base: MemoEntry | None) -> bool:
+        """Whether this entry is ``base`` (None: the app's items as they are) with the content of items after
+        it changed and nothing else: a microcompaction's entry over it, which keeps the shape of the history
+        (each cleared tool result stays in place) and the summary before it."""
+        if base is None:
+            return self.summary == "" and self.summary_head == 0 and self.shift == 0
+        return self.summary == base.summary and self.summary_head == base.summary_head and self.shift == base.shift
+
+    def beneath(self, current: MemoEntry) -> MemoEntry:
+        """This entry (a summary whose cut lies before ``current``'s end) with ``current`` kept after its cut:
+        ``current`` changed only the content of items (see :meth:`changes_only_content_over`), so the items it
+        sends from this entry's cut on are the app's same items, cleared. One entry of ``current``'s prefix; what
+        it saves is the larger of the two (each counts against the same history, and what the clearing saved
+        before the cut is inside what the summary replaced)."""
+        tail = current.replacement[self.prefix_len - current.shift :]
+        return MemoEntry(
+            current.prefix_len,
+            current.prefix_hash,
+            (*self.replacement, *tail),
+            self.summary,
+            summary_head=self.summary_head,
+            scope=self.scope,
+            tokens_saved=max(self.tokens_saved, current.tokens_saved),
+        )
+
     def apply(self, items: Sequence[Item]) -> list[Item]:
         """The items to send for ``items`` (whose prefix this entry matches)."""
         return [*self.replacement, *items[self.prefix_len :]]

@@ -171,6 +171,8 @@ class ConversationState:
         self.snapshot: Snapshot | None = None
         #: time.monotonic() when the last call ended (cache TTL: a cold cache makes clearing free).
         self.last_call_ended: float | None = None
+        #: Calls of this conversation that ended in this process (the engine's measure of a pace per call).
+        self.calls = 0
         self.memo = CompactionMemo()
         self.breaker = Breaker()
         #: Model whose breakers_open series counts this conversation while its breaker is open.

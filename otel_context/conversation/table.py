@@ -224,6 +224,7 @@ class ConversationTable:
                 self._bytes += snapshot.size - (state.snapshot.size if state.snapshot is not None else 0)
             state.snapshot = snapshot
             state.last_call_ended = ended
+            state.calls += 1
             if tracked:
                 self._touch_and_evict(state, evicted)
         if evicted:

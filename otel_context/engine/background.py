@@ -77,12 +77,12 @@ from otel_context.conversation import CONVERSATIONS, ConversationState
 from otel_context.conversation.memo import MemoEntry, scope_of
 from otel_context.conversation.shared import Published
 from otel_context.conversation.state_store import Lease
-from otel_context.engine import pacing
+from otel_context.engine import economics, pacing
 from otel_context.engine.call import CallState, PreparationSync
 from otel_context.engine.preparation import GIVEN_UP, GONE, IN_FLIGHT, Effect, Event, Lifecycle, Phase
 from otel_context.flow import BackgroundStart, BackgroundWait, Step, StoreRequest, SummaryRequest
 from otel_context.fork_safe import new_lock
-from otel_context.tokens import estimate_items
+from otel_context.tokens import estimate_items, estimate_text
 
 Item = Mapping[str, Any]
 
@@ -111,6 +111,8 @@ class Prepared:
     #: Its ``compact`` span, opened by the call that starts it (see :func:`maybe_start`); the summary's flow
     #: takes it over, and the interpreter's exit ends it while that flow still runs or never started.
     span: Span | None = None
+    #: Why it was dropped (``semconv.DISCARD_*``), set by the drop: its ``discarded`` span and count say it.
+    reason: str = semconv.DISCARD_ABANDONED
 
     @property
     def phase(self) -> Phase:
@@ -136,6 +138,13 @@ class _Record:
     prepared: Prepared | None = None
     pace: pacing.Pace = field(default_factory=pacing.Pace)
     fleet: _Fleet = field(default_factory=_Fleet)
+    #: The calls seen past a quarter of the threshold (the clock of the back-off below).
+    calls: int = 0
+    #: Summaries discarded in a row for a reason of the conversation's own (see :data:`_BACK_OFF_REASONS`),
+    #: and the call before which no new one starts at the start point (one that would land after the
+    #: blocking limit still starts): 1, 2, 4 … calls after each.
+    discards: int = 0
+    held_until: int = 0
 
 
 #: Guards every record's fields, every summary's phase and lease, and the module's tables.
@@ -148,6 +157,21 @@ _lock = new_lock(sys.modules[__name__], "_lock")
 _records: weakref.WeakKeyDictionary[ConversationState, _Record] = weakref.WeakKeyDictionary()
 #: The summaries whose flow runs (their ``compact`` span may be open), for the interpreter's exit.
 _running: set[Prepared] = set()
+#: Discards that say the summary was started for nothing, so the next start waits (and waits longer each time).
+#: The others (forgotten, abandoned, exit) are the app's doing, not a misjudged start.
+_BACK_OFF_REASONS = frozenset(
+    {
+        semconv.DISCARD_STALE,
+        semconv.DISCARD_SUPERSEDED,
+        semconv.DISCARD_NO_GAIN,
+        semconv.DISCARD_LATE,
+        semconv.DISCARD_UNUSABLE,
+    }
+)
+#: Phases of a summary that a drop reports as discarded (now, or when it lands).
+_UNSENT = frozenset({Phase.RUNNING, Phase.PUBLISHING, Phase.READY, Phase.CUT_SHORT})
+#: The longest back-off, in calls (after six discards in a row).
+_MAX_HOLD_CALLS = 32
 
 
 def _record(state: ConversationState) -> _Record:
@@ -184,33 +208,79 @@ def _carry_out(
     """What a transition asks for about the summary's ``compact`` span (``SEND`` is the caller's own).
     ``parent``: the chat span of the call that dropped it (None: no call did, so the report is a trace of its
     own); ``trigger``: the path that dropped it."""
-    out = prepared.out
+    out, job = prepared.out, prepared.job
     if effect is Effect.END_SUCCESS or effect is Effect.END_DISCARDED:
         if out is not None and out.open_span is not None:
             # With the threshold of the call that started it (the job aimed below it).
             out.open_span.set_attribute(semconv.COMPACTION_THRESHOLD_TOKENS, prepared.threshold)
-            outcome = semconv.OUTCOME_SUCCESS if effect is Effect.END_SUCCESS else semconv.OUTCOME_DISCARDED
-            cascade.settle(prepared.job, out.open_span, dataclasses.replace(out, outcome=outcome))
+            if effect is Effect.END_SUCCESS:
+                outcome = semconv.OUTCOME_SUCCESS
+                _count(semconv.BACKGROUND_PREPARED, job.provider, job.model)
+            else:
+                outcome = semconv.OUTCOME_DISCARDED
+                out.open_span.set_attribute(semconv.COMPACTION_DISCARD_REASON, prepared.reason)
+                _count(semconv.BACKGROUND_DISCARDED, job.provider, job.model, prepared.reason)
+            cascade.settle(job, out.open_span, dataclasses.replace(out, outcome=outcome))
     elif effect is Effect.END_AT_EXIT:
-        _end_discarded(prepared)
+        _end_discarded(prepared, semconv.DISCARD_EXIT)
     elif effect is Effect.REPORT_DISCARDED and out is not None and out.open_span is not None:
         cascade.record_discarded(
             parent if parent is not None else trace.INVALID_SPAN,
-            prepared.job.provider,
-            prepared.job.model,
-            prepared.job.state,
+            job.provider,
+            job.model,
+            job.state,
             trigger,
             out.open_span.get_span_context(),
             prepared.threshold,
+            prepared.reason,
             out.cost,
         )
+        _count(semconv.BACKGROUND_DISCARDED, job.provider, job.model, prepared.reason)
 
 
-def _drop(prepared: Prepared, parent: Span | None = None, trigger: str = semconv.TRIGGER_AUTO) -> None:
-    """Forget a prepared summary: a running one ends its span as ``discarded`` when it lands; a made one
-    (its span ended as ``success``) is reported as a ``discarded`` compaction of its own, linked to that span,
-    under ``parent`` (see :func:`_carry_out`)."""
-    _carry_out(prepared, _move(prepared, Event.DROP), parent, trigger)
+def _count(event: str, provider: str, model: str, reason: str | None = None) -> None:
+    """One event of a background summary's life on ``otel_context.compaction.background_summaries``."""
+    attributes = {
+        semconv.BACKGROUND_EVENT: event,
+        semconv.GEN_AI_PROVIDER_NAME: provider,
+        semconv.GEN_AI_REQUEST_MODEL: model,
+    }
+    if reason is not None:
+        attributes[semconv.COMPACTION_DISCARD_REASON] = reason
+    telemetry.get().instruments.background_summaries.add(1, attributes)
+
+
+def _drop(prepared: Prepared, reason: str, parent: Span | None = None, trigger: str = semconv.TRIGGER_AUTO) -> None:
+    """Forget a prepared summary, for ``reason`` (``semconv.DISCARD_*``): a running one ends its span as
+    ``discarded`` when it lands; a made one (its span ended as ``success``) is reported as a ``discarded``
+    compaction of its own, linked to that span, under ``parent`` (see :func:`_carry_out`). A reason of the
+    conversation's own holds the next start back (see :func:`_back_off`)."""
+    with _lock:
+        unsent = prepared.phase in _UNSENT  # its discard is yet to be reported (now, or when it lands)
+        if unsent:
+            prepared.reason = reason
+    effect = _move(prepared, Event.DROP)
+    if effect is not None and unsent and reason in _BACK_OFF_REASONS:
+        _back_off(prepared.job.state)
+    _carry_out(prepared, effect, parent, trigger)
+
+
+def _back_off(state: ConversationState | None) -> None:
+    """A summary was discarded for nothing it could help: the next start waits 1, 2, 4 … calls (at most
+    :data:`_MAX_HOLD_CALLS`), counting the discards in a row (an applied summary resets them)."""
+    with _lock:
+        record = _records.get(state) if state is not None else None
+        if record is None:
+            return
+        record.discards += 1
+        record.held_until = record.calls + min(_MAX_HOLD_CALLS, 2 ** (record.discards - 1))
+
+
+def _held(state: ConversationState) -> bool:
+    """Whether the conversation's next start is held back after discards (see :func:`_back_off`)."""
+    with _lock:
+        record = _records.get(state)
+        return record is not None and record.calls < record.held_until
 
 
 def _forgotten(state: ConversationState) -> None:
@@ -220,7 +290,7 @@ def _forgotten(state: ConversationState) -> None:
     with _lock:
         prepared = _prepared_of(state)
     if prepared is not None:
-        _drop(prepared)
+        _drop(prepared, semconv.DISCARD_FORGOTTEN)
 
 
 CONVERSATIONS.on_forget(_forgotten)
@@ -238,12 +308,31 @@ def pending(state: ConversationState) -> Prepared | None:
         return _prepared_of(state)
 
 
+def underway(call: CallState) -> bool:
+    """Whether this worker prepares a summary of the call's conversation (running) or holds one ready that
+    covers the call: the threshold may count on it."""
+    with _lock:
+        prepared = _prepared_of(call.state)
+    if prepared is None:
+        return False
+    return prepared.phase in IN_FLIGHT or (prepared.phase is Phase.READY and _covers(prepared, call))
+
+
+def ready(call: CallState) -> bool:
+    """Whether this worker holds a summary of the call's conversation that is ready and covers the call."""
+    with _lock:
+        prepared = _prepared_of(call.state)
+    return prepared is not None and prepared.phase is Phase.READY and _covers(prepared, call)
+
+
 def _observe(call: CallState) -> None:
     """One sample of the conversation's pace (see :meth:`pacing.Pace.observe`)."""
     # Wall time (the summarizer's duration is wall time too), not the cache's clock, which a test may drive.
     now = time.monotonic()
     with _lock:
-        _record(call.state).pace.observe(now, call.estimated_tokens)
+        record = _record(call.state)
+        record.pace.observe(now, call.estimated_tokens)
+        record.calls += 1
 
 
 def _steps_of(state: ConversationState) -> pacing.Steps:
@@ -263,10 +352,12 @@ def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, 
     _observe(call)
     state = call.state
     steps = _steps_of(state)
-    if not pacing.due(call, budget, steps):
+    if not pacing.due(call, budget, steps, held=_held(state)):
         return
     if state.breaker.open:
         return
+    if call.request.settings.microcompact and economics.micro_will_do(call, budget):
+        return  # clearing tool results will do at the threshold: a summary now would be thrown away
     with _lock:
         existing = _prepared_of(state)
     if existing is not None:
@@ -279,7 +370,11 @@ def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, 
             # Given up midway, it could not let the fleet's prepare lock go (that path makes no store round
             # trip): let it go now, or this conversation prepares nothing in the background until the lease ends.
             yield from _let_go(existing)
-        _drop(existing, span)  # stale (the history changed below it), or abandoned: prepared again
+            _drop(existing, semconv.DISCARD_ABANDONED, span)  # prepared again now
+        else:
+            # The history changed below it: dropped, and the next one waits for a later call (see _back_off).
+            _drop(existing, _uncovered(call, existing), span)
+            return
     if cascade.not_understood_reason(call.adapter, call.body, call.sent_items, budget):
         return  # the threshold reports the reason (and compacts nothing) as today
     aimed = pacing.aim(call, budget, steps)
@@ -363,7 +458,7 @@ def _run(prepared: Prepared, call: CallState) -> Generator[SummaryRequest | Stor
             pacing.learn(pacing.summary_model(call), out.duration_ms / 1000.0)
             entry = prepared.entry = _entry(prepared, out)
             if entry is None:
-                event = Event.UNUSABLE
+                prepared.reason, event = semconv.DISCARD_UNUSABLE, Event.UNUSABLE
             else:
                 event = Event.MADE_TO_PUBLISH if prepared.lease is not None else Event.MADE
             effect = _move(prepared, event)
@@ -378,7 +473,11 @@ def _run(prepared: Prepared, call: CallState) -> Generator[SummaryRequest | Stor
         # so a later call of the conversation lets its fleet lease go (see maybe_start; uninstrument() and
         # the interpreter's exit let it go at once, see release_leases) and may prepare it again (a failed
         # one may not). No lock here: this may run as the generator's finalizer, on a thread that holds it.
+        running = prepared.phase in IN_FLIGHT
         prepared.life.abandon()
+        if running:  # its span ended as discarded (the cascade's); counted here, as every discard is
+            job = prepared.job
+            _count(semconv.BACKGROUND_DISCARDED, job.provider, job.model, semconv.DISCARD_ABANDONED)
         raise
     finally:
         _running.discard(prepared)  # no lock (see above): one call on a set, atomic
@@ -422,10 +521,22 @@ def _entry(prepared: Prepared, out: cascade.CompactionOutcome) -> MemoEntry | No
 
 
 def _covers(prepared: Prepared, call: CallState) -> bool:
-    """Whether the ready summary applies to this call (see :meth:`CallState.covers`: compared by value with
-    the items it was made from)."""
+    """Whether the ready summary applies to this call (see :meth:`CallState.covers_prepared`: compared by
+    value with the items it was made from; across a microcompaction since, which changed only content)."""
     entry = prepared.entry
-    return entry is not None and call.covers(entry, prepared.items)
+    return entry is not None and call.covers_prepared(entry, prepared.items, prepared.job.base)
+
+
+def _uncovered(call: CallState, prepared: Prepared) -> str:
+    """Why a summary of this conversation does not cover this call: its prefix is this call's, but a newer
+    compaction reaches past it (``superseded``), or the history changed below its cut (``stale``)."""
+    entry = prepared.entry
+    if entry is None:
+        return semconv.DISCARD_STALE
+    n, items, started = entry.prefix_len, call.items, prepared.items
+    if n <= len(items) and entry.scope == call.scope and list(items[:n]) == list(started[:n]):
+        return semconv.DISCARD_SUPERSEDED
+    return semconv.DISCARD_STALE
 
 
 def at_threshold(span: Span, call: CallState, budget: Budget) -> Generator[Step, Any, bool]:
@@ -449,10 +560,11 @@ def at_threshold(span: Span, call: CallState, budget: Budget) -> Generator[Step,
             return (yield from _fleet_threshold(span, call, budget, waited))
         if prepared.phase in IN_FLIGHT:
             # Still running: compact inline now (a longer prefix); the late one is dropped when it lands.
-            _drop(prepared, span)
+            _drop(prepared, semconv.DISCARD_LATE, span)
             return False
-    if not apply(span, call, prepared, waited, budget):
-        _drop(prepared, span)
+    refused = apply(span, call, prepared, waited, budget)
+    if refused is not None:
+        _drop(prepared, refused, span)
         return False
     return call.estimated_tokens < budget.auto_threshold
 
@@ -504,6 +616,12 @@ def _drop_published(span: Span, call: CallState, got: Published, trigger: str) -
         if known is not None and known.ready_len == got.entry.prefix_len:
             known.ready_len = 0  # none is ready any more: this worker may prepare the next one
     budget = call.budget
+    current = call.entry
+    reason = (
+        semconv.DISCARD_SUPERSEDED
+        if current is not None and current.prefix_len >= got.entry.prefix_len
+        else semconv.DISCARD_STALE
+    )
     cascade.record_discarded(
         span,
         call.request.provider,
@@ -512,7 +630,9 @@ def _drop_published(span: Span, call: CallState, got: Published, trigger: str) -
         trigger,
         _link_context(got.link),
         budget.auto_threshold if budget is not None else None,
+        reason,
     )
+    _count(semconv.BACKGROUND_DISCARDED, call.request.provider, call.model, reason)
 
 
 def _link_context(link: tuple[int, int, int] | None) -> SpanContext | None:
@@ -530,7 +650,7 @@ def _apply_published(
     pairing with the turns appended since would need a repair, or it would not make the request smaller (see
     :func:`_fits`). ``trigger``: the path that applies it."""
     fitted = _fits(call, got.entry)
-    if fitted is None:
+    if isinstance(fitted, str):
         return False
     before = call.estimated_tokens
     _use(call, got.entry, fitted)
@@ -565,7 +685,12 @@ def _applied(
         },
     )
     cascade.record_saved(before - call.estimated_tokens, trigger, semconv.STRATEGY_SUMMARY)
+    _count(semconv.BACKGROUND_APPLIED, call.request.provider, call.model)
     state = call.state
+    with _lock:
+        record = _records.get(state)
+        if record is not None:
+            record.discards = record.held_until = 0  # a summary was used: the next one starts as usual
     if state.detector is not None:
         cascade.announce(span, state, call.request.provider, call.model, call.estimated_tokens)
 
@@ -578,26 +703,29 @@ class _Fitted:
     saved: int
 
 
-def _fits(call: CallState, entry: MemoEntry) -> _Fitted | None:
-    """What this call sends with ``entry`` applied; None when the pairing would need a repair (then it is
-    not the byte-identical apply the memo promises), or when it would not make the request smaller: what the
-    call sends already (a microcompaction since the summary was made, say) is no larger, and sending it would
-    count as a compaction that saved nothing (on the reactive path, one that does not answer "too long")."""
+def _fits(call: CallState, entry: MemoEntry) -> _Fitted | str:
+    """What this call sends with ``entry`` applied, or why it does not send it: ``unusable`` when the pairing
+    would need a repair (then it is not the byte-identical apply the memo promises), ``no_gain`` when it would
+    not make the request smaller than what the call sends already (sending it would count as a compaction that
+    saved nothing; on the reactive path, one that does not answer "too long"). Compared on what the call sends:
+    after a microcompaction, its cleared results (``entry`` keeps them cleared, see :meth:`CallState.sending`)."""
     sent = entry.apply(call.items)
     try:
         if cascade.checked(call.adapter, sent) != sent:
-            return None
+            return semconv.DISCARD_UNUSABLE
     except CompactionError:
-        return None
+        return semconv.DISCARD_UNUSABLE
     adapter = call.adapter
     saved = estimate_items(adapter, call.sent_items) - estimate_items(adapter, sent)
-    return _Fitted(sent, saved) if saved > 0 else None
+    return _Fitted(sent, saved) if saved > 0 else semconv.DISCARD_NO_GAIN
 
 
 def _use(call: CallState, entry: MemoEntry, fitted: _Fitted) -> None:
     """Send ``entry`` on this call and remember it in the memo (the estimate drops by what it saves)."""
     call.send(entry, fitted.sent, remember=True)
     call.compacted(max(0, call.estimated_tokens - int(fitted.saved * call.state.estimate_factor)))
+    economics.compacted(call)
+    economics.summarized(call, estimate_text(entry.summary))
 
 
 def apply_ready(span: Span, call: CallState, budget: Budget) -> Generator[StoreRequest, Any, bool]:
@@ -613,9 +741,10 @@ def apply_ready(span: Span, call: CallState, budget: Budget) -> Generator[StoreR
         return got is not None and _apply_published(span, call, got, 0.0, budget, semconv.TRIGGER_REACTIVE)
     if prepared.phase in IN_FLIGHT:
         return False
-    if apply(span, call, prepared, 0.0, budget, trigger=semconv.TRIGGER_REACTIVE):
+    refused = apply(span, call, prepared, 0.0, budget, trigger=semconv.TRIGGER_REACTIVE)
+    if refused is None:
         return True
-    _drop(prepared, span, semconv.TRIGGER_REACTIVE)
+    _drop(prepared, refused, span, semconv.TRIGGER_REACTIVE)
     return False
 
 
@@ -626,22 +755,28 @@ def apply(
     waited: float,
     budget: Budget,
     trigger: str = semconv.TRIGGER_AUTO,
-) -> bool:
-    """Send the prepared summary on this call and remember it in the memo; False when it does not apply (not
-    ready, not of this call's history, or another call of this conversation applied or dropped it first)."""
+) -> str | None:
+    """Send the prepared summary on this call and remember it in the memo (None), or say why not
+    (``semconv.DISCARD_*``: not of this call's history, or it would not make the request smaller, see
+    :func:`_fits`; a summary not ready, or that another call of this conversation applied or dropped first,
+    is refused too, and dropping it then changes nothing). Across a microcompaction since it was made, it is
+    sent over the results that one cleared (:meth:`CallState.sending`)."""
     out, entry = prepared.out, prepared.entry
     if prepared.phase is not Phase.READY or out is None or entry is None or out.open_span is None:
-        return False
+        return semconv.DISCARD_STALE
     if not _covers(prepared, call):
-        return False
+        return _uncovered(call, prepared)
+    entry = call.sending(entry)
     fitted = _fits(call, entry)
-    if fitted is None or _move(prepared, Event.APPLY) is not Effect.SEND:
-        return False
+    if isinstance(fitted, str):
+        return fitted
+    if _move(prepared, Event.APPLY) is not Effect.SEND:
+        return semconv.DISCARD_STALE
     before = call.estimated_tokens
     _use(call, entry, fitted)
     _applied(span, call, out.open_span.get_span_context(), before, budget, trigger)
     cascade.record_wait(waited, trigger, semconv.MODE_BACKGROUND)
-    return True
+    return None
 
 
 def _take_lease(prepared: Prepared) -> Lease | None:
@@ -680,12 +815,12 @@ def discard_all() -> None:
         _records.clear()
     pacing.forget_durations()  # reset does too (pacing's own registration); uninstrument() only here
     for prepared in every:
-        _drop(prepared)
-        _end_unstarted(prepared)
+        _drop(prepared, semconv.DISCARD_ABANDONED)
+        _end_unstarted(prepared, semconv.DISCARD_ABANDONED)
         _give_back(prepared)
 
 
-def _end_unstarted(prepared: Prepared) -> None:
+def _end_unstarted(prepared: Prepared, reason: str) -> None:
     """End the ``compact`` span of a summary whose flow never started (its task cancelled first, or the
     interpreter exiting), as ``discarded``: the span opened when the call started it (see :func:`maybe_start`)
     and nothing else would end it. Its flow, if it starts after all, ends at once (see :func:`_run`)."""
@@ -693,14 +828,16 @@ def _end_unstarted(prepared: Prepared) -> None:
         if prepared in _running or prepared.landed.is_set():
             return  # running (it ends its span) or ended
         prepared.landed.set()
-    _end_discarded(prepared)
+    _end_discarded(prepared, reason)
 
 
-def _end_discarded(prepared: Prepared) -> None:
-    """End the summary's ``compact`` span, still open, as ``discarded`` (it was given up before it was ready)."""
+def _end_discarded(prepared: Prepared, reason: str) -> None:
+    """End the summary's ``compact`` span, still open, as ``discarded`` for ``reason`` (it was given up before it
+    was ready)."""
     span = prepared.span
     if span is not None and span.is_recording():
         span.set_attribute(semconv.COMPACTION_OUTCOME, semconv.OUTCOME_DISCARDED)
+        span.set_attribute(semconv.COMPACTION_DISCARD_REASON, reason)
         viewers.describe_output(span, semconv.OUTCOME_DISCARDED)
         span.end()
 
@@ -724,7 +861,7 @@ def end_at_exit() -> None:
     for prepared in running:
         _carry_out(prepared, _move(prepared, Event.EXIT))
     for prepared in every:
-        _end_unstarted(prepared)
+        _end_unstarted(prepared, semconv.DISCARD_EXIT)
 
 
 def forget_all() -> None:

@@ -344,14 +344,44 @@ class CallState(CallPlan):
         prefix is this call's. Compared by value with ``started``, the items the summary was made from, when
         this worker kept them (as strong as the memo's hash, and no hashing); by content hash otherwise (all
         another worker's summary brings)."""
+        current = self.entry
+        if current is not None and current.prefix_len >= entry.prefix_len:
+            return False
+        return self._prefix_is(entry, started)
+
+    def covers_prepared(self, entry: MemoEntry, started: Sequence[Item], base: MemoEntry | None) -> bool:
+        """:meth:`covers`, for a summary this worker prepared from ``started`` over ``base`` (the entry those
+        items were sent with): it applies across a microcompaction made since, which changed only the content
+        of items and may reach past its cut (the call then sends it as :meth:`sending` says)."""
+        current = self.entry
+        if (
+            current is not None
+            and current.prefix_len >= entry.prefix_len
+            and not current.changes_only_content_over(base)
+        ):
+            return False
+        return self._prefix_is(entry, started)
+
+    def _prefix_is(self, entry: MemoEntry, started: Sequence[Item] | None) -> bool:
+        """Whether ``entry`` was made for this call's scope, and its prefix is this call's (see :meth:`covers`)."""
         n, items = entry.prefix_len, self.items
-        if n > len(items) or (self.entry is not None and self.entry.prefix_len >= n) or entry.scope != self.scope:
+        if n > len(items) or entry.scope != self.scope:
             return False
         if started is None:
             return items_hash(items[:n]) == entry.prefix_hash
         head = items[:n] if type(items) is list else list(items[:n])
         kept = started[:n] if type(started) is list else list(started[:n])
         return head == kept
+
+    def sending(self, entry: MemoEntry) -> MemoEntry:
+        """The entry this call sends for a summary ``entry`` that :meth:`covers` it: the summary's own, or, when
+        the call's entry reaches past the summary's cut (a microcompaction cleared tool results after it since
+        the summary started), the summary over what that entry sends after the cut (:meth:`MemoEntry.beneath`):
+        the results it cleared stay cleared."""
+        current = self.entry
+        if current is None or current.prefix_len < entry.prefix_len:
+            return entry
+        return entry.beneath(current)
 
     def adopt(self, out: cascade.CompactionOutcome) -> bool:
         """Send a successful compaction's result and remember it in the memo; True when adopted. A result the

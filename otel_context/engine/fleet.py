@@ -50,7 +50,7 @@ from otel_context.contract import CallRequest
 from otel_context.conversation import ChainLink, ConversationState, Resolution, Snapshot, shared
 from otel_context.conversation.memo import MemoEntry
 from otel_context.conversation.state_store import Lease, Loaded, StateStore
-from otel_context.engine import windows
+from otel_context.engine import economics, windows
 from otel_context.engine.call import (
     IN_PROCESS,
     STORE_UNAVAILABLE,
@@ -413,6 +413,7 @@ class StoreSync(CallSync):
         call.compacted(
             int((estimate_fixed(adapter, call.body) + estimate_items(adapter, call.sent_items)) * state.estimate_factor)
         )
+        economics.compacted(call)
         return True
 
     # --- background preparation: one worker prepares, every worker applies -----------------------------

@@ -79,12 +79,14 @@ def watching(call: CallState, budget: Budget) -> bool:
     return call.estimated_tokens >= budget.auto_threshold // WATCH_FRACTION
 
 
-def due(call: CallState, budget: Budget, steps: Steps) -> bool:
+def due(call: CallState, budget: Budget, steps: Steps, held: bool = False) -> bool:
     """Whether to start now: past the start point, or (earlier) when the summary, at the pace ``steps`` say
     this conversation grows and as long as summaries take, would land after the history reached the blocking
-    limit (a call would then wait for it). Never below half the threshold: it would summarize too little."""
+    limit (a call would then wait for it). Never below half the threshold: it would summarize too little.
+    ``held``: the conversation's last summaries were discarded (a back-off): the start point alone is not
+    enough, only a summary that would otherwise land after the blocking limit starts."""
     estimate = call.estimated_tokens
-    if estimate >= start_point(budget, call.request.settings.background_start_pct):
+    if not held and estimate >= start_point(budget, call.request.settings.background_start_pct):
         return True
     if estimate < budget.auto_threshold // 2:
         return False

@@ -14,7 +14,7 @@ from opentelemetry.trace import Span
 
 from otel_context import semconv, telemetry
 from otel_context.compaction import cascade
-from otel_context.engine import background, provider_compaction, windows
+from otel_context.engine import background, economics, provider_compaction, windows
 from otel_context.engine.call import CallState, rewrites, skip
 from otel_context.flow import Step
 from otel_context.formats.too_long import error_message, is_too_long, parse_too_long
@@ -76,6 +76,7 @@ def compact(span: Span, call: CallState, error: BaseException) -> Generator[Step
     # One moment for the span: the estimate and the window (which the provider's error may have lowered)
     # are, like the utilization, those of the request sent after compacting.
     call.estimated_tokens = after
+    economics.compacted(call)
     call.attributes[semconv.CONTEXT_ESTIMATED_TOKENS] = after
     call.attributes[semconv.CONTEXT_WINDOW] = budget.window
     call.attributes[semconv.CONTEXT_EFFECTIVE_WINDOW] = budget.effective

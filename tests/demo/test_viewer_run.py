@@ -88,7 +88,7 @@ def test_a_summary_running_when_the_last_turn_ends_lands_before_the_provider_sto
     when the last turn ends. It must land on the simulated provider, still up, not fail on a refused connection
     once the provider stopped (which printed a warning and counted a failed compaction)."""
     monkeypatch.setattr(sys.modules["otel_context.demo.run"], "SUMMARY_LATENCY_FACTOR", 150)
-    result = run(DemoOptions(background=True, latency=0.02, turns=29))
+    result = run(DemoOptions(background=True, latency=0.02, turns=33))  # a summary starts late in this run
     agent_calls = [
         s
         for s in result.spans

@@ -114,3 +114,47 @@ def test_covers_answers_alike_by_value_and_by_content_hash() -> None:
     call = _call(list(messages))
     call.send(entry)
     assert not call.covers(entry) and not call.covers(entry, started)
+
+
+def _cleared(call: EnginePlan, upto: int, base: MemoEntry | None = None) -> MemoEntry:
+    """A microcompaction's entry over ``base``: the app's items up to ``upto`` sent with their content changed
+    (as a clearing changes tool results), the shape kept."""
+    sent = list(call.sent_items)
+    start = len(base.replacement) if base is not None else 0
+    shift = base.shift if base is not None else 0
+    changed = [
+        *sent[:start],
+        *({**m, "content": "[cleared]"} for m in sent[start : upto - shift]),
+        *sent[upto - shift :],
+    ]
+    summary, head = (base.summary, base.summary_head) if base is not None else ("", 0)
+    entry = MemoEntry.of_compaction(
+        call.items, base, sent, changed, upto - shift, tuple(changed[: upto - shift]), summary, head, call.scope
+    )
+    assert entry is not None
+    return entry
+
+
+def test_a_summary_covers_a_call_across_a_clearing_made_since_and_keeps_what_it_cleared() -> None:
+    """Issue 49 item 2: a microcompaction changes content, not the history's shape. A summary prepared before
+    it (over the entry the call sent then) still covers the call, and what the call then sends is the summary
+    followed by the items the clearing changed after its cut, and the rest."""
+    messages = _messages(12)
+    started = copy.deepcopy(messages)
+    summary = _entry(_call(messages), 4)  # made when nothing was compacted (base None)
+    call = _call([*copy.deepcopy(messages), *_messages(2, "new")])
+    clearing = _cleared(call, 8)  # past the summary's cut
+    call.send(clearing)
+    assert not call.covers(summary, started)  # the plain test: the call sends a longer prefix
+    assert call.covers_prepared(summary, started, None)
+    sending = call.sending(summary)
+    assert sending.prefix_len == clearing.prefix_len and sending.prefix_hash == clearing.prefix_hash
+    assert sending.apply(call.items) == [SUMMARY, *clearing.replacement[4:], *call.items[8:]]
+    assert (sending.summary, sending.summary_head) == ("S", 1)
+    # Another summary sent since (not a clearing of the same base) is newer: it is not covered.
+    other = _call([*copy.deepcopy(messages), *_messages(2, "new")])
+    newer = _entry(other, 6)
+    other.send(newer)
+    assert not other.covers_prepared(summary, started, None)
+    # A clearing over a summary that is not the one this summary was made over: not covered either.
+    assert not call.covers_prepared(summary, started, newer)
