@@ -59,6 +59,7 @@ from otel_context.formats.base import (
     PromptLayout,
     ResponseInfo,
     ToolResultRef,
+    ToolUse,
     WholeHistory,
 )
 from otel_context.usage import (
@@ -132,6 +133,22 @@ def _role(item: Item) -> str:
     # Malformed entries (see has_unknown_content) have no role: every rule then leaves them alone. (A plain
     # dict, nearly every item, is told without the ABC isinstance: this runs for every item of a history.)
     return str(item.get("role", "")) if type(item) is dict or isinstance(item, Mapping) else ""
+
+
+def _tool_uses(index: int, item: Item) -> list[ToolUse]:
+    """The tool calls and results of ``item`` (the long way, for the shapes ``item_texts`` does not read itself),
+    as :meth:`AnthropicMessagesAdapter.tool_results` reads them."""
+    role = _role(item)
+    out: list[ToolUse] = []
+    for block in _blocks(item):
+        kind = block.get("type")
+        if kind == "tool_use" and role == "assistant":
+            out.append(ToolUse(index, str(block.get("id")), str(block.get("name")), block.get("input"), None))
+        elif kind == "tool_result" and role == "user":
+            out.append(
+                ToolUse(index, str(block.get("tool_use_id")), None, None, _result_content_text(block.get("content")))
+            )
+    return out
 
 
 def _tool_use_ids(item: Item) -> list[str]:
@@ -444,9 +461,9 @@ class AnthropicMessagesAdapter(WholeHistory):
                 texts.append(text)
         return texts
 
-    def item_texts(self, items: Sequence[Item]) -> list[tuple[str, bool, str]]:
+    def item_texts(self, items: Sequence[Item], tools: list[ToolUse] | None = None) -> list[tuple[str, bool, str]]:
         out: list[tuple[str, bool, str]] = []
-        for item in items:
+        for index, item in enumerate(items):
             role = item.get("role", "") if type(item) is dict else None
             if type(role) is str:  # a plain dict with a role (nearly every item): read once here
                 content = item.get("content")
@@ -466,15 +483,27 @@ class AnthropicMessagesAdapter(WholeHistory):
                                 said.append(text)
                         elif kind == "tool_result" and type(block.get("content")) is str:  # _block_text's own
                             text = block["content"]
+                            if tools is not None and role == "user":
+                                tools.append(ToolUse(index, str(block.get("tool_use_id")), None, None, text))
                         elif kind == "tool_use":  # as _block_text writes a call
+                            arguments = block.get("input")
                             text = f"{block.get('name', '')} {compact_json(block.get('input', {}))}"
+                            if tools is not None and role == "assistant":
+                                tools.append(
+                                    ToolUse(index, str(block.get("id")), str(block.get("name")), arguments, None)
+                                )
                         else:
                             text = _block_text(block)
+                            if tools is not None and kind == "tool_result" and role == "user":
+                                result = _result_content_text(block.get("content"))
+                                tools.append(ToolUse(index, str(block.get("tool_use_id")), None, None, result))
                         if text:
                             texts.append(text)
                     out.append(("\n".join(texts), role == "assistant", "\n".join(said) if role == "user" else ""))
                     continue
             out.append((self.item_text(item), self.is_model_output(item), "\n".join(self.user_text_items((item,)))))
+            if tools is not None:
+                tools.extend(_tool_uses(index, item))
         return out
 
     def make_user_item(self, text: str) -> dict[str, Any]:

@@ -51,6 +51,20 @@ class ToolResultRef:
     image_count: int = 0  #: images/documents inside the result (replacing its content drops them)
 
 
+class ToolUse(NamedTuple):
+    """A tool call or a tool result, as :meth:`WireFormatAdapter.item_texts` meets them on its walk of a span
+    (the work trail reads them: which tool did what to which file, which command printed what). A call and
+    its result share ``call_id``."""
+
+    item_index: int  #: the index of the item that holds it, in the list walked
+    call_id: str  #: tool_use id / tool_call_id / call_id
+    name: str | None  #: a call's tool name (None for a result)
+    #: A call's arguments: a mapping (Anthropic's ``input``; a custom tool's ``{"input": ...}``) or the JSON
+    #: string OpenAI sends; None for a result.
+    arguments: Any
+    result: str | None  #: a result's text (images and documents left out); None for a call
+
+
 class WireFormatAdapter(Protocol):
     """Read and rewrite request bodies of one wire format."""
 
@@ -168,10 +182,12 @@ class WireFormatAdapter(Protocol):
         """The text of every genuine user message (not tool results), oldest first."""
         ...
 
-    def item_texts(self, items: Sequence[Item]) -> list[tuple[str, bool, str]]:
+    def item_texts(self, items: Sequence[Item], tools: list[ToolUse] | None = None) -> list[tuple[str, bool, str]]:
         """For each item, ``(item_text, is_model_output, its user text or "")``: what :meth:`item_text`,
         :meth:`is_model_output` and :meth:`user_text_items` say of it, in one pass (the retention check reads
-        every item of a long span, and three walks of each cost more than the scans of its text)."""
+        every item of a long span, and three walks of each cost more than the scans of its text). With
+        ``tools``, the same pass appends to it every tool call and tool result it meets, in order
+        (:class:`ToolUse`: what :meth:`tool_results` pairs, for the work trail)."""
         ...
 
     def make_user_item(self, text: str) -> dict[str, Any]:

@@ -57,6 +57,7 @@ from otel_context.formats.base import (
     PromptLayout,
     ResponseInfo,
     ToolResultRef,
+    ToolUse,
     WholeHistory,
 )
 from otel_context.usage import CacheDiagnosis, TokenUsage, field_getter, first_count, or_zero
@@ -100,6 +101,17 @@ def _call_text(call: Mapping[str, Any]) -> str:
     body = function if isinstance(function, Mapping) else custom if isinstance(custom, Mapping) else {}
     args = body.get("arguments", body.get("input", ""))
     return f"{body.get('name', '')} {args if isinstance(args, str) else compact_json(args)}"
+
+
+def _tool_use(index: int, call: Mapping[str, Any]) -> ToolUse:
+    """A tool call as :meth:`OpenAIChatAdapter.tool_results` names it: a function's name and its arguments (the
+    JSON string as sent), a custom tool's name and ``{"input": ...}``."""
+    function = call.get("function")
+    if call.get("type") != "custom" and "custom" not in call and isinstance(function, Mapping):
+        arguments = function.get("arguments")
+        return ToolUse(index, str(call.get("id")), str(function.get("name")), arguments, None)
+    name, tool_input = _call_name_and_input(call)
+    return ToolUse(index, str(call.get("id")), name, tool_input, None)
 
 
 def _call_ids(item: Item) -> list[str]:
@@ -327,9 +339,9 @@ class OpenAIChatAdapter(WholeHistory):
     def user_text_items(self, items: Sequence[Item]) -> list[str]:
         return [t for t in (_content_text(i.get("content")) for i in items if _role(i) == "user") if t]
 
-    def item_texts(self, items: Sequence[Item]) -> list[tuple[str, bool, str]]:
+    def item_texts(self, items: Sequence[Item], tools: list[ToolUse] | None = None) -> list[tuple[str, bool, str]]:
         out: list[tuple[str, bool, str]] = []
-        for item in items:
+        for index, item in enumerate(items):
             role = item.get("role", "") if type(item) is dict else None
             # A plain message (nearly every item): no refusal, no legacy function_call (those take the long way).
             if type(role) is str and not item.get("refusal") and "function_call" not in item:
@@ -346,14 +358,31 @@ class OpenAIChatAdapter(WholeHistory):
                             )
                             if type(function) is dict and type(args) is str:
                                 parts.append(f"{function.get('name', '')} {args}")
+                                if tools is not None and "arguments" in function:
+                                    tools.append(
+                                        ToolUse(index, str(call.get("id")), str(function.get("name")), args, None)
+                                    )
+                                    continue
                             elif isinstance(call, Mapping):
                                 parts.append(_call_text(call))
+                            if tools is not None and isinstance(call, Mapping):
+                                tools.append(_tool_use(index, call))
                         text = join_text(parts)
                     else:
                         text = join_text([text, *map(_call_text, _calls(item))])
+                        if tools is not None:
+                            tools.extend(_tool_use(index, call) for call in _calls(item))
+                elif role == "tool" and tools is not None:
+                    tools.append(ToolUse(index, str(item.get("tool_call_id")), None, None, text))
                 out.append((text, role == "assistant", text if role == "user" else ""))
                 continue
             out.append((self.item_text(item), self.is_model_output(item), "\n".join(self.user_text_items((item,)))))
+            if tools is not None:
+                tools.extend(_tool_use(index, call) for call in _calls(item))
+                if _role(item) == "tool":
+                    tools.append(
+                        ToolUse(index, str(item.get("tool_call_id")), None, None, _content_text(item.get("content")))
+                    )
         return out
 
     def make_user_item(self, text: str) -> dict[str, Any]:

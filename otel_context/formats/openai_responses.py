@@ -58,6 +58,7 @@ from otel_context.formats.base import (
     PromptLayout,
     ResponseInfo,
     ToolResultRef,
+    ToolUse,
 )
 from otel_context.usage import CacheDiagnosis, TokenUsage, as_count, has_field, is_mapping
 from otel_context.usage import get_field as _get
@@ -430,9 +431,9 @@ class OpenAIResponsesAdapter:
     def user_text_items(self, items: Sequence[Item]) -> list[str]:
         return [t for t in (_parts_text(i.get("content")) for i in items if _role(i) == "user") if t]
 
-    def item_texts(self, items: Sequence[Item]) -> list[tuple[str, bool, str]]:
+    def item_texts(self, items: Sequence[Item], tools: list[ToolUse] | None = None) -> list[tuple[str, bool, str]]:
         out: list[tuple[str, bool, str]] = []
-        for item in items:
+        for index, item in enumerate(items):
             if type(item) is dict:  # the three kinds nearly every item is, read once here
                 kind = item.get("type")
                 if kind == "message" or (kind is None and "role" in item):
@@ -444,13 +445,24 @@ class OpenAIResponsesAdapter:
                         continue
                 elif kind == "function_call":
                     out.append((f"{item.get('name', '')} {item.get('arguments', '')}", kind in _MODEL_ITEM_TYPES, ""))
+                    if tools is not None:
+                        tools.append(ToolUse(index, _call_id(item), str(item.get("name")), item.get("arguments"), None))
                     continue
                 elif kind in _TEXT_OUTPUT_TYPES:
                     output = item.get("output")
                     text = output if type(output) is str else _parts_text(output)
                     out.append((text, kind in _MODEL_ITEM_TYPES, ""))
+                    if tools is not None:
+                        tools.append(ToolUse(index, _call_id(item), None, None, text))
                     continue
             out.append((self.item_text(item), self.is_model_output(item), "\n".join(self.user_text_items((item,)))))
+            if tools is not None:
+                kind = _type(item)
+                if kind in CALL_OUTPUT_TYPES:
+                    arguments = item.get("arguments") if kind == "function_call" else {"input": item.get("input")}
+                    tools.append(ToolUse(index, _call_id(item), str(item.get("name")), arguments, None))
+                elif kind in _TEXT_OUTPUT_TYPES:
+                    tools.append(ToolUse(index, _call_id(item), None, None, _parts_text(item.get("output"))))
         return out
 
     def make_user_item(self, text: str) -> dict[str, Any]:

@@ -106,6 +106,48 @@ def test_the_rarer_shapes_too(fmt: str, data: st.DataObject) -> None:
     assert for_format(fmt).item_texts(items) == composed(fmt, items)
 
 
+def paired(fmt: str, items: list[Any]) -> list[tuple[Any, ...]]:
+    """The tool results of ``items`` as ``item_texts``'s walk meets them (its ``tools``), each paired with its call
+    by id the way ``tool_results`` pairs them (the latest call of that id before it)."""
+    from otel_context.formats._common import parse_arguments
+
+    tools: list[Any] = []
+    adapter = for_format(fmt)
+    adapter.item_texts(items, tools)
+    calls: dict[str, Any] = {}
+    out: list[tuple[Any, ...]] = []
+    for use in tools:
+        if use.result is None:
+            calls[use.call_id] = use
+            continue
+        call = calls.get(use.call_id)
+        arguments = parse_arguments(call.arguments) if call is not None else None
+        out.append((use.item_index, use.call_id, call.name if call is not None else None, arguments, use.result))
+    return out
+
+
+def refs(fmt: str, items: list[Any]) -> list[tuple[Any, ...]]:
+    return [(r.item_index, r.call_id, r.tool_name, r.tool_input, r.text) for r in for_format(fmt).tool_results(items)]
+
+
+@SETTINGS
+@given(histories())
+def test_the_walk_meets_the_tool_calls_and_results_tool_results_reads(case: tuple[str, list[Any]]) -> None:
+    """Issue 48: the work trail reads the tools from the retention check's one walk of the span; what it meets is
+    what ``tool_results`` reads (the call's name and arguments, the result's text, where it stands)."""
+    fmt, items = case
+    tools: list[Any] = []
+    assert for_format(fmt).item_texts(items, tools) == composed(fmt, items)  # the texts unchanged
+    assert paired(fmt, items) == refs(fmt, items)
+
+
+@SETTINGS
+@given(st.sampled_from(FORMATS), st.data())
+def test_the_rarer_shapes_give_their_tools_too(fmt: str, data: st.DataObject) -> None:
+    items = data.draw(st.lists(st.sampled_from(RARE[fmt]), min_size=1, max_size=6))
+    assert paired(fmt, items) == refs(fmt, items)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.text(), st.text() | st.integers() | st.none() | st.lists(st.text(), max_size=2), max_size=4))
 def test_compact_json_writes_what_json_dumps_writes(value: dict[str, Any]) -> None:
