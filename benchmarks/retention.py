@@ -16,6 +16,12 @@ under names of their own and run on the same inputs: :func:`before`; left out wh
 both columns share one run's load.
 Then linearity: the shape with many small messages at 1x, 2x and 4x the prefix. Target (issue 39): at most 2 ms
 for the ~1,400-message prefix ("results of 900 chars"), linear in the prefix.
+
+Last, what a summary compaction runs on its span (issue 48): the check, the repair and the work trail on one walk
+(:func:`~otel_context.compaction.summary.repair_and_trail`), beside main's check and repair on the same inputs,
+the ranks of the user's sentences forgotten before each run (a first compaction of them), budgets of a 200,000
+window; at 1x, 2x and 4x the ~1,400-message prefix. Target (issue 48): check + repair + trail at most 12 ms at
+rest for the 1x case, linear in the prefix.
 """
 
 from __future__ import annotations
@@ -323,5 +329,84 @@ def main() -> None:
         )
 
 
+#: The window whose budgets the repair and the trail get in the last table.
+WINDOW = 200_000
+
+
+def _forget(module: Any) -> None:
+    """The remembered ranks of the user's sentences and messages forgotten: a first compaction of them."""
+    for remembered in ("_sentence_priority", "_cut_and_ranked_kept"):
+        forget = getattr(getattr(module, remembered, None), "cache_clear", None)
+        if forget is not None:
+            forget()
+
+
+def _now(module: Any, *args: Any, forget: bool = True) -> Any:
+    """This tree's check, repair and trail of one compaction, the ranks forgotten first (``forget``)."""
+    from otel_context.compaction.summary import repair_and_trail
+
+    if forget:
+        _forget(module)
+    return repair_and_trail(*args)
+
+
+def _now_warm(module: Any, *args: Any) -> Any:
+    return _now(module, *args, forget=False)
+
+
+def _then(module: Any, *args: Any, forget: bool = True) -> Any:
+    """Main's check and repair of one compaction (``args``: the repair's, ``said`` last), the ranks forgotten
+    first (``forget``)."""
+    if forget:
+        _forget(module)
+    return module.repair(*args[:-1], said=args[-1])
+
+
+def _then_warm(module: Any, *args: Any) -> Any:
+    return _then(module, *args, forget=False)
+
+
+def with_trail() -> None:
+    """The check, the repair and the trail of one compaction, beside main's check and repair (see the docstring)."""
+    from otel_context.compaction import repair
+    from otel_context.settings import Settings
+
+    settings = Settings()
+    effective = WINDOW - 20_000
+    main = before()
+    print(
+        f"\nCheck + repair + trail (issue 48), ~{PREFIX_TOKENS:,}-token prefix of results of 900 chars, CPU ms, "
+        f"median of {RUNS} runs (fastest); a first compaction of the span's sentences (their ranks forgotten before "
+        "each run) and a later one (remembered)"
+        + (": main's check + repair → this tree's check + repair + trail" if main is not None else "")
+        + ":\n"
+    )
+    print(
+        "| format | prefix | dropped: items / chars | check + repair + trail | the same, ranks remembered "
+        "| trail tokens / budget | µs per 1,000 chars |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for fmt, scales in (("anthropic_messages", (1, 2, 4)), ("openai_chat", (1,)), ("openai_responses", (1,))):
+        for scale in scales:
+            case = _case(fmt, PREFIX_TOKENS * scale, 900)
+            adapter, body, dropped = case["adapter"], case["body"], case["dropped"]
+            head, kept = case["after"][:1], case["after"][1:]
+            said = adapter.user_text_items(dropped)
+            args = (adapter, body, dropped, head, kept, settings, WINDOW, effective, 1 << 30, said)
+            timed, warm = _time(_now, repair, *args), _time(_now_warm, repair, *args)
+            then = then_warm = None
+            if main is not None:
+                budget = main.repair.repair_budget(settings, WINDOW, effective)
+                old = (main.repair, main.adapters[fmt], body, dropped, head, kept, budget, said)
+                then, then_warm = _time(_then, *old), _time(_then_warm, *old)
+            work = _now(repair, *args)[1]
+            chars = sum(len(adapter.item_text(i)) for i in dropped)
+            print(
+                f"| {fmt} | {scale}x | {len(dropped):,} / {chars:,} | {_cell(timed, then)} | {_cell(warm, then_warm)} "
+                f"| {work.tokens:,} / {work.budget:,} | {timed[0] * 1e6 / chars:.1f} |"
+            )
+
+
 if __name__ == "__main__":
     main()
+    with_trail()

@@ -213,17 +213,51 @@ COMPACTION_SUMMARY_MODEL_REJECTED: Final = "otel_context.compaction.summary_mode
 # The app's pins (otel_context.pin) kept verbatim before the summary, and those over their cap.
 COMPACTION_PINNED_KEPT: Final = "otel_context.compaction.pinned_kept"
 COMPACTION_PINNED_DROPPED: Final = "otel_context.compaction.pinned_dropped"
+# The work trail a summary message carries (otel_context/compaction/trail.py): its tokens and budget, what it
+# holds by kind (one attribute per kind of TRAIL_KINDS, e.g. otel_context.compaction.trail.files_changed) and
+# what did not fit its budget at this compaction, in all and by kind (otel_context.compaction.trail.dropped.files_read).
+COMPACTION_TRAIL_TOKENS: Final = "otel_context.compaction.trail.tokens"
+COMPACTION_TRAIL_BUDGET: Final = "otel_context.compaction.trail.budget"
+COMPACTION_TRAIL_PREFIX: Final = "otel_context.compaction.trail."  # + kind: int, what the trail holds
+COMPACTION_TRAIL_DROPPED: Final = "otel_context.compaction.trail.dropped"  # int: left out, all kinds
+COMPACTION_TRAIL_DROPPED_PREFIX: Final = "otel_context.compaction.trail.dropped."  # + kind: int
+TRAIL_KIND_CHANGED: Final = "files_changed"
+TRAIL_KIND_CREATED: Final = "files_created"
+TRAIL_KIND_READ: Final = "files_read"
+TRAIL_KIND_DEFINITION: Final = "definitions"
+TRAIL_KIND_OPEN_ERROR: Final = "errors_open"
+TRAIL_KIND_CLOSED_ERROR: Final = "errors_closed"
+TRAIL_KIND_COMMAND: Final = "commands"
+TRAIL_KIND_DECISION: Final = "decisions"
+TRAIL_KINDS: Final = (
+    TRAIL_KIND_CHANGED,
+    TRAIL_KIND_CREATED,
+    TRAIL_KIND_READ,
+    TRAIL_KIND_DEFINITION,
+    TRAIL_KIND_OPEN_ERROR,
+    TRAIL_KIND_CLOSED_ERROR,
+    TRAIL_KIND_COMMAND,
+    TRAIL_KIND_DECISION,
+)
 RETENTION_KIND_INSTRUCTION: Final = "instruction"
 RETENTION_KIND_ERROR: Final = "error"
 RETENTION_KIND_PATH: Final = "path"
 RETENTION_KIND_IDENTIFIER: Final = "identifier"
 RETENTION_KIND_NUMBER: Final = "number"
+# The work trail's kinds the check counts too (what it holds of the replaced span): the assistant's decisions,
+# the commands run and the definitions read or changed.
+RETENTION_KIND_DECISION: Final = "decision"
+RETENTION_KIND_COMMAND: Final = "command"
+RETENTION_KIND_DEFINITION: Final = "definition"
 RETENTION_KINDS: Final = (
     RETENTION_KIND_INSTRUCTION,
     RETENTION_KIND_ERROR,
     RETENTION_KIND_PATH,
     RETENTION_KIND_IDENTIFIER,
     RETENTION_KIND_NUMBER,
+    RETENTION_KIND_DECISION,
+    RETENTION_KIND_COMMAND,
+    RETENTION_KIND_DEFINITION,
 )
 
 # Why an LLM call was made, on the summarizer's own calls only (chat span and its metric series: duration and

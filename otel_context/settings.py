@@ -144,6 +144,10 @@ class Settings:
     #: sentences and the artifacts, restored; scaled below a 200K window, at most an eighth of the effective
     #: window; 0: no repair, the check only measures).
     repair_budget: int = 10_000
+    #: OTEL_CONTEXT_TRAIL_BUDGET: tokens of the work trail a summary message carries (the files, definitions,
+    #: errors, commands and decisions of the agent's work; scaled below a 200K window, at most an eighth of the
+    #: effective window; 0: no trail).
+    trail_budget: int = 25_000
 
     #: Bounded per-conversation state (see docs/conversations.md).
     #: OTEL_CONTEXT_MAX_CONVERSATIONS: conversation states kept (least recently used go first).
@@ -215,6 +219,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "OTEL_CONTEXT_STATE_STORE": ("state_store", "store"),
     "OTEL_CONTEXT_USER_MESSAGES_BUDGET": ("user_messages_budget", "nonnegint"),
     "OTEL_CONTEXT_REPAIR_BUDGET": ("repair_budget", "nonnegint"),
+    "OTEL_CONTEXT_TRAIL_BUDGET": ("trail_budget", "nonnegint"),
     "OTEL_CONTEXT_STATE_STORE_MAX_WAIT_SECONDS": ("state_store_max_wait_seconds", "seconds"),
     "OTEL_CONTEXT_STATE_STORE_KEY": ("state_store_key", "key"),
     "OTEL_CONTEXT_PRICES": ("prices", "prices"),

@@ -111,6 +111,18 @@ def _scaled(buffer: int, window: int) -> int:
     return max(1, buffer * window // REFERENCE_WINDOW)
 
 
+def block_budget(tokens: int, floor: int, window: int | None, effective: int | None) -> int:
+    """The tokens a block the compactor adds to a summary message may take (the repair's, the work trail's):
+    ``tokens`` at the 200K reference window, scaled below it like the buffers but not below ``floor`` (nor above
+    ``tokens``: 0 turns the block off), and at most an eighth of the effective window (the summary, the user's
+    verbatim messages and the kept turns need the rest)."""
+    scale = 1.0 if window is None or window >= REFERENCE_WINDOW else window / REFERENCE_WINDOW
+    budget = max(int(tokens * scale), min(floor, tokens))
+    if effective is not None:
+        budget = min(budget, effective // 8)
+    return max(0, budget)
+
+
 def budget_for(
     model: str | None,
     settings: Settings,

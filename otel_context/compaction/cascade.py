@@ -30,6 +30,7 @@ from otel_context.compaction import alerts, viewers
 from otel_context.compaction import hooks as hooks_mod
 from otel_context.compaction import repair as repair_mod
 from otel_context.compaction import retention as retention_mod
+from otel_context.compaction import trail as trail_mod
 from otel_context.compaction.budget import Budget
 from otel_context.compaction.job import CompactionJob
 from otel_context.compaction.microcompact import microcompact_items
@@ -313,6 +314,8 @@ def _check_retention(job: CompactionJob, span: Span, out: CompactionOutcome) -> 
             retention = repair.after
             out = replace(out, summarized=replace(summarized, repair=repair), retention=retention)
             repair_mod.annotate(span, repair)
+            if summarized.trail is not None:
+                trail_mod.annotate(span, summarized.trail)
         else:
             retention = retention_mod.measure(job.adapter, job.body, job.items, items, out.cut, out.strategy)
             out = replace(out, retention=retention)

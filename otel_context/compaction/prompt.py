@@ -194,6 +194,9 @@ RESTORED_USER_LINE = "The user said:"
 RESTORED_ARTIFACTS_LINE = "From the work:"
 #: Marks a restored sentence a later statement of the user replaces.
 SUPERSEDED_MARK = "(replaced by a later message)"
+#: Opens the work trail of the summary message (:mod:`otel_context.compaction.trail`): the files, definitions,
+#: errors, commands and decisions of the agent's own work, kept whatever the summarizer writes.
+WORK_TRAIL_HEADER = "[Work trail] The agent's own work so far, from the conversation itself (oldest first):"
 
 
 def _block_lines(text: str, heading: str) -> list[str]:
@@ -230,17 +233,30 @@ def restored_user_lines(text: str) -> list[str]:
     return out
 
 
-def summary_message_text(summary: str, rehydrated: str = "", verbatim_note: str = "") -> str:
+def summary_message_text(summary: str, rehydrated: str = "", verbatim_note: str = "", trail: str = "") -> str:
     """The text of the message that replaces the compacted history (the user's own messages kept verbatim
     precede it as messages of their own; ``verbatim_note`` says so). ``summary`` ends with the repair's block
-    (:data:`RESTORED_HEADER`) when the repair restored anything."""
+    (:data:`RESTORED_HEADER`) when the repair restored anything; ``trail``, the work trail
+    (:data:`WORK_TRAIL_HEADER`), follows it, outside the summary the next summarizer updates."""
     parts = [SUMMARY_MESSAGE_HEADER, "", summary]
+    if trail:
+        parts += ["", trail]
     if rehydrated:
         parts += ["", rehydrated]
     if verbatim_note:
         parts += ["", verbatim_note]
     parts += ["", SUMMARY_MESSAGE_FOOTER]
     return "\n".join(parts)
+
+
+def without_work_trail(text: str) -> str:
+    """A summary message (``text``) without its work trail (:data:`WORK_TRAIL_HEADER`, up to the blank line that
+    ends it): what the retention check reads of it (the trail is carried on whole, and counted as the trail's)."""
+    start = text.find("\n\n" + WORK_TRAIL_HEADER)
+    if start < 0:
+        return text
+    end = text.find("\n\n", start + 2)
+    return text[:start] + (text[end:] if end >= 0 else "")
 
 
 def is_summary_message(text: str) -> bool:
@@ -253,7 +269,7 @@ def summary_of_message(text: str) -> str | None:
     if not is_summary_message(text):
         return None
     body = text[len(SUMMARY_MESSAGE_HEADER) :]
-    for marker in (REHYDRATED_HEADER, VERBATIM_NOTE_PREFIX, SUMMARY_MESSAGE_FOOTER):
+    for marker in (WORK_TRAIL_HEADER, REHYDRATED_HEADER, VERBATIM_NOTE_PREFIX, SUMMARY_MESSAGE_FOOTER):
         end = body.find("\n\n" + marker)
         if end >= 0:
             body = body[:end]

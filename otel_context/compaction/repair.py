@@ -254,11 +254,11 @@ _PRIORITY_STATEMENT = 2
 _PRIORITY_ERROR = 3
 _PRIORITY_PATH = 4
 _PRIORITY_IDENTIFIER = 5
-_PRIORITY_DECISION = 6
 _PRIORITY_CHATTER = 7
 _PRIORITY_PASTE = 8
-#: The kind of a restored decision of the assistant (not a kind the retention figure checks).
-DECISION_KIND = "decision"
+#: The label of a decision of the assistant's that an earlier version restored into the block (the work trail,
+#: :mod:`.trail`, keeps the decisions now, and reads such lines back as its own).
+DECISION_LABEL = "decision: "
 
 
 #: The smallest repair block worth its place (a handful of the user's sentences and the work's lines): the
@@ -272,11 +272,7 @@ def repair_budget(settings: Settings, window: int | None, effective: int | None)
     below it like the other buffers but not below :data:`MIN_REPAIR_TOKENS` (nor above the setting: 0 turns
     the repair off), and at most an eighth of the effective window (the summary, the user's verbatim messages
     and the kept turns need the rest)."""
-    scale = 1.0 if window is None or window >= budget_mod.REFERENCE_WINDOW else window / budget_mod.REFERENCE_WINDOW
-    budget = max(int(settings.repair_budget * scale), min(MIN_REPAIR_TOKENS, settings.repair_budget))
-    if effective is not None:
-        budget = min(budget, effective // 8)
-    return max(0, budget)
+    return budget_mod.block_budget(settings.repair_budget, MIN_REPAIR_TOKENS, window, effective)
 
 
 # Made for every sentence of the user's (thousands at a compaction of a long session): not frozen, whose
@@ -309,12 +305,21 @@ class Repair:
     #: The items the figure checks (the retention check's sample of the replaced span), to measure the request
     #: as finally sent (with the files restored after the summary, and what hooks add).
     checked: tuple[tuple[str, str], ...] = ()
+    #: The work trail the summary message carries beside the block (:mod:`.trail`): in the request as sent,
+    #: not in the summary as the summarizer wrote it; and the paths it lists (grouped by folder, from a root).
+    trail: str = ""
+    trail_paths: frozenset[str] = frozenset()
 
     def measured(self, request: str) -> Repair:
         """This repair with both figures measured on ``request``, the text of the request as finally sent:
-        after (as it is) and before the repair (without the block)."""
-        before = retention_mod.lookup(self.checked, request.replace(self.text, "") if self.text else request)
-        return replace(self, before=before, after=retention_mod.lookup(self.checked, request))
+        after (as it is) and before the repair (without the block and the work trail)."""
+        written = request
+        for added in (self.text, self.trail):
+            written = written.replace(added, "") if added else written
+        after = retention_mod.lookup(self.checked, request)
+        if self.trail and self.trail in request:
+            after = retention_mod.also_kept(after, self.trail_paths)
+        return replace(self, before=retention_mod.lookup(self.checked, written), after=after)
 
 
 #: What a prose line is mostly made of (ASCII letters and spaces), deleted to count the rest at C speed.
@@ -459,28 +464,6 @@ def _user_texts(user_texts: Sequence[str], said: Sequence[str] | None) -> list[s
     return [*restored, *(said if said is not None else own)]
 
 
-#: A decision the assistant states ("I will store ...", "we'll go with ..."): restored after the artifacts.
-_DECISION = re.compile(
-    r"\b(?:I will|I'll|we will|we'll|I decided|we decided|decided to|going with|I chose|we chose|the plan is)\b"
-)
-#: The words of :data:`_DECISION`, one of which every match is: a text without any of them (most of the
-#: model's) is passed over by these substring tests, at memory speed, instead of the pattern tried at each of
-#: its word boundaries.
-_DECISION_HINTS = (
-    "I will",
-    "I'll",
-    "we will",
-    "we'll",
-    "I decided",
-    "we decided",
-    "decided to",
-    "going with",
-    "I chose",
-    "we chose",
-    "the plan is",
-)
-
-
 def candidates(
     adapter: WireFormatAdapter,
     dropped: Sequence[Item],
@@ -489,8 +472,8 @@ def candidates(
     walked: Sequence[tuple[str, bool, str]] | None = None,
 ) -> list[_Candidate]:
     """Everything the repair may restore, deduplicated, in rank order (newest first within a rank): the
-    user's sentences (``said``: see :func:`_user_texts`), the error lines, paths and identifiers of the span,
-    and the assistant's stated decisions. ``extracted`` and ``walked``: the span's items (as
+    user's sentences (``said``: see :func:`_user_texts`), the error lines, paths and identifiers of the span
+    (the assistant's decisions are the work trail's: :mod:`.trail`). ``extracted`` and ``walked``: the span's items (as
     :func:`.retention.salient_items` gives them, :data:`.retention.REPAIR_CAPS`) and its texts (as
     :func:`.retention.walk` gives them), when the caller has them: :func:`repair` walks the span once for the
     check and for this."""
@@ -524,25 +507,19 @@ def candidates(
         for line in restored_artifact_lines(user)
     ]
     for offset, (kind, text) in enumerate(restored):
-        rank = ranks.get(kind, _PRIORITY_DECISION)
-        found.setdefault((kind, text), _Candidate(kind, text, offset - len(restored), rank))
-    for text, model_output, _ in walked:
-        if model_output and text and any(hint in text for hint in _DECISION_HINTS) and _DECISION.search(text):
-            for sentence in sentences(text):
-                if _DECISION.search(sentence):
-                    position += 1
-                    key = (DECISION_KIND, sentence)
-                    found[key] = _Candidate(DECISION_KIND, sentence, position, _PRIORITY_DECISION)
+        if kind in ranks:  # a decision an earlier version restored here is the work trail's now
+            found.setdefault((kind, text), _Candidate(kind, text, offset - len(restored), ranks[kind]))
     return sorted(found.values(), key=lambda c: (c.priority, -c.position))
 
 
 def _restored_item(line: str) -> tuple[str, str]:
     """The kind and text of a line of the artifacts an earlier repair restored (:func:`_line` wrote it): an
-    identifier in backticks, a decision after its label, a path one word, an error line words."""
+    identifier in backticks, a path one word, an error line words; a decision an earlier version restored
+    after its label (:data:`DECISION_LABEL`) is none of them."""
     if len(line) > 2 and line[0] == "`" and line[-1] == "`":
         return semconv.RETENTION_KIND_IDENTIFIER, line[1:-1]
-    if line.startswith(_DECISION_LABEL):
-        return DECISION_KIND, line[len(_DECISION_LABEL) :]
+    if line.startswith(DECISION_LABEL):
+        return "decision", line[len(DECISION_LABEL) :]
     if not line.split(None, 1)[1:]:
         return semconv.RETENTION_KIND_PATH, line
     return semconv.RETENTION_KIND_ERROR, line
@@ -616,19 +593,12 @@ def replaces(later: str, earlier: str) -> bool:
     return _replaces(_statement(later), _statement(earlier))
 
 
-#: How a restored decision of the assistant is labelled in the block (artifacts need no label: an error line,
-#: a path or an identifier says what it is).
-_DECISION_LABEL = f"{DECISION_KIND}: "
-
-
 def _line(candidate: _Candidate) -> str:
     """A line of the block. Artifacts as found, without a label: a label (``error: ...``) would be an error
     word itself, and the next compaction would read the line back one label longer each time; an identifier
     in backticks, so that it is read back as one."""
     if candidate.kind == semconv.RETENTION_KIND_IDENTIFIER:
         return f"- `{candidate.text}`"
-    if candidate.kind == DECISION_KIND:
-        return f"- {_DECISION_LABEL}{candidate.text}"
     return f"- {candidate.text}"
 
 
@@ -739,21 +709,36 @@ def repair(
     kept: Sequence[Item],
     budget: int,
     said: Sequence[str] | None = None,
+    walked: retention_mod.Walked | None = None,
+    trail: str = "",
+    trail_paths: frozenset[str] = frozenset(),
+    trail_items: Sequence[tuple[str, str]] = (),
 ) -> Repair:
     """Check a summary's result (``head``: the user's verbatim messages and the summary message; ``kept``:
     the items after the cut) against the replaced span (``dropped``), and restore what it lost within
     ``budget`` tokens. ``said``: the user's messages up to the cut as the app sent them (see
-    :func:`candidates`)."""
+    :func:`candidates`). ``walked``: the span's walk, when the caller has it (:func:`.retention.walk`: the work
+    trail reads the same). ``trail``: the work trail the summary message will carry (:mod:`.trail`), and
+    ``trail_paths`` the paths it lists: what it holds reaches the request, and is not restored again;
+    ``trail_items``: the items of the trail's own kinds the figure counts too (decisions, commands, definitions:
+    the trail's to keep, not the repair's to restore)."""
     # One walk of the span and one extraction for both: the figure's sample (CAPS) and the repair's candidates
     # (REPAIR_CAPS) are each an evenly spaced sample of the same deduplicated items; the candidates' user
-    # sentences and decisions are read from the same walk.
-    walked = retention_mod.walk(adapter, dropped)
+    # sentences are read from the same walk.
+    if walked is None:
+        walked = retention_mod.walk(adapter, dropped)
     every = retention_mod.salient_items(adapter, dropped, caps=retention_mod.UNCAPPED, walked=walked)
-    checked = retention_mod.sample(every, retention_mod.CAPS)
-    haystack = retention_mod.request_text(adapter, body, [*head, *kept])
-    before = retention_mod.lookup(checked, haystack)
+    checked = [*retention_mod.sample(every, retention_mod.CAPS), *trail_items]
+    written = retention_mod.request_text(adapter, body, [*head, *kept])
+    before = retention_mod.lookup(checked, written)
+    # The summary message's work trail is in the request too: what it holds is kept (the figure before the
+    # repair is the summarizer's alone).
+    haystack, found_before = written, before
+    if trail:
+        haystack = written + "\n" + trail
+        found_before = retention_mod.also_kept(retention_mod.lookup_added(checked, before, written, trail), trail_paths)
     if budget <= 0:
-        return Repair(before, before, budget=0, checked=tuple(checked))
+        return Repair(before, found_before, budget=0, checked=tuple(checked), trail=trail, trail_paths=trail_paths)
     used = estimate_text(RESTORED_HEADER) + 2 * estimate_text(RESTORED_USER_LINE)
     ranked = candidates(adapter, dropped, said, retention_mod.sample(every, retention_mod.REPAIR_CAPS), walked)
     chosen: list[_Candidate] = []
@@ -767,14 +752,14 @@ def repair(
     whole = set(haystack.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines())
     # The checked items the lookup above already looked for (a plain substring test: all but numbers, which
     # are no candidates): a candidate of the same text is not scanned for again.
-    lost = set(before.lost)
+    lost = set(found_before.lost)
     known = {item[1]: item not in lost for item in checked if item[0] != semconv.RETENTION_KIND_NUMBER}
     for candidate in ranked[:MAX_CANDIDATES]:
         found = known.get(candidate.text)
         if found is None:
-            found = candidate.text in whole or candidate.text in haystack
-        if found and not retention_mod.stands_alone(candidate.kind, candidate.text):
-            found = False  # an error line known by its context: only the block carries it to the next check
+            found = candidate.text in whole or candidate.text in haystack or candidate.text in trail_paths
+        if found and not retention_mod.stands_alone(candidate.kind, candidate.text) and candidate.text not in trail:
+            found = False  # an error line known by its context: only the block (or the trail) carries it on
         if found and not subjects.restates_a_change(candidate, haystack):
             continue
         if candidate.kind != semconv.RETENTION_KIND_INSTRUCTION and candidate.text in restored_text:
@@ -792,13 +777,21 @@ def repair(
         left_out[dropped_last.kind] = left_out.get(dropped_last.kind, 0) + 1
         text, superseded = _render(chosen, subjects)
     if not chosen:
-        return Repair(before, before, budget=budget, left_out=left_out, checked=tuple(checked))
+        return Repair(
+            before,
+            found_before,
+            budget=budget,
+            left_out=left_out,
+            checked=tuple(checked),
+            trail=trail,
+            trail_paths=trail_paths,
+        )
     restored: dict[str, int] = {}
     for candidate in chosen:
         restored[candidate.kind] = restored.get(candidate.kind, 0) + 1
     return Repair(
         before,
-        retention_mod.lookup_added(checked, before, haystack, text),  # = lookup(checked, haystack + "\n" + text)
+        retention_mod.lookup_added(checked, found_before, haystack, text),  # = lookup(checked, haystack + "\n" + text)
         text=text,
         tokens=estimate_text(text),
         budget=budget,
@@ -806,6 +799,8 @@ def repair(
         left_out=left_out,
         superseded=superseded,
         checked=tuple(checked),
+        trail=trail,
+        trail_paths=trail_paths,
     )
 
 

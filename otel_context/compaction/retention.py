@@ -67,8 +67,8 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from otel_context import semconv, telemetry
-from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER, restored_user_lines
-from otel_context.formats.base import WireFormatAdapter
+from otel_context.compaction.prompt import SUMMARY_MESSAGE_HEADER, restored_user_lines, without_work_trail
+from otel_context.formats.base import ToolUse, WireFormatAdapter
 
 __all__ = [
     "CAPS",
@@ -76,9 +76,11 @@ __all__ = [
     "REPAIR_CAPS",
     "UNCAPPED",
     "Retention",
+    "also_kept",
     "annotate",
     "check",
     "check_microcompact",
+    "error_lines",
     "lookup",
     "lookup_added",
     "measure",
@@ -261,9 +263,19 @@ def _paths(text: str, found: dict[str, None]) -> None:
             found[path] = None
 
 
-def _error_lines(text: str, found: dict[str, None]) -> None:
+def error_lines(text: str) -> dict[str, int]:
+    """The error lines of ``text`` (:func:`_error_lines`), each with where its line starts in ``text``: for a
+    reader of one tool result that needs the error's place too (the work trail: the location before the error
+    word, a compiler's ``-->`` line after it)."""
+    found: dict[str, None] = {}
+    where: dict[str, int] = {}
+    _error_lines(text, found, where)
+    return where
+
+
+def _error_lines(text: str, found: dict[str, None], where: dict[str, int] | None = None) -> None:
     """Lines that report an error, from the error word on (``E   ValueError: x`` gives ``ValueError: x``), or
-    whole (see :data:`_ERROR_ANCHORS`)."""
+    whole (see :data:`_ERROR_ANCHORS`); with ``where``, each item's line start, for :func:`error_lines`."""
     starts: dict[int, int] = {}  # line start -> where its item starts (the first error word in it)
     rfind = text.rfind
 
@@ -319,6 +331,8 @@ def _error_lines(text: str, found: dict[str, None]) -> None:
         ):
             continue  # per-line noise: a progress line, a heading, an expected failure, a spinner
         found[item[:MAX_ITEM_CHARS]] = None
+        if where is not None:
+            where.setdefault(item[:MAX_ITEM_CHARS], line)
 
 
 def stands_alone(kind: str, text: str) -> bool:
@@ -372,10 +386,13 @@ _SUMMARY_START = re.compile(r"\s*" + re.escape(SUMMARY_MESSAGE_HEADER))
 Walked = Sequence[tuple[str, bool, str]]
 
 
-def walk(adapter: WireFormatAdapter, dropped: Iterable[Item]) -> list[tuple[str, bool, str]]:
+def walk(
+    adapter: WireFormatAdapter, dropped: Iterable[Item], tools: list[ToolUse] | None = None
+) -> list[tuple[str, bool, str]]:
     """The texts of ``dropped``'s items (one walk of them, the adapter's ``item_texts``): for a caller that
-    reads them more than once (the repair: the extraction, the user's sentences, the model's decisions)."""
-    return adapter.item_texts(list(dropped))
+    reads them more than once (the repair: the extraction, the user's sentences; the work trail). With
+    ``tools``, the same walk collects the tool calls and results it meets (the work trail's)."""
+    return adapter.item_texts(list(dropped), tools)
 
 
 def _texts(
@@ -389,15 +406,22 @@ def _texts(
     for text, model_output, user in walk(adapter, dropped) if walked is None else walked:  # one walk of the items
         if not text:
             continue
-        everything.append(text)
         if model_output:
+            everything.append(text)
             written.append(text)
         elif user:
-            written.append(user)
             if _SUMMARY_START.match(user) is None:  # our summary message: not the user's words
+                everything.append(text)
+                written.append(user)
                 said.append(user)
-            else:  # our summary message: not the user's words, but for the lines a repair restored from them
+            else:  # not the user's words, but for the lines a repair restored from them; and without its work
+                # trail, which the next trail carries on whole (its items are counted as the trail's: trail.py)
+                text, user = without_work_trail(text), without_work_trail(user)
+                everything.append(text)
+                written.append(user)
                 said.extend(restored_user_lines(user))
+        else:
+            everything.append(text)
     return everything, written, said
 
 
@@ -479,6 +503,18 @@ def lookup_added(items: Sequence[tuple[str, str]], result: Retention, text: str,
         if not (_number_kept(item[1], haystack) if item[0] == number else item[1] in haystack):
             lost.append(item)
     return Retention((len(items) - len(lost)) / len(items), len(items), tuple(lost))
+
+
+def also_kept(result: Retention, paths: frozenset[str]) -> Retention:
+    """``result`` with the lost paths that are among ``paths`` counted kept: a block that lists paths by folder
+    (``src/orders/: a.py, b.py``) or from a root holds them, not as the check's text (the work trail's,
+    :mod:`.trail`)."""
+    if not paths or not result.lost:
+        return result
+    lost = tuple(item for item in result.lost if not (item[0] == semconv.RETENTION_KIND_PATH and item[1] in paths))
+    if len(lost) == len(result.lost):
+        return result
+    return Retention((result.items_checked - len(lost)) / result.items_checked, result.items_checked, lost)
 
 
 def measure_items(

@@ -25,6 +25,8 @@ from typing import Any
 from otel_context import semconv
 from otel_context.compaction import budget as budget_mod
 from otel_context.compaction import repair as repair_mod
+from otel_context.compaction import retention as retention_mod
+from otel_context.compaction import trail as trail_mod
 from otel_context.compaction.job import CompactionJob
 from otel_context.compaction.prompt import (
     PINNED_PREFIX,
@@ -40,7 +42,7 @@ from otel_context.compaction.prompt import (
 from otel_context.compaction.repair import prose_and_paste, repair_budget
 from otel_context.conversation import pins as conversation_pins
 from otel_context.flow import SummaryRequest, SummaryResult
-from otel_context.formats.base import WireFormatAdapter
+from otel_context.formats.base import ToolUse, WireFormatAdapter
 from otel_context.settings import Settings, summary_model_for
 from otel_context.tokens import ITEM_OVERHEAD_TOKENS, estimate_fixed, estimate_item, estimate_items, estimate_text
 from otel_context.usage import TokenUsage
@@ -540,6 +542,8 @@ class SummaryOutcome:
     repair: repair_mod.Repair | None = None
     #: Requests the span was summarized in (1, or more when it did not fit one summarizer request).
     parts: int = 1
+    #: The work trail the summary message carries (:mod:`.trail`).
+    trail: trail_mod.WorkTrail | None = None
 
 
 def find_anchor(items: Sequence[Item], adapter: WireFormatAdapter, cut: int) -> tuple[str, int] | None:
@@ -912,6 +916,44 @@ def _trim_verbatim(
     return trimmed, len(gone)
 
 
+def repair_and_trail(
+    adapter: WireFormatAdapter,
+    body: Mapping[str, Any],
+    dropped: Sequence[Item],
+    head: Sequence[Item],
+    kept: Sequence[Item],
+    settings: Settings,
+    window: int | None,
+    effective: int | None,
+    room: int,
+    said: Sequence[str] | None = None,
+) -> tuple[repair_mod.Repair, trail_mod.WorkTrail]:
+    """The retention check, the repair and the work trail of a summary (``head``, before its blocks) that
+    replaces ``dropped``, on one walk of the span (:func:`.retention.walk`, its tools collected on the way), within
+    ``room`` tokens: the trail first, within its budget and half the room at most, then the repair within its own
+    and what the trail left (at least half the room: the user's words; it restores nothing the trail holds)."""
+    tools: list[ToolUse] = []
+    walked = retention_mod.walk(adapter, dropped, tools)
+    work = trail_mod.render(
+        trail_mod.build(walked, tools, settings), min(trail_mod.trail_budget(settings, window, effective), room // 2)
+    )
+    budget = min(repair_budget(settings, window, effective), room - work.tokens)
+    fixed = repair_mod.repair(
+        adapter,
+        body,
+        dropped,
+        head,
+        kept,
+        budget,
+        said=said,
+        walked=walked,
+        trail=work.text,
+        trail_paths=work.carried,
+        trail_items=work.checked,
+    )
+    return fixed, work
+
+
 def finish_summary(job: CompactionJob, plan: _Plan, reply: _Reply, kept: KeptUserMessages) -> SummaryOutcome:
     """Step 4 of :func:`summarize`: the head, repaired and with its files.
 
@@ -928,12 +970,22 @@ def finish_summary(job: CompactionJob, plan: _Plan, reply: _Reply, kept: KeptUse
     kept, dropped = _trim_verbatim(adapter, kept, summary, plan.replaced - estimate_items(adapter, pins))
     verbatim = (*pins, *(adapter.make_user_item(text) for text in kept.texts))
     bare = (*verbatim, adapter.make_user_item(summary_message_text(summary, "", kept.note)))
-    # What the repair may add: its budget, and never so much that the head stops being smaller than the span.
-    room_left = plan.replaced - estimate_items(adapter, bare) - HEAD_MARGIN
-    budget = min(repair_budget(job.settings, job.window, job.effective), max(0, room_left))
+    # What the repair and the work trail may add: never so much that the head stops being smaller than the span.
+    room_left = max(0, plan.replaced - estimate_items(adapter, bare) - HEAD_MARGIN)
     # The user's words up to the cut as the app sent them (the whole conversation in transparent mode): what
     # a summarizer kept once is checked again at every compaction, not only what the repair restored.
-    fixed = repair_mod.repair(adapter, job.body, items[:cut], bare, items[cut:], budget, said=plan.texts)
+    fixed, work = repair_and_trail(
+        adapter,
+        job.body,
+        items[:cut],
+        bare,
+        items[cut:],
+        job.settings,
+        job.window,
+        job.effective,
+        room_left,
+        plan.texts,
+    )
     room = None
     if job.target is not None:
         used = estimate_fixed(adapter, job.body) + estimate_items(adapter, items[cut:])
@@ -943,15 +995,15 @@ def finish_summary(job: CompactionJob, plan: _Plan, reply: _Reply, kept: KeptUse
     if job.rehydrate_room is not None:
         room = job.rehydrate_room if room is None else min(room, job.rehydrate_room)
     # Nor may the files make the head as large as what it replaces (nothing would be gained).
-    room = min(room if room is not None else room_left, room_left - fixed.tokens)
+    room = min(room if room is not None else room_left, room_left - fixed.tokens - work.tokens)
     rehydration = rehydrate_files(adapter, items, cut, job.settings, job.window, room)
     # The repaired summary is the summary from now on: the anchor the next one updates, the memo's, the API's.
     repaired = f"{summary}\n\n{fixed.text}" if fixed.text else summary
-    head = (*verbatim, adapter.make_user_item(summary_message_text(repaired, rehydration.text, kept.note)))
+    head = (*verbatim, adapter.make_user_item(summary_message_text(repaired, rehydration.text, kept.note, work.text)))
     if rehydration.files and estimate_items(adapter, head) + HEAD_MARGIN >= plan.replaced:
         # A file cut to a small room still carries its markers: without it, rather than no progress.
         rehydration = Rehydration("", 0, 0)
-        head = (*verbatim, adapter.make_user_item(summary_message_text(repaired, "", kept.note)))
+        head = (*verbatim, adapter.make_user_item(summary_message_text(repaired, "", kept.note, work.text)))
     # The summarizer's request holds (nearly) the conversation itself, just counted by the provider: the
     # cascade sizes the compacted context with it. Only the call's own model shares its tokenizer.
     measured = None
@@ -972,4 +1024,5 @@ def finish_summary(job: CompactionJob, plan: _Plan, reply: _Reply, kept: KeptUse
         pinned_dropped=plan.pins_dropped,
         repair=fixed,
         parts=reply.parts,
+        trail=work,
     )

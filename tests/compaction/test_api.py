@@ -266,8 +266,9 @@ def test_a_bad_target_is_a_clear_error(value: Any, message: str) -> None:
 
 def test_the_result_carries_retention_and_what_was_lost(otel: Otel) -> None:
     """The figure of the span, and the lost items by kind: a summary that names no file loses the paths (with
-    the repair off: it would put them back, below)."""
-    result = Compactor(Recorder(), settings=Settings(repair_budget=0)).compact(anthropic_agent(10))
+    the repair and the work trail off: they would put them back, below)."""
+    alone = Settings(repair_budget=0, trail_budget=0)
+    result = Compactor(Recorder(), settings=alone).compact(anthropic_agent(10))
     assert result.compacted
     (span,) = otel.compact_spans()
     assert result.retention == attrs_of(span)[semconv.COMPACTION_RETENTION]
@@ -276,14 +277,20 @@ def test_the_result_carries_retention_and_what_was_lost(otel: Otel) -> None:
     assert all(text not in str(result.messages) for texts in result.lost.values() for text in texts)
     # A summary that names them keeps them.
     names = " ".join(f"f{t}.py" for t in range(10))
-    kept = Compactor(Recorder(f"<summary>Read {names}. FACT: use clap</summary>")).compact(anthropic_agent(10))
+    kept = Compactor(Recorder(f"<summary>Read {names}. FACT: use clap</summary>"), settings=alone).compact(
+        anthropic_agent(10)
+    )
     assert "path" not in kept.lost
     assert kept.retention is not None and kept.retention > result.retention
     # With the repair on (the default), the summary that names no file is repaired: the paths are back.
-    repaired = Compactor(Recorder()).compact(anthropic_agent(10))
+    repaired = Compactor(Recorder(), settings=Settings(trail_budget=0)).compact(anthropic_agent(10))
     assert repaired.retention_before_repair == result.retention
     assert repaired.retention is not None and repaired.retention > result.retention
     assert repaired.repaired.get("path", 0) >= 1 and "f0.py" in str(repaired.messages)
+    # With the work trail on too (the default), the files read are the trail's: the repair has none to restore.
+    trailed = Compactor(Recorder()).compact(anthropic_agent(10))
+    assert trailed.retention_before_repair == result.retention and trailed.retention == 1.0
+    assert "path" not in trailed.repaired and "f0.py" in str(trailed.messages)
 
 
 def test_pinned_texts_stay_verbatim_and_are_carried_by_the_next_compaction() -> None:

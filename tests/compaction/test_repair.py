@@ -415,7 +415,6 @@ RANKED = [
     ("identifier", "round_cents", 5),
     ("identifier", "total", 5),
     ("identifier", "src/billing/invoice.py", 5),
-    ("decision", "I will store the cents as integers.", 6),
     ("instruction", "Here is the log:", 7),
     ("instruction", "Where is `round_cents` used?", 7),
     ("instruction", "Open src/billing/tax.py and check it.", 7),
@@ -437,14 +436,13 @@ USER_LINES = [
     "- Never log card numbers!",
     "- Ünïcode sentence: keep the café menu as it is.",
 ]
-WORK_LINES = [  # artifacts as found (no label: ``error:`` would be an error word of its own), decisions labelled
+WORK_LINES = [  # artifacts as found (no label: ``error:`` would be an error word of its own); decisions: the trail's
     "- FAILED tests/test_invoice.py::test_total - ValueError: invoice total must be positive (got -3)",
     "- ERROR retry 1",
     "- ERROR retry 2",
     "- ERROR retry 3",
     "- src/billing/tax.py",
     "- `round_cents`",
-    "- decision: I will store the cents as integers.",
 ]
 
 
@@ -470,14 +468,14 @@ def test_the_candidates_their_ranks_and_the_block_are_pinned_in_every_format(fmt
     assert roomy.text == "\n".join(
         [RESTORED_HEADER, RESTORED_USER_LINE, *USER_LINES, RESTORED_ARTIFACTS_LINE, *WORK_LINES]
     )
-    assert (roomy.before.retention, roomy.after.retention, roomy.tokens) == (0.0, 1.0, 278)
-    assert roomy.restored == {"instruction": 12, "error": 4, "path": 1, "identifier": 1, "decision": 1}
+    assert (roomy.before.retention, roomy.after.retention, roomy.tokens) == (0.0, 1.0, 262)  # 278 with the decision
+    assert roomy.restored == {"instruction": 12, "error": 4, "path": 1, "identifier": 1}
     assert roomy.left_out == {}
     tight = repair_mod.repair(adapter, body, dropped, [summary], kept, 120)
     assert tight.text == "\n".join([RESTORED_HEADER, RESTORED_USER_LINE, *[USER_LINES[i] for i in (0, 1, 9, 10, 11)]])
     assert (tight.before.retention, tight.after.retention, tight.tokens) == (0.0, 0.2916666666666667, 107)
     assert tight.restored == {"instruction": 5}
-    assert tight.left_out == {"instruction": 7, "error": 5, "path": 2, "identifier": 2, "decision": 1}
+    assert tight.left_out == {"instruction": 7, "error": 5, "path": 2, "identifier": 2}
 
 
 # -- the ranking's fast forms say what its patterns say (repair._MARKERS, _CHANGE, _ACTION_START, _VALUE) --

@@ -138,6 +138,13 @@ npm ERR! code ERESOLVE
 npm ERR! ERESOLVE unable to resolve dependency tree
 npm ERR! Found: react@18.2.0"""
 
+CARGO_OK = """   Compiling ledger v0.1.0 (/home/dev/ledger)
+    Finished `dev` profile [unoptimized + debuginfo] target(s) in 2.10s"""
+
+GREP = """src/orders/proration.py:17:def prorate_by_days(refund, period):
+src/orders/legacy.py:9:    total = prorate(amount, 1)
+tests/test_proration.py:4:from src.orders.proration import prorate_by_days"""
+
 JEST = """ PASS  src/utils/format.test.ts
  FAIL  src/components/Chart.test.tsx
   ● Chart \u203a renders the legend
@@ -150,3 +157,108 @@ JEST = """ PASS  src/utils/format.test.ts
       at Object.<anonymous> (src/components/Chart.test.tsx:22:31)
 
 Tests:       1 failed, 7 passed, 8 total"""
+
+
+# -- a coding agent's session, written in any of the three wire formats ----------------------------------------
+
+REFUND_PY = '''"""Refund handling."""
+from decimal import Decimal
+
+
+class RefundHandler:
+    def __init__(self, service):
+        self.service = service
+
+    def handle(self, batch):
+        return [self.service.create(r) for r in batch]
+
+
+def refund_amount(order, ratio):
+    return order.total * ratio
+'''
+
+MONEY_RS = """use std::fmt;
+
+pub struct Money {
+    pub minor: i128,
+}
+
+impl Money {
+    pub fn of(amount: i128) -> Self {
+        Money { minor: amount }
+    }
+}
+
+pub fn to_minor_units(value: f64) -> i128 {
+    (value * 100.0) as i128
+}
+"""
+
+
+def cat_n(text: str, start: int = 1) -> str:
+    """A file as Claude Code's Read returns it: ``cat -n`` numbered lines (its arrow form)."""
+    return "\n".join(f"{number:6}\u2192{line}" for number, line in enumerate(text.splitlines(), start))
+
+
+class Session:
+    """A coding agent's turns (the user's messages, its text, its tool calls and their results) in one wire
+    format, as Claude Code and Codex send them."""
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        self.items: list[dict[str, object]] = []
+        self.calls = 0
+
+    def user(self, text: str) -> Session:
+        self.items.append(
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+            if self.fmt == "openai_responses"
+            else {"role": "user", "content": text}
+        )
+        return self
+
+    def say(self, text: str) -> Session:
+        if self.fmt == "openai_responses":
+            self.items.append(
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+            )
+        else:
+            self.items.append({"role": "assistant", "content": text})
+        return self
+
+    def call(self, name: str, arguments: dict[str, object], result: str, text: str = "") -> Session:
+        self.calls += 1
+        call_id = f"call_{self.calls:03d}"
+        import json
+
+        if self.fmt == "anthropic_messages":
+            blocks: list[dict[str, object]] = [{"type": "text", "text": text}] if text else []
+            blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": arguments})
+            self.items.append({"role": "assistant", "content": blocks})
+            self.items.append(
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": result}]}
+            )
+        elif self.fmt == "openai_chat":
+            function = {"name": name, "arguments": json.dumps(arguments)}
+            self.items.append(
+                {
+                    "role": "assistant",
+                    "content": text or None,
+                    "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+                }
+            )
+            self.items.append({"role": "tool", "tool_call_id": call_id, "content": result})
+        else:
+            if text:
+                self.say(text)
+            if name == "apply_patch":  # Codex's patch tool is a custom tool: its input is the patch itself
+                self.items.append(
+                    {"type": "custom_tool_call", "call_id": call_id, "name": name, "input": arguments["input"]}
+                )
+                self.items.append({"type": "custom_tool_call_output", "call_id": call_id, "output": result})
+            else:
+                self.items.append(
+                    {"type": "function_call", "call_id": call_id, "name": name, "arguments": json.dumps(arguments)}
+                )
+                self.items.append({"type": "function_call_output", "call_id": call_id, "output": result})
+        return self

@@ -160,8 +160,11 @@ def test_the_users_words_survive_every_compaction(
 def test_the_summarizer_gets_the_span_up_to_the_cut_not_the_kept_turns(otel: Otel, instrumented: Any) -> None:
     """The cache-sharing summarizer request is the app's request up to the cut (its cached prefix), then the
     prompt: the turns kept after the cut are not in it (a summarizer that favours the end of its input would
-    summarize them instead of what they replace)."""
-    instrumented(auto_compact_window=WINDOW, background_compaction=False)
+    summarize them instead of what they replace). Without the work trail: at this window and the app's
+    ``max_tokens`` of 1,024 the shared request leaves the summary ~1,100 tokens, and the trail's tokens in the
+    previous head would leave it less than its 1,024, so the second summary would go the plain way (as it does
+    whenever the window leaves no room beside the shared request)."""
+    instrumented(auto_compact_window=WINDOW, background_compaction=False, trail_budget=0)
     with SimulatedProvider() as sim:
         trust.run(sim.anthropic(), "anthropic", MODELS["anthropic"], turns=90)
         exchanges = sim.exchanges
