@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from otel_context.evaluation.classify import ABSENT, SUMMARY, VERBATIM
@@ -31,6 +31,8 @@ __all__ = [
     "retention_table",
     "summary_rows",
     "to_json",
+    "trail_figures",
+    "trail_table",
     "verbatim_curve",
     "work_figures",
     "work_summary_table",
@@ -103,18 +105,33 @@ def repair_figures(compactions: Sequence[tuple[CompactionRecord, int]]) -> dict[
     output tokens) and against the window, the largest budget it had, and whether every repair stayed within
     its own (a span without a budget is not held to one); None when no compaction was repaired (a span
     without the repair's figures)."""
-    repaired = [(c, window) for c, window in compactions if c.repair_tokens is not None]
-    if not repaired:
+    return _added(compactions, lambda c: (c.repair_tokens, c.repair_budget, c.repair_over_budget))
+
+
+def trail_figures(compactions: Sequence[tuple[CompactionRecord, int]]) -> dict[str, Any] | None:
+    """What the work trail took in the summary messages of ``compactions``: the figures :func:`repair_figures`
+    gives for the repair; None when no compaction carried one."""
+    return _added(compactions, lambda c: (c.trail_tokens, c.trail_budget, c.trail_over_budget))
+
+
+def _added(
+    compactions: Sequence[tuple[CompactionRecord, int]],
+    figures: Callable[[CompactionRecord], tuple[int | None, int | None, bool]],
+) -> dict[str, Any] | None:
+    """The tokens a block added to the summary messages of ``compactions`` (``figures``: a compaction's tokens,
+    budget and whether it went over), against the summary and the window; None when no compaction has it."""
+    added = [(c, window, *figures(c)) for c, window in compactions if figures(c)[0] is not None]
+    if not added:
         return None
-    tokens = [float(c.repair_tokens or 0) for c, _ in repaired]
-    of_summary = [(c.repair_tokens or 0) / c.summary_output_tokens for c, _ in repaired if c.summary_output_tokens]
+    tokens = [float(t or 0) for _, _, t, _, _ in added]
+    of_summary = [(t or 0) / c.summary_output_tokens for c, _, t, _, _ in added if c.summary_output_tokens]
     return {
-        "compactions": len(repaired),
+        "compactions": len(added),
         "tokens": _spread(tokens),
         "of_summary": _spread(of_summary) if of_summary else None,
-        "of_window": _spread([(c.repair_tokens or 0) / window for c, window in repaired]),
-        "budget": max((c.repair_budget or 0) for c, _ in repaired),
-        "within_budget": not any(c.repair_over_budget for c, _ in repaired),
+        "of_window": _spread([(t or 0) / window for _, window, t, _, _ in added]),
+        "budget": max((b or 0) for _, _, _, b, _ in added),
+        "within_budget": not any(over for *_, over in added),
     }
 
 
@@ -178,6 +195,8 @@ def summary_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                 "spared_cost": None if any(c is None for c in spared) else sum(c for c in spared if c is not None),
                 "repair": repair_figures([(c, r.window) for c in r.compactions]),
                 "repair_over_budget": sum(1 for c in r.compactions if c.repair_over_budget),
+                "trail": trail_figures([(c, r.window) for c in r.compactions]),
+                "trail_over_budget": sum(1 for c in r.compactions if c.trail_over_budget),
                 "work": work_figures([r]),
                 "work_lost": _work_lost(r),
                 "work_gated": r.scenario.work_gated,
@@ -219,6 +238,8 @@ def _record_json(c: CompactionRecord) -> dict[str, Any]:
         "retention_before_repair": c.retention_before_repair,
         "repair_tokens": c.repair_tokens,
         "repair_budget": c.repair_budget,
+        "trail_tokens": c.trail_tokens,
+        "trail_budget": c.trail_budget,
         "work": c.work_counts,
         "work_lost": {
             kind: [w.tracked.item.id for w in c.work_lost((kind,))] for kind in WORK_KINDS if c.work_lost((kind,))
@@ -274,6 +295,7 @@ def to_json(options: EvalOptions, results: Sequence[RunResult]) -> dict[str, Any
         "failures": failures,
         "summary": summary_rows(results),
         "repair": repair_figures([(c, r.window) for r in results for c in r.compactions]),
+        "trail": trail_figures([(c, r.window) for r in results for c in r.compactions]),
         "work": work_figures(results),
         "runs": [
             {
@@ -367,10 +389,10 @@ class RunPrinter:
         self._print(kept_summary_table(results, self.width, self.colour))
         self._print()
         self._print(work_summary_table(results, self.width, self.colour))
-        repair = repair_table(results, self.width, self.colour)
-        if repair:
-            self._print()
-            self._print(repair)
+        for added in (repair_table(results, self.width, self.colour), trail_table(results, self.width, self.colour)):
+            if added:
+                self._print()
+                self._print(added)
         curve = curve_table(results, self.width, self.colour)
         if curve:
             self._print()
@@ -574,15 +596,52 @@ def _share_cells(figures: dict[str, float] | None) -> str:
 def repair_table(results: Sequence[RunResult], width: int, colour: bool = False) -> list[str]:
     """A row per run and one for them all: the tokens the repair added, against the summary and the window
     (see :func:`repair_figures`); nothing when no compaction was repaired."""
+    return _added_table(
+        results,
+        width,
+        colour,
+        repair_figures,
+        "tokens added",
+        title="What the repair added",
+        caption="median / 95th percentile / largest over the compactions; the summary: the tokens its summarizer "
+        "wrote; budget: the largest the repair had (scaled with the window)",
+    )
+
+
+def trail_table(results: Sequence[RunResult], width: int, colour: bool = False) -> list[str]:
+    """A row per run and one for them all: the tokens of the work trail, against the summary and the window (see
+    :func:`trail_figures`); nothing when no compaction carried one."""
+    return _added_table(
+        results,
+        width,
+        colour,
+        trail_figures,
+        "tokens",
+        title="What the work trail took",
+        caption="median / 95th percentile / largest over the compactions; the summary: the tokens its summarizer "
+        "wrote; budget: the largest the trail had (scaled with the window)",
+    )
+
+
+def _added_table(
+    results: Sequence[RunResult],
+    width: int,
+    colour: bool,
+    figures_of: Callable[[Sequence[tuple[CompactionRecord, int]]], dict[str, Any] | None],
+    tokens_header: str,
+    *,
+    title: str,
+    caption: str,
+) -> list[str]:
     columns = [Column("run", "left", key=True)]
     columns += [
         Column(n)
-        for n in ("compactions", "tokens added", "% of the summary", "% of the window", "budget", "within budget")
+        for n in ("compactions", tokens_header, "% of the summary", "% of the window", "budget", "within budget")
     ]
     rows: list[list[str]] = []
     styles: dict[tuple[int, int], str] = {}
-    labelled = [(r.label, repair_figures([(c, r.window) for c in r.compactions])) for r in results]
-    labelled.append(("all", repair_figures([(c, r.window) for r in results for c in r.compactions])))
+    labelled = [(r.label, figures_of([(c, r.window) for c in r.compactions])) for r in results]
+    labelled.append(("all", figures_of([(c, r.window) for r in results for c in r.compactions])))
     for label, figures in labelled:
         if figures is None:
             continue
@@ -601,16 +660,7 @@ def repair_table(results: Sequence[RunResult], width: int, colour: bool = False)
         )
     if not rows:
         return []
-    return render(
-        columns,
-        rows,
-        width,
-        title="What the repair added",
-        caption="median / 95th percentile / largest over the compactions; the summary: the tokens its summarizer "
-        "wrote; budget: the largest the repair had (scaled with the window)",
-        styles=styles,
-        colour=colour,
-    )
+    return render(columns, rows, width, title=title, caption=caption, styles=styles, colour=colour)
 
 
 def curve_table(results: Sequence[RunResult], width: int, colour: bool = False) -> list[str]:

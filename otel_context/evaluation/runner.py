@@ -226,6 +226,9 @@ class CompactionRecord:
     retention_before_repair: float | None = None
     repair_tokens: int | None = None
     repair_budget: int | None = None
+    #: From the compact span: the tokens of the work trail the summary message carries, and its budget.
+    trail_tokens: int | None = None
+    trail_budget: int | None = None
     #: Every piece of the agent's work that had appeared by this request: its kind then, and whether it reached it.
     work: list[WorkStatus] = field(default_factory=list)
 
@@ -247,6 +250,12 @@ class CompactionRecord:
         """Whether the repair added more than its budget (a span without both figures is not held to one)."""
         added, budget = self.repair_tokens, self.repair_budget
         return added is not None and budget is not None and added > budget
+
+    @property
+    def trail_over_budget(self) -> bool:
+        """Whether the work trail took more than its budget (a span without both figures is not held to one)."""
+        taken, budget = self.trail_tokens, self.trail_budget
+        return taken is not None and budget is not None and taken > budget
 
     def count(self, state: str) -> int:
         return sum(1 for s in self.facts if s.state == state and not (s.superseded and state == ABSENT))
@@ -329,7 +338,7 @@ class RunResult:
     def failures(self) -> list[str]:
         """One line per failing fact: a user fact lost, a constraint sent without its reversal, or a superseded
         value sent as if current, with the first compaction where it happened and how many it happened in; and
-        one per compaction whose repair added more than its budget."""
+        one per compaction whose repair added, or whose work trail took, more than its budget."""
         found: dict[tuple[str, str], list[CompactionRecord]] = {}
         for record in self.compactions:
             for status in record.facts:
@@ -360,6 +369,11 @@ class RunResult:
                 out.append(
                     f"{self.label}: the repair at compaction {record.number} (turn {record.turn}) added "
                     f"{record.repair_tokens:,} tokens, over its budget of {record.repair_budget:,}"
+                )
+            if record.trail_over_budget:
+                out.append(
+                    f"{self.label}: the work trail at compaction {record.number} (turn {record.turn}) took "
+                    f"{record.trail_tokens:,} tokens, over its budget of {record.trail_budget:,}"
                 )
         return out
 
@@ -807,6 +821,12 @@ def _record(
         ),
         repair_budget=(
             int_attr(attrs, semconv.COMPACTION_REPAIR_BUDGET) if semconv.COMPACTION_REPAIR_BUDGET in attrs else None
+        ),
+        trail_tokens=(
+            int_attr(attrs, semconv.COMPACTION_TRAIL_TOKENS) if semconv.COMPACTION_TRAIL_TOKENS in attrs else None
+        ),
+        trail_budget=(
+            int_attr(attrs, semconv.COMPACTION_TRAIL_BUDGET) if semconv.COMPACTION_TRAIL_BUDGET in attrs else None
         ),
     )
 

@@ -6,9 +6,8 @@ coding agent's work (files read, tests run, searches, renames), generated from a
 long one (``long``, :mod:`otel_context.evaluation.long_session`) is a 200-turn session with seventy-odd
 look-alike files, edits, errors fixed and left open, and decisions.
 
-Issue 48's gate (a changed file, an open error or a decision lost fails a run) holds for the long scenario; the
-short ones are measured but not yet gated, and the long one is not yet in the default set: today's compactor
-does not keep the agent's work, and CI runs the default set. :data:`TRAIL_GATE` turns both on.
+Issue 48's gate (a changed file, an open error or a decision lost fails a run) holds for every scenario, and the
+long one is in the default set that CI runs, since the work trail keeps the agent's work (:data:`TRAIL_GATE`).
 """
 
 from __future__ import annotations
@@ -40,11 +39,11 @@ from otel_context.evaluation.work import CHANGES, PATH, PHRASE, Needle, WorkEven
 
 __all__ = ["DEFAULT_SCENARIOS", "SCENARIOS", "TRAIL_GATE", "get_scenario"]
 
-#: Issue 48, the one line to flip when the work trail keeps the agent's work: True puts the long scenario in the
-#: default set (what ``make eval`` and CI run) and gates every scenario on its changed files, open errors and
-#: decisions. False (today): the long scenario runs when asked for (``--scenario long`` or ``all``) and is gated;
-#: the short ones are measured, not gated.
-TRAIL_GATE = False
+#: Issue 48, on since the work trail keeps the agent's work (otel_context/compaction/trail.py): the long scenario is
+#: in the default set (what ``make eval`` and CI run) and every scenario is gated on its changed files, open
+#: errors and decisions. False: the long scenario runs when asked for (``--scenario long`` or ``all``) and is
+#: gated; the short ones are measured, not gated.
+TRAIL_GATE = True
 
 
 @dataclass(frozen=True)
