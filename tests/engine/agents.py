@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from otel_context.testing.fleet import (
@@ -17,8 +18,12 @@ from otel_context.testing.fleet import with_breakpoint as with_breakpoint
 __all__ = ["ANTHROPIC_TOOLS", "OPENAI_TOOLS", "SYSTEM", "file_content", "user_turn", "with_breakpoint"]
 
 
-def run_anthropic_agent(client: Any, model: str, turns: int, file_lines: int = 400) -> list[dict[str, Any]]:
-    """Each turn: a user ask, tool calls answered, until a final answer. Returns the full history."""
+def run_anthropic_agent(
+    client: Any, model: str, turns: int, file_lines: int = 400, after_call: Callable[[], object] | None = None
+) -> list[dict[str, Any]]:
+    """Each turn: a user ask, tool calls answered, until a final answer. Returns the full history.
+    ``after_call`` runs after each response (an agent that thinks between calls: a summary started in the
+    background then lands before the next one)."""
     history: list[dict[str, Any]] = []
     for turn in range(turns):
         history.append({"role": "user", "content": [{"type": "text", "text": user_turn(turn)}]})
@@ -29,6 +34,8 @@ def run_anthropic_agent(client: Any, model: str, turns: int, file_lines: int = 4
             history.append(
                 {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
             )
+            if after_call is not None:
+                after_call()
             if response.stop_reason != "tool_use":
                 break
             history.append(
@@ -48,7 +55,9 @@ def run_anthropic_agent(client: Any, model: str, turns: int, file_lines: int = 4
     return history
 
 
-def run_openai_chat_agent(client: Any, model: str, turns: int, file_lines: int = 400) -> list[dict[str, Any]]:
+def run_openai_chat_agent(
+    client: Any, model: str, turns: int, file_lines: int = 400, after_call: Callable[[], object] | None = None
+) -> list[dict[str, Any]]:
     history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
     for turn in range(turns):
         history.append({"role": "user", "content": user_turn(turn)})
@@ -58,6 +67,8 @@ def run_openai_chat_agent(client: Any, model: str, turns: int, file_lines: int =
             )
             message = response.choices[0].message
             history.append(message.model_dump(exclude_none=True))
+            if after_call is not None:
+                after_call()
             if not message.tool_calls:
                 break
             for call in message.tool_calls:
