@@ -237,8 +237,8 @@ class RedisStore(StateStore):
         if isinstance(exc, errors.OutOfMemoryError):
             return "full"
         if isinstance(exc, errors.AskError) or (
-            # A cluster's redirect reached a plain client: MovedError (an AskError) from redis-py 5.0.1 on; 5.0.0's
-            # plain client raises a bare ResponseError for it.
+            # A cluster's redirect reached a plain client: MovedError (an AskError) from redis-py 5.0.1 on; a bare
+            # ResponseError before (kept: a release outside the range that a user forces still reads right).
             isinstance(exc, errors.ResponseError) and str(exc).startswith(("MOVED ", "ASK "))
         ):
             return "cluster"
