@@ -139,7 +139,10 @@ class Monitor:
             command = str(self._monitor.next_command()["command"])
             if self.STOP in command:
                 return
-            verb, *args = command.split()
+            words = command.split()
+            if not words:
+                continue  # a command MONITOR printed with no words (an empty line)
+            verb, *args = words
             if verb.upper() in ("GET", "MGET"):
                 self.reads.extend(args)
 
