@@ -558,9 +558,12 @@ def build() -> dict[str, Any]:
             _series(
                 ids,
                 "Spend on summaries never applied",
-                "What background summaries that were discarded (never sent) cost, USD per hour, by mode.",
+                "What background summaries that were discarded (never sent) cost, USD per hour, by why they were "
+                "not sent: no_gain, late, stale, superseded, unusable are summaries started for nothing (the "
+                "start was misjudged, or the history changed under it); forgotten, abandoned, exit are the app's "
+                "doing (a conversation evicted, uninstrumented, the process exiting).",
                 "currencyUSD",
-                _target(q.discarded_spend_per_hour(RATE, [q.MODE]), _legend_of(q.MODE), "A"),
+                _target(q.discarded_spend_per_hour(RATE, [q.DISCARD_REASON]), _legend_of(q.DISCARD_REASON), "A"),
             )
         )
         # --- traces ---------------------------------------------------------------------------------------

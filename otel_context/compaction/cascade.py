@@ -79,7 +79,8 @@ def precreate_counters(provider: str, model: str | None) -> None:
             semconv.TRIGGER_AUTO, semconv.STRATEGY_SUMMARY, outcome, provider, model, semconv.MODE_BACKGROUND
         )
         counter.add(0, attrs)
-    _count_discarded_spend(0.0, semconv.TRIGGER_AUTO, semconv.STRATEGY_SUMMARY, semconv.MODE_BACKGROUND)
+    for reason in semconv.DISCARD_REASONS:
+        _count_discarded_spend(0.0, semconv.TRIGGER_AUTO, semconv.STRATEGY_SUMMARY, semconv.MODE_BACKGROUND, reason)
     lives = telemetry.get().instruments.background_summaries
     named = {semconv.GEN_AI_PROVIDER_NAME: provider, semconv.GEN_AI_REQUEST_MODEL: model or ""}
     for event in (semconv.BACKGROUND_PREPARED, semconv.BACKGROUND_APPLIED):
@@ -173,6 +174,9 @@ class CompactionOutcome:
     #: What the summarizer's calls cost (USD; ``otel_context.compaction.cost``), None without a summarizer call
     #: or a known price.
     cost: float | None = None
+    #: Why a ``discarded`` background summary was never applied (``semconv.DISCARD_*``): on its span, and on
+    #: the discarded-spend counter.
+    discard_reason: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -376,6 +380,8 @@ def _close_span(
     ``summary``: the summary's text for the span's output, only with content capture on (cut to ``max_bytes``).
     """
     span.set_attribute(semconv.COMPACTION_OUTCOME, out.outcome)
+    if out.discard_reason is not None:
+        span.set_attribute(semconv.COMPACTION_DISCARD_REASON, out.discard_reason)
     span.set_attribute(semconv.COMPACTION_INPUT_TOKENS, out.input_tokens)  # a summary may have measured it
     span.set_attribute(semconv.COMPACTION_OUTPUT_TOKENS, out.output_tokens if out.changed else out.input_tokens)
     span.set_attribute(semconv.COMPACTION_SUMMARY_TOKENS, out.summary_tokens)
@@ -412,7 +418,7 @@ def _close_span(
     instruments = telemetry.get().instruments
     instruments.compactions.add(1, _metric_attrs(trigger, out.strategy, out.outcome, provider, model, mode))
     if out.outcome == semconv.OUTCOME_DISCARDED and out.cost:
-        _count_discarded_spend(out.cost, trigger, out.strategy, mode)
+        _count_discarded_spend(out.cost, trigger, out.strategy, mode, out.discard_reason or semconv.DISCARD_ABANDONED)
     if timed:
         instruments.compaction_duration.record(
             out.duration_ms / 1000.0,
@@ -451,14 +457,17 @@ def _cost_attributes(span: Span, out: CompactionOutcome, provider: str, model: s
             )
 
 
-def _count_discarded_spend(cost: float, trigger: str, strategy: str, mode: str) -> None:
-    """``otel_context.compaction.discarded_spend``: what a summary that was never applied cost."""
+def _count_discarded_spend(cost: float, trigger: str, strategy: str, mode: str, reason: str) -> None:
+    """``otel_context.compaction.discarded_spend``: what a summary that was never applied cost, by why it was
+    not (``semconv.DISCARD_*``): a summary thrown away for ``no_gain`` or ``late`` is a misjudged start, one
+    ``forgotten`` or ``exit`` is the app's doing."""
     telemetry.get().instruments.compaction_discarded_spend.add(
         cost,
         {
             semconv.COMPACTION_TRIGGER_SOURCE: trigger,
             semconv.COMPACTION_STRATEGY: strategy,
             semconv.COMPACTION_MODE: mode,
+            semconv.COMPACTION_DISCARD_REASON: reason,
         },
     )
 
@@ -570,8 +579,7 @@ def record_discarded(
         telemetry.name_span(
             span, semconv.COMPACTION_DISCARDED_TRACE_ID, semconv.COMPACTION_DISCARDED_SPAN_ID, published_by
         )
-    span.set_attribute(semconv.COMPACTION_DISCARD_REASON, reason)
-    out = CompactionOutcome(outcome=semconv.OUTCOME_DISCARDED, cost=cost)
+    out = CompactionOutcome(outcome=semconv.OUTCOME_DISCARDED, cost=cost, discard_reason=reason)
     _close_span(span, out, state, trigger, provider, model, timed=False, mode=semconv.MODE_BACKGROUND)
 
 
@@ -971,5 +979,7 @@ def _abandoned(job: CompactionJob, span: Span, spend: _Spend) -> None:
         if spend.cost is not None:
             span.set_attribute(semconv.COMPACTION_COST, spend.cost)
             if background and spend.cost:
-                _count_discarded_spend(spend.cost, job.trigger, semconv.STRATEGY_SUMMARY, job.mode)
+                _count_discarded_spend(
+                    spend.cost, job.trigger, semconv.STRATEGY_SUMMARY, job.mode, semconv.DISCARD_ABANDONED
+                )
         span.end()

@@ -218,9 +218,9 @@ def _carry_out(
                 _count(semconv.BACKGROUND_PREPARED, job.provider, job.model)
             else:
                 outcome = semconv.OUTCOME_DISCARDED
-                out.open_span.set_attribute(semconv.COMPACTION_DISCARD_REASON, prepared.reason)
                 _count(semconv.BACKGROUND_DISCARDED, job.provider, job.model, prepared.reason)
-            cascade.settle(job, out.open_span, dataclasses.replace(out, outcome=outcome))
+            reason = prepared.reason if outcome == semconv.OUTCOME_DISCARDED else None
+            cascade.settle(job, out.open_span, dataclasses.replace(out, outcome=outcome, discard_reason=reason))
     elif effect is Effect.END_AT_EXIT:
         _end_discarded(prepared, semconv.DISCARD_EXIT)
     elif effect is Effect.REPORT_DISCARDED and out is not None and out.open_span is not None:

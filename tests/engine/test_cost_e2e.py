@@ -252,3 +252,11 @@ def test_a_discarded_summary_says_what_it_cost(
     assert close(attrs_of(made)[semconv.COMPACTION_COST], spent)
     assert close(attrs_of(discarded)[semconv.COMPACTION_COST], spent)
     assert close(otel.counter_value(semconv.METRIC_COMPACTION_DISCARDED_SPEND), spent)
+    # By why it was discarded: the app edited the history below its cut (stale), and only that.
+    reason = attrs_of(discarded)[semconv.COMPACTION_DISCARD_REASON]
+    assert reason == semconv.DISCARD_STALE
+    by_reason = {
+        r: otel.counter_value(semconv.METRIC_COMPACTION_DISCARDED_SPEND, **{semconv.COMPACTION_DISCARD_REASON: r})
+        for r in semconv.DISCARD_REASONS
+    }
+    assert close(by_reason.pop(reason), spent) and not any(by_reason.values()), by_reason
