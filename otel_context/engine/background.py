@@ -211,8 +211,6 @@ def _carry_out(
     out, job = prepared.out, prepared.job
     if effect is Effect.END_SUCCESS or effect is Effect.END_DISCARDED:
         if out is not None and out.open_span is not None:
-            # With the threshold of the call that started it (the job aimed below it).
-            out.open_span.set_attribute(semconv.COMPACTION_THRESHOLD_TOKENS, prepared.threshold)
             if effect is Effect.END_SUCCESS:
                 outcome = semconv.OUTCOME_SUCCESS
                 _count(semconv.BACKGROUND_PREPARED, job.provider, job.model)
@@ -390,8 +388,10 @@ def maybe_start(span: Span, call: CallState, budget: Budget) -> Generator[Step, 
         links=(context,) if context.is_valid else (),
         cut=aimed.cut,
         rehydrate_room=aimed.rehydrate_room,
-        # What fits under the threshold once the turns appended until then are counted too.
-        budget=dataclasses.replace(budget, auto_threshold=max(1, budget.auto_threshold - aimed.growth)),
+        # What fits under the threshold once the turns appended until then are counted too: the size the result
+        # aims at. The threshold stays the call's: the breaker judges the summary against it, as an inline one
+        # (against the aim, a slow summarizer, whose aim is far below, counted every summary as thrashing).
+        target_tokens=max(1, budget.auto_threshold - aimed.growth),
     )
     prepare, lease = yield from _claim(span, call)
     if not prepare:
