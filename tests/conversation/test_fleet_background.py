@@ -152,12 +152,18 @@ def _instrument(otel: Otel, url: str) -> StateStore:
 
 
 def _until_published(chat: _Chat, store: StateStore) -> shared.Published:
+    """Turns until a summary runs in the background, then no more turns until it is published: the history is
+    then the one it started at, whatever the machine's load. (A fixed pause per turn let a loaded machine run
+    more turns meanwhile, up to the threshold, where the next worker applied the summary at once instead of on
+    the path a test meant to reach.)"""
     for turn in range(1, 40):
         chat.turn(turn)
+        deadline = time.monotonic() + 30  # a generous bound against a hang
+        while _background.running() and chat.published(store) is None and time.monotonic() < deadline:
+            chat.pause(0.02)  # the user thinks (an async client's summary runs on this loop meanwhile)
         got = chat.published(store)
         if got is not None:
             return got
-        chat.pause(SUMMARY_LATENCY / 2)  # the user thinks: the summary lands meanwhile
     raise AssertionError("no summary was published")
 
 
