@@ -88,6 +88,7 @@ __all__ = [
     "request_text",
     "salient_items",
     "sample",
+    "sample_kinds",
     "stands_alone",
     "walk",
 ]
@@ -460,9 +461,15 @@ def sample(items: Sequence[tuple[str, str]], caps: Mapping[str, int]) -> list[tu
     by_kind: dict[str, list[str]] = {kind: [] for kind in caps}
     for kind, text in items:
         by_kind.setdefault(kind, []).append(text)
+    return sample_kinds(by_kind, caps)
+
+
+def sample_kinds(by_kind: Mapping[str, list[str]], caps: Mapping[str, int]) -> list[tuple[str, str]]:
+    """The items of ``by_kind`` (each kind's texts, oldest first) capped per kind as :func:`sample` caps them, in
+    the order of ``caps``: for a caller that has its items by kind (the work trail's)."""
     out: list[tuple[str, str]] = []
     for kind, cap in caps.items():
-        out.extend((kind, text) for text in _spread(by_kind[kind], cap))
+        out.extend((kind, text) for text in _spread(by_kind.get(kind, []), cap))
     return out
 
 

@@ -47,9 +47,10 @@ import functools
 import json
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import accumulate
+from itertools import accumulate, chain
 from typing import Any
 
 from opentelemetry.trace import Span
@@ -295,13 +296,12 @@ class Trail:
 
     def counts(self) -> dict[str, int]:
         """How many items of each kind the trail holds (a folder of folded reads counts its files)."""
-        out = dict.fromkeys((KIND_CHANGED, KIND_CREATED, KIND_READ), 0)
-        for entry in self.files.values():
-            out[_KIND_OF_ACTION[entry.action]] += 1
+        actions = Counter(entry.action for entry in self.files.values())
+        out = {KIND_CHANGED: actions[_CHANGED], KIND_CREATED: actions[_CREATED], KIND_READ: actions[_READ]}
         out[KIND_READ] += sum(self.folders.values())
-        out[KIND_DEFINITION] = sum(len(set(f.defs) | set(f.changed_defs)) for f in self.files.values()) + len(
-            self.found
-        )
+        out[KIND_DEFINITION] = sum(
+            len(set(f.defs).union(f.changed_defs)) if f.changed_defs else len(set(f.defs)) for f in self.files.values()
+        ) + len(self.found)
         out[KIND_OPEN_ERROR] = sum(1 for e in self.errors.values() if e.open)
         out[KIND_CLOSED_ERROR] = len(self.errors) - out[KIND_OPEN_ERROR]
         out[KIND_COMMAND] = len(self.commands)
@@ -915,22 +915,26 @@ _ALSO_CLOSED = "also closed: "
 _FOLDED = re.compile(r"^(.+/): (\d+) files? read$")
 
 
-def _folder(path: str) -> str:
-    return path[: path.rfind("/") + 1] if "/" in path else ""
-
-
 #: Opens a file's definitions changed there, and those read there that the assistant's text mentions.
 _CHANGED_DEFS = "changed "
 _NAMED_DEFS = "mentioned "
 
 
-def _definitions_part(entry: _File, most: int) -> tuple[str, int]:
-    """`` (changed a, b; mentioned C, D; e, f)`` after a file's path: the definitions changed there, those read
-    there that the assistant's text mentions, and ``most`` of the others; "" for none. And how many it leaves
-    out."""
+def _definition_lists(entry: _File) -> tuple[list[str], list[str], list[str]]:
+    """A file's definitions as its block lists them: those changed there, those read there that the assistant's
+    text mentions, and the others read there."""
     changed = entry.changed_defs
+    if not changed and not entry.named:  # the usual read: its definitions are the others, as they are
+        return changed, [], entry.defs
     named = [d for d in entry.defs if d in entry.named and d not in changed]
     others = [d for d in entry.defs if d not in entry.named and d not in changed]
+    return changed, named, others
+
+
+def _definitions_written(changed: list[str], named: list[str], others: list[str], most: int) -> tuple[str, int]:
+    """`` (changed a, b; mentioned C, D; e, f)`` after a file's path: the definitions changed there, those read
+    there that the assistant's text mentions, and ``most`` of the others (:func:`_definition_lists`); "" for none.
+    And how many it leaves out."""
     shown = others[:most]
     parts = []
     if changed:
@@ -965,30 +969,28 @@ def _root(trail: Trail) -> str:
 
 
 def _parts(trail: Trail, root: str) -> dict[str, tuple[str, str]]:
+    """Each file's path as written (from ``root``) and its folder ("" for none)."""
     out: dict[str, tuple[str, str]] = {}
     for path in trail.files:
         shown = path[len(root) :] if root and path.startswith(root) else path
-        out[path] = (shown, _folder(shown))
+        out[path] = (shown, shown[: shown.rfind("/") + 1])
     return out
 
 
-def _file_lines(
-    entries: Sequence[_File], grouped: bool, show_defs: set[str], parts: _Parts, defs: Mapping[str, str]
-) -> list[str]:
-    def part(entry: _File, name: str) -> str:
-        return name + defs[entry.path] if entry.path in show_defs else name
-
+def _file_lines(entries: Sequence[_File], grouped: bool, parts: _Parts, defs: Mapping[str, str]) -> list[str]:
+    """The lines of ``entries`` (``defs``: the definitions part of each that lists its definitions)."""
     if not grouped:
-        return [f"- {part(e, parts[e.path][0])}" for e in entries]
+        return [f"- {parts[e.path][0]}{defs.get(e.path, '')}" for e in entries]
     by_folder: dict[str, list[_File]] = {}
     for entry in entries:
         by_folder.setdefault(parts[entry.path][1], []).append(entry)
     lines: list[str] = []
     for folder, group in by_folder.items():
         if len(group) == 1 or not folder:
-            lines += [f"- {part(e, parts[e.path][0])}" for e in group]
+            lines += [f"- {parts[e.path][0]}{defs.get(e.path, '')}" for e in group]
             continue
-        lines.append(f"- {folder}: {', '.join(part(e, parts[e.path][0][len(folder) :]) for e in group)}")
+        listed = ", ".join(f"{parts[e.path][0][len(folder) :]}{defs.get(e.path, '')}" for e in group)
+        lines.append(f"- {folder}: {listed}")
     return lines
 
 
@@ -1048,31 +1050,21 @@ def _newest(items: Sequence[Any], kept: int) -> tuple[list[Any], list[Any]]:
     return list(items[:cut]), list(items[cut:])
 
 
-def _write(
-    trail: Trail,
-    plan: _Plan,
-    parts: _Parts,
-    files: Sequence[_File],
-    ranked: Sequence[_File],
-    root: str,
-    definitions: Callable[[_File, int], tuple[str, int]],
-) -> tuple[list[str], dict[str, int], set[str]]:
+def _write(writer: _Writer, plan: _Plan) -> tuple[list[str], dict[str, int], set[str]]:
     """The block's lines under ``plan``, what it leaves out by kind, and the paths it lists (whole, grouped by
-    folder or from the root: each as the retention check reads a path, for the check and the repair). ``files``: the trail's, oldest first; ``ranked``:
-    the same in the order their definitions are kept (a changed file's before a read's, the newest first)."""
+    folder or from the root: each as the retention check reads a path, for the check and the repair)."""
+    trail, parts, files, root = writer.trail, writer.parts, writer.files, writer.root
     left: dict[str, int] = {}
-    carried: set[str] = set()
 
     def leave(kind: str, count: int) -> None:
         if count > 0:
             left[kind] = left.get(kind, 0) + count
 
-    work = [f for f in files if f.action != _READ]
-    gone, work = _newest(work, plan.changed_kept)
+    gone, work = _newest(writer.work, plan.changed_kept)
     for entry in gone:
         leave(_KIND_OF_ACTION[entry.action], 1)
-        leave(KIND_DEFINITION, len(set(entry.defs) | set(entry.changed_defs)))
-    folded_reads, reads = _newest([f for f in files if f.action == _READ], plan.reads_kept)
+        leave(KIND_DEFINITION, writer.definition_counts[entry.path])
+    folded_reads, reads = _newest(writer.reads, plan.reads_kept)
     folded = dict(trail.folders)
     for entry in folded_reads:
         folder = parts[entry.path][1] or "./"
@@ -1082,18 +1074,28 @@ def _write(
     gone_folders, folder_lines = _newest(list(folded.items()), plan.folders_kept)
     del gone_folders  # the reads in them are counted above (the folded) or by an earlier compaction
     listed = work + reads
-    if len(listed) < len(files):
-        shown = {f.path for f in listed}
-        ranked = [f for f in ranked if f.path in shown]
-    show_defs = {f.path for f in ranked[: plan.defs_kept]}
+    # The files that list their definitions (a changed file's before a read's, the newest first), of those listed.
+    if plan.defs_kept >= len(listed):
+        show_defs: Container[str] = writer.paths
+    else:
+        ranked = writer.ranked
+        if len(listed) < len(files):
+            shown = {f.path for f in listed}
+            ranked = [f for f in ranked if f.path in shown]
+        show_defs = {f.path for f in ranked[: plan.defs_kept]}
+    written = writer.definitions(plan.defs_per_file)
     defs: dict[str, str] = {}
+    cut = 0
     for entry in listed:
-        carried.add(entry.path.lstrip("./~"))  # as the retention check reads a path
-        if entry.path not in show_defs:
-            leave(KIND_DEFINITION, len(set(entry.defs) | set(entry.changed_defs)))
-            continue
-        defs[entry.path], cut = definitions(entry, plan.defs_per_file)
-        leave(KIND_DEFINITION, cut)
+        path = entry.path
+        if path in show_defs:
+            defs[path], left_out = written[path]
+            cut += left_out
+        else:
+            cut += writer.definition_counts[path]
+    leave(KIND_DEFINITION, cut)
+    # As the retention check reads a path.
+    carried = writer.carried if len(listed) == len(files) else {writer.carried_of[f.path] for f in listed}
     lines = [WORK_TRAIL_HEADER]
     if root:
         lines.append(f"{_ROOT_PREFIX}{root}:")
@@ -1101,7 +1103,7 @@ def _write(
         group = [f for f in (reads if action == _READ else work) if f.action == action]
         if group or (action == _READ and folder_lines):
             lines.append(_SECTIONS[action])
-            lines += _file_lines(group, plan.grouped, show_defs, parts, defs)
+            lines += _file_lines(group, plan.grouped, parts, defs)
             if action == _READ:
                 lines += [f"- {folder}: {count} file{'s' if count != 1 else ''} read" for folder, count in folder_lines]
     gone_found, found = _newest(list(trail.found.items()), plan.found_kept)
@@ -1170,8 +1172,9 @@ def _with(plan: _Plan, name: str, kept: int) -> _Plan:
 
 
 class _Writer:
-    """The writes of one render: each file's parts worked out once, each plan's write remembered (the search for
-    the plan that fits asks for the same one more than once, and the render writes the one it found)."""
+    """The writes of one render: each file's parts worked out once, each block written once (the search for the plan
+    that fits asks for the same one more than once, plans that differ in a step that changes nothing of this
+    trail's block write the same one, and the render writes the one it found)."""
 
     def __init__(self, trail: Trail) -> None:
         self.trail = trail
@@ -1179,35 +1182,92 @@ class _Writer:
         self.parts = _parts(trail, self.root)
         self.writes: dict[_Plan, tuple[list[str], dict[str, int], set[str]]] = {}
         self.sizes: dict[_Plan, int] = {}
-        self.definition_parts: dict[tuple[str, int], tuple[str, int]] = {}
+        self.definition_parts: dict[int, dict[str, tuple[str, int]]] = {}
         self.files = list(trail.files.values())  # oldest first
+        self.work = [f for f in self.files if f.action != _READ]
+        self.reads = [f for f in self.files if f.action == _READ]
+        self.paths = trail.files.keys()
+        #: How many of each kind there are: a plan keeping more writes what keeping all of them writes.
+        self.bounds = {
+            "defs_per_file": max((len(f.defs) for f in self.files), default=0),
+            "defs_kept": len(self.files),
+            "reads_kept": len(self.reads),
+            "commands_kept": len(trail.commands),
+            "folders_kept": len(trail.folders) + len(self.reads),
+            "found_kept": len(trail.found),
+            "closed_kept": sum(1 for e in trail.errors.values() if not e.open),
+            "decisions_kept": len(trail.decisions),
+            "open_kept": sum(1 for e in trail.errors.values() if e.open),
+            "changed_kept": len(self.work),
+        }
+        #: Grouping by folder changes the block only where a folder holds two files (or two have none).
+        self.groups = len({folder for _, folder in self.parts.values()}) < len(self.parts)
 
     @functools.cached_property
     def ranked(self) -> list[_File]:
         """The files in the order their definitions are kept: a changed file's before a read's, the newest first."""
         return sorted(self.files, key=lambda f: (f.action != _READ, f.last), reverse=True)
 
-    def write(self, plan: _Plan) -> tuple[list[str], dict[str, int], set[str]]:
-        written = self.writes.get(plan)
+    @functools.cached_property
+    def definition_counts(self) -> dict[str, int]:
+        """Each file's definitions, as counted when its block leaves them out."""
+        return {f.path: len(set(f.defs) | set(f.changed_defs)) for f in self.files}
+
+    @functools.cached_property
+    def carried_of(self) -> dict[str, str]:
+        """Each file's path as the retention check reads a path."""
+        return {path: path.lstrip("./~") for path in self.paths}
+
+    @functools.cached_property
+    def carried(self) -> set[str]:
+        """The paths of all the files, as the retention check reads a path."""
+        return set(self.carried_of.values())
+
+    @functools.cached_property
+    def definition_lists(self) -> list[tuple[str, tuple[list[str], list[str], list[str]]]]:
+        return [(f.path, _definition_lists(f)) for f in self.files]
+
+    def definitions(self, most: int) -> dict[str, tuple[str, int]]:
+        """Each file's definitions part listing ``most`` of the others (:func:`_definitions_written`), worked out
+        once per ``most``."""
+        written = self.definition_parts.get(most)
         if written is None:
-            ranked = self.ranked if plan.defs_kept < len(self.files) else self.files
-            written = _write(self.trail, plan, self.parts, self.files, ranked, self.root, self.definitions)
-            self.writes[plan] = written
+            written = {}
+            for path, (changed, named, others) in self.definition_lists:
+                if changed or named:
+                    written[path] = _definitions_written(changed, named, others, most)
+                else:  # the usual read (as _definitions_written writes it)
+                    shown = others[:most]
+                    written[path] = (f" ({', '.join(shown)})" if shown else ""), len(others) - len(shown)
+            self.definition_parts[most] = written
         return written
 
-    def definitions(self, entry: _File, most: int) -> tuple[str, int]:
-        key = (entry.path, most)
-        part = self.definition_parts.get(key)
-        if part is None:
-            part = self.definition_parts[key] = _definitions_part(entry, most)
-        return part
+    def key(self, plan: _Plan) -> _Plan:
+        """``plan`` as the block it writes: a step that changes nothing of this trail's block (grouping where no
+        folder holds two files, folding closed errors where there are none, keeping more of a kind than there
+        is) as not taken."""
+        bounds = self.bounds
+        changes: dict[str, Any] = {name: bound for name, bound in bounds.items() if getattr(plan, name) > bound}
+        if plan.grouped and not self.groups:
+            changes["grouped"] = False
+        if plan.closed_folded and not bounds["closed_kept"]:
+            changes["closed_folded"] = False
+        return replace(plan, **changes) if changes else plan
+
+    def write(self, plan: _Plan) -> tuple[list[str], dict[str, int], set[str]]:
+        key = self.key(plan)
+        written = self.writes.get(key)
+        if written is None:
+            written = self.writes[key] = _write(self, key)
+        return written
 
     def size(self, plan: _Plan) -> int:
         """The block's length under ``plan``, in characters (its lines and their line breaks)."""
-        size = self.sizes.get(plan)
+        key = self.key(plan)
+        size = self.sizes.get(key)
         if size is None:
-            lines = self.write(plan)[0]
-            size = self.sizes[plan] = sum(map(len, lines)) + len(lines)
+            lines = self.write(key)[0]
+            size = self.sizes[key] = sum(map(len, lines)) + len(lines)
         return size
 
     def most_kept(self, plan: _Plan, name: str, count: int, limit: int) -> _Plan:
@@ -1323,15 +1383,17 @@ CHECKED_CAPS: Mapping[str, int] = {
 def checked_items(trail: Trail) -> tuple[tuple[str, str], ...]:
     """The trail's decisions, commands and definitions as the retention check's items (a definition by its name),
     oldest first, sampled per kind (:data:`CHECKED_CAPS`)."""
-    definitions = dict.fromkeys(name for f in trail.files.values() for name in (*f.changed_defs, *f.defs))
+    definitions = dict.fromkeys(
+        chain.from_iterable(f.changed_defs + f.defs if f.changed_defs else f.defs for f in trail.files.values())
+    )
     definitions.update(dict.fromkeys(trail.found))
     commands = sorted(trail.commands.values(), key=lambda c: c.last)
-    items = [
-        *((semconv.RETENTION_KIND_DECISION, d) for d in trail.decisions),
-        *((semconv.RETENTION_KIND_COMMAND, c.line) for c in commands),
-        *((semconv.RETENTION_KIND_DEFINITION, name) for name in definitions),
-    ]
-    return tuple(retention_mod.sample(items, CHECKED_CAPS))
+    by_kind = {
+        semconv.RETENTION_KIND_DECISION: list(trail.decisions),
+        semconv.RETENTION_KIND_COMMAND: [c.line for c in commands],
+        semconv.RETENTION_KIND_DEFINITION: list(definitions),
+    }
+    return tuple(retention_mod.sample_kinds(by_kind, CHECKED_CAPS))
 
 
 def render(trail: Trail, budget: int) -> WorkTrail:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otel_context import semconv
 from otel_context.compaction import retention
@@ -289,3 +291,54 @@ def test_a_run_that_passes_closes_the_errors_of_what_it_covers(later: str, earli
 )
 def test_decisions_and_commitments_are_told_from_the_narration_of_a_turn(sentence: str, decision: bool) -> None:
     assert trail_mod._is_decision(sentence) is decision
+
+
+def _trails() -> dict[str, trail_mod.Trail]:
+    """Trails of several shapes: a session's (errors open and closed, commands, decisions, a root), reads one per
+    folder (grouping changes nothing, no error), and many reads of a folder after an older trail read back (its
+    folded folders and what it left out)."""
+    fmt = "anthropic_messages"
+    one_per_folder = Session(fmt)
+    for n in range(12):
+        one_per_folder.call("Read", {"file_path": f"src/mod{n}/parse.py"}, cat_n(f"def parse_{n}():\n    pass\n"))
+    many = refunds_session(fmt)
+    for n in range(30):
+        many.call(
+            "Read", {"file_path": f"src/orders/handlers/look_alike_{n:02d}.py"}, cat_n(f"class H{n}:\n    pass\n")
+        )
+    older = trail_mod.render(build(refunds_session(fmt).items, fmt), 150).text
+    merged = Session(fmt)
+    merged.items.append(_summary_item(fmt, older))
+    merged.items += many.items
+    return {
+        "session": build(refunds_session(fmt).items, fmt),
+        "one_per_folder": build(one_per_folder.items, fmt),
+        "merged": build(merged.items, fmt),
+    }
+
+
+_KEPT = st.one_of(st.integers(0, 6), st.just(1 << 30))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    shape=st.sampled_from(["session", "one_per_folder", "merged"]),
+    plan=st.builds(
+        trail_mod._Plan,
+        grouped=st.booleans(),
+        closed_folded=st.booleans(),
+        **{name: _KEPT for name in ("defs_per_file", "defs_kept", "reads_kept", "commands_kept", "folders_kept")},
+        **{name: _KEPT for name in ("found_kept", "closed_kept", "decisions_kept", "open_kept", "changed_kept")},
+    ),
+)
+def test_plans_that_write_the_same_block_are_written_once(shape: str, plan: Any) -> None:
+    """A render writes each block once: a plan is written as its key, which takes back the steps that change
+    nothing of the trail's block (grouping where no folder holds two files, folding closed errors where there are
+    none, keeping more of a kind than there is); the key writes the very block the plan does."""
+    trail = _TRAILS[shape]
+    writer = trail_mod._Writer(trail)
+    assert writer.write(plan) == trail_mod._write(trail_mod._Writer(trail), plan)
+    assert writer.size(plan) == len("\n".join(writer.write(plan)[0])) + 1
+
+
+_TRAILS = _trails()
