@@ -50,6 +50,7 @@ import functools
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any
 
 from opentelemetry.trace import Span
@@ -426,8 +427,9 @@ def _cut_and_ranked(text: str) -> tuple[tuple[str, int, bool], ...]:
     """The sentences of a user message as the repair ranks them, in order: its prose's sentences with their
     rank, then its pasted lines' as pastes; each ``(sentence, rank, is_paste)``."""
     prose, paste = prose_and_paste(text)
-    out = [(s, _sentence_priority(s), False) for s in sentences("\n".join(prose))]
-    out += [(s, _PRIORITY_PASTE, True) for s in sentences("\n".join(paste))]
+    out = [(s, _sentence_priority(s), False) for s in sentences("\n".join(prose))] if prose else []
+    if paste:
+        out += [(s, _PRIORITY_PASTE, True) for s in sentences("\n".join(paste))]
     return tuple(out)
 
 
@@ -477,15 +479,20 @@ def candidates(
     :func:`.retention.salient_items` gives them, :data:`.retention.REPAIR_CAPS`) and its texts (as
     :func:`.retention.walk` gives them), when the caller has them: :func:`repair` walks the span once for the
     check and for this."""
-    found: dict[tuple[str, str], _Candidate] = {}
-    position = 0
     if walked is None:
         walked = retention_mod.walk(adapter, dropped)  # one walk of the span: the user's texts and the model's
     instruction = semconv.RETENTION_KIND_INSTRUCTION
-    for text in _user_texts([user for _, _, user in walked if user], said):
-        for sentence, priority, is_paste in _user_sentences(text):
-            position += 1
-            found[instruction, sentence] = _Candidate(instruction, sentence, position, priority, is_paste)
+    # The user's sentences, in order; a sentence said more than once is one candidate, at its last position.
+    every_said = [
+        cut for text in _user_texts([user for _, _, user in walked if user], said) for cut in _user_sentences(text)
+    ]
+    last_said = {cut[0]: (position, cut) for position, cut in enumerate(every_said, 1)}
+    out = [
+        _Candidate(instruction, sentence, position, priority, is_paste)
+        for position, (sentence, priority, is_paste) in last_said.values()
+    ]
+    found: dict[tuple[str, str], _Candidate] = {}  # the work's items
+    position = len(every_said)
     ranks = {
         semconv.RETENTION_KIND_ERROR: _PRIORITY_ERROR,
         semconv.RETENTION_KIND_PATH: _PRIORITY_PATH,
@@ -509,7 +516,11 @@ def candidates(
     for offset, (kind, text) in enumerate(restored):
         if kind in ranks:  # a decision an earlier version restored here is the work trail's now
             found.setdefault((kind, text), _Candidate(kind, text, offset - len(restored), ranks[kind]))
-    return sorted(found.values(), key=lambda c: (c.priority, -c.position))
+    out += found.values()
+    # By rank, newest first within a rank (every position is another): two sorts by one attribute each, stable.
+    out.sort(key=attrgetter("position"), reverse=True)
+    out.sort(key=attrgetter("priority"))
+    return out
 
 
 def _restored_item(line: str) -> tuple[str, str]:
@@ -727,8 +738,8 @@ def repair(
     # sentences are read from the same walk.
     if walked is None:
         walked = retention_mod.walk(adapter, dropped)
-    every = retention_mod.salient_items(adapter, dropped, caps=retention_mod.UNCAPPED, walked=walked)
-    checked = [*retention_mod.sample(every, retention_mod.CAPS), *trail_items]
+    every = retention_mod.salient_by_kind(adapter, dropped, walked=walked)
+    checked = [*retention_mod.sample_kinds(every, retention_mod.CAPS), *trail_items]
     written = retention_mod.request_text(adapter, body, [*head, *kept])
     before = retention_mod.lookup(checked, written)
     # The summary message's work trail is in the request too: what it holds is kept (the figure before the
@@ -740,7 +751,7 @@ def repair(
     if budget <= 0:
         return Repair(before, found_before, budget=0, checked=tuple(checked), trail=trail, trail_paths=trail_paths)
     used = estimate_text(RESTORED_HEADER) + 2 * estimate_text(RESTORED_USER_LINE)
-    ranked = candidates(adapter, dropped, said, retention_mod.sample(every, retention_mod.REPAIR_CAPS), walked)
+    ranked = candidates(adapter, dropped, said, retention_mod.sample_kinds(every, retention_mod.REPAIR_CAPS), walked)
     chosen: list[_Candidate] = []
     left_out: dict[str, int] = {}
     subjects = _Subjects(ranked, lambda: [s for text in adapter.user_text_items(kept) for s in sentences(text)])

@@ -86,6 +86,7 @@ __all__ = [
     "measure",
     "measure_items",
     "request_text",
+    "salient_by_kind",
     "salient_items",
     "sample",
     "sample_kinds",
@@ -437,6 +438,18 @@ def salient_items(
     """The salient items of ``dropped`` (and of ``tool_texts``, tool results' former contents), as
     ``(kind, text)``: deduplicated, capped per kind (``caps``, :data:`CAPS` by default), in kind order then
     oldest first. ``walked``: ``dropped``'s texts when the caller has them (:func:`walk`)."""
+    return sample_kinds(salient_by_kind(adapter, dropped, tool_texts=tool_texts, walked=walked), caps)
+
+
+def salient_by_kind(
+    adapter: WireFormatAdapter,
+    dropped: Iterable[Item],
+    *,
+    tool_texts: Iterable[str] = (),
+    walked: Walked | None = None,
+) -> dict[str, list[str]]:
+    """Every salient item of ``dropped`` (as :func:`salient_items` gives them, uncapped), by kind: for a caller
+    that samples them more than once (:func:`sample_kinds`: the repair, for the figure and for its candidates)."""
     everything, written, said = _texts(adapter, dropped, walked)
     everything.extend(tool_texts)
     # One join per reading: the extractors scan long texts once instead of many short ones (a sentence never
@@ -449,10 +462,7 @@ def salient_items(
     _paths(all_text, found[semconv.RETENTION_KIND_PATH])
     _identifiers(prose, found[semconv.RETENTION_KIND_IDENTIFIER])
     _numbers(prose, found[semconv.RETENTION_KIND_NUMBER])
-    items: list[tuple[str, str]] = []
-    for kind, cap in caps.items():
-        items.extend((kind, text) for text in _spread(list(found[kind]), cap))
-    return items
+    return {kind: list(texts) for kind, texts in found.items()}
 
 
 def sample(items: Sequence[tuple[str, str]], caps: Mapping[str, int]) -> list[tuple[str, str]]:

@@ -204,7 +204,8 @@ class Trail:
             return
         key = self._key(path)
         entry = self.files.get(key)
-        when = self.tick()
+        self.clock += 1
+        when = self.clock
         if entry is None:
             entry = self.files[key] = _File(key, action, when)  # the files are kept newest last
             at = key.find("/", 1) if key[:1] in _ABSOLUTE else -1
@@ -218,15 +219,19 @@ class Trail:
                 entry.action = action  # a read later changed is folded into the change
         if whole:
             entry.defs = list(defs)
-        for name in defs:
-            if name not in entry.defs:
-                entry.defs.append(name)
-        del entry.defs[: max(0, len(entry.defs) - MAX_DEFINITIONS_PER_FILE)]  # the newest, on a file read in parts
-        for name in changed:
-            if name not in entry.changed_defs:
-                entry.changed_defs.append(name)
-        del entry.changed_defs[: max(0, len(entry.changed_defs) - MAX_DEFINITIONS_PER_FILE)]
-        entry.named.update(named)
+        else:
+            for name in defs:
+                if name not in entry.defs:
+                    entry.defs.append(name)
+        if len(entry.defs) > MAX_DEFINITIONS_PER_FILE:  # the newest, on a file read in parts
+            del entry.defs[: len(entry.defs) - MAX_DEFINITIONS_PER_FILE]
+        if changed:
+            for name in changed:
+                if name not in entry.changed_defs:
+                    entry.changed_defs.append(name)
+            del entry.changed_defs[: max(0, len(entry.changed_defs) - MAX_DEFINITIONS_PER_FILE)]
+        if named:
+            entry.named.update(named)
 
     def knows(self, path: str) -> bool:
         return self._key(path) in self.files
@@ -256,7 +261,8 @@ class Trail:
         named = self.spoken
         if named:
             for entry in self.files.values():
-                entry.named.update(name for name in entry.defs if name in named)
+                if not named.isdisjoint(entry.defs):  # most files: none of theirs
+                    entry.named.update(name for name in entry.defs if name in named)
         self.spoken = set()
 
     def has_open_errors(self) -> bool:
@@ -410,6 +416,8 @@ _PART_KEYS = frozenset(
 
 
 def _whole(arguments: Mapping[str, Any]) -> bool:
+    if _PART_KEYS.isdisjoint(arguments):  # most reads: a path alone
+        return True
     return not any(arguments[key] is not None for key in arguments.keys() & _PART_KEYS)
 
 
