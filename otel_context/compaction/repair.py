@@ -377,7 +377,7 @@ def prose_and_paste(text: str) -> tuple[list[str], list[str]]:
 def sentences(text: str) -> list[str]:
     """The sentences of ``text`` as the retention check cuts them (``.``, ``!``, ``?`` then a space, and line
     breaks): three words or more, whole."""
-    lines = text.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines()
+    lines = retention_mod.cut_at_stops(text).splitlines()
     # One comprehension over the stripped lines (the repair cuts every message of the user's at every compaction).
     return [s for s in map(str.strip, lines) if 12 <= len(s) <= MAX_SENTENCE_CHARS and s.count(" ") >= 2]
 
@@ -760,7 +760,7 @@ def repair(
     # one of them is found by a set lookup instead of a scan of the request. Each is a part of the request, so
     # a hit is a find; a miss (a sentence inside a line) is decided by the scan. The parts are not filtered
     # into sentences (sentences()): a Python step for each of the request's thousands of lines.
-    whole = set(haystack.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines())
+    whole = set(retention_mod.cut_at_stops(haystack).splitlines())
     # The checked items the lookup above already looked for (a plain substring test: all but numbers, which
     # are no candidates): a candidate of the same text is not scanned for again.
     lost = set(found_before.lost)

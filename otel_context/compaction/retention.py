@@ -80,6 +80,7 @@ __all__ = [
     "annotate",
     "check",
     "check_microcompact",
+    "cut_at_stops",
     "error_lines",
     "lookup",
     "lookup_added",
@@ -370,10 +371,24 @@ def _numbers(text: str, found: dict[str, None]) -> None:
         found[" ".join(number.decode().split())] = None
 
 
+def cut_at_stops(text: str) -> str:
+    """``text`` with a line break for the space after each ``.``, ``!`` and ``?``: where sentences end, beside the
+    line breaks (plain replacements, not a regex tried at every position). A text without a ``!`` (a ``?``) is
+    not searched for ``! `` (``? ``): one character is found by ``memchr`` at memory speed, where the search for
+    two (that ``str.replace`` does even when there is none) steps a few characters at a time, ~0.15 ms for each
+    on a request of ~200,000 characters."""
+    text = text.replace(". ", ".\n")
+    if "!" in text:
+        text = text.replace("! ", "!\n")
+    if "?" in text:
+        text = text.replace("? ", "?\n")
+    return text
+
+
 def _sentences(text: str, found: dict[str, None]) -> None:
-    """Sentences end at ``.``, ``!`` or ``?`` followed by a space, and at line breaks (plain replacements,
-    not a regex tried at every position); each distinct line is read once."""
-    lines = text.replace(". ", ".\n").replace("! ", "!\n").replace("? ", "?\n").splitlines()
+    """Sentences end at ``.``, ``!`` or ``?`` followed by a space, and at line breaks (:func:`cut_at_stops`); each
+    distinct line is read once."""
+    lines = cut_at_stops(text).splitlines()
     for sentence in dict.fromkeys(lines):
         sentence = sentence.strip()
         if len(sentence) >= 12 and sentence.count(" ") >= 2:
