@@ -48,9 +48,10 @@ import json
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, chain
+from json.scanner import make_scanner
 from typing import Any
 
 from opentelemetry.trace import Span
@@ -377,17 +378,35 @@ _WRITES_FILE = frozenset({"tee", "touch", "rm", "mv", "cp", "truncate"})
 _PATH_TOKEN = re.compile(r"^[\w./~@+-]*[\w-]\.[A-Za-z0-9]{1,6}$|^[\w.~@+-]*/[\w./~@+-]*$")
 
 
+#: ``json.loads``' own scanner (the C one, as :class:`json.JSONDecoder` makes it), for :func:`_json_object`.
+_SCAN_JSON: Callable[[str, int], tuple[Any, int]] = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def _json_object(text: str) -> Any:
+    """``json.loads(text)`` for a ``text`` that starts with ``{`` (the arguments of an OpenAI call): the same value,
+    and a :class:`ValueError` where it raises one, without its three Python steps around the scan (``loads``,
+    ``decode``, ``raw_decode``: ~0.9 µs a call where the scan of a call's arguments takes ~0.2; a span has a call
+    every few items)."""
+    try:
+        value, end = _SCAN_JSON(text, 0)
+    except StopIteration:  # no value at 0 (raw_decode's "Expecting value")
+        raise ValueError(text) from None
+    if end != len(text) and text[end:].strip(" \t\n\r"):  # after the value, JSON's white space alone
+        raise ValueError(text)  # json.loads' "Extra data"
+    return value
+
+
 def _arguments(use: ToolUse) -> Mapping[str, Any]:
     arguments = use.arguments
-    if isinstance(arguments, Mapping):
-        return arguments
-    if isinstance(arguments, str) and arguments[:1] == "{":
-        try:
-            parsed = json.loads(arguments)
-        except ValueError:
-            return {"input": arguments}
-        return parsed if isinstance(parsed, Mapping) else {}
-    return {"input": arguments} if isinstance(arguments, str) else {}
+    if isinstance(arguments, str):  # OpenAI's JSON; a str is no Mapping (whose test is an ABC's, slower)
+        if arguments[:1] == "{":
+            try:
+                parsed = _json_object(arguments)
+            except ValueError:
+                return {"input": arguments}
+            return parsed if isinstance(parsed, Mapping) else {}
+        return {"input": arguments}
+    return arguments if isinstance(arguments, Mapping) else {}
 
 
 def _path_of(arguments: Mapping[str, Any], keys: Sequence[str]) -> str | None:
