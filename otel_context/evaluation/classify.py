@@ -101,8 +101,36 @@ def _text_of(content: Any) -> str:
             elif btype == "tool_result":
                 parts.append(_text_of(block.get("content")))
             elif btype == "tool_use":
-                parts.append(json.dumps(block.get("input"), sort_keys=True))
+                parts.append(_call_text(block.get("input")))
     return "\n".join(parts)
+
+
+def _call_text(arguments: Any) -> str:
+    """A tool call's arguments as the model reads them: the JSON the request carries, then each string argument
+    that JSON escapes (a double quote, a backslash, a line break) as its own text. A command line with quotes
+    (``git commit -m "fix: ..."``) is whole in what the model reads, not in the JSON (``\\"``): judged on the JSON
+    alone, a command kept verbatim in the recent turns counted as lost."""
+    if isinstance(arguments, str):
+        raw = arguments
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return raw
+    else:
+        raw = json.dumps(arguments, sort_keys=True)
+    escaped = [value for value in _string_values(arguments) if json.dumps(value)[1:-1] != value]
+    return "\n".join([raw, *escaped])
+
+
+def _string_values(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _string_values(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _string_values(item)
 
 
 def _message(role: str, text: str, tool_result: bool = False) -> SentMessage:
@@ -133,7 +161,7 @@ def request_messages(body: Mapping[str, Any], wire_format: str) -> list[SentMess
             for call in msg.get("tool_calls") or []:
                 function = call.get("function") if isinstance(call, Mapping) else None
                 if isinstance(function, Mapping):
-                    text += "\n" + str(function.get("arguments", ""))
+                    text += "\n" + _call_text(function.get("arguments", ""))
             role = str(msg.get("role"))
             if role in ("system", "developer"):
                 out.append(SentMessage(role, text))
@@ -155,7 +183,7 @@ def request_messages(body: Mapping[str, Any], wire_format: str) -> list[SentMess
                 text = _text_of(item.get("content"))
                 out.append(SentMessage(role, text) if role in ("system", "developer") else _message(role, text))
             elif itype == "function_call":
-                out.append(SentMessage("assistant", str(item.get("arguments", ""))))
+                out.append(SentMessage("assistant", _call_text(item.get("arguments", ""))))
             elif itype == "function_call_output":
                 output = item.get("output")
                 out.append(_message("tool", output if isinstance(output, str) else _text_of(output), True))

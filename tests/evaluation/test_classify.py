@@ -23,6 +23,7 @@ from otel_context.evaluation.classify import (
 )
 from otel_context.evaluation.scenarios import SCENARIOS, get_scenario
 from otel_context.evaluation.script import KINDS, answer_matches
+from otel_context.evaluation.work import command, kept
 
 BILLING = get_scenario("billing")
 ACCOUNT = BILLING.fact("account")  # a user identifier
@@ -212,3 +213,48 @@ def test_each_scenario_plants_every_kind_once_keyed_uniquely(name: str) -> None:
         assert text.count(json.dumps(fact.text)[1:-1]) == 1, fact.id
     assert scenario.script(40) != script[:40]  # a shorter run plants every fact too, in proportion
     assert sum(len(t.planted) for t in scenario.script(40)) == len(scenario.facts)
+
+
+QUOTED = 'git add crates && git commit -m "fix(ledger-core): round half to even"'
+
+
+@pytest.mark.parametrize("wire_format", ["anthropic_messages", "openai_chat", "openai_responses"])
+def test_a_command_with_quotes_in_a_kept_tool_call_is_kept_as_the_model_reads_it(wire_format: str) -> None:
+    """The request carries a tool call's arguments as JSON, where the command's quotes are escaped; the model
+    reads the command whole, and so does the judge (the long scenario counted such commands lost while they
+    were still in the recent turns)."""
+    arguments = {"command": QUOTED}
+    if wire_format == "anthropic_messages":
+        body: dict[str, Any] = {
+            "messages": [
+                {"role": "user", "content": "Commit it."},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": arguments}],
+                },
+            ]
+        }
+    elif wire_format == "openai_chat":
+        call = {"id": "t1", "type": "function", "function": {"name": "bash", "arguments": json.dumps(arguments)}}
+        body = {"messages": [{"role": "user", "content": "Commit it."}, {"role": "assistant", "tool_calls": [call]}]}
+    else:
+        body = {
+            "input": [
+                {"type": "message", "role": "user", "content": "Commit it."},
+                {"type": "function_call", "call_id": "t1", "name": "bash", "arguments": json.dumps(arguments)},
+            ]
+        }
+    texts = [m.text for m in request_messages(body, wire_format)]
+    assert QUOTED not in json.dumps(arguments)  # escaped in what the request carries
+    assert any(QUOTED in text for text in texts)
+    assert kept(command(QUOTED), texts)
+    # An argument JSON leaves as it is is not written twice; one that is not JSON is read as it is.
+    plain = request_messages(
+        {"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": '{"path": "a.py"}'}}]}]},
+        "openai_chat",
+    )
+    assert plain[0].text == '\n{"path": "a.py"}'
+    broken = request_messages(
+        {"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": '{"path": "a'}}]}]}, "openai_chat"
+    )
+    assert broken[0].text == '\n{"path": "a'
