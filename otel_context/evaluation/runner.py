@@ -769,8 +769,12 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
                                 current.spared_cost = (current.spared_cost or 0.0) + model_price.cost(spared, 0)
             except KeyboardInterrupt:
                 result.interrupted = True
+            finally:
+                # The summaries still in flight land while the simulated provider still answers them (after it
+                # stops, each would fail on a refused connection and say so).
+                otel_context.wait_for_summaries()
     finally:
-        # The summaries still in flight land first: their spans are exported whole, none after the shutdown.
+        # And before the shutdown (a live run, an error): their spans are exported whole, none after it.
         otel_context.wait_for_summaries()
         otel_context.uninstrument()
         tracer_provider.shutdown()
