@@ -858,25 +858,28 @@ def _present(hints: Mapping[str, tuple[str, ...]], words: set[str]) -> list[str]
     return [hint for hint, among in hints.items() if any(word in words for word in among)]
 
 
-def _holding(texts: Sequence[str], words: Sequence[str]) -> set[int]:
-    """The indices of ``texts`` that hold one of ``words``: each word looked for in one joined text, at memory
-    speed, jumping to the next text at a hit (most of an agent's texts hold none: each tested word by word
-    cost more than the rest of the trail)."""
-    if not texts:
-        return set()
+def _holding(texts: Sequence[str], *lists: Sequence[str]) -> list[set[int]]:
+    """For each of ``lists`` (of words), the indices of ``texts`` that hold one of its words: each word looked for
+    in one joined text, at memory speed, jumping to the next text at a hit (most of an agent's texts hold none:
+    each tested word by word cost more than the rest of the trail). The texts are joined once for all the lists,
+    and not at all when no list has a word (a span whose texts hold none of the hints: the join and its offsets
+    cost ~0.14 ms on ~700 texts)."""
+    hits: list[set[int]] = [set() for _ in lists]
+    if not texts or not any(lists):
+        return hits
     joined = "\x00".join(texts)
     starts = list(accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
     last = len(texts) - 1
-    hit: set[int] = set()
-    for word in words:
-        at = joined.find(word)
-        while at >= 0:
-            index = bisect_right(starts, at) - 1
-            hit.add(index)
-            if index == last:
-                break
-            at = joined.find(word, starts[index + 1])
-    return hit
+    for words, hit in zip(lists, hits, strict=True):
+        for word in words:
+            at = joined.find(word)
+            while at >= 0:
+                index = bisect_right(starts, at) - 1
+                hit.add(index)
+                if index == last:
+                    break
+                at = joined.find(word, starts[index + 1])
+    return hits
 
 
 def build(walked: Sequence[tuple[str, bool, str]], tools: Sequence[ToolUse], settings: Settings) -> Trail:
@@ -888,8 +891,9 @@ def build(walked: Sequence[tuple[str, bool, str]], tools: Sequence[ToolUse], set
     texts = [text for _, text in spoken]
     words = set("\n".join(texts).translate(_WORD_BREAKS).split())  # the assistant's words, once
     trail.spoken = words
-    deciding = {spoken[k][0] for k in _holding(texts, _present(_DECISION_HINTS, words))}
-    fixing = {spoken[k][0] for k in _holding(texts, _present(_FIXED_HINTS, words))}
+    decide_at, fix_at = _holding(texts, _present(_DECISION_HINTS, words), _present(_FIXED_HINTS, words))
+    deciding = {spoken[k][0] for k in decide_at}
+    fixing = {spoken[k][0] for k in fix_at}
     summaries = [i for i, (_, _, user) in enumerate(walked) if user and is_summary_message(user)]
     # Only the items that say something of the work are visited, in order: a summary message (the trail it
     # carries), a tool call or result, an assistant's text that holds a word of a decision or of a fix.
