@@ -1,5 +1,5 @@
 """Print the oldest release of each supported client range as pip requirements (``anthropic==2.10 openai==3.50
-redis==5.1``).
+redis==5.2.1``).
 
 The ranges have one home, the ``anthropic``, ``openai`` and ``redis`` extras of ``pyproject.toml``; this reads
 them from the installed project's metadata (run it with the project's virtualenv), so ``make test-oldest-sdks``

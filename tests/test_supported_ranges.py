@@ -32,7 +32,7 @@ def test_the_oldest_run_installs_the_lower_bound_of_every_client_range() -> None
     printed = subprocess.run(
         [sys.executable, str(REPO / ".ci" / "oldest_sdks.py")], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert printed == ["anthropic==2.10", "openai==3.50", "redis==5.1"]
+    assert printed == ["anthropic==2.10", "openai==3.50", "redis==5.2.1"]
 
 
 def test_the_redis_range_ends_at_the_release_the_tests_run_on() -> None:
