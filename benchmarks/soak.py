@@ -111,10 +111,12 @@ HOUSEKEEPING_SECONDS = 2.0
 
 
 def forget_provider_memory(sim: SimulatedProvider) -> None:
-    """The simulated provider's record of exchanges, prompt cache and token-count memos (up to ~100 MB) are
-    not ours to measure: reset them every few seconds so that the RSS figures are the app's and ours."""
+    """The simulated provider's record of exchanges, prompt cache, the prompts it keeps for cache diagnostics
+    (up to 4,096 whole prompts: several hundred MB here) and token-count memos are not ours to measure: reset
+    them every few seconds so that the RSS figures are the app's and ours."""
     sim.clear()
     sim.reset_cache()
+    sim.forget_prompt_records()
     sim_tokens._pieces_long.cache_clear()
     sim_tokens._count_long.cache_clear()
 

@@ -83,6 +83,12 @@ class PromptCache:
         with self._lock:
             self._entries.clear()
 
+    def forget_records(self) -> None:
+        """Forget the prompts kept for diagnostics (up to :data:`MAX_RECORDS` whole prompts: hundreds of MB in a
+        long run of long conversations); a later request that names one gets the diagnosis of an unknown id."""
+        with self._lock:
+            self._records.clear()
+
     def remember(self, response_id: str, record: PromptRecord) -> None:
         """Keep the prompt of the request ``response_id`` answered, for a later request's diagnosis."""
         with self._lock:

@@ -404,6 +404,10 @@ class SimulatedProvider:
         """Forget every prompt-cache entry."""
         self._state.cache.reset()
 
+    def forget_prompt_records(self) -> None:
+        """Forget the prompts kept for cache diagnostics (see :meth:`PromptCache.forget_records`)."""
+        self._state.cache.forget_records()
+
     @property
     def min_cacheable_tokens(self) -> int:
         return self._state.cache.min_cacheable_tokens

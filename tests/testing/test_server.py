@@ -287,3 +287,27 @@ def test_restart_after_stop() -> None:
         finally:
             client.close()
     assert first > 0
+
+
+def test_the_prompts_kept_for_cache_diagnostics_can_be_forgotten(sim: Any) -> None:
+    """The provider keeps each answered request's prompt to diagnose a later request against it (up to 4,096
+    whole prompts); a long run forgets them as it forgets its exchanges (benchmarks/soak.py: they are the
+    provider's memory, not the app's), and a request that then names one learns it is not found."""
+    import openai
+
+    client = openai.OpenAI(base_url=sim.openai_base_url, api_key="k", max_retries=0)
+    prompt = "Read this. " + "word " * 1500
+    first = client.responses.create(model=GPT, input=prompt, store=False)
+
+    def compared_to_first() -> Any:
+        response = client.responses.create(
+            model=GPT,
+            input=prompt + "and one more",
+            store=False,
+            extra_body={"prompt_cache_options": {"comparison_response_id": first.id}},
+        )
+        return response.model_dump()["prompt_cache_diagnostics"]["type"]
+
+    assert compared_to_first() != "comparison_response_not_found"
+    sim.forget_prompt_records()
+    assert compared_to_first() == "comparison_response_not_found"
