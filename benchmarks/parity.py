@@ -32,7 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import Histogram, InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_context
 from otel_context import engine, pricing, semconv
@@ -59,9 +61,26 @@ class Figures:
     cache_read_share: float
     waited: float
     calls: int
+    #: Summaries prepared in the background and dropped unsent, and what their summarizer calls cost.
+    discarded: int = 0
+    discarded_cost: float = 0.0
 
     def row(self) -> str:
-        return f"{self.summarizer_calls:>4} {self.cost:>9.4f} {100 * self.cache_read_share:>6.1f}% {self.waited:>6.2f}"
+        return (
+            f"{self.summarizer_calls:>4} {self.discarded:>4} {self.discarded_cost:>7.4f} {self.cost:>9.4f}"
+            f" {100 * self.cache_read_share:>6.1f}% {self.waited:>6.2f}"
+        )
+
+
+def _discards(spans: Sequence[ReadableSpan]) -> tuple[int, float]:
+    """(summaries discarded, their summarizer's spend in USD) from the run's ``compact`` spans."""
+    count, spend = 0, 0.0
+    for span in spans:
+        attrs = span.attributes or {}
+        if attrs.get(semconv.COMPACTION_OUTCOME) == semconv.OUTCOME_DISCARDED:
+            count += 1
+            spend += float(attrs.get(semconv.COMPACTION_COST) or 0.0)  # type: ignore[arg-type]
+    return count, spend
 
 
 def _is_summary(body: Any) -> bool:
@@ -91,8 +110,10 @@ def _billed(provider: str, usage: dict[str, Any]) -> tuple[float, int, int]:
     return priced.amount, total, read
 
 
-def figures_of(sim: SimulatedProvider, provider: str, reader: InMemoryMetricReader) -> Figures:
-    """The figures of a run from what the simulated provider billed and the wait histogram."""
+def figures_of(
+    sim: SimulatedProvider, provider: str, reader: InMemoryMetricReader, spans: Sequence[ReadableSpan]
+) -> Figures:
+    """The figures of a run from what the simulated provider billed, the wait histogram and the spans."""
     cost, inputs, reads, calls = 0.0, 0, 0, 0
     summaries = 0
     for exchange in sim.exchanges:
@@ -102,7 +123,7 @@ def figures_of(sim: SimulatedProvider, provider: str, reader: InMemoryMetricRead
         summaries += _is_summary(exchange.body)
         dollars, tokens, read = _billed(provider, exchange.usage)
         cost, inputs, reads = cost + dollars, inputs + tokens, reads + read
-    return Figures(summaries, cost, reads / inputs if inputs else 0.0, _waited(reader), calls)
+    return Figures(summaries, cost, reads / inputs if inputs else 0.0, _waited(reader), calls, *_discards(spans))
 
 
 def _waited(reader: InMemoryMetricReader) -> float:
@@ -124,11 +145,14 @@ def run_loop(
     model = MODELS[provider]
     engine.reset()
     reader = InMemoryMetricReader()
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     # The provider's own window is left large: the compactor's window is the experiment (at 12,000 tokens the
     # loop's summaries, which list every user message, outgrow a provider window that small).
     with SimulatedProvider(latency=latency, summary_latency=latency * (SUMMARY_FACTOR - 1)) as sim:
         otel_context.instrument(
-            tracer_provider=TracerProvider(),
+            tracer_provider=tracer_provider,
             meter_provider=MeterProvider(metric_readers=[reader]),
             auto_compact_window=window,
             background_compaction=background,
@@ -142,7 +166,7 @@ def run_loop(
             _background.wait_idle(30.0)
         finally:
             otel_context.uninstrument()
-        return figures_of(sim, provider, reader)
+        return figures_of(sim, provider, reader, exporter.get_finished_spans())
 
 
 def run_demo(provider: str, latency: float, background: bool) -> Figures:
@@ -155,11 +179,19 @@ def run_demo(provider: str, latency: float, background: bool) -> Figures:
     inputs = sum(c.input_tokens for c in calls)
     reads = sum(c.cache_read for c in calls)
     waited = sum(total for _, total in result.waits.values())
-    return Figures(summarizer, result.cost().actual, reads / inputs if inputs else 0.0, waited, len(calls))
+    return Figures(
+        summarizer,
+        result.cost().actual,
+        reads / inputs if inputs else 0.0,
+        waited,
+        len(calls),
+        *_discards(result.spans),
+    )
 
 
-HEADER = f"{'':34}{'inline':>29}   {'background':>29}   {'calls':>6} {'cost':>7} {'reads':>7}"
-SUB = f"{'':34}{'summ':>4} {'cost $':>9} {'reads':>7} {'wait s':>6}   {'summ':>4} {'cost $':>9} {'reads':>7} {'wait s':>6}"
+HEADER = f"{'':34}{'inline':>42}   {'background':>42}   {'calls':>6} {'cost':>7} {'reads':>7}"
+_SIDE = f"{'summ':>4} {'disc':>4} {'disc $':>7} {'cost $':>9} {'reads':>7} {'wait s':>6}"
+SUB = f"{'':34}{_SIDE}   {_SIDE}"
 
 
 def _compare(label: str, inline: Figures, background: Figures) -> tuple[str, bool]:
@@ -227,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for latency in (float(x) for x in args.loop_latencies.split(",")):
             ok &= loop_part(providers, [int(w) for w in args.windows.split(",")], args.turns, latency)
     print(
-        "\nsumm: summarizer calls; reads: cache reads / input; wait: seconds requests waited for compactions, in all;"
+        "\nsumm: summarizer calls; disc, disc $: summaries discarded unsent and their summarizer's spend; reads: cache reads / input; wait: seconds requests waited for compactions, in all;"
         "\ncalls/cost/reads: background against inline (+calls, cost ratio, points); micro on/off: cost ratio."
     )
     print(f"{'every target met' if ok else 'targets NOT met (<-)'}; {time.monotonic() - began:.0f} s")
