@@ -771,11 +771,10 @@ def run_one(options: EvalOptions, scenario: Scenario, style: str | None) -> RunR
                 result.interrupted = True
             finally:
                 # The summaries still in flight land while the simulated provider still answers them (after it
-                # stops, each would fail on a refused connection and say so).
+                # stops, each would fail on a refused connection and say so), and before the tracer provider's
+                # shutdown below: their spans are exported whole. Only the calls in this block start summaries.
                 otel_context.wait_for_summaries()
     finally:
-        # And before the shutdown (a live run, an error): their spans are exported whole, none after it.
-        otel_context.wait_for_summaries()
         otel_context.uninstrument()
         tracer_provider.shutdown()
         meter_provider.shutdown()
