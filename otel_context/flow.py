@@ -133,6 +133,18 @@ def _advance(steps: Generator[S, Any, T], reply: Any, error: BaseException | Non
         return _Finished(done.value)
 
 
+def _stops(steps: Generator[Any, Any, Any], stopped: Stopped, error: BaseException | None) -> bool:
+    """``stopped(error)``; when it raises (``Compactor.compact`` hands its caller's mistake back that way), the
+    steps are closed first, here, on the thread and in the context that ran them: left suspended, what they made
+    current (a summary's ``compact`` span, the recursion guard) would stay current for whatever this thread
+    does next, every later span its child, until the garbage collector happened to close them."""
+    try:
+        return stopped(error)
+    except BaseException:
+        steps.close()
+        raise
+
+
 @overload
 def drive(steps: Generator[S, Any, T], perform: Callable[[S], Any]) -> T: ...
 @overload
@@ -141,14 +153,14 @@ def drive(steps: Generator[S, Any, T], perform: Callable[[S], Any], stopped: Sto
     """Run ``steps`` to their end, doing each step with ``perform`` synchronously: what it returns is sent back
     to the steps, an exception it raises is thrown into them (they decide: the instrumentation's flow retries
     or re-raises the app's error). With ``stopped``: None when it says to give up (the steps are left as they
-    are, for the caller to close or keep)."""
+    are, for the caller to close or keep); an exception it raises closes the steps and reaches the caller."""
     step = _advance(steps, None, None)
     while not isinstance(step, _Finished):
         try:
             reply, error = perform(step), None
         except BaseException as exc:  # handed to the steps, which decide
             reply, error = None, exc
-        if stopped is not None and stopped(error):
+        if stopped is not None and _stops(steps, stopped, error):
             return None
         step = _advance(steps, reply, error)
     return step.value
@@ -168,7 +180,7 @@ async def adrive(
             reply, error = await perform(step), None
         except BaseException as exc:  # handed to the steps, which decide
             reply, error = None, exc
-        if stopped is not None and stopped(error):
+        if stopped is not None and _stops(steps, stopped, error):
             return None
         step = _advance(steps, reply, error)
     return step.value

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from opentelemetry import context as otel_context_api
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import Meter, MeterProvider
 from opentelemetry.sdk.metrics import MeterProvider as SDKMeterProvider
@@ -117,3 +118,17 @@ def _settings_warnings_anew() -> Iterator[None]:
 
     settings._warned.clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _no_span_left_current() -> Iterator[None]:
+    """Every test leaves this thread's OpenTelemetry context as it found it. A span left current (a step
+    generator suspended inside ``use_span`` and never closed) makes every later span of the thread its child:
+    on CI that surfaced 44 tests later as "no root chat span", only when the garbage collector came late."""
+    before = otel_context_api.get_current()
+    yield
+    current = trace.get_current_span()
+    if otel_context_api.get_current() is not before and current.get_span_context().is_valid:
+        token = otel_context_api.attach(before)  # the next tests start clean: one failure, not forty
+        del token
+        raise AssertionError(f"the test left a span current in this thread: {current}")
