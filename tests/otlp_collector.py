@@ -82,19 +82,29 @@ def silent_collector() -> Iterator[str]:
     """The URL of a collector that accepts connections and never answers (a hung proxy, a stopped container's
     port still forwarded)."""
     server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.05)
     accepted: list[socket.socket] = []
+    stop = threading.Event()
 
     def accept() -> None:
-        while True:
+        while not stop.is_set():
             try:
                 accepted.append(server.accept()[0])
+            except TimeoutError:
+                continue
             except OSError:
                 return
 
-    threading.Thread(target=accept, daemon=True).start()
+    # The thread ends before the socket closes. Closed under a thread blocked in accept(), the socket's number
+    # went to the next one a test opened (a simulated provider's), and that thread took a connection meant for
+    # it: its client saw "Server disconnected", and the provider's own accept() waited for ever.
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
     try:
         yield f"http://127.0.0.1:{server.getsockname()[1]}"
     finally:
+        stop.set()
+        thread.join()
         server.close()
         for conn in accepted:
             conn.close()

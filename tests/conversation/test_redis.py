@@ -162,13 +162,18 @@ class _SlowLink:
     def __init__(self, port: int, delay: float) -> None:
         self.port, self.delay = port, delay
         self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.05)
         self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
 
     def _accept(self) -> None:
-        while True:
+        while not self._stop.is_set():
             try:
                 client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
             server = socket.create_connection(("127.0.0.1", self.port))
@@ -186,6 +191,10 @@ class _SlowLink:
                 end.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
+        """Its accept loop ends before the listener closes: a thread left in accept() takes a connection
+        meant for the next socket that gets the listener's number (tests/otlp_collector.py)."""
+        self._stop.set()
+        self._thread.join()
         self._listener.close()
 
 
