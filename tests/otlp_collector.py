@@ -22,6 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from tests.loopback import AcceptLoop
+
 
 class Collector:
     """An OTLP/HTTP trace receiver on loopback: the spans of every export request, decoded."""
@@ -81,30 +83,11 @@ def closed_port() -> int:
 def silent_collector() -> Iterator[str]:
     """The URL of a collector that accepts connections and never answers (a hung proxy, a stopped container's
     port still forwarded)."""
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.05)
     accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-
-    # The thread ends before the socket closes. Closed under a thread blocked in accept(), the socket's number
-    # went to the next one a test opened (a simulated provider's), and that thread took a connection meant for
-    # it: its client saw "Server disconnected", and the provider's own accept() waited for ever.
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
+    loop = AcceptLoop(accepted.append)
     try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+        yield f"http://127.0.0.1:{loop.port}"
     finally:
-        stop.set()
-        thread.join()
-        server.close()
+        loop.close()
         for conn in accepted:
             conn.close()

@@ -21,6 +21,7 @@ import redis
 
 from otel_context.conversation.state_store import RedisStore, StateStore
 from otel_context.testing.redis_server import RedisServer
+from tests.loopback import AcceptLoop
 from tests.values import keys_of
 
 
@@ -161,24 +162,13 @@ class _SlowLink:
 
     def __init__(self, port: int, delay: float) -> None:
         self.port, self.delay = port, delay
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.05)
-        self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
+        self._loop = AcceptLoop(self._relay)
+        self.url = f"redis://127.0.0.1:{self._loop.port}/0"
 
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            server = socket.create_connection(("127.0.0.1", self.port))
-            threading.Thread(target=self._pipe, args=(client, server, self.delay), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, 0.0), daemon=True).start()
+    def _relay(self, client: socket.socket) -> None:
+        server = socket.create_connection(("127.0.0.1", self.port))
+        threading.Thread(target=self._pipe, args=(client, server, self.delay), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(server, client, 0.0), daemon=True).start()
 
     @staticmethod
     def _pipe(source: socket.socket, target: socket.socket, delay: float) -> None:
@@ -191,11 +181,7 @@ class _SlowLink:
                 end.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
-        """Its accept loop ends before the listener closes: a thread left in accept() takes a connection
-        meant for the next socket that gets the listener's number (tests/otlp_collector.py)."""
-        self._stop.set()
-        self._thread.join()
-        self._listener.close()
+        self._loop.close()
 
 
 @pytest.mark.parametrize("delay_ms", [0, 1], ids=["loopback", "1ms-away"])
