@@ -636,9 +636,7 @@ def test_fifty_conversations_in_parallel_threads_each_prepare_once(
     summaries = [e for e in simulated_provider.exchanges if _is_summary(e.body)]
     ids = {c.context.span_id for c in compacts}
     attempts = [s for s in otel.spans() if s.name.startswith("chat ") and s.parent and s.parent.span_id in ids]
-    failed = [
-        (s.attributes or {}).get(semconv.ERROR_TYPE) for s in attempts if s.status.status_code is StatusCode.ERROR
-    ]
+    failed = [attrs_of(s).get(semconv.ERROR_TYPE) for s in attempts if s.status.status_code is StatusCode.ERROR]
     assert len(attempts) - len(failed) == 50, failed
     assert 50 <= len(summaries) <= len(attempts), (len(summaries), failed)
     assert [e.error for e in summaries if e.error] == []
